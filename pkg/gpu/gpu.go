@@ -1,0 +1,121 @@
+// Package gpu defines what a GPU backend reports: the identity of every
+// device (a whole GPU or a MIG instance) and one reading of its fields.
+// Backends (NVML, simulated) fill these types; the exporter's collector turns
+// them into metrics. Nothing here talks to hardware.
+package gpu
+
+import (
+	"context"
+)
+
+// Field is one measurable quantity of a device. Readings keep a presence bit
+// per field so that "not supported" is never confused with zero.
+type Field uint8
+
+// The fields every backend may report. Units are those dcgm-exporter uses.
+const (
+	FieldGPUUtil     Field = iota // percent, 0-100
+	FieldMemCopyUtil              // percent, 0-100
+	FieldFBUsed                   // MiB
+	FieldFBFree                   // MiB
+	FieldFBReserved               // MiB
+	FieldFBTotal                  // MiB
+	FieldGPUTemp                  // degrees C
+	FieldMemoryTemp               // degrees C
+	FieldPowerUsage               // watts
+	FieldPowerLimit               // watts (enforced limit)
+	FieldEnergy                   // millijoules since driver load (counter)
+	FieldSMClock                  // MHz
+	FieldMemClock                 // MHz
+	FieldLastXID                  // code of the last XID error seen, 0 if none
+	NumFields
+)
+
+var fieldNames = [NumFields]string{
+	"gpu_util", "mem_copy_util", "fb_used_mib", "fb_free_mib", "fb_reserved_mib",
+	"fb_total_mib", "gpu_temp_c", "memory_temp_c", "power_usage_w", "power_limit_w",
+	"energy_mj", "sm_clock_mhz", "mem_clock_mhz", "last_xid",
+}
+
+// String returns the field's name as used in the exporter's JSON API.
+func (f Field) String() string {
+	if f < NumFields {
+		return fieldNames[f]
+	}
+	return "unknown"
+}
+
+// MIG describes a MIG instance. A Device with a nil MIG is a whole GPU.
+type MIG struct {
+	// UUID of the MIG device ("MIG-..."), as the device plugin and the
+	// kubelet's pod-resources API name it.
+	UUID              string
+	GPUInstanceID     int
+	ComputeInstanceID int
+	// Profile is the GPU instance profile, for example "1g.10gb".
+	Profile string
+}
+
+// Device identifies one exported device. For a MIG instance the GPU-level
+// fields (Index, UUID, PCIBusID, ModelName, Minor) are the parent GPU's, as in
+// dcgm-exporter, so that dashboards group instances under their GPU.
+type Device struct {
+	Index     int    // NVML index of the (parent) GPU: the "gpu" label
+	Minor     int    // /dev/nvidiaN minor number: the "device" label
+	UUID      string // parent GPU UUID ("GPU-...")
+	ModelName string
+	PCIBusID  string
+	MIG       *MIG
+}
+
+// ID is the identifier the kubelet's pod-resources API uses for this
+// device: the MIG UUID for a MIG instance, the GPU UUID otherwise.
+func (d Device) ID() string {
+	if d.MIG != nil {
+		return d.MIG.UUID
+	}
+	return d.UUID
+}
+
+// Reading is one collection of one device.
+type Reading struct {
+	Device Device
+	// Err is set when the device could not be read this time; the device is
+	// then reported unhealthy and none of its fields are exported.
+	Err     error
+	values  [NumFields]float64
+	present uint32
+	// XIDCounts counts XID errors by code since the backend started.
+	XIDCounts map[uint64]uint64
+}
+
+// Set records a field's value.
+func (r *Reading) Set(f Field, v float64) {
+	r.values[f] = v
+	r.present |= 1 << f
+}
+
+// Get returns a field's value and whether the backend reported it.
+func (r *Reading) Get(f Field) (float64, bool) {
+	if f >= NumFields || r.present&(1<<f) == 0 {
+		return 0, false
+	}
+	return r.values[f], true
+}
+
+// Healthy reports whether the device was read successfully.
+func (r *Reading) Healthy() bool { return r.Err == nil }
+
+// Backend reads every device on the node. It is consumed by the exporter's
+// collection loop, which is its only caller (no concurrent Collect calls).
+type Backend interface {
+	// Name is "nvml" or "sim".
+	Name() string
+	// DriverVersion is the driver version label value.
+	DriverVersion() string
+	// Collect reads every device. Failures of one device are reported in its
+	// Reading; an error means nothing could be read at all.
+	Collect(ctx context.Context) ([]Reading, error)
+	// Close releases the backend's resources.
+	Close() error
+}
