@@ -49,11 +49,11 @@ func (f Field) String() string {
 type MIG struct {
 	// UUID of the MIG device ("MIG-..."), as the device plugin and the
 	// kubelet's pod-resources API name it.
-	UUID              string
-	GPUInstanceID     int
-	ComputeInstanceID int
+	UUID              string `json:"uuid"`
+	GPUInstanceID     int    `json:"gpuInstanceId"`
+	ComputeInstanceID int    `json:"computeInstanceId"`
 	// Profile is the GPU instance profile, for example "1g.10gb".
-	Profile string
+	Profile string `json:"profile"`
 }
 
 // Device identifies one exported device. For a MIG instance the GPU-level

@@ -1,0 +1,104 @@
+// Package app wires the exporter's flags to its components: the GPU
+// backend, pod attribution, the collection loop and the HTTP server.
+package app
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+)
+
+// Options are the exporter's command-line settings.
+type Options struct {
+	Backend         string
+	CollectInterval time.Duration
+	Hostname        string
+
+	SimGPUs        int
+	SimModel       string
+	SimMIGProfiles string
+
+	PodResourcesSocket   string
+	PodResourcesInterval time.Duration
+	PodResourcesTimeout  time.Duration
+	ExtraResourceNames   string
+
+	ListenAddress string
+	WebConfigFile string
+	LogLevel      string
+}
+
+// NewOptions returns the defaults.
+func NewOptions() *Options {
+	return &Options{
+		Backend:              "nvml",
+		CollectInterval:      time.Second,
+		SimGPUs:              8,
+		SimModel:             "NVIDIA H100 80GB HBM3",
+		PodResourcesSocket:   "/var/lib/kubelet/pod-resources/kubelet.sock",
+		PodResourcesInterval: 5 * time.Second,
+		PodResourcesTimeout:  2 * time.Second,
+		ListenAddress:        ":9400",
+		LogLevel:             "info",
+	}
+}
+
+// AddFlags registers the options on fs.
+func (o *Options) AddFlags(fs *flag.FlagSet) {
+	fs.StringVar(&o.Backend, "backend", o.Backend, "GPU backend: nvml (the NVIDIA driver) or sim (simulated GPUs, labelled simulated=\"true\").")
+	fs.DurationVar(&o.CollectInterval, "collect-interval", o.CollectInterval, "How often the background loop reads every GPU.")
+	fs.StringVar(&o.Hostname, "hostname", o.Hostname, "Value of the Hostname label (default: $NODE_NAME, else the host name).")
+	fs.IntVar(&o.SimGPUs, "sim-gpus", o.SimGPUs, "Number of simulated GPUs (sim backend).")
+	fs.StringVar(&o.SimModel, "sim-model", o.SimModel, "Model name of the simulated GPUs (sim backend).")
+	fs.StringVar(&o.SimMIGProfiles, "sim-mig-profiles", o.SimMIGProfiles, "Comma-separated MIG layout applied to every simulated GPU, e.g. 3g.40gb,2g.20gb,1g.10gb,1g.10gb (sim backend).")
+	fs.StringVar(&o.PodResourcesSocket, "pod-resources-socket", o.PodResourcesSocket, "Kubelet pod-resources socket; empty disables pod attribution.")
+	fs.DurationVar(&o.PodResourcesInterval, "pod-resources-interval", o.PodResourcesInterval, "How often pod attribution is refreshed in the background.")
+	fs.DurationVar(&o.PodResourcesTimeout, "pod-resources-timeout", o.PodResourcesTimeout, "Deadline of one pod-resources List call.")
+	fs.StringVar(&o.ExtraResourceNames, "resource-names", o.ExtraResourceNames, "Extra comma-separated extended resource names that hold GPUs (a trailing * matches a prefix), besides nvidia.com/gpu and nvidia.com/mig-*.")
+	fs.StringVar(&o.ListenAddress, "web.listen-address", o.ListenAddress, "Address to serve /metrics, probes and the API on.")
+	fs.StringVar(&o.WebConfigFile, "web.config.file", o.WebConfigFile, "Prometheus exporter-toolkit web config file enabling TLS and/or basic auth.")
+	fs.StringVar(&o.LogLevel, "log.level", o.LogLevel, "Log level: debug, info, warn or error.")
+}
+
+// Complete fills derived defaults.
+func (o *Options) Complete() {
+	if o.Hostname == "" {
+		o.Hostname = os.Getenv("NODE_NAME")
+	}
+	if o.Hostname == "" {
+		o.Hostname, _ = os.Hostname()
+	}
+}
+
+// Validate reports every invalid option at once.
+func (o *Options) Validate() error {
+	var errs []error
+	switch o.Backend {
+	case "nvml", "sim":
+	default:
+		errs = append(errs, fmt.Errorf("--backend must be nvml or sim, got %q", o.Backend))
+	}
+	if o.CollectInterval < 10*time.Millisecond {
+		errs = append(errs, fmt.Errorf("--collect-interval must be at least 10ms, got %v", o.CollectInterval))
+	}
+	if o.Backend == "sim" && (o.SimGPUs < 1 || o.SimGPUs > 64) {
+		errs = append(errs, fmt.Errorf("--sim-gpus must be between 1 and 64, got %d", o.SimGPUs))
+	}
+	if o.PodResourcesInterval <= 0 || o.PodResourcesTimeout <= 0 {
+		errs = append(errs, errors.New("--pod-resources-interval and --pod-resources-timeout must be positive"))
+	}
+	return errors.Join(errs...)
+}
+
+func splitList(s string) []string {
+	var out []string
+	for _, p := range strings.Split(s, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}
