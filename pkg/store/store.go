@@ -1,0 +1,239 @@
+// Package store keeps the adapter's recent samples in memory: for every pod
+// and node, a bounded window of what its scrapes said. Writers are the
+// scrape pipeline; readers are the metrics API. Nothing here knows about
+// HTTP or Kubernetes objects.
+package store
+
+import (
+	"sync"
+	"time"
+
+	"github.com/gpuscale/gpuscale/pkg/histogram"
+)
+
+// Signal is one scalar the adapter serves.
+type Signal uint8
+
+// The scalar signals. TTFT is kept as a histogram beside them.
+const (
+	GPUUtilization       Signal = iota // percent, mean over the object's GPUs
+	GPUMemoryUtilization               // percent of framebuffer in use
+	GPUMemoryUsedBytes                 // bytes
+	GPUPowerWatts                      // watts, sum over the object's GPUs
+	QueueDepth                         // requests waiting
+	RequestsRunning                    // requests being processed
+	KVCacheUtilization                 // percent
+	NumSignals
+)
+
+// Source names the kind of scrape a sample came from. A pod has one window
+// per source, so an exporter that goes away takes only the GPU signals with
+// it.
+type Source uint8
+
+// Sources.
+const (
+	SourceGPU Source = iota
+	SourceInference
+	numSources
+)
+
+// Sample is one scrape's worth of signals for one object.
+type Sample struct {
+	Time    time.Time
+	values  [NumSignals]float64
+	present uint16
+	// TTFT is the cumulative time-to-first-token histogram, if the server
+	// has one.
+	TTFT *histogram.Histogram
+	// Model is the served model, for per-model external metrics.
+	Model string
+}
+
+// Set records a signal's value.
+func (s *Sample) Set(sig Signal, v float64) {
+	s.values[sig] = v
+	s.present |= 1 << sig
+}
+
+// Get returns a signal's value and whether the sample has it.
+func (s *Sample) Get(sig Signal) (float64, bool) {
+	if sig >= NumSignals || s.present&(1<<sig) == 0 {
+		return 0, false
+	}
+	return s.values[sig], true
+}
+
+// Key identifies a pod ("namespace/name") or a node ("name").
+type Key struct{ Namespace, Name string }
+
+// window is a ring of samples, oldest first.
+type window struct {
+	buf   []Sample
+	start int
+	n     int
+}
+
+func (w *window) push(s Sample, capacity int) {
+	if w.buf == nil {
+		w.buf = make([]Sample, capacity)
+	}
+	if w.n < len(w.buf) {
+		w.buf[(w.start+w.n)%len(w.buf)] = s
+		w.n++
+		return
+	}
+	w.buf[w.start] = s
+	w.start = (w.start + 1) % len(w.buf)
+}
+
+func (w *window) at(i int) *Sample { return &w.buf[(w.start+i)%len(w.buf)] }
+
+func (w *window) newest() *Sample {
+	if w.n == 0 {
+		return nil
+	}
+	return w.at(w.n - 1)
+}
+
+type entry struct {
+	windows [numSources]window
+}
+
+// Store is safe for concurrent use. Writers hold the lock for one Put;
+// readers for one lookup, so API calls never wait on a scrape cycle.
+type Store struct {
+	capacity int
+	mu       sync.RWMutex
+	pods     map[Key]*entry
+	nodes    map[string]*entry
+}
+
+// New returns a store keeping at most capacity samples per object and
+// source (the window length divided by the scrape interval, plus one).
+func New(capacity int) *Store {
+	if capacity < 2 {
+		capacity = 2
+	}
+	return &Store{capacity: capacity, pods: map[Key]*entry{}, nodes: map[string]*entry{}}
+}
+
+// PutPod appends a pod's sample. Samples must arrive in time order per
+// pod and source; an older one is dropped.
+func (s *Store) PutPod(k Key, src Source, smp Sample) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	e := s.pods[k]
+	if e == nil {
+		e = &entry{}
+		s.pods[k] = e
+	}
+	put(&e.windows[src], smp, s.capacity)
+}
+
+// PutNode appends a node's GPU sample.
+func (s *Store) PutNode(name string, smp Sample) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	e := s.nodes[name]
+	if e == nil {
+		e = &entry{}
+		s.nodes[name] = e
+	}
+	put(&e.windows[SourceGPU], smp, s.capacity)
+}
+
+func put(w *window, smp Sample, capacity int) {
+	if last := w.newest(); last != nil && !smp.Time.After(last.Time) {
+		return
+	}
+	w.push(smp, capacity)
+}
+
+// Latest returns the newest sample of a pod from a source, if it is no
+// older than maxAge at now. The copy is safe to keep.
+func (s *Store) Latest(k Key, src Source, now time.Time, maxAge time.Duration) (Sample, bool) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return latest(s.pods[k], src, now, maxAge)
+}
+
+// LatestNode is Latest for a node's GPU sample.
+func (s *Store) LatestNode(name string, now time.Time, maxAge time.Duration) (Sample, bool) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return latest(s.nodes[name], SourceGPU, now, maxAge)
+}
+
+func latest(e *entry, src Source, now time.Time, maxAge time.Duration) (Sample, bool) {
+	if e == nil {
+		return Sample{}, false
+	}
+	n := e.windows[src].newest()
+	if n == nil || now.Sub(n.Time) > maxAge {
+		return Sample{}, false
+	}
+	return *n, true
+}
+
+// TTFTWindow returns the TTFT histograms of a pod's inference samples
+// taken in (now-window, now], oldest first: the samples PromQL's
+// rate(x[window]) would see. It returns nil when the newest sample is
+// older than maxAge, so a dead server's last histograms are never served.
+func (s *Store) TTFTWindow(k Key, now time.Time, win, maxAge time.Duration) []*histogram.Histogram {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	e := s.pods[k]
+	if e == nil {
+		return nil
+	}
+	w := &e.windows[SourceInference]
+	if n := w.newest(); n == nil || now.Sub(n.Time) > maxAge {
+		return nil
+	}
+	var out []*histogram.Histogram
+	from := now.Add(-win)
+	for i := 0; i < w.n; i++ {
+		smp := w.at(i)
+		if smp.Time.After(from) && !smp.Time.After(now) && smp.TTFT != nil {
+			out = append(out, smp.TTFT)
+		}
+	}
+	return out
+}
+
+// Forget drops pods and nodes whose newest sample of every source is older
+// than maxAge, so deleted pods do not hold memory.
+func (s *Store) Forget(now time.Time, maxAge time.Duration) (pods, nodes int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for k, e := range s.pods {
+		if stale(e, now, maxAge) {
+			delete(s.pods, k)
+			pods++
+		}
+	}
+	for k, e := range s.nodes {
+		if stale(e, now, maxAge) {
+			delete(s.nodes, k)
+			nodes++
+		}
+	}
+	return pods, nodes
+}
+
+func stale(e *entry, now time.Time, maxAge time.Duration) bool {
+	for i := range e.windows {
+		if n := e.windows[i].newest(); n != nil && now.Sub(n.Time) <= maxAge {
+			return false
+		}
+	}
+	return true
+}
+
+// Len returns the number of pods and nodes held.
+func (s *Store) Len() (pods, nodes int) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return len(s.pods), len(s.nodes)
+}
