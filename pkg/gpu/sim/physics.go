@@ -107,9 +107,12 @@ func (d *device) advance(now time.Time) {
 		return
 	}
 	d.lastTime = now
-	before := d.powerW
-	d.powerW = relax(d.powerW, d.targetPower(), dt, powerTau)
-	d.energyMJ += (before + d.powerW) / 2 * dt.Seconds() * 1000
+	target, before := d.targetPower(), d.powerW
+	d.powerW = relax(before, target, dt, powerTau)
+	// The exact integral of the exponential approach, not a trapezoid: the
+	// trapezoid is 5% low over a 1 s step and far worse over longer ones,
+	// so energy would depend on how often the exporter collects.
+	d.energyMJ += (target*dt.Seconds() + (before-d.powerW)*powerTau.Seconds()) * 1000
 	d.tempC = relax(d.tempC, ambientC+thermalCPerW*d.powerW, dt, thermalTau)
 }
 
@@ -118,10 +121,8 @@ func relax(x, target float64, dt, tau time.Duration) float64 {
 	return target + (x-target)*math.Exp(-dt.Seconds()/tau.Seconds())
 }
 
+// apply changes the load; a rejected load changes nothing.
 func (d *device) apply(mig *migInstance, l Load) error {
-	if l.Utilization != nil {
-		d.targetUtil = *l.Utilization
-	}
 	if l.MemoryUsedMiB != nil {
 		limit := d.spec.memMiB - d.spec.reservedMiB
 		if mig != nil {
@@ -130,6 +131,11 @@ func (d *device) apply(mig *migInstance, l Load) error {
 		if *l.MemoryUsedMiB > limit {
 			return fmt.Errorf("sim: memoryUsedMiB %v exceeds the %v MiB available", *l.MemoryUsedMiB, limit)
 		}
+	}
+	if l.Utilization != nil {
+		d.targetUtil = *l.Utilization
+	}
+	if l.MemoryUsedMiB != nil {
 		if mig != nil {
 			mig.usedMiB = *l.MemoryUsedMiB
 		} else {
@@ -163,10 +169,13 @@ func (d *device) readings() []gpu.Reading {
 	for _, m := range d.migs {
 		used += m.usedMiB
 	}
-	r.Set(gpu.FieldFBUsed, math.Round(used))
+	// Free is derived from the rounded used figure so that used, free and
+	// reserved always add up to total, as NVML's do.
+	used = math.Round(used)
+	r.Set(gpu.FieldFBUsed, used)
 	r.Set(gpu.FieldFBReserved, d.spec.reservedMiB)
 	r.Set(gpu.FieldFBTotal, d.spec.memMiB)
-	r.Set(gpu.FieldFBFree, math.Round(d.spec.memMiB-d.spec.reservedMiB-used))
+	r.Set(gpu.FieldFBFree, d.spec.memMiB-d.spec.reservedMiB-used)
 	r.Set(gpu.FieldGPUTemp, math.Round(d.tempC))
 	r.Set(gpu.FieldMemoryTemp, math.Round(d.tempC+memTempOverC))
 	r.Set(gpu.FieldPowerUsage, math.Round(d.powerW*1000)/1000)
@@ -217,7 +226,7 @@ type profile struct {
 // slices.
 func parseProfiles(names []string, s spec) ([]profile, error) {
 	var out []profile
-	slices := 0
+	slices, memMiB := 0, 0.0
 	for _, n := range names {
 		n = strings.TrimSpace(n)
 		g, mem, ok := strings.Cut(strings.TrimSuffix(n, "gb"), "g.")
@@ -226,11 +235,16 @@ func parseProfiles(names []string, s spec) ([]profile, error) {
 		if !ok || !strings.HasSuffix(n, "gb") || err1 != nil || err2 != nil || gi < 1 {
 			return nil, fmt.Errorf("sim: MIG profile %q: want the form <slices>g.<memory>gb, for example 1g.10gb", n)
 		}
+		p := profile{name: n, memMiB: math.Floor(float64(gb) * 1024 * 0.96), firstGI: 1}
 		slices += gi
-		out = append(out, profile{name: n, memMiB: math.Floor(float64(gb) * 1024 * 0.96), firstGI: 1})
+		memMiB += p.memMiB
+		out = append(out, p)
 	}
 	if len(names) > 0 && (s.migSlices == 0 || slices > s.migSlices) {
 		return nil, fmt.Errorf("sim: MIG layout %v needs %d slices; the GPU has %d", names, slices, s.migSlices)
+	}
+	if memMiB > s.memMiB-s.reservedMiB {
+		return nil, fmt.Errorf("sim: MIG layout %v needs %v MiB of memory; the GPU has %v", names, memMiB, s.memMiB-s.reservedMiB)
 	}
 	return out, nil
 }

@@ -129,11 +129,12 @@ func (b *Backend) Collect(ctx context.Context) ([]gpu.Reading, error) {
 // the UUID of one of its MIG instances (memory then applies to that
 // instance).
 func (b *Backend) SetLoad(id string, l Load) error {
-	if l.Utilization != nil && (*l.Utilization < 0 || *l.Utilization > 100) {
+	// Written so that NaN fails too: it would poison the energy counter.
+	if l.Utilization != nil && !(*l.Utilization >= 0 && *l.Utilization <= 100) {
 		return fmt.Errorf("sim: utilization %v outside 0-100", *l.Utilization)
 	}
-	if l.MemoryUsedMiB != nil && *l.MemoryUsedMiB < 0 {
-		return fmt.Errorf("sim: memoryUsedMiB %v is negative", *l.MemoryUsedMiB)
+	if l.MemoryUsedMiB != nil && !(*l.MemoryUsedMiB >= 0) {
+		return fmt.Errorf("sim: memoryUsedMiB %v must be 0 or more", *l.MemoryUsedMiB)
 	}
 	now := b.now()
 	b.mu.Lock()
