@@ -59,6 +59,10 @@ func New(cfg Config) http.Handler {
 	r.GET("/metrics", gin.WrapH(metrics))
 	r.GET("/healthz", func(c *gin.Context) {
 		ok, age := cfg.Source.Healthy()
+		if !ok && cfg.Source.Snapshot() == nil {
+			c.String(http.StatusServiceUnavailable, "unhealthy: no successful collection yet\n")
+			return
+		}
 		if !ok {
 			c.String(http.StatusServiceUnavailable, "unhealthy: last successful collection %s ago\n", age.Round(time.Millisecond))
 			return

@@ -1,0 +1,134 @@
+package exporter_test
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/gpuscale/gpuscale/pkg/exporter"
+	"github.com/gpuscale/gpuscale/pkg/gpu/sim"
+	"github.com/gpuscale/gpuscale/pkg/metrics"
+)
+
+// podsFor holds every device of one collection by its own pod, as on a
+// fully packed node.
+type podsFor map[string][]metrics.PodRef
+
+func (p podsFor) PodsByDevice() map[string][]metrics.PodRef { return p }
+
+// benchCollector is a collector over simulated GPUs with every GPU (or MIG
+// instance, when migs is set) held by a pod, and the registry the exporter
+// builds around it, without the Go and process collectors.
+func benchCollector(b *testing.B, gpus int, migs []string) (*exporter.Collector, *prometheus.Registry) {
+	b.Helper()
+	backend, err := sim.New(sim.Options{GPUs: gpus, MIGProfiles: migs, Identity: "bench-node"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	readings, err := backend.Collect(context.Background())
+	if err != nil {
+		b.Fatal(err)
+	}
+	pods := podsFor{}
+	for i, r := range readings {
+		if len(migs) > 0 && r.Device.MIG == nil {
+			continue
+		}
+		pods[r.Device.ID()] = []metrics.PodRef{{Namespace: "inference", Pod: fmt.Sprintf("vllm-%d", i), Container: "vllm"}}
+	}
+	reg := prometheus.NewRegistry()
+	c, err := exporter.NewCollector(exporter.Config{
+		Backend: backend, Pods: pods, Hostname: "bench-node", Interval: time.Second, Registerer: reg,
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	reg.MustRegister(c)
+	if err := c.CollectOnce(context.Background()); err != nil {
+		b.Fatal(err)
+	}
+	return c, reg
+}
+
+// benchScrape measures one /metrics request through promhttp with the
+// options httpapi uses.
+func benchScrape(b *testing.B, gpus int, migs []string, acceptEncoding string) {
+	_, reg := benchCollector(b, gpus, migs)
+	h := promhttp.HandlerFor(reg, promhttp.HandlerOpts{
+		ErrorHandling: promhttp.ContinueOnError, MaxRequestsInFlight: 10, EnableOpenMetrics: true,
+	})
+	req := httptest.NewRequest(http.MethodGet, "/metrics", nil)
+	if acceptEncoding != "" {
+		req.Header.Set("Accept-Encoding", acceptEncoding)
+	}
+	var size int
+	b.ReportAllocs()
+	cpu := startCPU(b)
+	for b.Loop() {
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		if rec.Code != http.StatusOK {
+			b.Fatalf("status %d: %s", rec.Code, rec.Body)
+		}
+		size = rec.Body.Len()
+	}
+	cpu.report(b)
+	b.ReportMetric(float64(size), "resp-B")
+}
+
+// cpuMeter reports the process CPU time (user + system, GC included) per
+// operation. On a shared machine wall time per op inflates with other
+// load; CPU time is what a scrape costs the node.
+type cpuMeter time.Duration
+
+func startCPU(b *testing.B) cpuMeter {
+	b.ResetTimer()
+	return cpuMeter(processCPU(b))
+}
+
+func (m cpuMeter) report(b *testing.B) {
+	b.ReportMetric(float64(processCPU(b)-time.Duration(m))/float64(b.N), "cpu-ns/op")
+}
+
+func processCPU(b *testing.B) time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		b.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// BenchmarkScrape8GPUs is a scrape of a packed 8-GPU node.
+func BenchmarkScrape8GPUs(b *testing.B) { benchScrape(b, 8, nil, "") }
+
+// BenchmarkScrape8GPUsGzip is the same scrape as Prometheus asks for it.
+func BenchmarkScrape8GPUsGzip(b *testing.B) { benchScrape(b, 8, nil, "gzip") }
+
+// BenchmarkScrape8GPUsx7MIG is a scrape of 8 GPUs split into seven 1g.10gb
+// instances each, every instance held by a pod.
+func BenchmarkScrape8GPUsx7MIG(b *testing.B) {
+	benchScrape(b, 8, strings.Split(strings.Repeat("1g.10gb,", 7)[:7*8-1], ","), "")
+}
+
+// BenchmarkCollectOnce8GPUs is the background collection: read the sim
+// backend, attribute pods, build the metrics.
+func BenchmarkCollectOnce8GPUs(b *testing.B) {
+	c, _ := benchCollector(b, 8, nil)
+	ctx := context.Background()
+	b.ReportAllocs()
+	cpu := startCPU(b)
+	for b.Loop() {
+		if err := c.CollectOnce(ctx); err != nil {
+			b.Fatal(err)
+		}
+	}
+	cpu.report(b)
+}
