@@ -209,7 +209,7 @@ func TestPodsLandInLabels(t *testing.T) {
 	pods := fakePods{
 		"GPU-a": {{Namespace: "llm", Pod: "vllm-0", Container: "vllm"}},
 		// Time-sliced: two pods share GPU 1.
-		"GPU-b": {{Namespace: "a", Pod: "nb-a", Container: "jupyter"}, {Namespace: "b", Pod: "nb-b", Container: "jupyter"}},
+		"GPU-b":  {{Namespace: "a", Pod: "nb-a", Container: "jupyter"}, {Namespace: "b", Pod: "nb-b", Container: "jupyter"}},
 		"MIG-c1": {{Namespace: "batch", Pod: "embed", Container: "worker"}},
 		// A device the node does not report is ignored.
 		"GPU-z": {{Namespace: "x", Pod: "ghost", Container: "c"}},
