@@ -64,7 +64,12 @@ func Run(ctx context.Context, o *Options, log *slog.Logger, ready func(addr net.
 		return err
 	}
 	reg.MustRegister(col)
-	go col.Run(ctx)
+	// The deferred backend.Close must not run while a collection is still
+	// reading the backend (NVML would be shut down under it), so wait for
+	// the loop to stop first.
+	collecting := make(chan struct{})
+	go func() { defer close(collecting); col.Run(ctx) }()
+	defer func() { cancel(); <-collecting }()
 
 	api := httpapi.Config{Source: col, Gatherer: reg, Hostname: o.Hostname}
 	if s, ok := backend.(*sim.Backend); ok {
