@@ -1,0 +1,154 @@
+package histogram
+
+import (
+	"fmt"
+	"time"
+)
+
+// Increase returns how much every bucket, Count and Sum grew from older to
+// newer, two samples of one series. Each bucket is a counter of its own, as
+// in PromQL's rate and increase on x_bucket: a bucket whose value dropped was
+// reset, and its increase is its value after the reset. Bounds must be
+// identical; ErrBoundsMismatch means the layout changed and the caller must
+// start over.
+func Increase(older, newer *Histogram) (*Histogram, error) {
+	return WindowIncrease([]*Histogram{older, newer})
+}
+
+// WindowIncrease returns the per-bucket increase over samples (oldest
+// first) of one series, reset-aware between every consecutive pair: what
+// PromQL's increase(x_bucket[w]) computes before extrapolating to the
+// window's edges.
+//
+// That extrapolation multiplies each bucket's increase by
+// (sampled + toStart + toEnd) / sampled. When all buckets come from the same
+// scrapes the durations are the same for every bucket, and histogram_quantile
+// is invariant under a common factor, so the quantile of WindowIncrease equals
+// histogram_quantile(q, rate(x_bucket[w])) -- with one exception: PromQL
+// shortens toStart per bucket to where that bucket's counter would have been
+// zero (sampled * first/increase) when that is nearer. A bucket whose value
+// at the window's first sample is small next to its increase (below
+// toStart/sampled, about 9% for a 1m window scraped every 5s; typical of a
+// server started within the window, or a bucket that was empty until
+// recently) is then extrapolated less than the others, and the quantiles
+// differ. ExtrapolatedIncrease reproduces PromQL exactly, including that.
+func WindowIncrease(samples []*Histogram) (*Histogram, error) {
+	if len(samples) < 2 {
+		return nil, fmt.Errorf("%w: got %d", ErrTooFewSamples, len(samples))
+	}
+	for i, h := range samples {
+		if err := h.Validate(); err != nil {
+			return nil, fmt.Errorf("sample %d: %w", i, err)
+		}
+		if !sameBounds(samples[0], h) {
+			return nil, fmt.Errorf("sample %d: %w", i, ErrBoundsMismatch)
+		}
+	}
+	first, last := samples[0], samples[len(samples)-1]
+	out := &Histogram{
+		Bounds: append([]float64(nil), first.Bounds...),
+		Counts: make([]float64, len(first.Counts)),
+		Sum:    last.Sum - first.Sum,
+		Count:  last.Count - first.Count,
+	}
+	for i := range out.Counts {
+		out.Counts[i] = last.Counts[i] - first.Counts[i]
+	}
+	// PromQL's formulation: last - first, plus the value before every drop.
+	for k := 1; k < len(samples); k++ {
+		prev, cur := samples[k-1], samples[k]
+		for i, c := range cur.Counts {
+			if c < prev.Counts[i] {
+				out.Counts[i] += prev.Counts[i]
+			}
+		}
+		if cur.Sum < prev.Sum {
+			out.Sum += prev.Sum
+		}
+		if cur.Count < prev.Count {
+			out.Count += prev.Count
+		}
+	}
+	return out, nil
+}
+
+// Sample is one scrape of a histogram series.
+type Sample struct {
+	T time.Time
+	H *Histogram
+}
+
+// ExtrapolatedIncrease returns increase(x_bucket[window]) evaluated at at,
+// exactly as PromQL computes it (extrapolatedRate in promql/functions.go,
+// without start timestamps): the samples in the left-open range
+// (at-window, at], at millisecond precision like Prometheus's storage, their
+// reset-aware increase per bucket, extrapolated per bucket to the range's
+// edges. Samples must be in ascending time order. Divide by the window's
+// seconds for rate; Quantile does not need that.
+func ExtrapolatedIncrease(samples []Sample, at time.Time, window time.Duration) (*Histogram, error) {
+	end := at.UnixMilli()
+	start := end - window.Milliseconds()
+	var (
+		in []*Histogram
+		ts []int64
+	)
+	for i, s := range samples {
+		t := s.T.UnixMilli()
+		if i > 0 && t <= samples[i-1].T.UnixMilli() {
+			return nil, fmt.Errorf("%w: sample %d not after sample %d", ErrInvalid, i, i-1)
+		}
+		if t > start && t <= end {
+			in = append(in, s.H)
+			ts = append(ts, t)
+		}
+	}
+	inc, err := WindowIncrease(in)
+	if err != nil {
+		return nil, err
+	}
+	firstT, lastT := ts[0], ts[len(ts)-1]
+	w := extrapolation{
+		toStart: float64(firstT-start) / 1000,
+		toEnd:   float64(end-lastT) / 1000,
+		sampled: float64(lastT-firstT) / 1000,
+	}
+	w.avg = w.sampled / float64(len(ts)-1)
+	first := in[0]
+	for i, c := range inc.Counts {
+		inc.Counts[i] = c * w.factor(first.Counts[i], c)
+	}
+	inc.Count *= w.factor(first.Count, inc.Count)
+	inc.Sum *= w.factor(first.Sum, inc.Sum)
+	return inc, nil
+}
+
+// extrapolation holds the durations, in seconds, that PromQL extrapolates a
+// counter's increase over.
+type extrapolation struct {
+	toStart, toEnd, sampled, avg float64
+}
+
+// factor is PromQL's extrapolation factor for one counter whose value at the
+// first sample was first and which increased by increase.
+func (w extrapolation) factor(first, increase float64) float64 {
+	toStart, toEnd := w.toStart, w.toEnd
+	threshold := w.avg * 1.1
+	if toStart >= threshold {
+		toStart = w.avg / 2
+	}
+	// Counters cannot go negative: stop at the extrapolated zero point.
+	toZero := toStart
+	if increase > 0 && first >= 0 {
+		toZero = w.sampled * (first / increase)
+	}
+	if toZero < toStart {
+		toStart = toZero
+	}
+	if toEnd >= threshold {
+		toEnd = w.avg / 2
+	}
+	if w.sampled == 0 {
+		return 1
+	}
+	return (w.sampled + toStart + toEnd) / w.sampled
+}
