@@ -1,0 +1,304 @@
+package scrape
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"runtime"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// hangGuard bounds how long a test waits for something that, when the code
+// is right, happens at once; it is a deadlock detector, not a timing check.
+const hangGuard = 30 * time.Second
+
+func targets(base string, n int, prefix string) []Target {
+	ts := make([]Target, n)
+	for i := range ts {
+		key := fmt.Sprintf("%s%d", prefix, i)
+		ts[i] = Target{Key: key, URL: base + "/" + key}
+	}
+	return ts
+}
+
+// collect returns a sink that sends results on a channel large enough that
+// the sink never blocks.
+func collect(n int) (func(Result), chan Result) {
+	ch := make(chan Result, n)
+	return func(r Result) { ch <- r }, ch
+}
+
+func receive(t *testing.T, ch <-chan Result, what string) Result {
+	t.Helper()
+	select {
+	case r := <-ch:
+		return r
+	case <-time.After(hangGuard):
+		t.Fatalf("no result while waiting for %s", what)
+		return Result{}
+	}
+}
+
+func waitDone(t *testing.T, done <-chan struct{}, what string) {
+	t.Helper()
+	select {
+	case <-done:
+	case <-time.After(hangGuard):
+		t.Fatalf("%s did not happen", what)
+	}
+}
+
+// checkOncePerTarget asserts that results hold exactly one result per target.
+func checkOncePerTarget(t *testing.T, ts []Target, results []Result) {
+	t.Helper()
+	seen := make(map[string]int)
+	for _, r := range results {
+		seen[r.Target.Key]++
+	}
+	for _, tg := range ts {
+		if seen[tg.Key] != 1 {
+			t.Errorf("target %s reported %d times", tg.Key, seen[tg.Key])
+		}
+	}
+	if len(results) != len(ts) {
+		t.Errorf("got %d results for %d targets", len(results), len(ts))
+	}
+}
+
+// TestCycleSlowTargetsDoNotDelayOthers holds 5 of 50 targets until every
+// other result has been delivered: the fast results can only arrive if no
+// worker waits on a slow target, and all 5 slow ones must be in flight
+// together, so a cycle costs one slow scrape, not five.
+func TestCycleSlowTargetsDoNotDelayOthers(t *testing.T) {
+	release := make(chan struct{})
+	arrived := make(chan string, 5)
+	body := readTestdata(t, "vllm.prom")
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasPrefix(r.URL.Path, "/slow") {
+			arrived <- r.URL.Path
+			select {
+			case <-release:
+			case <-r.Context().Done():
+				return
+			}
+		}
+		w.Header().Set("Content-Type", ctText)
+		_, _ = w.Write(body)
+	}))
+	t.Cleanup(srv.Close)
+
+	ts := append(targets(srv.URL, 45, "fast"), targets(srv.URL, 5, "slow")...)
+	// Interleave so that slow targets are claimed early, among fast ones.
+	for i := range 5 {
+		ts[i*9], ts[45+i] = ts[45+i], ts[i*9]
+	}
+	sink, ch := collect(len(ts))
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		New(Config{Workers: 10, Timeout: time.Minute}).Cycle(t.Context(), ts, sink)
+	}()
+
+	var results []Result
+	for range 45 {
+		r := receive(t, ch, "fast targets while slow ones hang")
+		if !strings.HasPrefix(r.Target.Key, "fast") || r.Err != nil || len(r.Families) == 0 {
+			t.Fatalf("result before release: %s err=%v families=%d", r.Target.Key, r.Err, len(r.Families))
+		}
+		results = append(results, r)
+	}
+	for range 5 {
+		select {
+		case <-arrived:
+		case <-time.After(hangGuard):
+			t.Fatal("slow targets were not all in flight together")
+		}
+	}
+	close(release)
+	waitDone(t, done, "Cycle returning after release")
+	close(ch)
+	for r := range ch {
+		if r.Err != nil {
+			t.Errorf("%s: %v", r.Target.Key, r.Err)
+		}
+		results = append(results, r)
+	}
+	checkOncePerTarget(t, ts, results)
+}
+
+func TestCycleTimeoutOnlyHitsSlowTargets(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasPrefix(r.URL.Path, "/slow") {
+			<-r.Context().Done()
+			return
+		}
+		_, _ = w.Write([]byte("up 1\n"))
+	}))
+	t.Cleanup(srv.Close)
+	ts := append(targets(srv.URL, 10, "fast"), targets(srv.URL, 3, "slow")...)
+	sink, ch := collect(len(ts))
+	// Long enough that no fast target times out on a loaded machine.
+	New(Config{Timeout: time.Second}).Cycle(t.Context(), ts, sink)
+	close(ch)
+	var results []Result
+	for r := range ch {
+		want := ""
+		if strings.HasPrefix(r.Target.Key, "slow") {
+			want = ReasonTimeout
+		}
+		if got := Reason(r.Err); got != want {
+			t.Errorf("%s: reason %q, want %q (err: %v)", r.Target.Key, got, want, r.Err)
+		}
+		if r.Time.IsZero() || r.Duration <= 0 {
+			t.Errorf("%s: time %v duration %v", r.Target.Key, r.Time, r.Duration)
+		}
+		results = append(results, r)
+	}
+	checkOncePerTarget(t, ts, results)
+}
+
+func TestCycleCancel(t *testing.T) {
+	const workers = 4
+	arrived := make(chan struct{}, 100)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		arrived <- struct{}{}
+		<-r.Context().Done()
+	}))
+	t.Cleanup(srv.Close)
+	ts := targets(srv.URL, 20, "t")
+	sink, ch := collect(len(ts))
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		New(Config{Workers: workers, Timeout: time.Hour}).Cycle(ctx, ts, sink)
+	}()
+	for range workers {
+		select {
+		case <-arrived:
+		case <-time.After(hangGuard):
+			t.Fatal("workers did not start")
+		}
+	}
+	cancel()
+	waitDone(t, done, "Cycle returning after cancel")
+	close(ch)
+	var results []Result
+	for r := range ch {
+		if got := Reason(r.Err); got != ReasonCanceled {
+			t.Errorf("%s: reason %q, want canceled (err: %v)", r.Target.Key, got, r.Err)
+		}
+		results = append(results, r)
+	}
+	checkOncePerTarget(t, ts, results)
+}
+
+func TestCycleConcurrencyBound(t *testing.T) {
+	const workers = 4
+	var (
+		inFlight, maxInFlight atomic.Int64
+		fullOnce              sync.Once
+		full                  = make(chan struct{})
+	)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n := inFlight.Add(1)
+		defer inFlight.Add(-1)
+		for m := maxInFlight.Load(); n > m && !maxInFlight.CompareAndSwap(m, n); m = maxInFlight.Load() {
+		}
+		// Hold every request until Workers are in flight at once, and a
+		// little longer, so that an unbounded scraper piles up beyond
+		// the bound. A bounded one passes however long this takes.
+		if n >= workers {
+			fullOnce.Do(func() { time.AfterFunc(20*time.Millisecond, func() { close(full) }) })
+		}
+		select {
+		case <-full:
+		case <-r.Context().Done():
+		}
+		_, _ = w.Write([]byte("up 1\n"))
+	}))
+	t.Cleanup(srv.Close)
+	ts := targets(srv.URL, 40, "t")
+	var calls atomic.Int64
+	New(Config{Workers: workers, Timeout: time.Minute}).Cycle(t.Context(), ts, func(r Result) {
+		calls.Add(1)
+		if r.Err != nil {
+			t.Errorf("%s: %v", r.Target.Key, r.Err)
+		}
+	})
+	if got := maxInFlight.Load(); got != workers {
+		t.Errorf("max in flight = %d, want %d", got, workers)
+	}
+	if calls.Load() != int64(len(ts)) {
+		t.Errorf("sink called %d times for %d targets", calls.Load(), len(ts))
+	}
+}
+
+func TestCycleNoTargets(t *testing.T) {
+	New(Config{}).Cycle(t.Context(), nil, func(Result) { t.Error("sink called") })
+}
+
+// TestCycleLeavesNoGoroutines runs a cycle of every kind of failure and
+// checks that, once idle connections are closed, nothing is left running on
+// either side: a response body left open would keep its connection's
+// goroutines, and the server's handler, alive.
+func TestCycleLeavesNoGoroutines(t *testing.T) {
+	chunk := []byte(strings.Repeat("m 1\n", 4096))
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/slow":
+			<-r.Context().Done()
+		case "/huge":
+			for {
+				if _, err := w.Write(chunk); err != nil {
+					return
+				}
+			}
+		case "/error":
+			http.Error(w, "no", http.StatusInternalServerError)
+		default:
+			_, _ = w.Write([]byte("up 1\n"))
+		}
+	}))
+	t.Cleanup(srv.Close)
+	closed := httptest.NewServer(http.NotFoundHandler())
+	closed.Close()
+	before := runtime.NumGoroutine()
+	ts := []Target{
+		{Key: "ok", URL: srv.URL + "/ok"}, {Key: "slow", URL: srv.URL + "/slow"},
+		{Key: "huge", URL: srv.URL + "/huge"}, {Key: "error", URL: srv.URL + "/error"},
+		{Key: "closed", URL: closed.URL}, {Key: "bad url", URL: "http://[::1"},
+	}
+	// The timeout must outlast parsing the capped body on a loaded machine.
+	s := New(Config{Timeout: time.Second, MaxBytes: 16 << 10})
+	reasons := make(map[string]string)
+	var mu sync.Mutex
+	s.Cycle(t.Context(), ts, func(r Result) {
+		mu.Lock()
+		defer mu.Unlock()
+		reasons[r.Target.Key] = Reason(r.Err)
+	})
+	want := map[string]string{
+		"ok": "", "slow": ReasonTimeout, "huge": ReasonTooLarge, "error": ReasonHTTPStatus,
+		"closed": ReasonConnect, "bad url": ReasonOther,
+	}
+	for k, w := range want {
+		if reasons[k] != w {
+			t.Errorf("%s: reason %q, want %q", k, reasons[k], w)
+		}
+	}
+	s.cfg.Client.CloseIdleConnections()
+	deadline := time.Now().Add(hangGuard)
+	for runtime.NumGoroutine() > before {
+		if time.Now().After(deadline) {
+			buf := make([]byte, 1<<20)
+			t.Fatalf("%d goroutines before, %d after:\n%s", before, runtime.NumGoroutine(), buf[:runtime.Stack(buf, true)])
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}

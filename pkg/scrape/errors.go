@@ -1,0 +1,137 @@
+package scrape
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"unicode/utf8"
+)
+
+// Reasons returned by Reason. They are meant as metric label values, so the
+// set is small and fixed.
+const (
+	ReasonTimeout    = "timeout"
+	ReasonConnect    = "connect"
+	ReasonHTTPStatus = "http_status"
+	ReasonTooLarge   = "too_large"
+	ReasonParse      = "parse"
+	ReasonCanceled   = "canceled"
+	ReasonOther      = "other"
+)
+
+// ErrTooLarge is wrapped by scrape errors whose response body, after
+// decompression, exceeds Config.MaxBytes.
+var ErrTooLarge = errors.New("response body too large")
+
+// StatusError is wrapped by scrape errors for non-2xx responses.
+type StatusError struct {
+	Code int
+}
+
+// Error implements error.
+func (e *StatusError) Error() string {
+	return fmt.Sprintf("unexpected HTTP status %d", e.Code)
+}
+
+// scrapeError is what Scrape returns and Result.Err carries: the (redacted)
+// target URL, the cause, and the reason decided when the scrape failed.
+type scrapeError struct {
+	url    string
+	reason string
+	err    error
+}
+
+func (e *scrapeError) Error() string {
+	return "scrape " + e.url + ": " + e.err.Error()
+}
+
+func (e *scrapeError) Unwrap() error { return e.err }
+
+// Reason maps err to one of the Reason* constants, for use as a metric label.
+// It returns "" for a nil error. Errors that did not come from this package
+// are classified by their cause (context, net), falling back to "other".
+func Reason(err error) string {
+	if err == nil {
+		return ""
+	}
+	var se *scrapeError
+	if errors.As(err, &se) && se.reason != "" {
+		return se.reason
+	}
+	return classify(err)
+}
+
+// classify derives a reason from an error's cause alone.
+func classify(err error) string {
+	var (
+		status *StatusError
+		perr   *parseError
+		nerr   net.Error
+		operr  *net.OpError
+		dnserr *net.DNSError
+	)
+	switch {
+	case errors.Is(err, ErrTooLarge):
+		return ReasonTooLarge
+	case errors.As(err, &status):
+		return ReasonHTTPStatus
+	case errors.As(err, &perr):
+		return ReasonParse
+	case errors.Is(err, context.Canceled):
+		return ReasonCanceled
+	case errors.Is(err, context.DeadlineExceeded),
+		errors.As(err, &nerr) && nerr.Timeout():
+		return ReasonTimeout
+	case errors.As(err, &operr) && operr.Op == "dial",
+		errors.As(err, &dnserr):
+		return ReasonConnect
+	default:
+		return ReasonOther
+	}
+}
+
+// newError wraps cause with the target URL and a reason. parent is the
+// caller's context and attempt the per-target one derived from it: which of
+// them ended tells a caller's cancellation from the target's own timeout,
+// whatever error text the transport chose to report.
+func newError(parent, attempt context.Context, url string, cause error) *scrapeError {
+	reason := classify(cause)
+	switch reason {
+	case ReasonTooLarge, ReasonHTTPStatus, ReasonParse:
+		// The body was judged on its merits; a deadline racing with
+		// that judgement does not change it.
+	default:
+		switch {
+		case parent.Err() != nil:
+			reason = ReasonCanceled
+		case errors.Is(attempt.Err(), context.DeadlineExceeded):
+			reason = ReasonTimeout
+		}
+	}
+	return &scrapeError{url: url, reason: reason, err: cause}
+}
+
+// parseError reports an exposition the decoder rejected. Its message is cut
+// short because parser messages may quote arbitrary (attacker-sized) input.
+type parseError struct {
+	format string
+	err    error
+}
+
+// maxParseMsg bounds the part of a parser message kept in an error string.
+const maxParseMsg = 256
+
+func (e *parseError) Error() string {
+	msg := e.err.Error()
+	if len(msg) > maxParseMsg {
+		n := maxParseMsg
+		for n > 0 && !utf8.RuneStart(msg[n]) {
+			n--
+		}
+		msg = msg[:n] + "...(truncated)"
+	}
+	return "parse " + e.format + ": " + msg
+}
+
+func (e *parseError) Unwrap() error { return e.err }

@@ -1,0 +1,165 @@
+// Package scrape fetches and parses Prometheus expositions (classic text,
+// OpenMetrics 1.0, delimited protobuf) from many targets at once, with a
+// per-target deadline, a cap on every response body and a bound on
+// concurrency, so that one slow, huge or broken target cannot hold up or
+// exhaust the process that scrapes the others.
+package scrape
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"strconv"
+	"time"
+
+	dto "github.com/prometheus/client_model/go"
+)
+
+// Defaults for the zero fields of Config.
+const (
+	DefaultTimeout   = 3 * time.Second
+	DefaultMaxBytes  = 10 << 20
+	DefaultWorkers   = 64
+	DefaultUserAgent = "gpuscale-adapter"
+)
+
+// drainLimit is how much of an unread body is discarded before closing it,
+// so the connection can be reused; beyond that, closing is cheaper.
+const drainLimit = 4 << 10
+
+// Config configures a Scraper. The zero value is usable.
+type Config struct {
+	// Timeout is the deadline of one scrape, connection included. Keep it
+	// below the scrape interval. Default 3s.
+	Timeout time.Duration
+	// MaxBytes caps a response body after decompression; larger bodies fail
+	// with ErrTooLarge. Default 10 MiB.
+	MaxBytes int64
+	// Workers bounds the scrapes in flight during a Cycle. Default 64.
+	Workers int
+	// Client, when set, is used as is; TLSConfig is then ignored. It must
+	// not follow a proxy to reach pod IPs and should not decompress bodies
+	// itself (the Scraper asks for gzip and decodes it under the cap).
+	Client *http.Client
+	// TLSConfig is used for https targets by the default client.
+	TLSConfig *tls.Config
+	// UserAgent is sent with every request. Default "gpuscale-adapter".
+	UserAgent string
+}
+
+func (c Config) withDefaults() Config {
+	if c.Timeout <= 0 {
+		c.Timeout = DefaultTimeout
+	}
+	if c.MaxBytes <= 0 {
+		c.MaxBytes = DefaultMaxBytes
+	}
+	if c.Workers <= 0 {
+		c.Workers = DefaultWorkers
+	}
+	if c.UserAgent == "" {
+		c.UserAgent = DefaultUserAgent
+	}
+	if c.Client == nil {
+		c.Client = &http.Client{Transport: newTransport(c.TLSConfig)}
+	}
+	return c
+}
+
+// newTransport returns a transport for scraping pods directly: no proxy from
+// the environment (targets are pod IPs), compression left to the Scraper, and
+// a small idle pool per host, since each target is its own host and is
+// visited once per cycle. Deadlines come from the request context.
+func newTransport(tlsConfig *tls.Config) *http.Transport {
+	if tlsConfig != nil {
+		tlsConfig = tlsConfig.Clone()
+	}
+	dialer := &net.Dialer{KeepAlive: 30 * time.Second}
+	return &http.Transport{
+		Proxy:                  nil,
+		DialContext:            dialer.DialContext,
+		TLSClientConfig:        tlsConfig,
+		DisableCompression:     true,
+		MaxIdleConns:           0, // no global limit: one idle conn per live target is the point
+		MaxIdleConnsPerHost:    2,
+		IdleConnTimeout:        90 * time.Second,
+		MaxResponseHeaderBytes: 64 << 10,
+	}
+}
+
+// Scraper scrapes exposition endpoints. It is safe for concurrent use.
+type Scraper struct {
+	cfg    Config
+	header http.Header
+}
+
+// New returns a Scraper for cfg, with defaults filled in.
+func New(cfg Config) *Scraper {
+	cfg = cfg.withDefaults()
+	h := make(http.Header, 5)
+	h.Set("Accept", acceptHeader)
+	h.Set("Accept-Encoding", "gzip")
+	h.Set("User-Agent", cfg.UserAgent)
+	// Prometheus sends this too; some exporters size their work by it.
+	h.Set("X-Prometheus-Scrape-Timeout-Seconds", strconv.FormatFloat(cfg.Timeout.Seconds(), 'f', -1, 64))
+	return &Scraper{cfg: cfg, header: h}
+}
+
+// Scrape fetches rawURL and parses the exposition according to the response's
+// Content-Type, within Config.Timeout. An empty body yields no families and
+// no error. Errors name the URL; Reason classifies them.
+func (s *Scraper) Scrape(ctx context.Context, rawURL string) (map[string]*dto.MetricFamily, error) {
+	attempt, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(attempt, http.MethodGet, rawURL, nil)
+	if err != nil {
+		return nil, &scrapeError{url: rawURL, reason: ReasonOther, err: err}
+	}
+	if err := ctx.Err(); err != nil {
+		// Cycle lands here for every target left when ctx ends.
+		return nil, newError(ctx, attempt, req.URL.Redacted(), err)
+	}
+	req.Header = s.header.Clone()
+	fams, err := s.do(req)
+	if err != nil {
+		return nil, newError(ctx, attempt, req.URL.Redacted(), err)
+	}
+	return fams, nil
+}
+
+func (s *Scraper) do(req *http.Request) (map[string]*dto.MetricFamily, error) {
+	resp, err := s.cfg.Client.Do(req)
+	if err != nil {
+		// Drop *url.Error: the URL is added once, by scrapeError.
+		var uerr *url.Error
+		if errors.As(err, &uerr) {
+			err = uerr.Err
+		}
+		return nil, err
+	}
+	drain := true
+	defer func() { closeBody(resp.Body, drain) }()
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		return nil, &StatusError{Code: resp.StatusCode}
+	}
+	fams, err := decodeBody(resp.Body, resp.Header, s.cfg.MaxBytes)
+	if err != nil {
+		// Whatever is left of an oversized body is not worth reading.
+		drain = !errors.Is(err, ErrTooLarge)
+		return nil, err
+	}
+	return fams, nil
+}
+
+// closeBody closes body, first discarding a little of what is left when
+// drain is set, so that a small unread tail does not cost the connection.
+func closeBody(body io.ReadCloser, drain bool) {
+	if drain {
+		_, _ = io.Copy(io.Discard, io.LimitReader(body, drainLimit))
+	}
+	_ = body.Close()
+}
