@@ -237,3 +237,45 @@ func (s *Store) Len() (pods, nodes int) {
 	defer s.mu.RUnlock()
 	return len(s.pods), len(s.nodes)
 }
+
+// Coverage describes how much fresh data the store holds for one signal.
+type Coverage struct {
+	// Fresh is the number of objects whose newest sample has the signal
+	// and is no older than maxAge.
+	Fresh int
+	// Newest is the time of the newest such sample (zero if none).
+	Newest time.Time
+}
+
+// PodCoverage reports, per signal, how many pods have a fresh value. TTFT
+// coverage is reported under NumSignals (pods whose fresh sample carries a
+// histogram).
+func (s *Store) PodCoverage(now time.Time, maxAge time.Duration) [NumSignals + 1]Coverage {
+	var out [NumSignals + 1]Coverage
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	for _, e := range s.pods {
+		for src := range e.windows {
+			n := e.windows[src].newest()
+			if n == nil || now.Sub(n.Time) > maxAge {
+				continue
+			}
+			for sig := Signal(0); sig < NumSignals; sig++ {
+				if _, ok := n.Get(sig); ok {
+					out[sig].add(n.Time)
+				}
+			}
+			if n.TTFT != nil {
+				out[NumSignals].add(n.Time)
+			}
+		}
+	}
+	return out
+}
+
+func (c *Coverage) add(t time.Time) {
+	c.Fresh++
+	if t.After(c.Newest) {
+		c.Newest = t
+	}
+}

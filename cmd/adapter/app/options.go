@@ -1,0 +1,110 @@
+// Package app wires the adapter's flags to its pipeline: informers ->
+// discovery -> scrape -> store -> custom/external metrics API.
+package app
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/spf13/pflag"
+	"k8s.io/apimachinery/pkg/labels"
+)
+
+// Options are the adapter's own flags; the API server's (TLS, delegated
+// authn/authz, kubeconfigs) come from custom-metrics-apiserver.
+type Options struct {
+	Source           string
+	ScrapeInterval   time.Duration
+	ScrapeTimeout    time.Duration
+	ScrapeWorkers    int
+	MaxScrapeBytes   int64
+	MaxStaleness     time.Duration
+	TTFTWindow       time.Duration
+	Window           time.Duration
+	ExporterSelector string
+	ExporterPort     int
+	ExporterPath     string
+}
+
+// NewOptions returns the defaults.
+func NewOptions() *Options {
+	return &Options{
+		Source:           "embedded",
+		ScrapeInterval:   5 * time.Second,
+		ScrapeWorkers:    64,
+		MaxScrapeBytes:   10 << 20,
+		TTFTWindow:       60 * time.Second,
+		Window:           2 * time.Minute,
+		ExporterSelector: "app.kubernetes.io/name=gpuscale-exporter",
+		ExporterPort:     9400,
+		ExporterPath:     "/metrics",
+	}
+}
+
+// AddFlags registers the options.
+func (o *Options) AddFlags(fs *pflag.FlagSet) {
+	fs.StringVar(&o.Source, "source", o.Source, "Where signals come from: embedded (the adapter scrapes exporters and inference pods itself).")
+	fs.DurationVar(&o.ScrapeInterval, "scrape-interval", o.ScrapeInterval, "How often every target is scraped.")
+	fs.DurationVar(&o.ScrapeTimeout, "scrape-timeout", o.ScrapeTimeout, "Deadline of one target scrape (default: 80% of --scrape-interval, at most 10s).")
+	fs.IntVar(&o.ScrapeWorkers, "scrape-workers", o.ScrapeWorkers, "Targets scraped concurrently.")
+	fs.Int64Var(&o.MaxScrapeBytes, "max-scrape-bytes", o.MaxScrapeBytes, "Largest accepted response body of one target, after decompression.")
+	fs.DurationVar(&o.MaxStaleness, "max-staleness", o.MaxStaleness, "Age past which a pod's newest sample gives no value (default: three scrape intervals).")
+	fs.DurationVar(&o.TTFTWindow, "ttft-window", o.TTFTWindow, "Window of the time-to-first-token quantiles.")
+	fs.DurationVar(&o.Window, "window", o.Window, "How much history is kept per pod (at least --ttft-window).")
+	fs.StringVar(&o.ExporterSelector, "exporter-selector", o.ExporterSelector, "Label selector of the GPU exporter pods.")
+	fs.IntVar(&o.ExporterPort, "exporter-port", o.ExporterPort, "Port of the exporter's metrics endpoint.")
+	fs.StringVar(&o.ExporterPath, "exporter-path", o.ExporterPath, "Path of the exporter's metrics endpoint.")
+}
+
+// Complete fills derived defaults.
+func (o *Options) Complete() {
+	if o.ScrapeTimeout == 0 {
+		o.ScrapeTimeout = min(o.ScrapeInterval*8/10, 10*time.Second)
+	}
+	if o.MaxStaleness == 0 {
+		o.MaxStaleness = 3 * o.ScrapeInterval
+	}
+}
+
+// Validate reports every invalid option at once.
+func (o *Options) Validate() error {
+	var errs []error
+	if o.Source != "embedded" {
+		errs = append(errs, fmt.Errorf("--source must be embedded, got %q", o.Source))
+	}
+	if o.ScrapeInterval < 100*time.Millisecond {
+		errs = append(errs, fmt.Errorf("--scrape-interval must be at least 100ms, got %v", o.ScrapeInterval))
+	}
+	if o.ScrapeTimeout <= 0 || o.ScrapeTimeout > o.ScrapeInterval {
+		errs = append(errs, fmt.Errorf("--scrape-timeout must be positive and at most --scrape-interval, got %v", o.ScrapeTimeout))
+	}
+	if o.ScrapeWorkers < 1 {
+		errs = append(errs, errors.New("--scrape-workers must be at least 1"))
+	}
+	if o.MaxScrapeBytes < 1024 {
+		errs = append(errs, errors.New("--max-scrape-bytes must be at least 1024"))
+	}
+	if o.MaxStaleness < o.ScrapeInterval {
+		errs = append(errs, fmt.Errorf("--max-staleness (%v) must be at least --scrape-interval", o.MaxStaleness))
+	}
+	if o.TTFTWindow < 2*o.ScrapeInterval {
+		errs = append(errs, fmt.Errorf("--ttft-window (%v) needs at least two scrapes", o.TTFTWindow))
+	}
+	if o.Window < o.TTFTWindow {
+		errs = append(errs, fmt.Errorf("--window (%v) must be at least --ttft-window (%v)", o.Window, o.TTFTWindow))
+	}
+	if _, err := labels.Parse(o.ExporterSelector); err != nil {
+		errs = append(errs, fmt.Errorf("--exporter-selector: %w", err))
+	}
+	if o.ExporterPort < 1 || o.ExporterPort > 65535 {
+		errs = append(errs, fmt.Errorf("--exporter-port %d is not a port", o.ExporterPort))
+	}
+	return errors.Join(errs...)
+}
+
+// samplesKept is the ring size per pod: one sample per interval over the
+// window, plus one so the window's first increase has a left edge.
+func (o *Options) samplesKept() int {
+	return int(o.Window/o.ScrapeInterval) + 2
+}

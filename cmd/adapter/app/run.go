@@ -1,0 +1,115 @@
+package app
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-logr/logr"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apiserver/pkg/server/healthz"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/component-base/metrics/legacyregistry"
+	"k8s.io/klog/v2"
+	basecmd "sigs.k8s.io/custom-metrics-apiserver/pkg/cmd"
+
+	"github.com/gpuscale/gpuscale/pkg/discovery"
+	"github.com/gpuscale/gpuscale/pkg/gather"
+	"github.com/gpuscale/gpuscale/pkg/provider"
+	"github.com/gpuscale/gpuscale/pkg/scrape"
+	"github.com/gpuscale/gpuscale/pkg/store"
+)
+
+// Adapter is the gpuscale metrics adapter: custom-metrics-apiserver's
+// AdapterBase plus gpuscale's pipeline.
+type Adapter struct {
+	basecmd.AdapterBase
+	Options *Options
+}
+
+// NewAdapter returns an adapter with its flags installed.
+func NewAdapter() *Adapter {
+	a := &Adapter{Options: NewOptions()}
+	a.Name = "gpuscale-adapter"
+	a.InstallFlags()
+	a.Options.AddFlags(a.Flags())
+	return a
+}
+
+// Run builds the pipeline and serves until ctx is done.
+func (a *Adapter) Run(ctx context.Context) error {
+	o := a.Options
+	o.Complete()
+	if err := o.Validate(); err != nil {
+		return fmt.Errorf("invalid flags: %w", err)
+	}
+	log := slog.New(logr.ToSlogHandler(klog.Background()))
+
+	factory, err := a.Informers()
+	if err != nil {
+		return fmt.Errorf("informers: %w", err)
+	}
+	pods := factory.Core().V1().Pods()
+	nodes := factory.Core().V1().Nodes()
+	deploys := factory.Apps().V1().Deployments()
+	sets := factory.Apps().V1().StatefulSets()
+	synced := []cache.InformerSynced{pods.Informer().HasSynced, nodes.Informer().HasSynced,
+		deploys.Informer().HasSynced, sets.Informer().HasSynced}
+
+	st := store.New(o.samplesKept())
+	exporterSel, _ := labels.Parse(o.ExporterSelector)
+	g, err := gather.New(gather.Config{
+		Pods: pods.Lister(),
+		Discovery: discovery.Config{ExporterSelector: exporterSel, ExporterPort: o.ExporterPort,
+			ExporterPath: o.ExporterPath},
+		Scraper:    scrape.New(scrape.Config{Timeout: o.ScrapeTimeout, MaxBytes: o.MaxScrapeBytes, Workers: o.ScrapeWorkers}),
+		Store:      st,
+		Interval:   o.ScrapeInterval,
+		RetainFor:  o.Window,
+		Logger:     log.With("component", "gather"),
+		Registerer: legacyregistry.Registerer(),
+	})
+	if err != nil {
+		return err
+	}
+	requests := provider.NewRequestCounter()
+	legacyregistry.RawMustRegister(requests, provider.FreshnessCollector{Store: st, MaxStaleness: o.MaxStaleness, Now: time.Now})
+
+	p := provider.New(provider.Config{
+		Store: st, Pods: pods.Lister(), Nodes: nodes.Lister(), Deployments: deploys.Lister(), StatefulSets: sets.Lister(),
+		MaxStaleness: o.MaxStaleness, TTFTWindow: o.TTFTWindow, Observer: requests,
+	})
+	a.WithCustomMetrics(p)
+	a.WithExternalMetrics(p)
+
+	// Ready once the caches are synced and one scrape cycle has filled the
+	// store: before that every answer would be a misleading NotFound.
+	var firstCycle atomic.Bool
+	server, err := a.Server()
+	if err != nil {
+		return fmt.Errorf("build API server: %w", err)
+	}
+	if err := server.GenericAPIServer.AddReadyzChecks(healthz.NamedCheck("gpuscale-first-scrape", func(*http.Request) error {
+		if !firstCycle.Load() {
+			return fmt.Errorf("caches not synced or first scrape cycle not finished")
+		}
+		return nil
+	})); err != nil {
+		return fmt.Errorf("readyz check: %w", err)
+	}
+
+	go func() {
+		factory.Start(ctx.Done())
+		if !cache.WaitForCacheSync(ctx.Done(), synced...) {
+			return
+		}
+		log.Info("informer caches synced; starting the scrape loop", "interval", o.ScrapeInterval)
+		g.Cycle(ctx)
+		firstCycle.Store(true)
+		g.Run(ctx)
+	}()
+	return a.AdapterBase.Run(ctx)
+}

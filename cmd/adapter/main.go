@@ -1,0 +1,32 @@
+// Command adapter is gpuscale's metrics adapter: a Kubernetes custom and
+// external metrics API server that serves GPU and LLM-inference signals to
+// HorizontalPodAutoscalers.
+package main
+
+import (
+	"flag"
+	"os"
+
+	"k8s.io/apiserver/pkg/server"
+	"k8s.io/component-base/logs"
+	"k8s.io/klog/v2"
+
+	"github.com/gpuscale/gpuscale/cmd/adapter/app"
+)
+
+func main() {
+	logs.InitLogs()
+	defer logs.FlushLogs()
+
+	a := app.NewAdapter()
+	logs.AddFlags(a.Flags())
+	a.Flags().AddGoFlagSet(flag.CommandLine)
+	if err := a.Flags().Parse(os.Args[1:]); err != nil {
+		klog.ErrorS(err, "parsing flags")
+		os.Exit(2)
+	}
+	if err := a.Run(server.SetupSignalContext()); err != nil {
+		klog.ErrorS(err, "adapter stopped")
+		os.Exit(1)
+	}
+}

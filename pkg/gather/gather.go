@@ -1,0 +1,185 @@
+// Package gather runs the adapter's embedded collection: every interval it
+// discovers targets from the pod informer, scrapes them concurrently and
+// stores what they said. One broken target costs only its own samples.
+package gather
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
+
+	"github.com/gpuscale/gpuscale/pkg/discovery"
+	"github.com/gpuscale/gpuscale/pkg/ingest"
+	"github.com/gpuscale/gpuscale/pkg/scrape"
+	"github.com/gpuscale/gpuscale/pkg/store"
+)
+
+// PodLister lists the pods the informer holds.
+type PodLister interface {
+	List(selector labels.Selector) ([]*corev1.Pod, error)
+}
+
+// Scraper scrapes a set of targets; pkg/scrape implements it.
+type Scraper interface {
+	Cycle(ctx context.Context, targets []scrape.Target, sink func(scrape.Result))
+}
+
+// Config wires a Gatherer.
+type Config struct {
+	Pods      PodLister
+	Discovery discovery.Config
+	Scraper   Scraper
+	Store     *store.Store
+	Interval  time.Duration
+	// RetainFor is how long an object with no new sample is kept before
+	// its memory is released.
+	RetainFor  time.Duration
+	Logger     *slog.Logger
+	Registerer prometheus.Registerer
+}
+
+// Gatherer is the scrape loop.
+type Gatherer struct {
+	cfg Config
+	log *slog.Logger
+	m   *gatherMetrics
+	now func() time.Time
+
+	mu    sync.Mutex
+	known map[string]discovery.Target // by target key, to forget vanished ones
+}
+
+// New returns a Gatherer. Its metrics are registered on cfg.Registerer.
+func New(cfg Config) (*Gatherer, error) {
+	if cfg.Pods == nil || cfg.Scraper == nil || cfg.Store == nil {
+		return nil, errors.New("gather: pods, scraper and store are required")
+	}
+	if cfg.Interval <= 0 {
+		return nil, fmt.Errorf("gather: interval must be positive, got %v", cfg.Interval)
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	m := newGatherMetrics()
+	if cfg.Registerer != nil {
+		if err := m.register(cfg.Registerer); err != nil {
+			return nil, fmt.Errorf("gather: register metrics: %w", err)
+		}
+	}
+	return &Gatherer{cfg: cfg, log: cfg.Logger, m: m, now: time.Now, known: map[string]discovery.Target{}}, nil
+}
+
+// Run scrapes every interval until ctx is done. Cycles never overlap: a
+// slow cycle delays the next one instead of piling up.
+func (g *Gatherer) Run(ctx context.Context) {
+	t := time.NewTicker(g.cfg.Interval)
+	defer t.Stop()
+	for {
+		g.Cycle(ctx)
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// Cycle runs one discovery and scrape round.
+func (g *Gatherer) Cycle(ctx context.Context) {
+	start := g.now()
+	pods, err := g.cfg.Pods.List(labels.Everything())
+	if err != nil {
+		g.log.Error("listing pods from the informer failed", "err", err)
+		return
+	}
+	targets, problems := discovery.Targets(pods, g.cfg.Discovery)
+	for _, p := range problems {
+		g.log.Warn("pod asks to be scraped but cannot be", "err", p)
+	}
+	g.m.misconfigured.Set(float64(len(problems)))
+	byKey := g.track(targets)
+
+	st := make([]scrape.Target, len(targets))
+	for i, t := range targets {
+		st[i] = scrape.Target{Key: t.Key(), URL: t.URL}
+	}
+	g.cfg.Scraper.Cycle(ctx, st, func(r scrape.Result) {
+		if t, ok := byKey[r.Target.Key]; ok {
+			g.ingest(t, r)
+		}
+	})
+	if g.cfg.RetainFor > 0 {
+		g.cfg.Store.Forget(g.now(), g.cfg.RetainFor)
+	}
+	g.m.cycle.Observe(g.now().Sub(start).Seconds())
+}
+
+// track remembers the current targets and drops the per-target series of
+// those that vanished, so the adapter's own metrics do not grow forever.
+func (g *Gatherer) track(targets []discovery.Target) map[string]discovery.Target {
+	byKey := make(map[string]discovery.Target, len(targets))
+	counts := map[discovery.Kind]int{}
+	for _, t := range targets {
+		byKey[t.Key()] = t
+		counts[t.Kind]++
+	}
+	g.mu.Lock()
+	for k, old := range g.known {
+		if _, ok := byKey[k]; !ok {
+			g.m.forget(old)
+		}
+	}
+	g.known = byKey
+	g.mu.Unlock()
+	for _, k := range []discovery.Kind{discovery.KindExporter, discovery.KindInference} {
+		g.m.targets.WithLabelValues(k.String()).Set(float64(counts[k]))
+	}
+	return byKey
+}
+
+// ingest stores one scrape's samples. It runs on the scraper's workers.
+func (g *Gatherer) ingest(t discovery.Target, r scrape.Result) {
+	g.m.duration.WithLabelValues(t.Kind.String()).Observe(r.Duration.Seconds())
+	if r.Err != nil {
+		g.fail(t, scrape.Reason(r.Err), r.Err)
+		return
+	}
+	switch t.Kind {
+	case discovery.KindExporter:
+		pods, node, ok := ingest.GPU(r.Families)
+		if !ok {
+			g.fail(t, "no_gpu_series", errors.New("the exporter reported no GPU series"))
+			return
+		}
+		for k, s := range pods {
+			s.Time = r.Time
+			g.cfg.Store.PutPod(k, store.SourceGPU, s)
+		}
+		if t.Node != "" {
+			node.Time = r.Time
+			g.cfg.Store.PutNode(t.Node, node)
+		}
+	case discovery.KindInference:
+		s, dialect, err := ingest.Inference(r.Families)
+		if err != nil {
+			g.fail(t, "unknown_dialect", err)
+			return
+		}
+		s.Time = r.Time
+		g.cfg.Store.PutPod(store.Key{Namespace: t.Namespace, Name: t.Pod}, store.SourceInference, s)
+		g.m.dialects.WithLabelValues(string(dialect)).Inc()
+	}
+	g.m.success.WithLabelValues(t.Namespace, t.Pod).Set(float64(r.Time.UnixNano()) / 1e9)
+}
+
+func (g *Gatherer) fail(t discovery.Target, reason string, err error) {
+	g.m.errors.WithLabelValues(t.Namespace, t.Pod, reason).Inc()
+	g.log.Debug("scrape failed", "target", t.Key(), "kind", t.Kind.String(), "url", t.URL, "reason", reason, "err", err)
+}

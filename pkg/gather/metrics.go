@@ -1,0 +1,68 @@
+package gather
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/gpuscale/gpuscale/pkg/discovery"
+)
+
+// gatherMetrics show the health of every target, so an operator can see
+// why a pod's metric is missing.
+type gatherMetrics struct {
+	errors        *prometheus.CounterVec
+	success       *prometheus.GaugeVec
+	duration      *prometheus.HistogramVec
+	targets       *prometheus.GaugeVec
+	dialects      *prometheus.CounterVec
+	cycle         prometheus.Histogram
+	misconfigured prometheus.Gauge
+}
+
+func newGatherMetrics() *gatherMetrics {
+	return &gatherMetrics{
+		errors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "gpuscale_adapter_scrape_errors_total",
+			Help: "Failed scrapes by target pod and reason (timeout, connect, http_status, too_large, parse, unknown_dialect, no_gpu_series, ...).",
+		}, []string{"namespace", "pod", "reason"}),
+		success: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "gpuscale_adapter_scrape_last_success_timestamp_seconds",
+			Help: "Unix time of the last successful scrape of each target pod.",
+		}, []string{"namespace", "pod"}),
+		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "gpuscale_adapter_scrape_duration_seconds",
+			Help:    "Duration of one target scrape, by target kind.",
+			Buckets: prometheus.ExponentialBuckets(0.001, 2.5, 10),
+		}, []string{"kind"}),
+		targets: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "gpuscale_adapter_targets",
+			Help: "Scrape targets discovered in the last cycle, by kind (exporter, inference).",
+		}, []string{"kind"}),
+		dialects: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "gpuscale_adapter_inference_scrapes_total",
+			Help: "Successful inference server scrapes by detected dialect.",
+		}, []string{"dialect"}),
+		cycle: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "gpuscale_adapter_scrape_cycle_duration_seconds",
+			Help:    "Duration of one discovery and scrape cycle over every target.",
+			Buckets: prometheus.ExponentialBuckets(0.005, 2, 12),
+		}),
+		misconfigured: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "gpuscale_adapter_misconfigured_targets",
+			Help: "Pods annotated for scraping whose annotations cannot be used (see the adapter's log).",
+		}),
+	}
+}
+
+func (m *gatherMetrics) register(r prometheus.Registerer) error {
+	for _, c := range []prometheus.Collector{m.errors, m.success, m.duration, m.targets, m.dialects, m.cycle, m.misconfigured} {
+		if err := r.Register(c); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (m *gatherMetrics) forget(t discovery.Target) {
+	m.errors.DeletePartialMatch(prometheus.Labels{"namespace": t.Namespace, "pod": t.Pod})
+	m.success.DeleteLabelValues(t.Namespace, t.Pod)
+}

@@ -1,0 +1,99 @@
+package provider
+
+import (
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/gpuscale/gpuscale/pkg/store"
+)
+
+// Served metric names. They are part of gpuscale's API: HPAs name them.
+const (
+	GPUUtilization       = "gpu_utilization"
+	GPUMemoryUtilization = "gpu_memory_utilization"
+	GPUMemoryUsedBytes   = "gpu_memory_used_bytes"
+	GPUPowerWatts        = "gpu_power_watts"
+	QueueDepth           = "inference_queue_depth"
+	RequestsRunning      = "inference_requests_running"
+	KVCacheUtilization   = "inference_kv_cache_utilization"
+	TTFTP50              = "inference_ttft_seconds_p50"
+	TTFTP90              = "inference_ttft_seconds_p90"
+	TTFTP99              = "inference_ttft_seconds_p99"
+)
+
+// aggregation says how a workload's pods combine.
+type aggregation uint8
+
+const (
+	mean aggregation = iota
+	sum
+)
+
+// metricDef describes one served metric.
+type metricDef struct {
+	name     string
+	signal   store.Signal // scalar metrics
+	source   store.Source
+	quantile float64 // > 0 for TTFT quantiles, computed from histograms
+	agg      aggregation
+	format   resource.Format
+}
+
+func (d metricDef) isTTFT() bool { return d.quantile > 0 }
+
+var podMetrics = []metricDef{
+	{name: GPUUtilization, signal: store.GPUUtilization, source: store.SourceGPU, agg: mean, format: resource.DecimalSI},
+	{name: GPUMemoryUtilization, signal: store.GPUMemoryUtilization, source: store.SourceGPU, agg: mean, format: resource.DecimalSI},
+	{name: GPUMemoryUsedBytes, signal: store.GPUMemoryUsedBytes, source: store.SourceGPU, agg: sum, format: resource.BinarySI},
+	{name: GPUPowerWatts, signal: store.GPUPowerWatts, source: store.SourceGPU, agg: sum, format: resource.DecimalSI},
+	{name: QueueDepth, signal: store.QueueDepth, source: store.SourceInference, agg: sum, format: resource.DecimalSI},
+	{name: RequestsRunning, signal: store.RequestsRunning, source: store.SourceInference, agg: sum, format: resource.DecimalSI},
+	{name: KVCacheUtilization, signal: store.KVCacheUtilization, source: store.SourceInference, agg: mean, format: resource.DecimalSI},
+	{name: TTFTP50, source: store.SourceInference, quantile: 0.5, format: resource.DecimalSI},
+	{name: TTFTP90, source: store.SourceInference, quantile: 0.9, format: resource.DecimalSI},
+	{name: TTFTP99, source: store.SourceInference, quantile: 0.99, format: resource.DecimalSI},
+}
+
+var podMetricsByName = func() map[string]metricDef {
+	m := map[string]metricDef{}
+	for _, d := range podMetrics {
+		m[d.name] = d
+	}
+	return m
+}()
+
+// nodeMetrics are served for nodes, from the exporter's whole-node view.
+var nodeMetrics = map[string]bool{GPUUtilization: true, GPUMemoryUtilization: true}
+
+// externalMetrics are served per model through external.metrics.k8s.io.
+var externalMetrics = map[string]bool{QueueDepth: true, TTFTP90: true}
+
+// ModelLabel is the external metrics' label that selects a model.
+const ModelLabel = "model_name"
+
+// Resources the custom metrics API serves.
+var (
+	podsResource         = schema.GroupResource{Resource: "pods"}
+	nodesResource        = schema.GroupResource{Resource: "nodes"}
+	namespacesResource   = schema.GroupResource{Resource: "namespaces"}
+	deploymentsResource  = schema.GroupResource{Group: "apps", Resource: "deployments"}
+	statefulsetsResource = schema.GroupResource{Group: "apps", Resource: "statefulsets"}
+)
+
+// kindOf normalises the resource of a request: clients may omit the group
+// of apps resources or use singular names.
+func kindOf(gr schema.GroupResource) (schema.GroupResource, bool) {
+	switch gr.Resource {
+	case "pods", "pod":
+		return podsResource, gr.Group == ""
+	case "nodes", "node":
+		return nodesResource, gr.Group == ""
+	case "namespaces", "namespace":
+		return namespacesResource, gr.Group == ""
+	case "deployments", "deployment":
+		return deploymentsResource, gr.Group == "" || gr.Group == "apps"
+	case "statefulsets", "statefulset":
+		return statefulsetsResource, gr.Group == "" || gr.Group == "apps"
+	}
+	return gr, false
+}
