@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
-	"strings"
+	"slices"
 	"syscall"
 	"testing"
 	"time"
@@ -115,7 +115,7 @@ func BenchmarkScrape8GPUsGzip(b *testing.B) { benchScrape(b, 8, nil, "gzip") }
 // BenchmarkScrape8GPUsx7MIG is a scrape of 8 GPUs split into seven 1g.10gb
 // instances each, every instance held by a pod.
 func BenchmarkScrape8GPUsx7MIG(b *testing.B) {
-	benchScrape(b, 8, strings.Split(strings.Repeat("1g.10gb,", 7)[:7*8-1], ","), "")
+	benchScrape(b, 8, slices.Repeat([]string{"1g.10gb"}, 7), "")
 }
 
 // BenchmarkCollectOnce8GPUs is the background collection: read the sim
