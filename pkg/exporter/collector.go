@@ -8,6 +8,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -52,8 +53,12 @@ type Collector struct {
 	log     *slog.Logger
 	builder *metrics.GPUBuilder
 	snap    atomic.Pointer[Snapshot]
-	self    *selfMetrics
-	now     func() time.Time
+	// collecting serialises collections: the backend contract allows no
+	// concurrent Collect, and snapshots must publish in order. The
+	// simulated load API collects out of turn.
+	collecting sync.Mutex
+	self       *selfMetrics
+	now        func() time.Time
 }
 
 // NewCollector builds a Collector; call Run to start collecting.
@@ -102,6 +107,8 @@ func (c *Collector) Run(ctx context.Context) {
 // snapshot. When the backend fails as a whole the previous snapshot stays
 // published but ages: /healthz reports it and LastSuccess stops moving.
 func (c *Collector) CollectOnce(ctx context.Context) (err error) {
+	c.collecting.Lock()
+	defer c.collecting.Unlock()
 	start := c.now()
 	defer func() {
 		// A backend bug must not kill the exporter: the next tick retries.

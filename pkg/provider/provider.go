@@ -216,15 +216,7 @@ func (p *Provider) podValue(pod *corev1.Pod, def metricDef, sel labels.Selector,
 // ttftIncrease is the per-bucket increase of a pod's TTFT histogram over
 // the window, which is what rate() feeds histogram_quantile in PromQL.
 func (p *Provider) ttftIncrease(key store.Key, now time.Time) (*histogram.Histogram, bool) {
-	hs := p.cfg.Store.TTFTWindow(key, now, p.cfg.TTFTWindow, p.cfg.MaxStaleness)
-	if len(hs) < 2 {
-		return nil, false
-	}
-	inc, err := histogram.WindowIncrease(hs)
-	if err != nil {
-		return nil, false
-	}
-	return inc, true
+	return p.cfg.Store.TTFTIncrease(key, now, p.cfg.TTFTWindow, p.cfg.MaxStaleness)
 }
 
 // aggregate combines the pods of a workload: sums for queue depth and

@@ -98,6 +98,15 @@ func (w *window) newest() *Sample {
 
 type entry struct {
 	windows [numSources]window
+	// ttft memoises the last window increase: it only changes when a
+	// sample enters or leaves the window, not on every API call.
+	ttft ttftCache
+}
+
+type ttftCache struct {
+	first, last time.Time
+	inc         *histogram.Histogram
+	err         error
 }
 
 // Store is safe for concurrent use. Writers hold the lock for one Put;
@@ -176,30 +185,61 @@ func latest(e *entry, src Source, now time.Time, maxAge time.Duration) (Sample, 
 	return *n, true
 }
 
-// TTFTWindow returns the TTFT histograms of a pod's inference samples
-// taken in (now-window, now], oldest first: the samples PromQL's
-// rate(x[window]) would see. It returns nil when the newest sample is
-// older than maxAge, so a dead server's last histograms are never served.
-func (s *Store) TTFTWindow(k Key, now time.Time, win, maxAge time.Duration) []*histogram.Histogram {
+// TTFTIncrease returns the per-bucket increase of a pod's TTFT histogram
+// over the samples taken in (now-win, now], oldest first: what PromQL's
+// rate(x[win]) feeds histogram_quantile, up to a factor that cancels out
+// in the quantile. It reports false when the newest sample is older than
+// maxAge (a dead server's last histograms are never served), when fewer
+// than two samples fall in the window, or when the bucket layout changed
+// inside it.
+func (s *Store) TTFTIncrease(k Key, now time.Time, win, maxAge time.Duration) (*histogram.Histogram, bool) {
 	s.mu.RLock()
-	defer s.mu.RUnlock()
 	e := s.pods[k]
 	if e == nil {
-		return nil
+		s.mu.RUnlock()
+		return nil, false
 	}
 	w := &e.windows[SourceInference]
 	if n := w.newest(); n == nil || now.Sub(n.Time) > maxAge {
-		return nil
+		s.mu.RUnlock()
+		return nil, false
 	}
-	var out []*histogram.Histogram
 	from := now.Add(-win)
+	first, last, count := -1, -1, 0
 	for i := 0; i < w.n; i++ {
 		smp := w.at(i)
 		if smp.Time.After(from) && !smp.Time.After(now) && smp.TTFT != nil {
-			out = append(out, smp.TTFT)
+			if first < 0 {
+				first = i
+			}
+			last = i
+			count++
 		}
 	}
-	return out
+	if count < 2 {
+		s.mu.RUnlock()
+		return nil, false
+	}
+	firstT, lastT := w.at(first).Time, w.at(last).Time
+	if c := e.ttft; c.first.Equal(firstT) && c.last.Equal(lastT) && (c.inc != nil || c.err != nil) {
+		s.mu.RUnlock()
+		return c.inc, c.err == nil
+	}
+	hs := make([]*histogram.Histogram, 0, count)
+	for i := first; i <= last; i++ {
+		if smp := w.at(i); smp.TTFT != nil {
+			hs = append(hs, smp.TTFT)
+		}
+	}
+	s.mu.RUnlock()
+
+	inc, err := histogram.WindowIncrease(hs)
+	s.mu.Lock()
+	if e2 := s.pods[k]; e2 == e {
+		e.ttft = ttftCache{first: firstT, last: lastT, inc: inc, err: err}
+	}
+	s.mu.Unlock()
+	return inc, err == nil
 }
 
 // Forget drops pods and nodes whose newest sample of every source is older

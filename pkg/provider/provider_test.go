@@ -1,0 +1,321 @@
+package provider
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	appslisters "k8s.io/client-go/listers/apps/v1"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/tools/cache"
+	cmprovider "sigs.k8s.io/custom-metrics-apiserver/pkg/provider"
+
+	"github.com/gpuscale/gpuscale/pkg/histogram"
+	"github.com/gpuscale/gpuscale/pkg/store"
+)
+
+var t0 = time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+
+// fixture holds real client-go indexers (what informers fill) and a store.
+type fixture struct {
+	pods, nodes, deploys, sets cache.Indexer
+	store                      *store.Store
+	obs                        *recorder
+	p                          *Provider
+	now                        time.Time
+}
+
+type recorder struct{ calls map[string]int }
+
+func (r *recorder) Observe(api, metric, resource, result string) {
+	r.calls[api+"/"+metric+"/"+resource+"/"+result]++
+}
+
+func newFixture() *fixture {
+	idx := func() cache.Indexer {
+		return cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
+	}
+	f := &fixture{pods: idx(), nodes: idx(), deploys: idx(), sets: idx(), store: store.New(30),
+		obs: &recorder{calls: map[string]int{}}, now: t0}
+	f.p = New(Config{
+		Store: f.store, Pods: corelisters.NewPodLister(f.pods), Nodes: corelisters.NewNodeLister(f.nodes),
+		Deployments: appslisters.NewDeploymentLister(f.deploys), StatefulSets: appslisters.NewStatefulSetLister(f.sets),
+		MaxStaleness: 15 * time.Second, TTFTWindow: time.Minute, Observer: f.obs,
+		Now: func() time.Time { return f.now },
+	})
+	return f
+}
+
+func (f *fixture) addPod(ns, name string, ready bool, lbl map[string]string) {
+	status := corev1.ConditionFalse
+	if ready {
+		status = corev1.ConditionTrue
+	}
+	_ = f.pods.Add(&corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: lbl},
+		Status: corev1.PodStatus{Phase: corev1.PodRunning, PodIP: "127.1.0.1",
+			Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: status}}},
+	})
+}
+
+func (f *fixture) put(ns, name string, src store.Source, at time.Time, model string, vals map[store.Signal]float64, ttft *histogram.Histogram) {
+	s := store.Sample{Time: at, Model: model, TTFT: ttft}
+	for k, v := range vals {
+		s.Set(k, v)
+	}
+	f.store.PutPod(store.Key{Namespace: ns, Name: name}, src, s)
+}
+
+var bounds = []float64{0.1, 0.25, 0.5, 1, 2.5, math.Inf(1)}
+
+// hist is a cumulative TTFT histogram from per-bucket (non-cumulative) counts.
+func hist(per ...float64) *histogram.Histogram {
+	h := &histogram.Histogram{Bounds: bounds, Counts: make([]float64, len(bounds))}
+	var c float64
+	for i := range bounds {
+		if i < len(per) {
+			c += per[i]
+		}
+		h.Counts[i] = c
+	}
+	h.Count = c
+	return h
+}
+
+func podsInfo(metric string) cmprovider.CustomMetricInfo {
+	return cmprovider.CustomMetricInfo{GroupResource: schema.GroupResource{Resource: "pods"}, Namespaced: true, Metric: metric}
+}
+
+func milli(t *testing.T, got interface{ MilliValue() int64 }) float64 {
+	t.Helper()
+	return float64(got.MilliValue()) / 1000
+}
+
+func TestPodsBySelector(t *testing.T) {
+	f := newFixture()
+	app := map[string]string{"app": "llm"}
+	f.addPod("ml", "ready-fresh", true, app)
+	f.addPod("ml", "not-ready", false, app)
+	f.addPod("ml", "ready-stale", true, app)
+	f.addPod("ml", "other-app", true, map[string]string{"app": "x"})
+	f.put("ml", "ready-fresh", store.SourceInference, t0.Add(-2*time.Second), "m", map[store.Signal]float64{store.QueueDepth: 7}, nil)
+	f.put("ml", "not-ready", store.SourceInference, t0.Add(-2*time.Second), "m", map[store.Signal]float64{store.QueueDepth: 0}, nil)
+	f.put("ml", "ready-stale", store.SourceInference, t0.Add(-16*time.Second), "m", map[store.Signal]float64{store.QueueDepth: 3}, nil)
+	f.put("ml", "other-app", store.SourceInference, t0.Add(-2*time.Second), "m", map[store.Signal]float64{store.QueueDepth: 9}, nil)
+
+	list, err := f.p.GetMetricBySelector(context.Background(), "ml", labels.SelectorFromSet(app), podsInfo(QueueDepth), labels.Everything())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(list.Items) != 1 {
+		t.Fatalf("items = %d, want 1 (only the ready, fresh pod): %+v", len(list.Items), list.Items)
+	}
+	it := list.Items[0]
+	if it.DescribedObject.Name != "ready-fresh" || it.DescribedObject.APIVersion != "v1" || it.DescribedObject.Kind != "Pod" {
+		t.Errorf("described object = %+v", it.DescribedObject)
+	}
+	if v := milli(t, &it.Value); v != 7 {
+		t.Errorf("value = %v, want 7", v)
+	}
+	if !it.Timestamp.Time.Equal(t0.Add(-2 * time.Second)) {
+		t.Errorf("timestamp = %v, want the sample's time", it.Timestamp)
+	}
+
+	// Nothing fresh: an explicit NotFound, never an empty list.
+	f.now = t0.Add(time.Minute)
+	_, err = f.p.GetMetricBySelector(context.Background(), "ml", labels.SelectorFromSet(app), podsInfo(QueueDepth), labels.Everything())
+	if !apierrors.IsNotFound(err) {
+		t.Fatalf("all stale: err = %v, want NotFound", err)
+	}
+	if f.obs.calls["custom/"+QueueDepth+"/pods/not_found"] != 1 || f.obs.calls["custom/"+QueueDepth+"/pods/ok"] != 1 {
+		t.Errorf("observer calls = %v", f.obs.calls)
+	}
+}
+
+func TestMetricByNameErrors(t *testing.T) {
+	f := newFixture()
+	f.addPod("ml", "p", true, nil)
+	f.put("ml", "p", store.SourceGPU, t0, "", map[store.Signal]float64{store.GPUUtilization: 80}, nil)
+	cases := []struct {
+		name     string
+		info     cmprovider.CustomMetricInfo
+		obj      types.NamespacedName
+		wantErr  bool
+		wantMill int64
+	}{
+		{"pod gpu", podsInfo(GPUUtilization), types.NamespacedName{Namespace: "ml", Name: "p"}, false, 80000},
+		{"pod missing signal", podsInfo(QueueDepth), types.NamespacedName{Namespace: "ml", Name: "p"}, true, 0},
+		{"unknown metric", podsInfo("no_such_metric"), types.NamespacedName{Namespace: "ml", Name: "p"}, true, 0},
+		{"unknown pod", podsInfo(GPUUtilization), types.NamespacedName{Namespace: "ml", Name: "nope"}, true, 0},
+		{"unknown resource", cmprovider.CustomMetricInfo{GroupResource: schema.GroupResource{Resource: "services"}, Metric: GPUUtilization},
+			types.NamespacedName{Namespace: "ml", Name: "p"}, true, 0},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			mv, err := f.p.GetMetricByName(context.Background(), tc.obj, tc.info, labels.Everything())
+			if tc.wantErr {
+				if !apierrors.IsNotFound(err) {
+					t.Fatalf("err = %v, want NotFound", err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if mv.Value.MilliValue() != tc.wantMill {
+				t.Errorf("value = %v, want %dm", mv.Value.String(), tc.wantMill)
+			}
+		})
+	}
+}
+
+// TestWorkloadAggregation checks the Object-metric rules: sums for queue
+// depth, means for utilization, and TTFT from merged histograms, which
+// differs from the mean of the pods' quantiles.
+func TestWorkloadAggregation(t *testing.T) {
+	f := newFixture()
+	sel := map[string]string{"app": "llm"}
+	_ = f.deploys.Add(&appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: "ml", Name: "llm"},
+		Spec: appsv1.DeploymentSpec{Selector: &metav1.LabelSelector{MatchLabels: sel}}})
+	f.addPod("ml", "a", true, sel)
+	f.addPod("ml", "b", true, sel)
+	f.addPod("ml", "c", false, sel) // not ready: ignored
+	// Pod a: 90 fast requests in the window; pod b: 10 slow ones.
+	for i, at := range []time.Time{t0.Add(-50 * time.Second), t0.Add(-5 * time.Second)} {
+		k := float64(i)
+		f.put("ml", "a", store.SourceInference, at, "m", map[store.Signal]float64{store.QueueDepth: 2, store.KVCacheUtilization: 40}, hist(90*k))
+		f.put("ml", "b", store.SourceInference, at, "m", map[store.Signal]float64{store.QueueDepth: 5, store.KVCacheUtilization: 60}, hist(0, 0, 0, 0, 10*k))
+		f.put("ml", "c", store.SourceInference, at, "m", map[store.Signal]float64{store.QueueDepth: 100}, hist(0, 0, 0, 0, 0, 50*k))
+	}
+	info := func(m string) cmprovider.CustomMetricInfo {
+		return cmprovider.CustomMetricInfo{GroupResource: schema.GroupResource{Group: "apps", Resource: "deployments"}, Namespaced: true, Metric: m}
+	}
+	get := func(m string) float64 {
+		t.Helper()
+		mv, err := f.p.GetMetricByName(context.Background(), types.NamespacedName{Namespace: "ml", Name: "llm"}, info(m), labels.Everything())
+		if err != nil {
+			t.Fatalf("%s: %v", m, err)
+		}
+		if mv.DescribedObject.APIVersion != "apps/v1" || mv.DescribedObject.Kind != "Deployment" {
+			t.Errorf("described object = %+v", mv.DescribedObject)
+		}
+		return milli(t, &mv.Value)
+	}
+	if got := get(QueueDepth); got != 7 {
+		t.Errorf("queue depth = %v, want sum 7", got)
+	}
+	if got := get(KVCacheUtilization); got != 50 {
+		t.Errorf("kv cache = %v, want mean 50", got)
+	}
+	// Merged: 100 requests, 90 in (0,0.1], 10 in (1,2.5]. p90 rank 90 ->
+	// 0.1 exactly; the pods' own p90s are 0.09 and 2.35, mean 1.22.
+	merged := histogram.Quantile(0.9, hist(90, 0, 0, 0, 10))
+	if got := get(TTFTP90); math.Abs(got-merged) > 0.001 {
+		t.Errorf("ttft p90 = %v, want the merged histogram's %v", got, merged)
+	}
+	meanOfQuantiles := (histogram.Quantile(0.9, hist(90)) + histogram.Quantile(0.9, hist(0, 0, 0, 0, 10))) / 2
+	if math.Abs(merged-meanOfQuantiles) < 0.5 {
+		t.Fatalf("test is too weak: merged %v vs mean of quantiles %v", merged, meanOfQuantiles)
+	}
+}
+
+func TestNodesAndExternal(t *testing.T) {
+	f := newFixture()
+	_ = f.nodes.Add(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "gpu-1", Labels: map[string]string{"gpu": "yes"}}})
+	var n store.Sample
+	n.Time = t0
+	n.Set(store.GPUUtilization, 55)
+	f.store.PutNode("gpu-1", n)
+
+	list, err := f.p.GetMetricBySelector(context.Background(), "", labels.SelectorFromSet(map[string]string{"gpu": "yes"}),
+		cmprovider.CustomMetricInfo{GroupResource: schema.GroupResource{Resource: "nodes"}, Metric: GPUUtilization}, labels.Everything())
+	if err != nil || len(list.Items) != 1 || milli(t, &list.Items[0].Value) != 55 || list.Items[0].DescribedObject.Kind != "Node" {
+		t.Fatalf("nodes: %+v, %v", list, err)
+	}
+
+	for _, p := range []struct {
+		name, model string
+		q           float64
+	}{{"a", "llama", 3}, {"b", "llama", 4}, {"c", "mistral", 10}} {
+		f.addPod("ml", p.name, true, nil)
+		f.put("ml", p.name, store.SourceInference, t0, p.model, map[store.Signal]float64{store.QueueDepth: p.q}, nil)
+	}
+	sel, _ := labels.Parse("model_name=llama")
+	ext, err := f.p.GetExternalMetric(context.Background(), "ml", sel, cmprovider.ExternalMetricInfo{Metric: QueueDepth})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ext.Items) != 1 || ext.Items[0].MetricLabels[ModelLabel] != "llama" || milli(t, &ext.Items[0].Value) != 7 {
+		t.Fatalf("external = %+v", ext.Items)
+	}
+	all, err := f.p.GetExternalMetric(context.Background(), "ml", labels.Everything(), cmprovider.ExternalMetricInfo{Metric: QueueDepth})
+	if err != nil || len(all.Items) != 2 {
+		t.Fatalf("all models = %+v, %v", all, err)
+	}
+	none, _ := labels.Parse("model_name=gpt")
+	if _, err := f.p.GetExternalMetric(context.Background(), "ml", none, cmprovider.ExternalMetricInfo{Metric: QueueDepth}); !apierrors.IsNotFound(err) {
+		t.Fatalf("unknown model: err = %v, want NotFound", err)
+	}
+	if _, err := f.p.GetExternalMetric(context.Background(), "ml", sel, cmprovider.ExternalMetricInfo{Metric: GPUUtilization}); !apierrors.IsNotFound(err) {
+		t.Fatalf("unsupported external metric: err = %v, want NotFound", err)
+	}
+}
+
+func TestListAllMetrics(t *testing.T) {
+	f := newFixture()
+	got := map[string]bool{}
+	for _, m := range f.p.ListAllMetrics() {
+		got[m.String()] = true
+	}
+	for _, want := range []string{"pods/gpu_utilization(namespaced)", "nodes/gpu_utilization", "nodes/gpu_memory_utilization",
+		"deployments.apps/inference_ttft_seconds_p90(namespaced)", "statefulsets.apps/inference_queue_depth(namespaced)",
+		"namespaces/inference_requests_running"} {
+		if !got[want] {
+			t.Errorf("ListAllMetrics lacks %s", want)
+		}
+	}
+	if got["nodes/inference_queue_depth"] {
+		t.Error("nodes do not serve inference metrics")
+	}
+	if n := len(f.p.ListAllExternalMetrics()); n != 2 {
+		t.Errorf("external metrics = %d, want 2", n)
+	}
+}
+
+// BenchmarkPodsBySelector10k is the HPA's call for a Pods metric over a
+// namespace of 10,000 pods.
+func BenchmarkPodsBySelector10k(b *testing.B) {
+	for _, metric := range []string{QueueDepth, TTFTP90} {
+		b.Run(metric, func(b *testing.B) {
+			f := newFixture()
+			sel := map[string]string{"app": "llm"}
+			for i := 0; i < 10000; i++ {
+				name := fmt.Sprintf("llm-%05d", i)
+				f.addPod("ml", name, true, sel)
+				for s := 0; s < 12; s++ {
+					at := t0.Add(time.Duration(s-11) * 5 * time.Second)
+					f.put("ml", name, store.SourceInference, at, "m",
+						map[store.Signal]float64{store.QueueDepth: float64(i % 9), store.RequestsRunning: 3}, hist(float64(s*10), float64(s)))
+				}
+			}
+			selector := labels.SelectorFromSet(sel)
+			b.ResetTimer()
+			b.ReportAllocs()
+			for i := 0; i < b.N; i++ {
+				list, err := f.p.GetMetricBySelector(context.Background(), "ml", selector, podsInfo(metric), labels.Everything())
+				if err != nil || len(list.Items) != 10000 {
+					b.Fatalf("items %d, err %v", len(list.Items), err)
+				}
+			}
+		})
+	}
+}
