@@ -32,4 +32,8 @@ type Signals struct {
 	// TTFT is the cumulative time-to-first-token histogram in seconds, nil
 	// when the server has none (TGI).
 	TTFT *histogram.Histogram
+	// Warnings lists series that were ignored (NaN or negative gauges,
+	// malformed histograms) and other oddities of the scrape. A signal
+	// whose series were all ignored is nil.
+	Warnings []string
 }
