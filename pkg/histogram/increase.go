@@ -106,20 +106,31 @@ func ExtrapolatedIncrease(samples []Sample, at time.Time, window time.Duration) 
 	if err != nil {
 		return nil, err
 	}
-	firstT, lastT := ts[0], ts[len(ts)-1]
+	return Extrapolate(inc, in[0], time.UnixMilli(ts[0]), time.UnixMilli(ts[len(ts)-1]), len(ts), at, window), nil
+}
+
+// Extrapolate scales inc, the WindowIncrease of n samples of which the
+// first, first, was taken at firstT and the last at lastT, to the edges of
+// the range (at-window, at] per bucket, as PromQL's increase() does. It
+// returns a new histogram, so callers may cache inc and extrapolate it at
+// every evaluation time.
+func Extrapolate(inc, first *Histogram, firstT, lastT time.Time, n int, at time.Time, window time.Duration) *Histogram {
+	end := at.UnixMilli()
+	start := end - window.Milliseconds()
+	ft, lt := firstT.UnixMilli(), lastT.UnixMilli()
 	w := extrapolation{
-		toStart: float64(firstT-start) / 1000,
-		toEnd:   float64(end-lastT) / 1000,
-		sampled: float64(lastT-firstT) / 1000,
+		toStart: float64(ft-start) / 1000,
+		toEnd:   float64(end-lt) / 1000,
+		sampled: float64(lt-ft) / 1000,
 	}
-	w.avg = w.sampled / float64(len(ts)-1)
-	first := in[0]
+	w.avg = w.sampled / float64(n-1)
+	out := inc.Clone()
 	for i, c := range inc.Counts {
-		inc.Counts[i] = c * w.factor(first.Counts[i], c)
+		out.Counts[i] = c * w.factor(first.Counts[i], c)
 	}
-	inc.Count *= w.factor(first.Count, inc.Count)
-	inc.Sum *= w.factor(first.Sum, inc.Sum)
-	return inc, nil
+	out.Count = inc.Count * w.factor(first.Count, inc.Count)
+	out.Sum = inc.Sum * w.factor(first.Sum, inc.Sum)
+	return out
 }
 
 // extrapolation holds the durations, in seconds, that PromQL extrapolates a

@@ -105,6 +105,8 @@ type entry struct {
 
 type ttftCache struct {
 	first, last time.Time
+	n           int
+	firstHist   *histogram.Histogram
 	inc         *histogram.Histogram
 	err         error
 }
@@ -185,10 +187,11 @@ func latest(e *entry, src Source, now time.Time, maxAge time.Duration) (Sample, 
 	return *n, true
 }
 
-// TTFTIncrease returns the per-bucket increase of a pod's TTFT histogram
-// over the samples taken in (now-win, now], oldest first: what PromQL's
-// rate(x[win]) feeds histogram_quantile, up to a factor that cancels out
-// in the quantile. It reports false when the newest sample is older than
+// TTFTIncrease returns increase(ttft_bucket[win]) of a pod evaluated at
+// now, exactly as PromQL computes it over the samples taken in
+// (now-win, now] (reset-aware, extrapolated per bucket to the window's
+// edges): what rate() feeds histogram_quantile, up to the division by the
+// window, which cancels in the quantile. It reports false when the newest sample is older than
 // maxAge (a dead server's last histograms are never served), when fewer
 // than two samples fall in the window, or when the bucket layout changed
 // inside it.
@@ -223,7 +226,10 @@ func (s *Store) TTFTIncrease(k Key, now time.Time, win, maxAge time.Duration) (*
 	firstT, lastT := w.at(first).Time, w.at(last).Time
 	if c := e.ttft; c.first.Equal(firstT) && c.last.Equal(lastT) && (c.inc != nil || c.err != nil) {
 		s.mu.RUnlock()
-		return c.inc, c.err == nil
+		if c.err != nil {
+			return nil, false
+		}
+		return histogram.Extrapolate(c.inc, c.firstHist, firstT, lastT, c.n, now, win), true
 	}
 	hs := make([]*histogram.Histogram, 0, count)
 	for i := first; i <= last; i++ {
@@ -233,13 +239,19 @@ func (s *Store) TTFTIncrease(k Key, now time.Time, win, maxAge time.Duration) (*
 	}
 	s.mu.RUnlock()
 
+	// The increase between samples only changes when a sample enters or
+	// leaves the window, so it is memoised; the extrapolation depends on
+	// now and is redone on every call.
 	inc, err := histogram.WindowIncrease(hs)
 	s.mu.Lock()
 	if e2 := s.pods[k]; e2 == e {
-		e.ttft = ttftCache{first: firstT, last: lastT, inc: inc, err: err}
+		e.ttft = ttftCache{first: firstT, last: lastT, n: len(hs), firstHist: hs[0], inc: inc, err: err}
 	}
 	s.mu.Unlock()
-	return inc, err == nil
+	if err != nil {
+		return nil, false
+	}
+	return histogram.Extrapolate(inc, hs[0], firstT, lastT, len(hs), now, win), true
 }
 
 // Forget drops pods and nodes whose newest sample of every source is older
