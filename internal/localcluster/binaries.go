@@ -1,0 +1,162 @@
+package localcluster
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+)
+
+// BinDirEnv names the environment variable that points at a folder holding
+// prebuilt control-plane binaries, bypassing the build script.
+const BinDirEnv = "GPUSCALE_K8S_BIN"
+
+// buildScript builds and caches the pinned binaries and prints their folder;
+// it returns at once when they are cached.
+const buildScript = "hack/control-plane-build.sh"
+
+// binaryNames are the executables Start needs in the bin folder.
+var binaryNames = []string{"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubectl", "kwok"}
+
+// resolveBinDir returns the folder of the control-plane binaries: dir if
+// set, else $GPUSCALE_K8S_BIN, else what the repository's build script
+// prints (building the binaries first if they are not cached).
+func resolveBinDir(ctx context.Context, dir string, log *slog.Logger, buildLog io.Writer) (string, error) {
+	if dir == "" {
+		dir = os.Getenv(BinDirEnv)
+	}
+	if dir == "" {
+		root, err := repoRoot()
+		if err != nil {
+			return "", err
+		}
+		log.Info("locating control-plane binaries; a first build takes about 20 minutes", "script", filepath.Join(root, buildScript))
+		if dir, err = runBuildScript(ctx, root, buildLog); err != nil {
+			return "", err
+		}
+	}
+	if err := checkBinaries(dir); err != nil {
+		return "", err
+	}
+	return dir, nil
+}
+
+// checkBinaries verifies that dir holds every binary Start runs.
+func checkBinaries(dir string) error {
+	var missing []string
+	for _, name := range binaryNames {
+		fi, err := os.Stat(filepath.Join(dir, name))
+		if err != nil || fi.IsDir() || fi.Mode().Perm()&0o111 == 0 {
+			missing = append(missing, name)
+		}
+	}
+	if len(missing) > 0 {
+		return fmt.Errorf("localcluster: bin folder %s lacks executables %s (build them with %s)",
+			dir, strings.Join(missing, ", "), buildScript)
+	}
+	return nil
+}
+
+// runBuildScript runs the build script from the repository root and returns
+// the folder it prints on its last line of output.
+func runBuildScript(ctx context.Context, root string, buildLog io.Writer) (string, error) {
+	var stdout, stderr bytes.Buffer
+	cmd := exec.CommandContext(ctx, "bash", filepath.Join(root, buildScript))
+	cmd.Dir = root
+	cmd.Stdout = &stdout
+	cmd.Stderr = &stderr
+	if buildLog != nil {
+		cmd.Stderr = io.MultiWriter(&stderr, buildLog)
+	}
+	if err := cmd.Run(); err != nil {
+		return "", fmt.Errorf("localcluster: %s: %w: %s", buildScript, err, lastLine(stderr.Bytes()))
+	}
+	dir := lastLine(stdout.Bytes())
+	if dir == "" {
+		return "", fmt.Errorf("localcluster: %s printed no bin folder", buildScript)
+	}
+	return dir, nil
+}
+
+// repoRoot walks up from the working directory to the module root that holds
+// the build script (go test runs in the package folder).
+func repoRoot() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", fmt.Errorf("localcluster: working directory: %w", err)
+	}
+	for {
+		if fileExists(filepath.Join(dir, "go.mod")) && fileExists(filepath.Join(dir, buildScript)) {
+			return dir, nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", fmt.Errorf("localcluster: no go.mod with %s above the working directory; set %s or Options.BinDir",
+				buildScript, BinDirEnv)
+		}
+		dir = parent
+	}
+}
+
+// scriptVersion matches the version pins at the top of the build script.
+var scriptVersion = regexp.MustCompile(`(?m)^(k8s|etcd|kwok)_version=(\S+)$`)
+
+// cachedBinDir reports the bin folder when the binaries are available
+// without building anything: from $GPUSCALE_K8S_BIN, or from the build
+// script's cache, whose path it derives from the script's version pins the
+// way the script does. Any doubt reads as "not cached".
+func cachedBinDir() (string, bool) {
+	if dir := os.Getenv(BinDirEnv); dir != "" {
+		return dir, checkBinaries(dir) == nil
+	}
+	root, err := repoRoot()
+	if err != nil {
+		return "", false
+	}
+	script, err := os.ReadFile(filepath.Join(root, buildScript))
+	if err != nil {
+		return "", false
+	}
+	versions := map[string]string{}
+	for _, m := range scriptVersion.FindAllSubmatch(script, -1) {
+		versions[string(m[1])] = string(m[2])
+	}
+	if len(versions) != 3 {
+		return "", false
+	}
+	cache, err := buildCacheDir()
+	if err != nil {
+		return "", false
+	}
+	dir := filepath.Join(cache, "bin", fmt.Sprintf("k8s-%s-etcd-%s-kwok-%s",
+		versions["k8s"], versions["etcd"], versions["kwok"]))
+	return dir, checkBinaries(dir) == nil
+}
+
+// buildCacheDir mirrors the script's
+// ${GPUSCALE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/gpuscale}.
+func buildCacheDir() (string, error) {
+	if d := os.Getenv("GPUSCALE_CACHE"); d != "" {
+		return d, nil
+	}
+	if d := os.Getenv("XDG_CACHE_HOME"); d != "" {
+		return filepath.Join(d, "gpuscale"), nil
+	}
+	home := os.Getenv("HOME")
+	if home == "" {
+		return "", errors.New("HOME is not set")
+	}
+	return filepath.Join(home, ".cache", "gpuscale"), nil
+}
+
+func fileExists(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
+}
