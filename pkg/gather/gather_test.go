@@ -1,0 +1,235 @@
+package gather
+
+import (
+	"context"
+	"math"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+
+	"github.com/gpuscale/gpuscale/pkg/discovery"
+	"github.com/gpuscale/gpuscale/pkg/exporter"
+	"github.com/gpuscale/gpuscale/pkg/exporter/httpapi"
+	"github.com/gpuscale/gpuscale/pkg/gpu/sim"
+	"github.com/gpuscale/gpuscale/pkg/histogram"
+	"github.com/gpuscale/gpuscale/pkg/inferencesim"
+	"github.com/gpuscale/gpuscale/pkg/metrics"
+	"github.com/gpuscale/gpuscale/pkg/scrape"
+	"github.com/gpuscale/gpuscale/pkg/store"
+)
+
+type podList []*corev1.Pod
+
+func (l podList) List(labels.Selector) ([]*corev1.Pod, error) { return l, nil }
+
+func annotatedPod(name string, port int) *corev1.Pod {
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "ml", Name: name, Annotations: map[string]string{
+			discovery.AnnotationScrape: "true", discovery.AnnotationPort: strconv.Itoa(port)}},
+		Spec:   corev1.PodSpec{NodeName: "node-a"},
+		Status: corev1.PodStatus{Phase: corev1.PodRunning, PodIP: "127.0.0.1"},
+	}
+}
+
+// serve starts h on a loopback port and returns the port.
+func serve(t *testing.T, h http.Handler) (*httptest.Server, int) {
+	t.Helper()
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	_, p, _ := net.SplitHostPort(srv.Listener.Addr().String())
+	port, _ := strconv.Atoi(p)
+	return srv, port
+}
+
+func newSim(t *testing.T, rate float64) *inferencesim.Server {
+	t.Helper()
+	s, err := inferencesim.NewServer(inferencesim.Options{Dialect: inferencesim.VLLM, Model: "llama", Rate: rate, Seed: 7})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+type staticPods map[string][]metrics.PodRef
+
+func (s staticPods) PodsByDevice() map[string][]metrics.PodRef { return s }
+
+// TestCycleEndToEnd runs real simulated servers, a real exporter and the
+// real scraper through one gather cycle after another, with broken
+// targets among them.
+func TestCycleEndToEnd(t *testing.T) {
+	ctx := context.Background()
+	busy := newSim(t, 30)
+	_, busyPort := serve(t, busy)
+
+	backend, err := sim.New(sim.Options{GPUs: 2, Identity: "node-a"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	util := 80.0
+	if err := backend.SetLoad("0", sim.Load{Utilization: &util}); err != nil {
+		t.Fatal(err)
+	}
+	col, err := exporter.NewCollector(exporter.Config{Backend: backend, Hostname: "node-a", Interval: time.Second,
+		Pods: staticPods{sim.GPUUUID("node-a", 0): {{Namespace: "ml", Pod: "busy", Container: "vllm"}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := col.CollectOnce(ctx); err != nil {
+		t.Fatal(err)
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(col)
+	_, exporterPort := serve(t, httpapi.New(httpapi.Config{Source: col, Gatherer: reg}))
+
+	_, garbagePort := serve(t, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		_, _ = w.Write([]byte("vllm:num_requests_waiting{ this is not exposition\n"))
+	}))
+	slow, slowPort := serve(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-r.Context().Done():
+		case <-time.After(5 * time.Second):
+		}
+	}))
+	_ = slow
+	gone, gonePort := serve(t, newSim(t, 1))
+	gone.Close()
+
+	exporterPod := annotatedPod("exporter-xyz", 0)
+	exporterPod.Namespace, exporterPod.Labels, exporterPod.Annotations = "gpuscale", map[string]string{"app": "exporter"}, nil
+	pods := podList{annotatedPod("busy", busyPort), annotatedPod("garbage", garbagePort),
+		annotatedPod("slow", slowPort), annotatedPod("gone", gonePort), exporterPod}
+
+	st := store.New(30)
+	reg2 := prometheus.NewRegistry()
+	g, err := New(Config{
+		Pods: pods, Scraper: scrape.New(scrape.Config{Timeout: 300 * time.Millisecond}), Store: st,
+		Interval: time.Second, Registerer: reg2,
+		Discovery: discovery.Config{ExporterSelector: labels.SelectorFromSet(map[string]string{"app": "exporter"}),
+			ExporterPort: exporterPort},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	for i := 0; i < 4; i++ {
+		g.Cycle(ctx)
+		time.Sleep(400 * time.Millisecond)
+	}
+	now := time.Now()
+
+	smp, ok := st.Latest(store.Key{Namespace: "ml", Name: "busy"}, store.SourceInference, now, 2*time.Second)
+	if !ok || smp.Model != "llama" || smp.TTFT == nil {
+		t.Fatalf("busy pod sample: ok=%v %+v", ok, smp)
+	}
+	if _, ok := smp.Get(store.QueueDepth); !ok {
+		t.Error("busy pod has no queue depth")
+	}
+	gpu, ok := st.Latest(store.Key{Namespace: "ml", Name: "busy"}, store.SourceGPU, now, 2*time.Second)
+	if v, _ := gpu.Get(store.GPUUtilization); !ok || v != 80 {
+		t.Errorf("busy pod GPU utilization = %v (ok=%v), want 80 from the exporter", v, ok)
+	}
+	node, ok := st.LatestNode("node-a", now, 2*time.Second)
+	if v, _ := node.Get(store.GPUUtilization); !ok || v != 40 {
+		t.Errorf("node utilization = %v (ok=%v), want mean of 80 and 0", v, ok)
+	}
+	for _, name := range []string{"garbage", "slow", "gone"} {
+		if _, ok := st.Latest(store.Key{Namespace: "ml", Name: name}, store.SourceInference, now, time.Hour); ok {
+			t.Errorf("broken target %s has a sample", name)
+		}
+	}
+	for reason, pod := range map[string]string{"parse": "garbage", "timeout": "slow", "connect": "gone"} {
+		if n := testutil.ToFloat64(g.m.errors.WithLabelValues("ml", pod, reason)); n != 4 {
+			t.Errorf("errors{pod=%s,reason=%s} = %v, want 4", pod, reason, n)
+		}
+	}
+	// Four cycles with a 300ms timeout on the slow target: the broken
+	// targets cost their own timeout, not the others' samples.
+	t.Logf("4 cycles in %v", time.Since(start))
+
+	// The TTFT increase over the window is the PromQL-exact one.
+	inc, ok := st.TTFTIncrease(store.Key{Namespace: "ml", Name: "busy"}, now, time.Minute, 2*time.Second)
+	if !ok {
+		t.Fatal("no TTFT increase for the busy pod")
+	}
+	if q := histogram.Quantile(0.9, inc); math.IsNaN(q) || q <= 0 {
+		t.Errorf("p90 = %v, want a positive latency", q)
+	}
+}
+
+// TestCounterResetAndVanishing: a server that restarts (its counters reset)
+// still gives a sane TTFT increase; a target that leaves discovery has its
+// per-target series removed.
+func TestCounterResetAndVanishing(t *testing.T) {
+	ctx := context.Background()
+	first := newSim(t, 40)
+	h := &swap{h: first}
+	_, port := serve(t, h)
+	pods := &mutablePods{pods: podList{annotatedPod("p", port)}}
+	st := store.New(30)
+	g, err := New(Config{Pods: pods, Scraper: scrape.New(scrape.Config{Timeout: time.Second}), Store: st, Interval: time.Second,
+		Registerer: prometheus.NewRegistry()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 3; i++ {
+		g.Cycle(ctx)
+		time.Sleep(300 * time.Millisecond)
+	}
+	h.set(newSim(t, 40)) // restart: every counter and bucket starts from zero
+	for i := 0; i < 3; i++ {
+		time.Sleep(300 * time.Millisecond)
+		g.Cycle(ctx)
+	}
+	inc, ok := st.TTFTIncrease(store.Key{Namespace: "ml", Name: "p"}, time.Now(), time.Minute, 2*time.Second)
+	if !ok {
+		t.Fatal("no increase across the restart")
+	}
+	for i, c := range inc.Counts {
+		if c < 0 || math.IsNaN(c) {
+			t.Fatalf("bucket %d increase %v: a reset must not produce negative increases", i, c)
+		}
+	}
+	if testutil.CollectAndCount(g.m.success) != 1 {
+		t.Fatal("want one success series")
+	}
+	pods.pods = nil
+	g.Cycle(ctx)
+	if n := testutil.CollectAndCount(g.m.success); n != 0 {
+		t.Fatalf("vanished target still has %d success series", n)
+	}
+}
+
+type mutablePods struct{ pods podList }
+
+func (m *mutablePods) List(sel labels.Selector) ([]*corev1.Pod, error) { return m.pods.List(sel) }
+
+// swap lets a test replace the server behind one address, as a restarted
+// pod does.
+type swap struct {
+	mu sync.Mutex
+	h  http.Handler
+}
+
+func (s *swap) set(h http.Handler) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.h = h
+}
+
+func (s *swap) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	s.mu.Lock()
+	h := s.h
+	s.mu.Unlock()
+	h.ServeHTTP(w, r)
+}
