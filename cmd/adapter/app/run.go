@@ -53,6 +53,9 @@ func (a *Adapter) Run(ctx context.Context) error {
 		return fmt.Errorf("informers: %w", err)
 	}
 	pods := factory.Core().V1().Pods()
+	if err := pods.Informer().SetTransform(slimPod); err != nil {
+		return fmt.Errorf("pod informer transform: %w", err)
+	}
 	nodes := factory.Core().V1().Nodes()
 	deploys := factory.Apps().V1().Deployments()
 	sets := factory.Apps().V1().StatefulSets()
