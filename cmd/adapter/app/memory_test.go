@@ -74,8 +74,8 @@ func realisticPod(i int) *corev1.Pod {
 	name := fmt.Sprintf("llm-%05d", i)
 	return &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "ml", UID: types.UID("uid-" + name), ResourceVersion: "123456",
-			Labels:      map[string]string{"app": "llm", "pod-template-hash": "5d8f7c9b6"},
-			Annotations: map[string]string{"gpuscale.io/scrape": "true", "gpuscale.io/port": "8000", "kubectl.kubernetes.io/restartedAt": "2026-11-30T10:00:00Z"},
+			Labels:          map[string]string{"app": "llm", "pod-template-hash": "5d8f7c9b6"},
+			Annotations:     map[string]string{"gpuscale.io/scrape": "true", "gpuscale.io/port": "8000", "kubectl.kubernetes.io/restartedAt": "2026-11-30T10:00:00Z"},
 			OwnerReferences: []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: "llm-5d8f7c9b6", UID: "rs"}},
 			ManagedFields:   []metav1.ManagedFieldsEntry{{Manager: "kube-controller-manager", Operation: "Update"}, {Manager: "kubelet", Operation: "Update", Subresource: "status"}}},
 		Spec: corev1.PodSpec{NodeName: fmt.Sprintf("gpu-node-%03d", i/8), Containers: []corev1.Container{{
@@ -84,7 +84,7 @@ func realisticPod(i int) *corev1.Pod {
 			Env:   []corev1.EnvVar{{Name: "HF_HOME", Value: "/models"}, {Name: "VLLM_LOGGING_LEVEL", Value: "INFO"}},
 		}}},
 		Status: corev1.PodStatus{Phase: corev1.PodRunning, PodIP: "10.1.2.3", HostIP: "10.0.0.1",
-			Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}, {Type: corev1.PodScheduled, Status: corev1.ConditionTrue}},
+			Conditions:        []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}, {Type: corev1.PodScheduled, Status: corev1.ConditionTrue}},
 			ContainerStatuses: []corev1.ContainerStatus{{Name: "vllm", Ready: true, Image: "vllm/vllm-openai:v0.11.0", ImageID: "sha256:abc"}}},
 	}
 }
