@@ -1,0 +1,157 @@
+package devenv
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"syscall"
+	"time"
+
+	authenticationv1 "k8s.io/api/authentication/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+)
+
+// adapterProcess is the adapter running as a local process, under the
+// ServiceAccount identity deploy/manifests grants it.
+type adapterProcess struct {
+	cmd  *exec.Cmd
+	done chan error
+	log  *os.File
+}
+
+// StartAdapter starts the adapter and waits for the metrics APIs to be
+// available through the aggregator.
+func (e *Env) StartAdapter(ctx context.Context) error {
+	if e.adapter != nil {
+		return errors.New("devenv: adapter already running")
+	}
+	dir := filepath.Join(e.opts.Dir, "adapter")
+	if err := os.MkdirAll(filepath.Join(e.opts.Dir, "logs"), 0o755); err != nil {
+		return err
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	kubeconfig, err := e.serviceAccountKubeconfig(ctx, dir)
+	if err != nil {
+		return err
+	}
+	certPEM, keyPEM, _, err := e.Cluster.ServingCerts(AdapterName+"."+Namespace+".svc", "localhost")
+	if err != nil {
+		return err
+	}
+	certFile, keyFile := filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key")
+	if err := os.WriteFile(certFile, certPEM, 0o600); err != nil {
+		return err
+	}
+	if err := os.WriteFile(keyFile, keyPEM, 0o600); err != nil {
+		return err
+	}
+	logFile, err := os.OpenFile(filepath.Join(e.opts.Dir, "logs", "adapter.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return err
+	}
+	args := append([]string{
+		"--secure-port=" + strconv.Itoa(adapterPort), "--bind-address=127.0.0.1",
+		"--tls-cert-file=" + certFile, "--tls-private-key-file=" + keyFile,
+		"--lister-kubeconfig=" + kubeconfig, "--authentication-kubeconfig=" + kubeconfig, "--authorization-kubeconfig=" + kubeconfig,
+		"--exporter-selector=" + exporterLabel + "=" + ExporterName,
+	}, e.opts.AdapterArgs...)
+	cmd := exec.Command(e.opts.AdapterBinary, args...)
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		logFile.Close()
+		return fmt.Errorf("devenv: start adapter: %w", err)
+	}
+	p := &adapterProcess{cmd: cmd, done: make(chan error, 1), log: logFile}
+	go func() { p.done <- cmd.Wait() }()
+	e.adapter = p
+	if err := e.WaitAPIAvailable(ctx, readyTimeout); err != nil {
+		return fmt.Errorf("%w; see %s", err, logFile.Name())
+	}
+	return nil
+}
+
+// StopAdapter stops the adapter (SIGTERM, then SIGKILL after 5s).
+func (e *Env) StopAdapter() error {
+	if e.adapter == nil {
+		return nil
+	}
+	err := e.adapter.stop()
+	e.adapter = nil
+	return err
+}
+
+func (p *adapterProcess) stop() error {
+	defer p.log.Close()
+	_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGTERM)
+	select {
+	case <-p.done:
+	case <-time.After(5 * time.Second):
+		_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
+		<-p.done
+	}
+	return nil
+}
+
+// serviceAccountKubeconfig writes a kubeconfig holding a token of the
+// gpuscale-adapter ServiceAccount, so the local adapter has exactly the
+// permissions deploy/manifests give the in-cluster one.
+func (e *Env) serviceAccountKubeconfig(ctx context.Context, dir string) (string, error) {
+	ttl := int64(24 * 3600)
+	tok, err := e.Cluster.Client().CoreV1().ServiceAccounts(Namespace).CreateToken(ctx, AdapterName,
+		&authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: &ttl}}, metav1.CreateOptions{})
+	if err != nil {
+		return "", fmt.Errorf("devenv: token for %s/%s: %w", Namespace, AdapterName, err)
+	}
+	rc := e.Cluster.RESTConfig()
+	cfg := clientcmdapi.NewConfig()
+	cfg.Clusters["local"] = &clientcmdapi.Cluster{Server: rc.Host, CertificateAuthorityData: rc.CAData}
+	cfg.AuthInfos["adapter"] = &clientcmdapi.AuthInfo{Token: tok.Status.Token}
+	cfg.Contexts["adapter"] = &clientcmdapi.Context{Cluster: "local", AuthInfo: "adapter"}
+	cfg.CurrentContext = "adapter"
+	path := filepath.Join(dir, "kubeconfig")
+	if err := clientcmd.WriteToFile(*cfg, path); err != nil {
+		return "", err
+	}
+	return path, nil
+}
+
+func buildAdapter(ctx context.Context, root, dir string) (string, error) {
+	out := filepath.Join(dir, "bin", "adapter")
+	cmd := exec.CommandContext(ctx, "go", "build", "-o", out, "./cmd/adapter")
+	cmd.Dir = root
+	if b, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("devenv: build adapter: %w: %s", err, b)
+	}
+	return out, nil
+}
+
+func repoRoot() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		if b, err := os.ReadFile(filepath.Join(dir, "go.mod")); err == nil && len(b) > 0 && containsModule(b) {
+			return dir, nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", errors.New("devenv: repository root (go.mod of github.com/gpuscale/gpuscale) not found")
+		}
+		dir = parent
+	}
+}
+
+func containsModule(gomod []byte) bool {
+	const want = "module github.com/gpuscale/gpuscale\n"
+	return len(gomod) >= len(want) && string(gomod[:len(want)]) == want
+}
