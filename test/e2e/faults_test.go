@@ -1,0 +1,104 @@
+package e2e
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// TestFaults: broken sources are missing data, never zeros, and one broken
+// source never takes the others down.
+func TestFaults(t *testing.T) {
+	needEnv(t)
+	ctx := context.Background()
+	ns := namespace(t, "e2e-faults")
+	sel := deployment(t, ns, "llm", 2)
+	env.World.SetRate(ns, sel, 20)
+	base := "/apis/custom.metrics.k8s.io/v1beta2/namespaces/" + ns
+	waitFor(t, 30*time.Second, "both pods served", func(ctx context.Context) (bool, error) {
+		l, err := customList(ctx, base+"/pods/*/inference_queue_depth")
+		g, err2 := customList(ctx, base+"/pods/*/gpu_utilization")
+		return err == nil && err2 == nil && len(l.Items) == 2 && len(g.Items) == 2, nil
+	})
+	pods := podsOf(t, ns, sel)
+
+	t.Run("a dead metrics endpoint is a missing pod, not a zero", func(t *testing.T) {
+		dead := pods[0].Name
+		env.World.StopServing(ns, dead)
+		waitFor(t, 3*maxStaleness+5*time.Second, "the dead pod to drop out", func(ctx context.Context) (bool, error) {
+			l, err := customList(ctx, base+"/pods/*/inference_queue_depth")
+			if err != nil || len(l.Items) != 1 {
+				return false, nil
+			}
+			return l.Items[0].DescribedObject.Name != dead, nil
+		})
+		if _, err := customValue(ctx, base+"/pods/"+dead+"/inference_queue_depth"); err == nil {
+			t.Error("the dead pod still has a value")
+		}
+	})
+
+	t.Run("exporter gone: GPU metrics absent, inference metrics served", func(t *testing.T) {
+		live := pods[1]
+		env.World.StopExporter(live.Spec.NodeName)
+		waitFor(t, 3*maxStaleness+5*time.Second, "GPU metrics to go", func(ctx context.Context) (bool, error) {
+			_, err := customValue(ctx, base+"/pods/"+live.Name+"/gpu_utilization")
+			return err != nil, nil
+		})
+		if _, err := customValue(ctx, base+"/pods/"+live.Name+"/inference_queue_depth"); err != nil {
+			t.Errorf("inference metrics must survive the exporter: %v", err)
+		}
+	})
+
+	t.Run("adapter restart: no wrong scaling from stale data", func(t *testing.T) {
+		ns := namespace(t, "e2e-restart")
+		sel := deployment(t, ns, "llm", 2)
+		// About 6.6 requests in flight per replica at 6 req/s each
+		// (Little's law); a target of 5 settles at 3 replicas.
+		env.World.SetRate(ns, sel, 12)
+		hpa(t, ns, "llm", 1, 6, podsMetric("inference_requests_running", "5"))
+		var before int32
+		stable := 0
+		waitFor(t, 90*time.Second, "the HPA to settle", func(ctx context.Context) (bool, error) {
+			d, c := replicas(ctx, ns, "llm")
+			if d == c && d == before && d > 0 {
+				stable++
+			} else {
+				stable, before = 0, d
+			}
+			return stable >= int(2*hpaSync/(200*time.Millisecond)), nil
+		})
+		if err := env.StopAdapter(); err != nil {
+			t.Fatal(err)
+		}
+		// With the API gone the HPA cannot compute anything: it must keep
+		// the replicas it has, not scale on a missing value.
+		deadline := time.Now().Add(3 * hpaSync)
+		for time.Now().Before(deadline) {
+			if d, _ := replicas(ctx, ns, "llm"); d != before {
+				t.Fatalf("HPA changed desired replicas %d -> %d while the adapter was down", before, d)
+			}
+			time.Sleep(500 * time.Millisecond)
+		}
+		if err := env.StartAdapter(ctx); err != nil {
+			t.Fatal(err)
+		}
+		restarted := time.Now()
+		waitFor(t, 60*time.Second, "the HPA to recover", func(ctx context.Context) (bool, error) {
+			h, err := env.Cluster.Client().AutoscalingV2().HorizontalPodAutoscalers(ns).Get(ctx, "llm", metav1.GetOptions{})
+			if err != nil {
+				return false, nil
+			}
+			for _, c := range h.Status.Conditions {
+				if c.Type == "ScalingActive" && c.Status == "True" && c.LastTransitionTime.After(restarted.Add(-time.Second)) {
+					return true, nil
+				}
+			}
+			return false, nil
+		})
+		if d, _ := replicas(ctx, ns, "llm"); d != before {
+			t.Errorf("after the restart desired = %d, want %d (the load did not change)", d, before)
+		}
+	})
+}

@@ -1,0 +1,165 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	autoscalingv2 "k8s.io/api/autoscaling/v2"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/util/wait"
+	cmv1beta2 "k8s.io/metrics/pkg/apis/custom_metrics/v1beta2"
+	emv1beta1 "k8s.io/metrics/pkg/apis/external_metrics/v1beta1"
+
+	"github.com/gpuscale/gpuscale/internal/localcluster"
+	"github.com/gpuscale/gpuscale/internal/simworld"
+)
+
+// namespace creates a fresh namespace for one test and deletes it after.
+func namespace(t *testing.T, name string) string {
+	t.Helper()
+	ctx := context.Background()
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}
+	if _, err := env.Cluster.Client().CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		env.World.SetRate(name, labels.Everything(), 0)
+		_ = env.Cluster.Client().CoreV1().Namespaces().Delete(context.Background(), name, metav1.DeleteOptions{})
+	})
+	return name
+}
+
+// deployment creates a Deployment of simulated vLLM servers, one GPU each,
+// annotated for scraping, and waits for its replicas to be Ready.
+func deployment(t *testing.T, ns, name string, replicas int32) labels.Selector {
+	t.Helper()
+	lbl := map[string]string{"app": name}
+	d := &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+		Spec: appsv1.DeploymentSpec{
+			Replicas: &replicas,
+			Selector: &metav1.LabelSelector{MatchLabels: lbl},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: lbl, Annotations: map[string]string{"gpuscale.io/scrape": "true"}},
+				Spec: corev1.PodSpec{
+					Tolerations: []corev1.Toleration{localcluster.GPUToleration()},
+					Containers: []corev1.Container{{
+						Name: "vllm", Image: simworld.InferenceImage,
+						Ports: []corev1.ContainerPort{{Name: "http", ContainerPort: 8000}},
+						Env:   []corev1.EnvVar{{Name: "SIM_MODEL", Value: "model-" + name}},
+						Resources: corev1.ResourceRequirements{
+							Limits: corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("1")},
+						},
+					}},
+				},
+			},
+		},
+	}
+	if _, err := env.Cluster.Client().AppsV1().Deployments(ns).Create(context.Background(), d, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	sel := labels.SelectorFromSet(lbl)
+	waitFor(t, 60*time.Second, fmt.Sprintf("%d ready replicas of %s/%s", replicas, ns, name), func(ctx context.Context) (bool, error) {
+		got, err := env.Cluster.Client().AppsV1().Deployments(ns).Get(ctx, name, metav1.GetOptions{})
+		return err == nil && got.Status.ReadyReplicas == replicas, nil
+	})
+	return sel
+}
+
+func hpa(t *testing.T, ns, name string, minR, maxR int32, m autoscalingv2.MetricSpec) {
+	t.Helper()
+	zero := int32(0)
+	h := &autoscalingv2.HorizontalPodAutoscaler{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+		Spec: autoscalingv2.HorizontalPodAutoscalerSpec{
+			ScaleTargetRef: autoscalingv2.CrossVersionObjectReference{APIVersion: "apps/v1", Kind: "Deployment", Name: name},
+			MinReplicas:    &minR, MaxReplicas: maxR,
+			Metrics: []autoscalingv2.MetricSpec{m},
+			Behavior: &autoscalingv2.HorizontalPodAutoscalerBehavior{
+				ScaleDown: &autoscalingv2.HPAScalingRules{StabilizationWindowSeconds: &zero},
+				ScaleUp:   &autoscalingv2.HPAScalingRules{StabilizationWindowSeconds: &zero},
+			},
+		},
+	}
+	if _, err := env.Cluster.Client().AutoscalingV2().HorizontalPodAutoscalers(ns).Create(context.Background(), h, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func getHPA(t *testing.T, ns, name string) *autoscalingv2.HorizontalPodAutoscaler {
+	t.Helper()
+	h, err := env.Cluster.Client().AutoscalingV2().HorizontalPodAutoscalers(ns).Get(context.Background(), name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h
+}
+
+func waitFor(t *testing.T, timeout time.Duration, what string, cond func(context.Context) (bool, error)) time.Duration {
+	t.Helper()
+	start := time.Now()
+	if err := wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, timeout, true, cond); err != nil {
+		t.Fatalf("waiting %v for %s: %v", timeout, what, err)
+	}
+	return time.Since(start)
+}
+
+// raw GETs a path through the kube-apiserver, as `kubectl get --raw` does.
+func raw(ctx context.Context, path string) ([]byte, error) {
+	return env.Cluster.Client().Discovery().RESTClient().Get().AbsPath(path).DoRaw(ctx)
+}
+
+func customList(ctx context.Context, path string) (*cmv1beta2.MetricValueList, error) {
+	b, err := raw(ctx, path)
+	if err != nil {
+		return nil, err
+	}
+	var l cmv1beta2.MetricValueList
+	if err := json.Unmarshal(b, &l); err != nil {
+		return nil, fmt.Errorf("decode %s: %w", path, err)
+	}
+	return &l, nil
+}
+
+func customValue(ctx context.Context, path string) (*cmv1beta2.MetricValue, error) {
+	b, err := raw(ctx, path)
+	if err != nil {
+		return nil, err
+	}
+	// A single object is answered as a one-item list.
+	var l cmv1beta2.MetricValueList
+	if err := json.Unmarshal(b, &l); err != nil {
+		return nil, err
+	}
+	if len(l.Items) != 1 {
+		return nil, fmt.Errorf("%s: %d items, want 1", path, len(l.Items))
+	}
+	return &l.Items[0], nil
+}
+
+func externalList(ctx context.Context, path string) (*emv1beta1.ExternalMetricValueList, error) {
+	b, err := raw(ctx, path)
+	if err != nil {
+		return nil, err
+	}
+	var l emv1beta1.ExternalMetricValueList
+	return &l, json.Unmarshal(b, &l)
+}
+
+func podsOf(t *testing.T, ns string, sel labels.Selector) []corev1.Pod {
+	t.Helper()
+	l, err := env.Cluster.Client().CoreV1().Pods(ns).List(context.Background(), metav1.ListOptions{LabelSelector: sel.String()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l.Items
+}
+
+func milli(q resource.Quantity) float64 { return float64(q.MilliValue()) / 1000 }
