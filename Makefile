@@ -5,7 +5,7 @@ GO ?= go
 export CGO_CFLAGS ?= -Wno-deprecated-declarations
 FUZZTIME ?= 5s
 
-.PHONY: all build lint unit fuzz-short fuzz test demo bench clean control-plane
+.PHONY: all build lint unit fuzz-short fuzz e2e test demo bench clean control-plane
 
 all: build
 
@@ -28,10 +28,20 @@ fuzz-short:
 fuzz:
 	@hack/fuzz.sh $(FUZZTIME)
 
-test: lint unit fuzz-short
+# The end-to-end suite on a real local control plane (built once from Go
+# modules by hack/control-plane-build.sh and cached in ~/.cache/gpuscale).
+e2e:
+	hack/control-plane-build.sh >/dev/null
+	@mkdir -p _output
+	@GPUSCALE_E2E=1 $(GO) test -count=1 -timeout 45m -v ./internal/localcluster/ ./test/e2e/ >_output/e2e.log 2>&1; rc=$$?; \
+	  grep -E '^(=== RUN|\s*--- |PASS|FAIL|ok|e2e:)|FIGURE' _output/e2e.log; \
+	  if [ $$rc -ne 0 ]; then echo "--- e2e failed; the last 150 lines of _output/e2e.log:"; tail -150 _output/e2e.log; fi; exit $$rc
 
-demo: build
-	hack/demo.sh
+test: lint unit fuzz-short e2e
+
+demo:
+	hack/control-plane-build.sh >/dev/null
+	$(GO) run ./hack/demo
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./pkg/...
