@@ -3,10 +3,10 @@ package exporter_test
 import (
 	"context"
 	"fmt"
+	"github.com/gpuscale/gpuscale/internal/cpumeter"
 	"net/http"
 	"net/http/httptest"
 	"slices"
-	"syscall"
 	"testing"
 	"time"
 
@@ -71,7 +71,7 @@ func benchScrape(b *testing.B, gpus int, migs []string, acceptEncoding string) {
 	}
 	var size int
 	b.ReportAllocs()
-	cpu := startCPU(b)
+	cpu := cpumeter.Start(b)
 	for b.Loop() {
 		rec := httptest.NewRecorder()
 		h.ServeHTTP(rec, req)
@@ -80,32 +80,13 @@ func benchScrape(b *testing.B, gpus int, migs []string, acceptEncoding string) {
 		}
 		size = rec.Body.Len()
 	}
-	cpu.report(b)
+	cpu.Report(b)
 	b.ReportMetric(float64(size), "resp-B")
 }
 
 // cpuMeter reports the process CPU time (user + system, GC included) per
 // operation. On a shared machine wall time per op inflates with other
 // load; CPU time is what a scrape costs the node.
-type cpuMeter time.Duration
-
-func startCPU(b *testing.B) cpuMeter {
-	b.ResetTimer()
-	return cpuMeter(processCPU(b))
-}
-
-func (m cpuMeter) report(b *testing.B) {
-	b.ReportMetric(float64(processCPU(b)-time.Duration(m))/float64(b.N), "cpu-ns/op")
-}
-
-func processCPU(b *testing.B) time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		b.Fatal(err)
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
-
 // BenchmarkScrape8GPUs is a scrape of a packed 8-GPU node.
 func BenchmarkScrape8GPUs(b *testing.B) { benchScrape(b, 8, nil, "") }
 
@@ -124,11 +105,11 @@ func BenchmarkCollectOnce8GPUs(b *testing.B) {
 	c, _ := benchCollector(b, 8, nil)
 	ctx := context.Background()
 	b.ReportAllocs()
-	cpu := startCPU(b)
+	cpu := cpumeter.Start(b)
 	for b.Loop() {
 		if err := c.CollectOnce(ctx); err != nil {
 			b.Fatal(err)
 		}
 	}
-	cpu.report(b)
+	cpu.Report(b)
 }

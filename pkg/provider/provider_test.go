@@ -19,6 +19,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 	cmprovider "sigs.k8s.io/custom-metrics-apiserver/pkg/provider"
 
+	"github.com/gpuscale/gpuscale/internal/cpumeter"
 	"github.com/gpuscale/gpuscale/pkg/histogram"
 	"github.com/gpuscale/gpuscale/pkg/store"
 )
@@ -308,14 +309,15 @@ func BenchmarkPodsBySelector10k(b *testing.B) {
 				}
 			}
 			selector := labels.SelectorFromSet(sel)
-			b.ResetTimer()
 			b.ReportAllocs()
+			cpu := cpumeter.Start(b)
 			for i := 0; i < b.N; i++ {
 				list, err := f.p.GetMetricBySelector(context.Background(), "ml", selector, podsInfo(metric), labels.Everything())
 				if err != nil || len(list.Items) != 10000 {
 					b.Fatalf("items %d, err %v", len(list.Items), err)
 				}
 			}
+			cpu.Report(b)
 		})
 	}
 }
