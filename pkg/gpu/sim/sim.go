@@ -161,6 +161,13 @@ func (b *Backend) lookup(id string) (*device, *migInstance) {
 	return nil, nil
 }
 
+// GPUUUID returns the UUID that a backend whose Options.Identity is
+// identity gives its GPU index, so that a test harness or simulated kubelet
+// can hand out the same device IDs as a real device plugin would.
+func GPUUUID(identity string, index int) string {
+	return "GPU-" + stableUUID(identity, fmt.Sprintf("gpu%d", index))
+}
+
 // stableUUID derives a UUID-shaped string from a seed so that the same node
 // always reports the same devices.
 func stableUUID(identity, what string) string {
