@@ -86,7 +86,7 @@ type device struct {
 func newDevice(i int, identity, model string, s spec, now time.Time) *device {
 	d := &device{
 		index: i, model: model, spec: s, lastTime: now,
-		uuid:   "GPU-" + stableUUID(identity, fmt.Sprintf("gpu%d", i)),
+		uuid:   GPUUUID(identity, i),
 		busID:  fmt.Sprintf("00000000:%02X:00.0", 0x18+0x10*i),
 		xids:   map[uint64]uint64{},
 		powerW: s.idleW,
