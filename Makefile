@@ -5,7 +5,7 @@ GO ?= go
 export CGO_CFLAGS ?= -Wno-deprecated-declarations
 FUZZTIME ?= 5s
 
-.PHONY: all build lint unit fuzz-short fuzz e2e test demo bench clean control-plane
+.PHONY: all build lint unit fuzz-short fuzz e2e test demo bench clean control-plane manifests
 
 all: build
 
@@ -20,6 +20,13 @@ lint:
 unit:
 	$(GO) test -count=1 ./...
 	cd test/promqlcompat && $(GO) test -count=1 ./...
+	cd test/dashboards && $(GO) test -count=1 ./...
+	hack/manifests.sh --check
+
+# Regenerates deploy/manifests from the Helm chart (helm is built once from
+# its Go module by hack/helm.sh and cached in ~/.cache/gpuscale).
+manifests:
+	hack/manifests.sh
 
 # Every fuzz target for a bounded time (FUZZTIME each); `make fuzz FUZZTIME=5m` goes deeper.
 fuzz-short:
