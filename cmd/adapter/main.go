@@ -18,6 +18,15 @@ func main() {
 	logs.InitLogs()
 	defer logs.FlushLogs()
 
+	// `adapter recommend` is a client command with flags of its own.
+	if len(os.Args) > 1 && os.Args[1] == "recommend" {
+		if err := app.RunRecommend(server.SetupSignalContext(), os.Args[2:], os.Stdout); err != nil {
+			klog.ErrorS(err, "recommend")
+			os.Exit(1)
+		}
+		return
+	}
+
 	a := app.NewAdapter()
 	logs.AddFlags(a.Flags())
 	a.Flags().AddGoFlagSet(flag.CommandLine)

@@ -25,6 +25,7 @@ type Options struct {
 	ExporterSelector string
 	ExporterPort     int
 	ExporterPath     string
+	ScaleDown        ScaleDownOptions
 }
 
 // NewOptions returns the defaults.
@@ -39,6 +40,7 @@ func NewOptions() *Options {
 		ExporterSelector: "app.kubernetes.io/name=gpuscale-exporter",
 		ExporterPort:     9400,
 		ExporterPath:     "/metrics",
+		ScaleDown:        defaultScaleDownOptions(),
 	}
 }
 
@@ -55,6 +57,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.ExporterSelector, "exporter-selector", o.ExporterSelector, "Label selector of the GPU exporter pods.")
 	fs.IntVar(&o.ExporterPort, "exporter-port", o.ExporterPort, "Port of the exporter's metrics endpoint.")
 	fs.StringVar(&o.ExporterPath, "exporter-path", o.ExporterPath, "Path of the exporter's metrics endpoint.")
+	o.ScaleDown.AddFlags(fs)
 }
 
 // Complete fills derived defaults.
@@ -100,6 +103,7 @@ func (o *Options) Validate() error {
 	if o.ExporterPort < 1 || o.ExporterPort > 65535 {
 		errs = append(errs, fmt.Errorf("--exporter-port %d is not a port", o.ExporterPort))
 	}
+	errs = append(errs, o.ScaleDown.validate()...)
 	return errors.Join(errs...)
 }
 

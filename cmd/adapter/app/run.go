@@ -53,7 +53,7 @@ func (a *Adapter) Run(ctx context.Context) error {
 		return fmt.Errorf("informers: %w", err)
 	}
 	pods := factory.Core().V1().Pods()
-	if err := pods.Informer().SetTransform(slimPod); err != nil {
+	if err := pods.Informer().SetTransform(o.ScaleDown.podTransform()); err != nil {
 		return fmt.Errorf("pod informer transform: %w", err)
 	}
 	nodes := factory.Core().V1().Nodes()
@@ -85,6 +85,10 @@ func (a *Adapter) Run(ctx context.Context) error {
 		Store: st, Pods: pods.Lister(), Nodes: nodes.Lister(), Deployments: deploys.Lister(), StatefulSets: sets.Lister(),
 		MaxStaleness: o.MaxStaleness, TTFTWindow: o.TTFTWindow, Observer: requests,
 	})
+	runScaleDown, err := a.scaleDownController(pods, nodes, st, log)
+	if err != nil {
+		return err
+	}
 	a.WithCustomMetrics(p)
 	a.WithExternalMetrics(p)
 
@@ -110,6 +114,9 @@ func (a *Adapter) Run(ctx context.Context) error {
 			return
 		}
 		log.Info("informer caches synced; starting the scrape loop", "interval", o.ScrapeInterval)
+		if runScaleDown != nil {
+			go runScaleDown(ctx)
+		}
 		g.Cycle(ctx)
 		firstCycle.Store(true)
 		g.Run(ctx)

@@ -1,0 +1,101 @@
+package app
+
+import (
+	"bytes"
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	autoscalingv2 "k8s.io/api/autoscaling/v2"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes/fake"
+
+	"github.com/gpuscale/gpuscale/pkg/recommend"
+	"github.com/gpuscale/gpuscale/pkg/scaledown"
+)
+
+func recommendFixture() []runtime.Object {
+	created := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	grace := int64(900)
+	tmpl := func(app string, managed bool) corev1.PodTemplateSpec {
+		l := map[string]string{"app": app}
+		if managed {
+			l[scaledown.ManagedLabel] = scaledown.ManagedValue
+		}
+		return corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: l}, Spec: corev1.PodSpec{
+			TerminationGracePeriodSeconds: &grace,
+			Containers: []corev1.Container{{Name: "vllm", Resources: corev1.ResourceRequirements{
+				Limits: corev1.ResourceList{scaledown.DefaultGPUResource: resource.MustParse("2")}}}},
+		}}
+	}
+	deploy := func(name string, managed bool) *appsv1.Deployment {
+		return &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "demo"}, Spec: appsv1.DeploymentSpec{
+			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": name}}, Template: tmpl(name, managed)}}
+	}
+	hpa := func(name, kind string) *autoscalingv2.HorizontalPodAutoscaler {
+		return &autoscalingv2.HorizontalPodAutoscaler{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "demo"},
+			Spec: autoscalingv2.HorizontalPodAutoscalerSpec{ScaleTargetRef: autoscalingv2.CrossVersionObjectReference{Kind: kind, Name: name}}}
+	}
+	pod := func(name, app, node string, ready time.Duration) *corev1.Pod {
+		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "demo", Labels: map[string]string{"app": app},
+			CreationTimestamp: metav1.NewTime(created)}, Spec: corev1.PodSpec{NodeName: node}}
+		if ready > 0 {
+			p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue, LastTransitionTime: metav1.NewTime(created.Add(ready))}}
+		}
+		return p
+	}
+	node := func(name string, gpus int64) *corev1.Node {
+		return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}, Status: corev1.NodeStatus{
+			Allocatable: corev1.ResourceList{scaledown.DefaultGPUResource: *resource.NewQuantity(gpus, resource.DecimalSI)}}}
+	}
+	return []runtime.Object{
+		deploy("llm", true), hpa("llm", "Deployment"),
+		deploy("plain", false), hpa("plain", "Deployment"),
+		hpa("custom", "Rollout"), // a kind recommend cannot read: skipped
+		pod("llm-1", "llm", "gpu-a", 80*time.Second), pod("llm-2", "llm", "gpu-a", 100*time.Second), pod("llm-3", "llm", "gpu-a", 0),
+		pod("plain-1", "plain", "gpu-b", 10*time.Second),
+		node("gpu-a", 8), node("gpu-b", 16), node("cpu", 0),
+	}
+}
+
+func TestGatherWorkloads(t *testing.T) {
+	client := fake.NewClientset(recommendFixture()...)
+	ws, err := gatherWorkloads(context.Background(), client, RecommendOptions{Autoscaler: recommend.DefaultAutoscaler()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ws) != 1 {
+		t.Fatalf("workloads = %+v, want only the managed one", ws)
+	}
+	w := ws[0]
+	if w.HPA != "demo/llm" || w.Target != "Deployment/llm" || w.GPUsPerPod != 2 || w.GPUsPerNode != 8 ||
+		w.TerminationGracePeriod != 900*time.Second || len(w.Startup) != 2 || recommend.Percentile(w.Startup, 0.95) != 100*time.Second {
+		t.Errorf("workload = %+v", w)
+	}
+	ws, _ = gatherWorkloads(context.Background(), client, RecommendOptions{GPUsPerNode: 4})
+	if ws[0].GPUsPerNode != 4 {
+		t.Errorf("--gpus-per-node ignored: %d", ws[0].GPUsPerNode)
+	}
+}
+
+func TestWriteRecommendations(t *testing.T) {
+	var out bytes.Buffer
+	o := RecommendOptions{Namespace: "demo", Autoscaler: recommend.DefaultAutoscaler()}
+	if err := writeRecommendations(context.Background(), fake.NewClientset(recommendFixture()...), o, &out); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"# HPA demo/llm -> Deployment/llm", "stabilizationWindowSeconds: 120", "# WARNING: terminationGracePeriodSeconds 900"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("output lacks %q:\n%s", want, out.String())
+		}
+	}
+	out.Reset()
+	if err := writeRecommendations(context.Background(), fake.NewClientset(), o, &out); err != nil || !strings.Contains(out.String(), "no HPA") {
+		t.Errorf("empty cluster: %v, %q", err, out.String())
+	}
+}

@@ -1,0 +1,174 @@
+package app
+
+import (
+	"context"
+	"log/slog"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/spf13/pflag"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/client-go/tools/leaderelection/resourcelock"
+
+	"github.com/gpuscale/gpuscale/pkg/scaledown"
+)
+
+func TestSlimPodForScaleDownKeepsWhatTheControllerReads(t *testing.T) {
+	gpu := func(n int64) corev1.ResourceList {
+		return corev1.ResourceList{scaledown.DefaultGPUResource: *resource.NewQuantity(n, resource.DecimalSI),
+			corev1.ResourceCPU: resource.MustParse("4")}
+	}
+	full := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns", Labels: map[string]string{scaledown.ManagedLabel: scaledown.ManagedValue},
+			Annotations: map[string]string{
+				scaledown.DeletionCostAnnotation: "1003", scaledown.SafeToEvictAnnotation: "false", scaledown.ProtectedAnnotation: "true",
+				scaledown.MirrorPodAnnotation: "x", "gpuscale.io/scrape": "true", "kubectl.kubernetes.io/last-applied-configuration": "{...}",
+			}},
+		Spec: corev1.PodSpec{
+			NodeName:       "n",
+			InitContainers: []corev1.Container{{Name: "warmup", Resources: corev1.ResourceRequirements{Limits: gpu(4)}}, {Name: "cpu"}},
+			Containers: []corev1.Container{
+				{Name: "vllm", Ports: []corev1.ContainerPort{{ContainerPort: 8000}}, Resources: corev1.ResourceRequirements{Requests: gpu(2), Limits: gpu(2)}},
+				{Name: "sidecar-gpu", Resources: corev1.ResourceRequirements{Limits: gpu(1)}},
+				{Name: "logger", Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1")}}},
+			},
+		},
+	}
+	obj, err := slimPodForScaleDown(full)
+	if err != nil {
+		t.Fatal(err)
+	}
+	slim := obj.(*corev1.Pod)
+	if got, want := scaledown.PodGPUs(slim, scaledown.DefaultGPUResource), scaledown.PodGPUs(full, scaledown.DefaultGPUResource); got != want || want != 4 {
+		t.Errorf("GPUs after slimming = %d, before %d (want 4: the init container's)", got, want)
+	}
+	for _, k := range []string{scaledown.DeletionCostAnnotation, scaledown.SafeToEvictAnnotation, scaledown.ProtectedAnnotation, scaledown.MirrorPodAnnotation, "gpuscale.io/scrape"} {
+		if slim.Annotations[k] != full.Annotations[k] {
+			t.Errorf("annotation %s = %q, want %q", k, slim.Annotations[k], full.Annotations[k])
+		}
+	}
+	if _, ok := slim.Annotations["kubectl.kubernetes.io/last-applied-configuration"]; ok {
+		t.Error("kept an annotation nobody reads")
+	}
+	if len(slim.Spec.Containers) != 2 || len(slim.Spec.Containers[0].Ports) != 1 || len(slim.Spec.InitContainers) != 1 {
+		t.Errorf("containers = %+v, init %+v: want vllm (ports and GPUs) and the GPU sidecar; the GPU init container", slim.Spec.Containers, slim.Spec.InitContainers)
+	}
+	for _, c := range append(slim.Spec.Containers, slim.Spec.InitContainers...) {
+		if _, ok := c.Resources.Limits[corev1.ResourceCPU]; ok {
+			t.Errorf("%s kept its CPU limit", c.Name)
+		}
+	}
+	if full.Annotations[scaledown.DeletionCostAnnotation] != "1003" || len(full.Spec.Containers) != 3 {
+		t.Error("the informer's full object was modified")
+	}
+	var o ScaleDownOptions
+	if o.podTransform() == nil {
+		t.Error("no transform with the controller off")
+	}
+}
+
+func TestScaleDownOptionsValidate(t *testing.T) {
+	cases := []struct {
+		args []string
+		want string // substring of the error; "" for none
+	}{
+		{nil, ""},
+		{[]string{"--scale-down-controller", "--scale-down-resync=1s", "--scale-down-patch-qps=50", "--scale-down-patch-burst=100"}, ""},
+		{[]string{"--scale-down-resync=0s"}, "--scale-down-resync"},
+		{[]string{"--scale-down-patch-qps=0"}, "--scale-down-patch-qps"},
+		{[]string{"--scale-down-patch-burst=0"}, "--scale-down-patch-burst"},
+		{[]string{"--scale-down-gpu-utilization-threshold=1.5"}, "threshold"},
+		{[]string{"--scale-down-gpu-utilization-threshold=0"}, "threshold"},
+		{[]string{"--scale-down-unneeded-time=0s"}, "--scale-down-unneeded-time"},
+		{[]string{"--scale-down-idle-time=-1s"}, "--scale-down-idle-time"},
+		{[]string{"--scale-down-controller", "--scale-down-lease-namespace="}, "lease-namespace"},
+	}
+	for _, tc := range cases {
+		o := NewOptions()
+		fs := pflag.NewFlagSet("t", pflag.ContinueOnError)
+		o.AddFlags(fs)
+		if err := fs.Parse(tc.args); err != nil {
+			t.Fatal(err)
+		}
+		o.Complete()
+		err := o.Validate()
+		if tc.want == "" && err != nil || tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)) {
+			t.Errorf("%v: err = %v, want %q", tc.args, err, tc.want)
+		}
+	}
+}
+
+// TestLeaderElectionHandsOver: of two adapters one runs the controller;
+// when it stops, the other takes over, and never both at once.
+func TestLeaderElectionHandsOver(t *testing.T) {
+	client := fake.NewClientset()
+	var running atomic.Int32
+	var mu sync.Mutex
+	var leaders []string
+	start := func(id string) context.CancelFunc {
+		ctx, cancel := context.WithCancel(context.Background())
+		lock := &resourcelock.LeaseLock{LeaseMeta: metav1.ObjectMeta{Name: scaleDownLease, Namespace: "gpuscale"},
+			Client: client.CoordinationV1(), LockConfig: resourcelock.ResourceLockConfig{Identity: id}}
+		run := func(ctx context.Context) {
+			if running.Add(1) != 1 {
+				t.Errorf("%s leads while another does", id)
+			}
+			mu.Lock()
+			leaders = append(leaders, id)
+			mu.Unlock()
+			<-ctx.Done()
+			running.Add(-1)
+		}
+		go runLeaderElected(ctx, lock, run, discardLogger())
+		return cancel
+	}
+	stops := map[string]context.CancelFunc{"a": start("a"), "b": start("b")}
+	first := waitLeader(t, &mu, &leaders, 1)
+	stops[first]()
+	second := waitLeader(t, &mu, &leaders, 2)
+	if second == first {
+		t.Fatalf("%s led twice, the other never", first)
+	}
+	for _, stop := range stops {
+		stop()
+	}
+	lease, err := client.CoordinationV1().Leases("gpuscale").Get(context.Background(), scaleDownLease, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("lease holder %v, transitions %v", ptrVal(lease.Spec.HolderIdentity), ptrVal(lease.Spec.LeaseTransitions))
+}
+
+func waitLeader(t *testing.T, mu *sync.Mutex, leaders *[]string, n int) string {
+	t.Helper()
+	var got string
+	err := wait.PollUntilContextTimeout(context.Background(), 20*time.Millisecond, 3*leaseDuration, true, func(context.Context) (bool, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		if len(*leaders) >= n {
+			got = (*leaders)[n-1]
+			return true, nil
+		}
+		return false, nil
+	})
+	if err != nil {
+		t.Fatalf("no leader #%d: %v", n, err)
+	}
+	return got
+}
+
+func ptrVal[T any](p *T) any {
+	if p == nil {
+		return nil
+	}
+	return *p
+}
+
+func discardLogger() *slog.Logger { return slog.New(slog.DiscardHandler) }

@@ -1,0 +1,172 @@
+package recommend
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+	"time"
+
+	autoscalingv2 "k8s.io/api/autoscaling/v2"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/yaml"
+)
+
+func secs(ss ...int) []time.Duration {
+	out := make([]time.Duration, len(ss))
+	for i, s := range ss {
+		out[i] = time.Duration(s) * time.Second
+	}
+	return out
+}
+
+func withStabilization(s int32) *autoscalingv2.HorizontalPodAutoscalerBehavior {
+	return &autoscalingv2.HorizontalPodAutoscalerBehavior{ScaleDown: &autoscalingv2.HPAScalingRules{StabilizationWindowSeconds: &s}}
+}
+
+func TestRecommend(t *testing.T) {
+	base := Workload{HPA: "demo/llm", Target: "Deployment/llm", GPUsPerPod: 1, GPUsPerNode: 8}
+	cases := []struct {
+		name          string
+		mod           func(*Workload, *Autoscaler)
+		wantStabilize int32
+		wantWarnings  []string // substrings, one per warning, in order
+	}{
+		{"p95 rounded up to 30s", func(w *Workload, _ *Autoscaler) { w.Startup = secs(40, 50, 95, 60) }, 120, nil},
+		{"fast start-up: at least 60s", func(w *Workload, _ *Autoscaler) { w.Startup = secs(5, 8, 12) }, 60, nil},
+		{"exact step stays", func(w *Workload, _ *Autoscaler) { w.Startup = secs(90) }, 90, nil},
+		{"nothing measured: HPA default", func(*Workload, *Autoscaler) {}, 300, []string{"no Ready pods"}},
+		{"threshold under 1/8", func(w *Workload, ca *Autoscaler) { w.Startup = secs(30); ca.GPUUtilizationThreshold = 0.1 }, 60,
+			[]string{"threshold 0.1 is not above 1/8: a node with one 1-GPU replica stays above the threshold and is never removed"}},
+		{"threshold equal to one replica's share", func(w *Workload, ca *Autoscaler) {
+			w.Startup, w.GPUsPerPod, ca.GPUUtilizationThreshold = secs(30), 2, 0.25
+		}, 60, []string{"not above 2/8"}},
+		{"threshold fine", func(w *Workload, ca *Autoscaler) { w.Startup = secs(30); ca.GPUUtilizationThreshold = 0.2 }, 60, nil},
+		{"GPUs per node unknown: no threshold advice", func(w *Workload, ca *Autoscaler) {
+			w.Startup, w.GPUsPerNode, ca.GPUUtilizationThreshold = secs(30), 0, 0.01
+		}, 60, nil},
+		{"grace period over the autoscaler's limit", func(w *Workload, _ *Autoscaler) {
+			w.Startup, w.TerminationGracePeriod = secs(30), 900*time.Second
+		}, 60, []string{"terminationGracePeriodSeconds 900 is over the cluster autoscaler's --max-graceful-termination-sec 600"}},
+		{"grace period at the limit", func(w *Workload, _ *Autoscaler) {
+			w.Startup, w.TerminationGracePeriod = secs(30), 600*time.Second
+		}, 60, nil},
+		{"current scale-down faster than start-up", func(w *Workload, _ *Autoscaler) {
+			w.Startup, w.Current = secs(100, 200), withStabilization(60)
+		}, 210, []string{"scales down after 1m0s of lower load, faster than its pods start (p95 3m20s)"}},
+		{"default HPA window slower than start-up", func(w *Workload, _ *Autoscaler) { w.Startup = secs(200) }, 210, nil},
+		{"default HPA window faster than a slow start-up", func(w *Workload, _ *Autoscaler) { w.Startup = secs(400) }, 420,
+			[]string{"scales down after 5m0s"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			w, ca := base, DefaultAutoscaler()
+			tc.mod(&w, &ca)
+			r := Recommend(w, ca)
+			down, up := r.Behavior.ScaleDown, r.Behavior.ScaleUp
+			if got := *down.StabilizationWindowSeconds; got != tc.wantStabilize {
+				t.Errorf("scale-down stabilization = %d, want %d", got, tc.wantStabilize)
+			}
+			if len(down.Policies) != 1 || down.Policies[0].Type != autoscalingv2.PodsScalingPolicy || down.Policies[0].Value != 1 {
+				t.Errorf("scale-down policies = %+v, want 1 pod per period", down.Policies)
+			}
+			if *up.StabilizationWindowSeconds != 0 || *up.SelectPolicy != autoscalingv2.MaxChangePolicySelect || len(up.Policies) != 2 {
+				t.Errorf("scale-up = %+v, want immediate, max of two policies", up)
+			}
+			if len(r.Warnings) != len(tc.wantWarnings) {
+				t.Fatalf("warnings = %q, want %d", r.Warnings, len(tc.wantWarnings))
+			}
+			for i, want := range tc.wantWarnings {
+				if !strings.Contains(r.Warnings[i], want) {
+					t.Errorf("warning %d = %q, want it to contain %q", i, r.Warnings[i], want)
+				}
+			}
+		})
+	}
+}
+
+func TestPercentile(t *testing.T) {
+	cases := []struct {
+		in   []time.Duration
+		q    float64
+		want time.Duration
+	}{
+		{nil, 0.95, 0},
+		{secs(7), 0.95, 7 * time.Second},
+		{secs(5, 1, 4, 2, 3), 0.95, 5 * time.Second},
+		{secs(5, 1, 4, 2, 3), 0.5, 3 * time.Second},
+		{secs(1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 100), 0.95, 20 * time.Second},
+	}
+	for _, tc := range cases {
+		if got := Percentile(tc.in, tc.q); got != tc.want {
+			t.Errorf("Percentile(%v, %g) = %v, want %v", tc.in, tc.q, got, tc.want)
+		}
+	}
+}
+
+func TestStartupTime(t *testing.T) {
+	created := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	pod := func(conds ...corev1.PodCondition) *corev1.Pod {
+		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{CreationTimestamp: metav1.NewTime(created)}, Status: corev1.PodStatus{Conditions: conds}}
+	}
+	ready := func(s corev1.ConditionStatus, after time.Duration) corev1.PodCondition {
+		return corev1.PodCondition{Type: corev1.PodReady, Status: s, LastTransitionTime: metav1.NewTime(created.Add(after))}
+	}
+	cases := []struct {
+		name string
+		pod  *corev1.Pod
+		want time.Duration
+		ok   bool
+	}{
+		{"ready", pod(corev1.PodCondition{Type: corev1.PodScheduled, Status: corev1.ConditionTrue}, ready(corev1.ConditionTrue, 95*time.Second)), 95 * time.Second, true},
+		{"not ready", pod(ready(corev1.ConditionFalse, 10*time.Second)), 0, false},
+		{"no condition", pod(), 0, false},
+		{"clock skew", pod(ready(corev1.ConditionTrue, -time.Second)), 0, false},
+	}
+	for _, tc := range cases {
+		got, ok := StartupTime(tc.pod)
+		if ok != tc.ok || ok && got != tc.want {
+			t.Errorf("%s: StartupTime = %v, %v; want %v, %v", tc.name, got, ok, tc.want, tc.ok)
+		}
+	}
+}
+
+// TestWriteYAML: the output parses back into the recommended behavior,
+// and every number has a reason on the line above it.
+func TestWriteYAML(t *testing.T) {
+	ca := DefaultAutoscaler()
+	ca.GPUUtilizationThreshold = 0.1
+	r := Recommend(Workload{HPA: "demo/llm", Target: "Deployment/llm", Startup: secs(80, 95, 70), GPUsPerPod: 1, GPUsPerNode: 8,
+		TerminationGracePeriod: 900 * time.Second, Current: withStabilization(30)}, ca)
+	var buf bytes.Buffer
+	if err := r.WriteYAML(&buf); err != nil {
+		t.Fatal(err)
+	}
+	out := buf.String()
+	t.Logf("\n%s", out)
+	doc := strings.TrimSuffix(out, "---\n")
+	var got struct {
+		Behavior autoscalingv2.HorizontalPodAutoscalerBehavior `json:"behavior"`
+	}
+	if err := yaml.UnmarshalStrict([]byte(doc), &got); err != nil {
+		t.Fatalf("output is not a behavior: %v\n%s", err, out)
+	}
+	if !equality.Semantic.DeepEqual(got.Behavior, r.Behavior) {
+		t.Errorf("round trip: got %+v, want %+v", got.Behavior, r.Behavior)
+	}
+	lines := strings.Split(out, "\n")
+	for i, l := range lines {
+		trimmed := strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(l), "- "))
+		k, v, ok := strings.Cut(trimmed, ": ")
+		if !ok || strings.HasPrefix(trimmed, "#") || k == "type" {
+			continue
+		}
+		if i == 0 || !strings.HasPrefix(strings.TrimSpace(lines[i-1]), "# ") {
+			t.Errorf("line %d %q (%s=%s) has no reason above it", i+1, l, k, v)
+		}
+	}
+	if n := strings.Count(out, "# WARNING: "); n != 3 {
+		t.Errorf("%d warnings in the output, want 3 (threshold, grace period, fast scale-down)", n)
+	}
+}

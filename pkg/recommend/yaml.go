@@ -1,0 +1,72 @@
+package recommend
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"strings"
+
+	autoscalingv2 "k8s.io/api/autoscaling/v2"
+)
+
+// WriteYAML writes the recommendation as a YAML document: a header
+// comment with what was measured, warnings, and the behavior block with
+// a comment line above every number saying why. The block pastes into an
+// HPA's spec.
+func (r *Recommendation) WriteYAML(w io.Writer) error {
+	bw := bufio.NewWriter(w)
+	wl := r.Workload
+	fmt.Fprintf(bw, "# HPA %s -> %s\n", wl.HPA, wl.Target)
+	fmt.Fprintf(bw, "# measured: start-up p95 %s over %d pods; %s GPU(s) per replica, %s GPUs per node\n",
+		orUnknown(r.StartupP95 > 0, r.StartupP95.String()), len(wl.Startup),
+		orUnknown(wl.GPUsPerPod > 0, fmt.Sprint(wl.GPUsPerPod)), orUnknown(wl.GPUsPerNode > 0, fmt.Sprint(wl.GPUsPerNode)))
+	for _, warn := range r.Warnings {
+		fmt.Fprintf(bw, "# WARNING: %s\n", warn)
+	}
+	fmt.Fprintln(bw, "behavior:")
+	r.writeRules(bw, "scaleUp", r.Behavior.ScaleUp)
+	r.writeRules(bw, "scaleDown", r.Behavior.ScaleDown)
+	fmt.Fprintln(bw, "---")
+	return bw.Flush()
+}
+
+func (r *Recommendation) writeRules(w io.Writer, name string, rules *autoscalingv2.HPAScalingRules) {
+	if rules == nil {
+		return
+	}
+	r.comment(w, "  ", name)
+	fmt.Fprintf(w, "  %s:\n", name)
+	if v := rules.StabilizationWindowSeconds; v != nil {
+		r.comment(w, "    ", name+".stabilizationWindowSeconds")
+		fmt.Fprintf(w, "    stabilizationWindowSeconds: %d\n", *v)
+	}
+	if v := rules.SelectPolicy; v != nil {
+		r.comment(w, "    ", name+".selectPolicy")
+		fmt.Fprintf(w, "    selectPolicy: %s\n", *v)
+	}
+	if len(rules.Policies) == 0 {
+		return
+	}
+	fmt.Fprintln(w, "    policies:")
+	for i, p := range rules.Policies {
+		path := fmt.Sprintf("%s.policies[%d]", name, i)
+		fmt.Fprintf(w, "    - type: %s\n", p.Type)
+		r.comment(w, "      ", path+".value")
+		fmt.Fprintf(w, "      value: %d\n", p.Value)
+		r.comment(w, "      ", path+".periodSeconds")
+		fmt.Fprintf(w, "      periodSeconds: %d\n", p.PeriodSeconds)
+	}
+}
+
+func (r *Recommendation) comment(w io.Writer, indent, path string) {
+	if why, ok := r.Reasons[path]; ok {
+		fmt.Fprintf(w, "%s# %s\n", indent, strings.ReplaceAll(why, "\n", " "))
+	}
+}
+
+func orUnknown(known bool, s string) string {
+	if !known {
+		return "unknown"
+	}
+	return s
+}

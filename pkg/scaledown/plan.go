@@ -1,0 +1,153 @@
+package scaledown
+
+import (
+	"cmp"
+	"math"
+	"slices"
+
+	corev1 "k8s.io/api/core/v1"
+)
+
+// A deletion cost is nodeRank*costStride + loadBucket*bucketStride + slot.
+// Every pod of a node ranks below every pod of the next node; within a
+// node, idler buckets first; slot (the pod's place by name among the
+// node's managed pods) makes costs distinct. A pod's cost only changes
+// when its node's rank, its own load bucket or its node's membership
+// changes, never because a neighbour's load moved: under churn that is
+// what keeps patches few. Costs stay within int32 up to 214,748 nodes.
+const (
+	costStride    = 10000
+	bucketStride  = 500 // slots per bucket: more managed pods than this on one node share the last slot
+	unknownBucket = costStride/bucketStride - 1
+)
+
+// nodeView is one GPU node as the cluster autoscaler rates it.
+type nodeView struct {
+	name        string
+	allocatable int64 // GPUs
+	requested   int64 // GPUs requested by the node's active pods
+	gpuPods     int   // pods requesting GPUs, not terminating
+	blocked     [len(blockReasons)]int
+}
+
+// utilization is requested over allocatable GPUs, which is how the
+// cluster autoscaler rates a GPU node (CPU and memory are ignored there).
+func (v *nodeView) utilization() float64 {
+	if v.allocatable == 0 {
+		return 0
+	}
+	return float64(v.requested) / float64(v.allocatable)
+}
+
+func (v *nodeView) isBlocked() bool {
+	for _, n := range v.blocked {
+		if n > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// load is a pod's busyness: queued plus running requests, if a fresh
+// sample says so. Unknown is never taken for idle.
+type load struct {
+	value float64
+	known bool
+}
+
+// bucket coarsens a load on a base-4 log scale (0, 1-3, 4-15, 16-63,
+// ...): going from 0 to 1 request in flight matters when choosing whom to
+// remove, 5 or 9 does not, and every reordering costs a patch. A load is
+// seconds old by the time a cost is read, so finer order would be noise.
+// Unknown load sorts after every known one.
+func (l load) bucket() int {
+	switch {
+	case !l.known:
+		return unknownBucket
+	case l.value < 1:
+		return 0
+	}
+	return min(1+int(math.Log2(l.value)/2), unknownBucket-1)
+}
+
+// managedPod is a managed pod on a node with the cost it should carry.
+type managedPod struct {
+	pod  *corev1.Pod
+	load load
+	cost int
+}
+
+// plan is what one reconcile computed from the caches.
+type plan struct {
+	nodes   []*nodeView  // GPU nodes, by name
+	managed []managedPod // managed pods on nodes, by cost
+}
+
+// buildPlan rates the GPU nodes and gives every managed pod on a node its
+// deletion cost: nodes holding the fewest GPU pods (managed or not) rank
+// lowest, equally full nodes by name, so that one node's pods all go
+// before the next node's; within a node the idlest pods rank lowest.
+func buildPlan(pods []*corev1.Pod, nodes []*corev1.Node, res corev1.ResourceName, loadOf func(*corev1.Pod) load) plan {
+	views := map[string]*nodeView{}
+	var out plan
+	for _, n := range nodes {
+		if g := nodeGPUs(n, res); g > 0 {
+			v := &nodeView{name: n.Name, allocatable: g}
+			if n.Annotations[ScaleDownDisabledAnnotation] == "true" {
+				v.blocked[reasonIndex(ReasonScaleDownDisabled)] = 1
+			}
+			views[n.Name] = v
+			out.nodes = append(out.nodes, v)
+		}
+	}
+	slices.SortFunc(out.nodes, func(a, b *nodeView) int { return cmp.Compare(a.name, b.name) })
+
+	gpuPods := map[string]int{}
+	byNode := map[string][]managedPod{}
+	for _, p := range pods {
+		if !active(p) {
+			continue
+		}
+		g := PodGPUs(p, res)
+		leaving := p.DeletionTimestamp != nil
+		if v := views[p.Spec.NodeName]; v != nil {
+			v.requested += g // the autoscaler counts terminating pods too
+			if r, ok := blockReason(p); ok {
+				v.blocked[reasonIndex(r)]++
+			}
+			if g > 0 && !leaving {
+				v.gpuPods++
+			}
+		}
+		if g > 0 && !leaving {
+			gpuPods[p.Spec.NodeName]++
+		}
+		if isManaged(p) && !leaving {
+			byNode[p.Spec.NodeName] = append(byNode[p.Spec.NodeName], managedPod{pod: p, load: loadOf(p)})
+		}
+	}
+
+	order := make([]string, 0, len(byNode))
+	for n := range byNode {
+		order = append(order, n)
+	}
+	slices.SortFunc(order, func(a, b string) int {
+		return cmp.Or(cmp.Compare(gpuPods[a], gpuPods[b]), cmp.Compare(a, b))
+	})
+	for rank, n := range order {
+		mps := byNode[n]
+		slices.SortFunc(mps, func(a, b managedPod) int {
+			return cmp.Or(cmp.Compare(a.pod.Name, b.pod.Name), cmp.Compare(a.pod.Namespace, b.pod.Namespace))
+		})
+		for slot := range mps {
+			mps[slot].cost = rank*costStride + mps[slot].load.bucket()*bucketStride + min(slot, bucketStride-1)
+		}
+		slices.SortFunc(mps, func(a, b managedPod) int { return cmp.Compare(a.cost, b.cost) })
+		out.managed = append(out.managed, mps...)
+	}
+	return out
+}
+
+func reasonIndex(r string) int {
+	return slices.Index(blockReasons[:], r)
+}
