@@ -33,7 +33,7 @@ split_docs() { # dir
       file["adapter-rbac.yaml"] = "10-adapter-rbac.yaml"
       head["adapter-rbac.yaml"] = "The adapter'"'"'s identity and least-privilege access: read pods, nodes and\n# the workloads it aggregates over; delegate authentication and\n# authorization of its callers to the kube-apiserver."
       file["scaledown-rbac.yaml"] = "15-scaledown-rbac.yaml"
-      head["scaledown-rbac.yaml"] = "OPT-IN: apply only when the adapter runs the scale-down controller (add\n# --scale-down to the args in 40-adapter.yaml). Its only write access:\n# patch pod annotations, and leader-election Leases in gpuscale."
+      head["scaledown-rbac.yaml"] = "OPT-IN: apply only when the adapter runs the scale-down controller\n# (add --scale-down-controller to the args in 40-adapter.yaml). Its only\n# write access: pod annotations, and its leader-election Lease in gpuscale."
       file["metrics-reader-rbac.yaml"] = "20-metrics-readers-rbac.yaml"
       head["metrics-reader-rbac.yaml"] = "Who may read the metrics gpuscale serves: the HPA controller, and any\n# subject bound to gpuscale:metrics-reader. Everyone else gets 403."
       file["apiservice.yaml"] = "30-apiservice.yaml"

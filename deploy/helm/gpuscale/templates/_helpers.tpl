@@ -109,7 +109,9 @@ app.kubernetes.io/component: gpu-exporter
 - --v={{ . }}
 {{- end }}
 {{- if .Values.scaleDown.enabled }}
-{{- range concat .Values.scaleDown.args .Values.scaleDown.extraArgs }}
+- --scale-down-controller
+- --scale-down-lease-namespace={{ .Release.Namespace }}
+{{- range .Values.scaleDown.extraArgs }}
 - {{ . }}
 {{- end }}
 {{- end }}
