@@ -12,7 +12,7 @@ import (
 	"github.com/prometheus/prometheus/promql/parser"
 )
 
-var promql = parser.NewParser(parser.Options{})
+var promqlParser = parser.NewParser(parser.Options{})
 
 // grafanaVar matches Grafana's variable syntaxes: $name, ${name},
 // ${name:format} and [[name]].
@@ -29,8 +29,9 @@ var builtinVars = map[string]string{
 }
 
 // substitute replaces Grafana variables with values that keep the query
-// valid PromQL, and returns the dashboard variables it referred to.
-func substitute(q string) (string, []string) {
+// valid PromQL (dashboard variables with userValue), and returns the
+// dashboard variables it referred to.
+func substitute(q, userValue string) (string, []string) {
 	var refs []string
 	out := grafanaVar.ReplaceAllStringFunc(q, func(m string) string {
 		sub := grafanaVar.FindStringSubmatch(m)
@@ -39,7 +40,7 @@ func substitute(q string) (string, []string) {
 			return v
 		}
 		refs = append(refs, name)
-		return "placeholder"
+		return userValue
 	})
 	return out, refs
 }
@@ -48,7 +49,7 @@ func substitute(q string) (string, []string) {
 // vector selector in it. A selector without a literal name (a regular
 // expression on __name__) is an error: its names cannot be checked.
 func metricNames(expr string) ([]string, error) {
-	ast, err := promql.ParseExpr(expr)
+	ast, err := promqlParser.ParseExpr(expr)
 	if err != nil {
 		return nil, err
 	}
@@ -80,7 +81,7 @@ func metricNames(expr string) ([]string, error) {
 // check parses one query (after Grafana substitution) and reports every
 // metric name the catalog does not know.
 func (c catalog) check(query string) (refs []string, err error) {
-	expr, refs := substitute(query)
+	expr, refs := substitute(query, "placeholder")
 	names, err := metricNames(expr)
 	if err != nil {
 		return refs, fmt.Errorf("%q: %w", query, err)

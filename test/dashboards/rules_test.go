@@ -14,7 +14,7 @@ import (
 var rulesFile = filepath.Join(repoRoot, "deploy/helm/gpuscale/rules/gpuscale.rules.yaml")
 
 func TestAlertRules(t *testing.T) {
-	groups, errs := rulefmt.ParseFile(rulesFile, false, model.UTF8Validation, promql, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	groups, errs := rulefmt.ParseFile(rulesFile, false, model.UTF8Validation, promqlParser, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	for _, err := range errs {
 		t.Errorf("rule file: %v", err)
 	}
