@@ -51,7 +51,7 @@ func run() error {
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	fmt.Println("demo: starting a local control plane (the first run builds it from Go modules: about 20 minutes)")
 	env, err := devenv.Up(ctx, devenv.Options{Dir: filepath.Join(out, "env"), Nodes: 2, GPUsPerNode: 8,
-		HPASyncPeriod: 5 * time.Second, Logger: log, AdapterArgs: []string{"--scrape-interval=2s"}})
+		HPASyncPeriod: 5 * time.Second, Logger: log, AdapterArgs: []string{"--scrape-interval=2s", "--scale-down-controller"}})
 	if err != nil {
 		return err
 	}

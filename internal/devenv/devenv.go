@@ -38,7 +38,7 @@ const (
 // manifests applied unchanged: the test proves them. 40-adapter.yaml (the
 // in-cluster Deployment and ClusterIP Service) is replaced by a local
 // process and an ExternalName Service of the same name.
-var manifests = []string{"00-namespace.yaml", "10-adapter-rbac.yaml", "20-metrics-readers-rbac.yaml", "30-apiservice.yaml"}
+var manifests = []string{"00-namespace.yaml", "10-adapter-rbac.yaml", "15-scaledown-rbac.yaml", "20-metrics-readers-rbac.yaml", "30-apiservice.yaml"}
 
 // Options configure Up.
 type Options struct {

@@ -20,7 +20,8 @@ import (
 
 // BenchmarkReconcileChurn1000: 1,000 managed one-GPU pods on 125 nodes of
 // 8 GPUs whose load (queued + running requests, a random walk) changes
-// every second; one op is one second: new samples, then one reconcile.
+// every second (steps of -2..+2 between 0 and 16 requests in flight); one
+// op is one second: new samples, then one reconcile.
 // The API server is an indexer that applies each patch at once, as a
 // caught-up informer would show it. Reported: patches/op (sent), wanted/op
 // (pods whose annotations were out of date) and deferred/op (left by the
@@ -36,7 +37,7 @@ func BenchmarkReconcileChurn1000(b *testing.B) {
 }
 
 func benchChurn(b *testing.B, qps float64, burst int) {
-	const nodes, perNode = 125, 8
+	const nodes, perNode, maxLoad = 125, 8, 16
 	idx := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
 	nodeIdx := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
 	client := fake.NewClientset()
@@ -80,7 +81,7 @@ func benchChurn(b *testing.B, qps float64, burst int) {
 	churn := func() {
 		clk.Step(time.Second)
 		for i, k := range keys {
-			loads[i] = max(0, loads[i]+float64(rng.IntN(5)-2))
+			loads[i] = min(maxLoad, max(0, loads[i]+float64(rng.IntN(5)-2)))
 			var s store.Sample
 			s.Time = clk.Now()
 			s.Set(store.QueueDepth, loads[i]/2)

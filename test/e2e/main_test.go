@@ -24,6 +24,7 @@ const (
 	hpaSync        = 3 * time.Second
 	maxStaleness   = 3 * time.Second
 	ttftWindow     = 20 * time.Second
+	scaleDownIdle  = 10 * time.Second
 )
 
 var env *devenv.Env
@@ -49,7 +50,8 @@ func run(m *testing.M) int {
 	env, err = devenv.Up(ctx, devenv.Options{
 		Dir: dir, Nodes: 3, GPUsPerNode: 8, HPASyncPeriod: hpaSync, Logger: log,
 		AdapterArgs: []string{"--scrape-interval=" + scrapeInterval.String(), "--max-staleness=" + maxStaleness.String(),
-			"--ttft-window=" + ttftWindow.String(), "--window=30s", "--v=2"},
+			"--ttft-window=" + ttftWindow.String(), "--window=30s", "--v=2",
+			"--scale-down-controller", "--scale-down-resync=2s", "--scale-down-idle-time=" + scaleDownIdle.String()},
 	})
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "e2e: environment: %v\n(logs in %s)\n", err, filepath.Join(dir, "logs"))
