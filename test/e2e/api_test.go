@@ -120,7 +120,7 @@ func TestRawURLShapes(t *testing.T) {
 		}
 		for _, path := range []string{base + "/pods/*/inference_queue_depth",
 			"/apis/external.metrics.k8s.io/v1beta1/namespaces/" + ns + "/inference_queue_depth"} {
-			_, err := c.Discovery().RESTClient().Get().AbsPath(path).DoRaw(ctx)
+			_, err := c.Discovery().RESTClient().Get().RequestURI(path).DoRaw(ctx)
 			if !apierrors.IsForbidden(err) {
 				t.Errorf("%s as nobody: err = %v, want 403 Forbidden", path, err)
 			}

@@ -113,7 +113,7 @@ func waitFor(t *testing.T, timeout time.Duration, what string, cond func(context
 
 // raw GETs a path through the kube-apiserver, as `kubectl get --raw` does.
 func raw(ctx context.Context, path string) ([]byte, error) {
-	return env.Cluster.Client().Discovery().RESTClient().Get().AbsPath(path).DoRaw(ctx)
+	return env.Cluster.Client().Discovery().RESTClient().Get().RequestURI(path).DoRaw(ctx)
 }
 
 func customList(ctx context.Context, path string) (*cmv1beta2.MetricValueList, error) {
