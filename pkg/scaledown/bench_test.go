@@ -37,7 +37,43 @@ func BenchmarkReconcileChurn1000(b *testing.B) {
 }
 
 func benchChurn(b *testing.B, qps float64, burst int) {
-	const nodes, perNode, maxLoad = 125, 8, 16
+	w := newChurnWorld(b, qps, burst)
+	// The first reconcile sets every cost; the benchmark is the steady state.
+	w.churn()
+	w.ctrl.Reconcile(context.Background())
+	ctx := context.Background()
+	var patched, wanted, deferred int
+	b.ReportAllocs()
+	b.ResetTimer()
+	for range b.N {
+		b.StopTimer()
+		w.churn()
+		b.StartTimer()
+		res := w.ctrl.Reconcile(ctx)
+		patched += res.Patched
+		wanted += res.Wanted
+		deferred += res.RateLimited
+	}
+	b.ReportMetric(float64(patched)/float64(b.N), "patches/op")
+	b.ReportMetric(float64(wanted)/float64(b.N), "wanted/op")
+	b.ReportMetric(float64(deferred)/float64(b.N), "deferred/op")
+}
+
+const churnNodes, churnPerNode, churnMaxLoad = 125, 8, 16
+
+// churnWorld is the benchmark's cluster: listers over indexers, a fake
+// clientset whose patches land in the pod indexer at once, a store and a
+// fake clock.
+type churnWorld struct {
+	ctrl  *Controller
+	clk   *clocktesting.FakeClock
+	st    *store.Store
+	rng   *rand.Rand
+	keys  []store.Key
+	loads []float64
+}
+
+func newChurnWorld(b *testing.B, qps float64, burst int) *churnWorld {
 	idx := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
 	nodeIdx := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
 	client := fake.NewClientset()
@@ -58,54 +94,35 @@ func benchChurn(b *testing.B, qps float64, burst int) {
 		_ = idx.Update(p)
 		return true, p, nil
 	})
-	rng := rand.New(rand.NewPCG(1, 2))
-	loads := make([]float64, nodes*perNode)
-	var keys []store.Key
-	for n := range nodes {
+	w := &churnWorld{clk: clocktesting.NewFakeClock(t0), st: store.New(4), rng: rand.New(rand.NewPCG(1, 2))}
+	for n := range churnNodes {
 		name := fmt.Sprintf("gpu-%03d", n)
-		_ = nodeIdx.Add(gpuNode(name, perNode))
-		for i := range perNode {
+		_ = nodeIdx.Add(gpuNode(name, churnPerNode))
+		for i := range churnPerNode {
 			p := pod("ns", fmt.Sprintf("%s-%d", name, i), name, 1, true)
 			_ = idx.Add(p)
-			keys = append(keys, store.Key{Namespace: p.Namespace, Name: p.Name})
-			loads[len(keys)-1] = float64(rng.IntN(9))
+			w.keys = append(w.keys, store.Key{Namespace: p.Namespace, Name: p.Name})
+			w.loads = append(w.loads, float64(w.rng.IntN(9)))
 		}
 	}
-	clk := clocktesting.NewFakeClock(t0)
-	st := store.New(4)
 	ctrl, err := New(Config{Client: client, Pods: corev1listers.NewPodLister(idx), Nodes: corev1listers.NewNodeLister(nodeIdx),
-		Samples: st, MaxStaleness: 3 * time.Second, Clock: clk, PatchQPS: qps, PatchBurst: burst})
+		Samples: w.st, MaxStaleness: 3 * time.Second, Clock: w.clk, PatchQPS: qps, PatchBurst: burst})
 	if err != nil {
 		b.Fatal(err)
 	}
-	churn := func() {
-		clk.Step(time.Second)
-		for i, k := range keys {
-			loads[i] = min(maxLoad, max(0, loads[i]+float64(rng.IntN(5)-2)))
-			var s store.Sample
-			s.Time = clk.Now()
-			s.Set(store.QueueDepth, loads[i]/2)
-			s.Set(store.RequestsRunning, loads[i]-loads[i]/2)
-			st.PutPod(k, store.SourceInference, s)
-		}
+	w.ctrl = ctrl
+	return w
+}
+
+// churn advances one second and gives every pod a new load.
+func (w *churnWorld) churn() {
+	w.clk.Step(time.Second)
+	for i, k := range w.keys {
+		w.loads[i] = min(churnMaxLoad, max(0, w.loads[i]+float64(w.rng.IntN(5)-2)))
+		var s store.Sample
+		s.Time = w.clk.Now()
+		s.Set(store.QueueDepth, w.loads[i]/2)
+		s.Set(store.RequestsRunning, w.loads[i]-w.loads[i]/2)
+		w.st.PutPod(k, store.SourceInference, s)
 	}
-	// The first reconcile sets every cost; the benchmark is the steady state.
-	churn()
-	ctrl.Reconcile(context.Background())
-	ctx := context.Background()
-	var patched, wanted, deferred int
-	b.ReportAllocs()
-	b.ResetTimer()
-	for range b.N {
-		b.StopTimer()
-		churn()
-		b.StartTimer()
-		res := ctrl.Reconcile(ctx)
-		patched += res.Patched
-		wanted += res.Wanted
-		deferred += res.RateLimited
-	}
-	b.ReportMetric(float64(patched)/float64(b.N), "patches/op")
-	b.ReportMetric(float64(wanted)/float64(b.N), "wanted/op")
-	b.ReportMetric(float64(deferred)/float64(b.N), "deferred/op")
 }

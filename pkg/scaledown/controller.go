@@ -119,6 +119,9 @@ type Controller struct {
 	belowSince map[string]time.Time
 	pending    map[types.UID]pendingPatch
 	snap       snapshot
+	// deferred holds the pods the rate limit left waiting in the last
+	// reconcile; only Reconcile uses it.
+	deferred map[types.UID]bool
 }
 
 // New returns a Controller. Register its event handlers on the pod and
@@ -188,6 +191,7 @@ func (c *Controller) stopLeading() {
 	clear(c.idleSince)
 	clear(c.belowSince)
 	clear(c.pending)
+	c.deferred = nil
 }
 
 func (c *Controller) enqueue() {

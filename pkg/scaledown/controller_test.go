@@ -158,6 +158,16 @@ func TestRateLimitUnderChurn(t *testing.T) {
 			t.Errorf("%s not among the first patches", n)
 		}
 	}
+	// A backlog retried before a token is back is counted once.
+	if again := f.reconcile(); again.Patched != 0 || again.RateLimited != 32-burst {
+		t.Fatalf("retry without tokens: %+v", again)
+	}
+	if n := testutilCounter(t, f.ctrl, "gpuscale_scaledown_patch_rate_limited_total", nil); n != 32-burst {
+		t.Errorf("rate_limited_total = %v after the same backlog twice, want %d", n, 32-burst)
+	}
+	if n := testutilCounter(t, f.ctrl, "gpuscale_scaledown_patch_backlog", nil); n != 32-burst {
+		t.Errorf("patch_backlog = %v, want %d", n, 32-burst)
+	}
 	total := len(f.patches())
 	const seconds = 30
 	for s := 1; s <= seconds; s++ {
@@ -177,9 +187,8 @@ func TestRateLimitUnderChurn(t *testing.T) {
 	if total < qps*seconds {
 		t.Errorf("%d patches in %ds: the churn should have used the whole rate", total, seconds)
 	}
-	rl := testutilCounter(t, f.ctrl, "gpuscale_scaledown_patch_rate_limited_total", nil)
-	if rl == 0 {
-		t.Error("rate-limited patches not counted")
+	if rl := testutilCounter(t, f.ctrl, "gpuscale_scaledown_patch_rate_limited_total", nil); rl <= 32-burst {
+		t.Errorf("rate_limited_total = %v: the churn's deferred patches not counted", rl)
 	}
 }
 

@@ -31,6 +31,8 @@ var (
 		"Managed pods carrying safe-to-evict=false.", nil, nil)
 	leaderDesc = prometheus.NewDesc("gpuscale_scaledown_leader",
 		"1 in the adapter replica that runs the scale-down controller; only it reports node metrics.", nil, nil)
+	backlogDesc = prometheus.NewDesc("gpuscale_scaledown_patch_backlog",
+		"Pods whose patch the rate limit left for a later reconcile, as of the last reconcile.", nil, nil)
 	lastDesc = prometheus.NewDesc("gpuscale_scaledown_last_reconcile_timestamp_seconds",
 		"When the controller last reconciled.", nil, nil)
 )
@@ -49,7 +51,7 @@ func newCounters() *counters {
 		}, []string{"kind", "result"}),
 		rateLimited: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "gpuscale_scaledown_patch_rate_limited_total",
-			Help: "Patches the rate limit (--scale-down-patch-qps, --scale-down-patch-burst) deferred to a later reconcile.",
+			Help: "Pod patches the rate limit (--scale-down-patch-qps, --scale-down-patch-burst) deferred to a later reconcile; a pod still waiting from the last reconcile is not counted again.",
 		}),
 	}
 }
@@ -67,6 +69,7 @@ type snapshot struct {
 	at                 time.Time
 	nodes              []nodeState
 	managed, protected int
+	backlog            int
 }
 
 // updateSnapshot records the plan's view and tracks how long each node
@@ -109,7 +112,7 @@ type collector struct{ c *Controller }
 // Describe implements prometheus.Collector.
 func (col collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{utilDesc, gpuPodsDesc, belowDesc, blockedDesc, unneededDesc, candidateDesc,
-		managedDesc, protectedDesc, leaderDesc, lastDesc} {
+		managedDesc, protectedDesc, backlogDesc, leaderDesc, lastDesc} {
 		ch <- d
 	}
 	col.c.metrics.patches.Describe(ch)
@@ -131,6 +134,7 @@ func (col collector) Collect(ch chan<- prometheus.Metric) {
 	ch <- gauge(lastDesc, float64(s.at.UnixNano())/1e9)
 	ch <- gauge(managedDesc, float64(s.managed))
 	ch <- gauge(protectedDesc, float64(s.protected))
+	ch <- gauge(backlogDesc, float64(s.backlog))
 	for _, n := range s.nodes {
 		name := n.view.name
 		ch <- gauge(utilDesc, n.view.utilization(), name)

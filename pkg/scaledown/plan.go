@@ -88,17 +88,10 @@ type plan struct {
 // lowest, equally full nodes by name, so that one node's pods all go
 // before the next node's; within a node the idlest pods rank lowest.
 func buildPlan(pods []*corev1.Pod, nodes []*corev1.Node, res corev1.ResourceName, loadOf func(*corev1.Pod) load) plan {
-	views := map[string]*nodeView{}
 	var out plan
-	for _, n := range nodes {
-		if g := nodeGPUs(n, res); g > 0 {
-			v := &nodeView{name: n.Name, allocatable: g}
-			if n.Annotations[ScaleDownDisabledAnnotation] == "true" {
-				v.blocked[reasonIndex(ReasonScaleDownDisabled)] = 1
-			}
-			views[n.Name] = v
-			out.nodes = append(out.nodes, v)
-		}
+	views := gpuNodeViews(nodes, res)
+	for _, v := range views {
+		out.nodes = append(out.nodes, v)
 	}
 	slices.SortFunc(out.nodes, func(a, b *nodeView) int { return cmp.Compare(a.name, b.name) })
 
@@ -146,6 +139,21 @@ func buildPlan(pods []*corev1.Pod, nodes []*corev1.Node, res corev1.ResourceName
 		out.managed = append(out.managed, mps...)
 	}
 	return out
+}
+
+// gpuNodeViews returns an empty view of every node with allocatable GPUs.
+func gpuNodeViews(nodes []*corev1.Node, res corev1.ResourceName) map[string]*nodeView {
+	views := map[string]*nodeView{}
+	for _, n := range nodes {
+		if g := nodeGPUs(n, res); g > 0 {
+			v := &nodeView{name: n.Name, allocatable: g}
+			if n.Annotations[ScaleDownDisabledAnnotation] == "true" {
+				v.blocked[reasonIndex(ReasonScaleDownDisabled)] = 1
+			}
+			views[n.Name] = v
+		}
+	}
+	return views
 }
 
 func reasonIndex(r string) int {

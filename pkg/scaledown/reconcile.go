@@ -109,7 +109,7 @@ func (c *Controller) Reconcile(ctx context.Context) Result {
 	for i := range changes {
 		if !c.limiter.AllowN(now, 1) {
 			res.RateLimited = len(changes) - i
-			c.metrics.rateLimited.Add(float64(res.RateLimited))
+			c.countDeferred(changes[i:])
 			res.RequeueAfter = max(time.Duration(float64(time.Second)/c.cfg.PatchQPS), time.Millisecond)
 			break
 		}
@@ -120,13 +120,32 @@ func (c *Controller) Reconcile(ctx context.Context) Result {
 			res.RequeueAfter = retryAfter
 		}
 	}
+	if res.RateLimited == 0 {
+		c.countDeferred(nil)
+	}
 	if res.RateLimited > 0 && res.Failed > 0 {
 		res.RequeueAfter = retryAfter
 	}
 	c.mu.Lock()
 	c.updateSnapshot(p, now)
+	c.snap.backlog = res.RateLimited
 	c.mu.Unlock()
 	return res
+}
+
+// countDeferred counts the pods whose patch the rate limit deferred and
+// that were not already waiting after the last reconcile: a backlog
+// retried every 1/qps is counted once, so the counter's rate is how fast
+// patches are deferred, not how often they are retried.
+func (c *Controller) countDeferred(waiting []change) {
+	next := make(map[types.UID]bool, len(waiting))
+	for _, ch := range waiting {
+		next[ch.pod.UID] = true
+		if !c.deferred[ch.pod.UID] {
+			c.metrics.rateLimited.Inc()
+		}
+	}
+	c.deferred = next
 }
 
 // loadOf reads a pod's queued plus running requests from its newest fresh
