@@ -37,7 +37,7 @@ func resolveBinDir(ctx context.Context, dir string, log *slog.Logger, buildLog i
 		if err != nil {
 			return "", err
 		}
-		log.Info("locating control-plane binaries; a first build takes about 20 minutes", "script", filepath.Join(root, buildScript))
+		log.Info("running the control-plane build script (at once when cached, about 20 minutes for a first build)", "script", filepath.Join(root, buildScript))
 		if dir, err = runBuildScript(ctx, root, buildLog); err != nil {
 			return "", err
 		}

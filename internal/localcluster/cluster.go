@@ -262,9 +262,13 @@ func (c *Cluster) run(name string, args []string, env ...string) (*process, erro
 func (c *Cluster) await(ctx context.Context, p *process, what string, timeout time.Duration, check func(context.Context) bool) error {
 	ctx, cancel := context.WithTimeoutCause(ctx, timeout, fmt.Errorf("no success within %s", timeout))
 	defer cancel()
+	began := time.Now()
 	err := p.waitFor(ctx, what, 200*time.Millisecond, check)
 	if err != nil && p.exited() && p.bindFailed() {
 		return fmt.Errorf("%w: %w", errPortTaken, err)
+	}
+	if err == nil {
+		c.log.Debug("component ready", "name", p.name, "condition", what, "waited", time.Since(began))
 	}
 	return err
 }

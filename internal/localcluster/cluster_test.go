@@ -19,6 +19,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
@@ -194,14 +195,12 @@ func gpuDeployment(name string, replicas int32) *appsv1.Deployment {
 }
 
 // scaleDeployment sets a Deployment's replicas through the scale
-// subresource, as the HPA controller does.
+// subresource, as the HPA controller does. A patch carries no
+// resourceVersion, so the controllers' concurrent status updates cannot make
+// it conflict.
 func scaleDeployment(ctx context.Context, client kubernetes.Interface, ns, name string, replicas int32) error {
-	sc, err := client.AppsV1().Deployments(ns).GetScale(ctx, name, metav1.GetOptions{})
-	if err != nil {
-		return err
-	}
-	sc.Spec.Replicas = replicas
-	_, err = client.AppsV1().Deployments(ns).UpdateScale(ctx, name, sc, metav1.UpdateOptions{})
+	patch := fmt.Appendf(nil, `{"spec":{"replicas":%d}}`, replicas)
+	_, err := client.AppsV1().Deployments(ns).Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{}, "scale")
 	return err
 }
 

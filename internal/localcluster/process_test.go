@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -153,5 +154,30 @@ func TestFreePortsDistinct(t *testing.T) {
 			t.Errorf("ports %v: bad or repeated %d", ports, p)
 		}
 		seen[p] = true
+	}
+}
+
+// TestAwaitFlagsPortRace checks that a component that lost its port to
+// another process makes Start retry, and any other failure does not.
+func TestAwaitFlagsPortRace(t *testing.T) {
+	tests := []struct {
+		name, script string
+		portTaken    bool
+	}{
+		{"bind failure", `echo "failed to listen on 127.0.0.1:1: bind: address already in use" >&2; exit 1`, true},
+		{"other failure", `echo "invalid flag" >&2; exit 1`, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := &Cluster{log: slog.New(slog.DiscardHandler)}
+			p, err := startProcess("comp", "/bin/sh", []string{"-c", tt.script}, nil, t.TempDir(), nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			err = c.await(context.Background(), p, "ready", time.Minute, func(context.Context) bool { return false })
+			if err == nil || errors.Is(err, errPortTaken) != tt.portTaken {
+				t.Errorf("await = %v; want errPortTaken: %v", err, tt.portTaken)
+			}
+		})
 	}
 }
