@@ -2,10 +2,14 @@ package e2e
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
+	autoscalingv2 "k8s.io/api/autoscaling/v2"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 )
 
 // TestFaults: broken sources are missing data, never zeros, and one broken
@@ -42,6 +46,7 @@ func TestFaults(t *testing.T) {
 	t.Run("exporter gone: GPU metrics absent, inference metrics served", func(t *testing.T) {
 		live := pods[1]
 		env.World.StopExporter(live.Spec.NodeName)
+		t.Cleanup(func() { restoreExporter(t, live.Spec.NodeName) })
 		waitFor(t, 3*maxStaleness+5*time.Second, "GPU metrics to go", func(ctx context.Context) (bool, error) {
 			_, err := customValue(ctx, base+"/pods/"+live.Name+"/gpu_utilization")
 			return err != nil, nil
@@ -54,10 +59,10 @@ func TestFaults(t *testing.T) {
 	t.Run("adapter restart: no wrong scaling from stale data", func(t *testing.T) {
 		ns := namespace(t, "e2e-restart")
 		sel := deployment(t, ns, "llm", 2)
-		// About 6.6 requests in flight per replica at 6 req/s each
-		// (Little's law); a target of 5 settles at 3 replicas.
-		env.World.SetRate(ns, sel, 12)
-		hpa(t, ns, "llm", 1, 6, podsMetric("inference_requests_running", "5"))
+		// Idle servers hold only their weights: 16000 MiB each, exactly
+		// the target, so the HPA's one right answer is to stay at 2.
+		env.World.SetRate(ns, sel, 0)
+		hpa(t, ns, "llm", 1, 6, podsMetric("gpu_memory_used_bytes", "16000Mi"))
 		var before int32
 		stable := 0
 		waitFor(t, 90*time.Second, "the HPA to settle", func(ctx context.Context) (bool, error) {
@@ -72,6 +77,7 @@ func TestFaults(t *testing.T) {
 		if err := env.StopAdapter(); err != nil {
 			t.Fatal(err)
 		}
+		sawFailure := false
 		// With the API gone the HPA cannot compute anything: it must keep
 		// the replicas it has, not scale on a missing value.
 		deadline := time.Now().Add(3 * hpaSync)
@@ -79,26 +85,69 @@ func TestFaults(t *testing.T) {
 			if d, _ := replicas(ctx, ns, "llm"); d != before {
 				t.Fatalf("HPA changed desired replicas %d -> %d while the adapter was down", before, d)
 			}
+			for _, c := range getHPA(t, ns, "llm").Status.Conditions {
+				if c.Type == autoscalingv2.ScalingActive && c.Status == corev1.ConditionFalse {
+					sawFailure = true
+				}
+			}
 			time.Sleep(500 * time.Millisecond)
+		}
+		if !sawFailure {
+			t.Error("the HPA never reported the missing metric while the adapter was down")
 		}
 		if err := env.StartAdapter(ctx); err != nil {
 			t.Fatal(err)
 		}
-		restarted := time.Now()
-		waitFor(t, 60*time.Second, "the HPA to recover", func(ctx context.Context) (bool, error) {
+		// Recovered: the HPA reads the metric again (a fresh
+		// lastScaleTime is not required: the load did not change).
+		var last string
+		err := wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, 60*time.Second, true, func(ctx context.Context) (bool, error) {
 			h, err := env.Cluster.Client().AutoscalingV2().HorizontalPodAutoscalers(ns).Get(ctx, "llm", metav1.GetOptions{})
 			if err != nil {
 				return false, nil
 			}
+			last = fmt.Sprintf("%+v", h.Status.Conditions)
 			for _, c := range h.Status.Conditions {
-				if c.Type == "ScalingActive" && c.Status == "True" && c.LastTransitionTime.After(restarted.Add(-time.Second)) {
+				if c.Type == autoscalingv2.ScalingActive && c.Status == corev1.ConditionTrue && c.Reason == "ValidMetricFound" {
 					return true, nil
 				}
 			}
 			return false, nil
 		})
+		if err != nil {
+			t.Fatalf("the HPA did not recover after the adapter restart: %v; conditions: %s", err, last)
+		}
 		if d, _ := replicas(ctx, ns, "llm"); d != before {
 			t.Errorf("after the restart desired = %d, want %d (the load did not change)", d, before)
 		}
+	})
+}
+
+// restoreExporter replaces a node's stopped exporter: the DaemonSet makes
+// a new pod, which the world serves again.
+func restoreExporter(t *testing.T, node string) {
+	ctx := context.Background()
+	c := env.Cluster.Client().CoreV1().Pods("gpuscale")
+	l, err := c.List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=gpuscale-exporter", FieldSelector: "spec.nodeName=" + node})
+	if err != nil || len(l.Items) != 1 {
+		t.Errorf("exporter pod on %s: %v (%d pods)", node, err, len(l.Items))
+		return
+	}
+	old := l.Items[0].Name
+	if err := c.Delete(ctx, old, metav1.DeleteOptions{}); err != nil {
+		t.Error(err)
+		return
+	}
+	waitFor(t, 60*time.Second, "a new exporter on "+node, func(ctx context.Context) (bool, error) {
+		l, err := c.List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=gpuscale-exporter", FieldSelector: "spec.nodeName=" + node})
+		if err != nil || len(l.Items) != 1 || l.Items[0].Name == old {
+			return false, nil
+		}
+		for _, cond := range l.Items[0].Status.Conditions {
+			if cond.Type == corev1.PodReady && cond.Status == corev1.ConditionTrue {
+				return true, nil
+			}
+		}
+		return false, nil
 	})
 }

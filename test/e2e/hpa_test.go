@@ -74,7 +74,7 @@ func TestHPAGPUUtilization(t *testing.T) {
 	hpa(t, ns, "llm", 1, 3, podsMetric("gpu_utilization", "70"))
 	waitFor(t, 30*time.Second, "the HPA to read GPU utilization", func(ctx context.Context) (bool, error) {
 		h := getHPA(t, ns, "llm")
-		return len(h.Status.CurrentMetrics) > 0, nil
+		return len(h.Status.CurrentMetrics) > 0 && h.Status.DesiredReplicas > 0, nil
 	})
 	if d, _ := replicas(context.Background(), ns, "llm"); d != 1 {
 		t.Fatalf("idle GPUs: desired %d, want 1", d)
