@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -179,6 +180,10 @@ func fetchGPUs(t *testing.T, base string) gpuList {
 			return err
 		}
 		defer resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			// 503 until the first collection: not an empty node.
+			return fmt.Errorf("GET /api/v1/gpus: %s", resp.Status)
+		}
 		return json.NewDecoder(resp.Body).Decode(&l)
 	})
 	return l
