@@ -16,7 +16,6 @@ import (
 	"syscall"
 	"time"
 
-	appsv1 "k8s.io/api/apps/v1"
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -24,8 +23,6 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/gpuscale/gpuscale/internal/devenv"
-	"github.com/gpuscale/gpuscale/internal/localcluster"
-	"github.com/gpuscale/gpuscale/internal/simworld"
 )
 
 const ns = "demo"
@@ -117,18 +114,7 @@ func createWorkload(ctx context.Context, env *devenv.Env) error {
 		return err
 	}
 	one := int32(1)
-	lbl := map[string]string{"app": "llm"}
-	d := &appsv1.Deployment{
-		ObjectMeta: metav1.ObjectMeta{Name: "llm", Namespace: ns},
-		Spec: appsv1.DeploymentSpec{Replicas: &one, Selector: &metav1.LabelSelector{MatchLabels: lbl},
-			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: lbl, Annotations: map[string]string{"gpuscale.io/scrape": "true"}},
-				Spec: corev1.PodSpec{Tolerations: []corev1.Toleration{localcluster.GPUToleration()},
-					Containers: []corev1.Container{{Name: "vllm", Image: simworld.InferenceImage,
-						Ports:     []corev1.ContainerPort{{ContainerPort: 8000}},
-						Resources: corev1.ResourceRequirements{Limits: corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("1")}}}}}}},
-	}
-	if _, err := c.AppsV1().Deployments(ns).Create(ctx, d, metav1.CreateOptions{}); err != nil {
+	if _, err := c.AppsV1().Deployments(ns).Create(ctx, devenv.InferenceDeployment(ns, "llm", one, nil), metav1.CreateOptions{}); err != nil {
 		return err
 	}
 	seventy := resource.MustParse("70")

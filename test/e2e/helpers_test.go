@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	appsv1 "k8s.io/api/apps/v1"
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -17,8 +16,7 @@ import (
 	cmv1beta2 "k8s.io/metrics/pkg/apis/custom_metrics/v1beta2"
 	emv1beta1 "k8s.io/metrics/pkg/apis/external_metrics/v1beta1"
 
-	"github.com/gpuscale/gpuscale/internal/localcluster"
-	"github.com/gpuscale/gpuscale/internal/simworld"
+	"github.com/gpuscale/gpuscale/internal/devenv"
 )
 
 // namespace creates a fresh namespace for one test and deletes it after.
@@ -40,32 +38,11 @@ func namespace(t *testing.T, name string) string {
 // annotated for scraping, and waits for its replicas to be Ready.
 func deployment(t *testing.T, ns, name string, replicas int32) labels.Selector {
 	t.Helper()
-	lbl := map[string]string{"app": name}
-	d := &appsv1.Deployment{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
-		Spec: appsv1.DeploymentSpec{
-			Replicas: &replicas,
-			Selector: &metav1.LabelSelector{MatchLabels: lbl},
-			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: lbl, Annotations: map[string]string{"gpuscale.io/scrape": "true"}},
-				Spec: corev1.PodSpec{
-					Tolerations: []corev1.Toleration{localcluster.GPUToleration()},
-					Containers: []corev1.Container{{
-						Name: "vllm", Image: simworld.InferenceImage,
-						Ports: []corev1.ContainerPort{{Name: "http", ContainerPort: 8000}},
-						Env:   []corev1.EnvVar{{Name: "SIM_MODEL", Value: "model-" + name}},
-						Resources: corev1.ResourceRequirements{
-							Limits: corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("1")},
-						},
-					}},
-				},
-			},
-		},
-	}
+	d := devenv.InferenceDeployment(ns, name, replicas, nil)
 	if _, err := env.Cluster.Client().AppsV1().Deployments(ns).Create(context.Background(), d, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	sel := labels.SelectorFromSet(lbl)
+	sel := labels.SelectorFromSet(d.Spec.Selector.MatchLabels)
 	waitFor(t, 60*time.Second, fmt.Sprintf("%d ready replicas of %s/%s", replicas, ns, name), func(ctx context.Context) (bool, error) {
 		got, err := env.Cluster.Client().AppsV1().Deployments(ns).Get(ctx, name, metav1.GetOptions{})
 		return err == nil && got.Status.ReadyReplicas == replicas, nil

@@ -10,15 +10,12 @@ import (
 	"testing"
 	"time"
 
-	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/gpuscale/gpuscale/internal/localcluster"
-	"github.com/gpuscale/gpuscale/internal/simworld"
+	"github.com/gpuscale/gpuscale/internal/devenv"
 	"github.com/gpuscale/gpuscale/pkg/scaledown"
 )
 
@@ -120,36 +117,15 @@ func scaleDownRun(t *testing.T, name string, managed bool, from, to int32) (befo
 	return before, podsPerNode(activePods(t, ns)), time.Since(start)
 }
 
-// gpuDeployment is helpers_test.go's deployment() with, when managed, the
-// scale-down label in the pod template.
+// gpuDeployment creates the inference Deployment with, when managed, the
+// scale-down label in the pod template, and waits for its replicas.
 func gpuDeployment(t *testing.T, ns, name string, replicas int32, managed bool) {
 	t.Helper()
-	lbl := map[string]string{"app": name}
-	podLabels := map[string]string{"app": name}
+	var extra map[string]string
 	if managed {
-		podLabels[scaledown.ManagedLabel] = scaledown.ManagedValue
+		extra = map[string]string{scaledown.ManagedLabel: scaledown.ManagedValue}
 	}
-	d := &appsv1.Deployment{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
-		Spec: appsv1.DeploymentSpec{
-			Replicas: &replicas,
-			Selector: &metav1.LabelSelector{MatchLabels: lbl},
-			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: podLabels, Annotations: map[string]string{"gpuscale.io/scrape": "true"}},
-				Spec: corev1.PodSpec{
-					Tolerations: []corev1.Toleration{localcluster.GPUToleration()},
-					Containers: []corev1.Container{{
-						Name: "vllm", Image: simworld.InferenceImage,
-						Ports: []corev1.ContainerPort{{Name: "http", ContainerPort: 8000}},
-						Env:   []corev1.EnvVar{{Name: "SIM_MODEL", Value: "model-" + name}},
-						Resources: corev1.ResourceRequirements{
-							Limits: corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("1")},
-						},
-					}},
-				},
-			},
-		},
-	}
+	d := devenv.InferenceDeployment(ns, name, replicas, extra)
 	if _, err := env.Cluster.Client().AppsV1().Deployments(ns).Create(context.Background(), d, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
