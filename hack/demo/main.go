@@ -23,6 +23,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/gpuscale/gpuscale/internal/devenv"
+	"github.com/gpuscale/gpuscale/pkg/scaledown"
 )
 
 const ns = "demo"
@@ -114,7 +115,8 @@ func createWorkload(ctx context.Context, env *devenv.Env) error {
 		return err
 	}
 	one := int32(1)
-	if _, err := c.AppsV1().Deployments(ns).Create(ctx, devenv.InferenceDeployment(ns, "llm", one, nil), metav1.CreateOptions{}); err != nil {
+	if _, err := c.AppsV1().Deployments(ns).Create(ctx, devenv.InferenceDeployment(ns, "llm", one,
+		map[string]string{scaledown.ManagedLabel: scaledown.ManagedValue}), metav1.CreateOptions{}); err != nil {
 		return err
 	}
 	seventy := resource.MustParse("70")
