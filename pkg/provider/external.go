@@ -2,18 +2,13 @@ package provider
 
 import (
 	"context"
-	"math"
 	"sort"
-	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/metrics/pkg/apis/external_metrics"
 	cmprovider "sigs.k8s.io/custom-metrics-apiserver/pkg/provider"
-
-	"github.com/gpuscale/gpuscale/pkg/histogram"
-	"github.com/gpuscale/gpuscale/pkg/store"
 )
 
 var externalResource = schema.GroupResource{Group: "external.metrics.k8s.io", Resource: "namespaces"}
@@ -22,19 +17,12 @@ var externalResource = schema.GroupResource{Group: "external.metrics.k8s.io", Re
 // value per model served in the namespace, selected by the model_name
 // label, so a model served by several workloads scales as one queue.
 func (p *Provider) GetExternalMetric(ctx context.Context, namespace string, metricSelector labels.Selector, info cmprovider.ExternalMetricInfo) (*external_metrics.ExternalMetricValueList, error) {
-	list, err := p.externalMetric(namespace, metricSelector, info.Metric)
+	list, err := p.externalMetric(ctx, namespace, metricSelector, info.Metric)
 	p.cfg.Observer.Observe("external", info.Metric, "namespaces", result(err))
 	return list, err
 }
 
-type modelAgg struct {
-	sum    float64
-	n      int
-	incs   []*histogram.Histogram
-	newest time.Time
-}
-
-func (p *Provider) externalMetric(namespace string, sel labels.Selector, metric string) (*external_metrics.ExternalMetricValueList, error) {
+func (p *Provider) externalMetric(ctx context.Context, namespace string, sel labels.Selector, metric string) (*external_metrics.ExternalMetricValueList, error) {
 	if !externalMetrics[metric] {
 		return nil, cmprovider.NewMetricNotFoundError(externalResource, metric)
 	}
@@ -43,71 +31,33 @@ func (p *Provider) externalMetric(namespace string, sel labels.Selector, metric 
 	if err != nil {
 		return nil, err
 	}
-	now := p.cfg.Now()
-	byModel := map[string]*modelAgg{}
-	for _, pod := range pods {
-		if !podReady(pod) {
-			continue
-		}
-		key := store.Key{Namespace: pod.Namespace, Name: pod.Name}
-		smp, ok := p.cfg.Store.Latest(key, store.SourceInference, now, p.cfg.MaxStaleness)
-		if !ok || smp.Model == "" || !modelMatches(sel, smp) {
-			continue
-		}
-		a := byModel[smp.Model]
-		if a == nil {
-			a = &modelAgg{}
-			byModel[smp.Model] = a
-		}
-		if def.isTTFT() {
-			if inc, ok := p.ttftIncrease(key, now); ok {
-				a.incs = append(a.incs, inc)
-				a.newest = later(a.newest, smp.Time)
-			}
-		} else if v, ok := smp.Get(def.signal); ok {
-			a.sum += v
-			a.n++
-			a.newest = later(a.newest, smp.Time)
+	var byModel map[string]Value
+	if ready := readyPods(pods); len(ready) > 0 {
+		if byModel, err = p.cfg.Values.Models(ctx, namespace, ready, def.metric(), sel); err != nil {
+			return nil, err
 		}
 	}
 	models := make([]string, 0, len(byModel))
 	for m := range byModel {
-		models = append(models, m)
+		if m != "" {
+			models = append(models, m)
+		}
 	}
 	sort.Strings(models)
-	var items []external_metrics.ExternalMetricValue
+	items := make([]external_metrics.ExternalMetricValue, 0, len(models))
 	for _, m := range models {
-		a := byModel[m]
-		v, ok := a.sum, a.n > 0
-		if def.isTTFT() {
-			v, ok = quantileOf(def.quantile, a.incs)
-		}
-		if !ok {
-			continue
-		}
+		v := byModel[m]
 		items = append(items, external_metrics.ExternalMetricValue{
 			MetricName:   metric,
 			MetricLabels: map[string]string{ModelLabel: m},
-			Timestamp:    metav1.NewTime(a.newest),
-			Value:        quantity(v, def.format),
+			Timestamp:    metav1.NewTime(v.Time),
+			Value:        quantity(v.V, def.format),
 		})
 	}
 	if len(items) == 0 {
 		return nil, cmprovider.NewMetricNotFoundForSelectorError(externalResource, metric, namespace, sel)
 	}
 	return &external_metrics.ExternalMetricValueList{Items: items}, nil
-}
-
-func quantileOf(q float64, incs []*histogram.Histogram) (float64, bool) {
-	if len(incs) == 0 {
-		return 0, false
-	}
-	merged, err := histogram.Merge(incs...)
-	if err != nil {
-		return 0, false
-	}
-	v := histogram.Quantile(q, merged)
-	return v, !math.IsNaN(v) && !math.IsInf(v, 0)
 }
 
 // ListAllExternalMetrics implements cmprovider.ExternalMetricsProvider.

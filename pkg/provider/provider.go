@@ -1,11 +1,13 @@
 // Package provider serves gpuscale's signals through the Kubernetes custom
 // and external metrics APIs (sigs.k8s.io/custom-metrics-apiserver). It reads
-// Kubernetes objects from informer caches and values from the in-memory
-// store, so an API call costs no request to the API server or to a target.
+// Kubernetes objects from informer caches and values from a Values source:
+// the embedded scraper's in-memory store (no request to the API server or to
+// a target per call) or a PromQL source (one query per call).
 package provider
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"sort"
@@ -23,7 +25,6 @@ import (
 	"k8s.io/metrics/pkg/apis/custom_metrics"
 	cmprovider "sigs.k8s.io/custom-metrics-apiserver/pkg/provider"
 
-	"github.com/gpuscale/gpuscale/pkg/histogram"
 	"github.com/gpuscale/gpuscale/pkg/store"
 )
 
@@ -35,6 +36,10 @@ type Observer interface {
 
 // Config wires a Provider.
 type Config struct {
+	// Values is where values come from. When nil, the embedded source
+	// over Store is used.
+	Values Values
+	// Store backs the embedded source when Values is nil.
 	Store        *store.Store
 	Pods         corelisters.PodLister
 	Nodes        corelisters.NodeLister
@@ -64,30 +69,26 @@ func New(cfg Config) *Provider {
 	if cfg.Observer == nil {
 		cfg.Observer = nopObserver{}
 	}
+	if cfg.Values == nil {
+		cfg.Values = NewStoreValues(cfg.Store, cfg.MaxStaleness, cfg.TTFTWindow, cfg.Now)
+	}
 	return &Provider{cfg: cfg}
-}
-
-// value is one computed metric value.
-type value struct {
-	v  float64
-	ts time.Time
 }
 
 // GetMetricByName implements cmprovider.CustomMetricsProvider.
 func (p *Provider) GetMetricByName(ctx context.Context, name types.NamespacedName, info cmprovider.CustomMetricInfo, metricSelector labels.Selector) (*custom_metrics.MetricValue, error) {
-	mv, err := p.metricByName(name, info, metricSelector)
+	mv, err := p.metricByName(ctx, name, info, metricSelector)
 	p.cfg.Observer.Observe("custom", info.Metric, info.GroupResource.String(), result(err))
 	return mv, err
 }
 
-func (p *Provider) metricByName(name types.NamespacedName, info cmprovider.CustomMetricInfo, sel labels.Selector) (*custom_metrics.MetricValue, error) {
+func (p *Provider) metricByName(ctx context.Context, name types.NamespacedName, info cmprovider.CustomMetricInfo, sel labels.Selector) (*custom_metrics.MetricValue, error) {
 	gr, ok := kindOf(info.GroupResource)
 	if !ok {
 		return nil, cmprovider.NewMetricNotFoundError(info.GroupResource, info.Metric)
 	}
-	now := p.cfg.Now()
 	if gr == nodesResource {
-		return p.nodeValue(name.Name, info.Metric, now)
+		return p.nodeValue(ctx, name.Name, info.Metric)
 	}
 	def, ok := podMetricsByName[info.Metric]
 	if !ok {
@@ -104,7 +105,14 @@ func (p *Provider) metricByName(name types.NamespacedName, info cmprovider.Custo
 		if err != nil {
 			return nil, notFoundOr(err, gr, info.Metric, name.Name)
 		}
-		v, ok := p.podValue(pod, def, sel, now)
+		if !podReady(pod) {
+			return nil, cmprovider.NewMetricNotFoundForError(gr, info.Metric, name.Name)
+		}
+		vals, err := p.cfg.Values.Pods(ctx, pod.Namespace, []*corev1.Pod{pod}, def.metric(), sel)
+		if err != nil {
+			return nil, &sourceError{err}
+		}
+		v, ok := vals[pod.Name]
 		if !ok {
 			return nil, cmprovider.NewMetricNotFoundForError(gr, info.Metric, name.Name)
 		}
@@ -116,7 +124,14 @@ func (p *Provider) metricByName(name types.NamespacedName, info cmprovider.Custo
 	if err != nil {
 		return nil, notFoundOr(err, gr, info.Metric, name.Name)
 	}
-	v, ok := p.aggregate(pods, def, sel, now)
+	ready := readyPods(pods)
+	if len(ready) == 0 {
+		return nil, cmprovider.NewMetricNotFoundForError(gr, info.Metric, name.Name)
+	}
+	v, ok, err := p.cfg.Values.Workload(ctx, ready[0].Namespace, ready, def.metric(), sel)
+	if err != nil {
+		return nil, &sourceError{err}
+	}
 	if !ok {
 		return nil, cmprovider.NewMetricNotFoundForError(gr, info.Metric, name.Name)
 	}
@@ -129,56 +144,45 @@ func (p *Provider) metricByName(name types.NamespacedName, info cmprovider.Custo
 // listed, and an empty answer is an explicit NotFound, never an empty
 // success.
 func (p *Provider) GetMetricBySelector(ctx context.Context, namespace string, selector labels.Selector, info cmprovider.CustomMetricInfo, metricSelector labels.Selector) (*custom_metrics.MetricValueList, error) {
-	list, err := p.metricBySelector(namespace, selector, info, metricSelector)
+	list, err := p.metricBySelector(ctx, namespace, selector, info, metricSelector)
 	p.cfg.Observer.Observe("custom", info.Metric, info.GroupResource.String(), result(err))
 	return list, err
 }
 
-func (p *Provider) metricBySelector(namespace string, selector labels.Selector, info cmprovider.CustomMetricInfo, sel labels.Selector) (*custom_metrics.MetricValueList, error) {
+func (p *Provider) metricBySelector(ctx context.Context, namespace string, selector labels.Selector, info cmprovider.CustomMetricInfo, sel labels.Selector) (*custom_metrics.MetricValueList, error) {
 	gr, ok := kindOf(info.GroupResource)
 	if !ok {
 		return nil, cmprovider.NewMetricNotFoundError(info.GroupResource, info.Metric)
 	}
-	now := p.cfg.Now()
-	var items []custom_metrics.MetricValue
+	var (
+		items []custom_metrics.MetricValue
+		err   error
+	)
 	switch gr {
 	case nodesResource:
-		nodes, err := p.cfg.Nodes.List(selector)
-		if err != nil {
-			return nil, err
-		}
-		for _, n := range nodes {
-			if mv, err := p.nodeValue(n.Name, info.Metric, now); err == nil {
-				items = append(items, *mv)
-			}
-		}
+		items, err = p.nodesBySelector(ctx, selector, info.Metric)
 	case podsResource:
-		def, ok := podMetricsByName[info.Metric]
-		if !ok {
-			return nil, cmprovider.NewMetricNotFoundError(gr, info.Metric)
-		}
-		pods, err := p.cfg.Pods.Pods(namespace).List(selector)
-		if err != nil {
-			return nil, err
-		}
-		items = make([]custom_metrics.MetricValue, 0, len(pods))
-		for _, pod := range pods {
-			if v, ok := p.podValue(pod, def, sel, now); ok {
-				items = append(items, p.metricValue(podRef(pod), def, v))
-			}
-		}
+		items, err = p.podsBySelector(ctx, namespace, selector, info.Metric, sel)
 	case deploymentsResource, statefulsetsResource:
-		names, err := p.workloadNames(gr, namespace, selector)
-		if err != nil {
+		var names []string
+		if names, err = p.workloadNames(gr, namespace, selector); err != nil {
 			return nil, err
 		}
 		for _, n := range names {
-			if mv, err := p.metricByName(types.NamespacedName{Namespace: namespace, Name: n}, info, sel); err == nil {
+			mv, err := p.metricByName(ctx, types.NamespacedName{Namespace: namespace, Name: n}, info, sel)
+			var se *sourceError
+			switch {
+			case err == nil:
 				items = append(items, *mv)
+			case errors.As(err, &se):
+				return nil, err // the source is down: no partial list
 			}
 		}
 	default:
 		return nil, apierrors.NewBadRequest(fmt.Sprintf("listing %s by label selector is not supported; name the object", gr.String()))
+	}
+	if err != nil {
+		return nil, err
 	}
 	if len(items) == 0 {
 		return nil, cmprovider.NewMetricNotFoundForSelectorError(gr, info.Metric, "*", selector)
@@ -186,96 +190,72 @@ func (p *Provider) metricBySelector(namespace string, selector labels.Selector, 
 	return &custom_metrics.MetricValueList{Items: items}, nil
 }
 
-// podValue is a pod's value: none unless the pod is Ready and its newest
-// sample is fresh. A loading model reports an idle queue that would drag
-// an average down; a dead target's last sample is not today's value.
-func (p *Provider) podValue(pod *corev1.Pod, def metricDef, sel labels.Selector, now time.Time) (value, bool) {
-	if !podReady(pod) {
-		return value{}, false
+func (p *Provider) nodesBySelector(ctx context.Context, selector labels.Selector, metric string) ([]custom_metrics.MetricValue, error) {
+	if !nodeMetrics[metric] {
+		return nil, nil
 	}
-	key := store.Key{Namespace: pod.Namespace, Name: pod.Name}
-	smp, ok := p.cfg.Store.Latest(key, def.source, now, p.cfg.MaxStaleness)
-	if !ok || !modelMatches(sel, smp) {
-		return value{}, false
+	nodes, err := p.cfg.Nodes.List(selector)
+	if err != nil {
+		return nil, err
 	}
-	if def.isTTFT() {
-		inc, ok := p.ttftIncrease(key, now)
-		if !ok {
-			return value{}, false
+	names := make([]string, len(nodes))
+	for i, n := range nodes {
+		names[i] = n.Name
+	}
+	def := podMetricsByName[metric]
+	vals, err := p.cfg.Values.Nodes(ctx, names, def.metric())
+	if err != nil {
+		return nil, err
+	}
+	var items []custom_metrics.MetricValue
+	for _, n := range names {
+		if v, ok := vals[n]; ok {
+			items = append(items, p.metricValue(nodeRef(n), def, v))
 		}
-		q := histogram.Quantile(def.quantile, inc)
-		if math.IsNaN(q) || math.IsInf(q, 0) {
-			return value{}, false
-		}
-		return value{v: q, ts: smp.Time}, true
 	}
-	v, ok := smp.Get(def.signal)
-	return value{v: v, ts: smp.Time}, ok
+	return items, nil
 }
 
-// ttftIncrease is the per-bucket increase of a pod's TTFT histogram over
-// the window, which is what rate() feeds histogram_quantile in PromQL.
-func (p *Provider) ttftIncrease(key store.Key, now time.Time) (*histogram.Histogram, bool) {
-	return p.cfg.Store.TTFTIncrease(key, now, p.cfg.TTFTWindow, p.cfg.MaxStaleness)
+func (p *Provider) podsBySelector(ctx context.Context, namespace string, selector labels.Selector, metric string, sel labels.Selector) ([]custom_metrics.MetricValue, error) {
+	def, ok := podMetricsByName[metric]
+	if !ok {
+		return nil, cmprovider.NewMetricNotFoundError(podsResource, metric)
+	}
+	pods, err := p.cfg.Pods.Pods(namespace).List(selector)
+	if err != nil {
+		return nil, err
+	}
+	ready := readyPods(pods)
+	if len(ready) == 0 {
+		return nil, nil
+	}
+	vals, err := p.cfg.Values.Pods(ctx, namespace, ready, def.metric(), sel)
+	if err != nil {
+		return nil, err
+	}
+	items := make([]custom_metrics.MetricValue, 0, len(vals))
+	for _, pod := range ready {
+		if v, ok := vals[pod.Name]; ok {
+			items = append(items, p.metricValue(podRef(pod), def, v))
+		}
+	}
+	return items, nil
 }
 
-// aggregate combines the pods of a workload: sums for queue depth and
-// running requests, means for utilizations, and for TTFT a quantile of the
-// merged histogram increases (never a mean of quantiles).
-func (p *Provider) aggregate(pods []*corev1.Pod, def metricDef, sel labels.Selector, now time.Time) (value, bool) {
-	var (
-		total  float64
-		n      int
-		newest time.Time
-		incs   []*histogram.Histogram
-	)
-	for _, pod := range pods {
-		if !podReady(pod) {
-			continue
-		}
-		key := store.Key{Namespace: pod.Namespace, Name: pod.Name}
-		smp, ok := p.cfg.Store.Latest(key, def.source, now, p.cfg.MaxStaleness)
-		if !ok || !modelMatches(sel, smp) {
-			continue
-		}
-		if def.isTTFT() {
-			if inc, ok := p.ttftIncrease(key, now); ok {
-				incs = append(incs, inc)
-				newest = later(newest, smp.Time)
-			}
-			continue
-		}
-		if v, ok := smp.Get(def.signal); ok {
-			total += v
-			n++
-			newest = later(newest, smp.Time)
-		}
-	}
-	if def.isTTFT() {
-		q, ok := quantileOf(def.quantile, incs)
-		return value{v: q, ts: newest}, ok
-	}
-	if n == 0 {
-		return value{}, false
-	}
-	if def.agg == mean {
-		total /= float64(n)
-	}
-	return value{v: total, ts: newest}, true
-}
-
-func (p *Provider) nodeValue(node, metric string, now time.Time) (*custom_metrics.MetricValue, error) {
+func (p *Provider) nodeValue(ctx context.Context, node, metric string) (*custom_metrics.MetricValue, error) {
 	if !nodeMetrics[metric] {
 		return nil, cmprovider.NewMetricNotFoundError(nodesResource, metric)
 	}
 	def := podMetricsByName[metric]
-	smp, ok := p.cfg.Store.LatestNode(node, now, p.cfg.MaxStaleness)
-	v, has := smp.Get(def.signal)
-	if !ok || !has {
+	vals, err := p.cfg.Values.Nodes(ctx, []string{node}, def.metric())
+	if err != nil {
+		return nil, err
+	}
+	v, ok := vals[node]
+	if !ok {
 		return nil, cmprovider.NewMetricNotFoundForError(nodesResource, metric, node)
 	}
-	ref := custom_metrics.ObjectReference{APIVersion: "v1", Kind: "Node", Name: node}
-	mv := p.metricValue(ref, def, value{v: v, ts: smp.Time})
+	mv := p.metricValue(nodeRef(node), def, v)
 	return &mv, nil
 }
 
@@ -341,12 +321,12 @@ func (p *Provider) workloadNames(gr schema.GroupResource, ns string, selector la
 	return names, nil
 }
 
-func (p *Provider) metricValue(ref custom_metrics.ObjectReference, def metricDef, v value) custom_metrics.MetricValue {
+func (p *Provider) metricValue(ref custom_metrics.ObjectReference, def metricDef, v Value) custom_metrics.MetricValue {
 	mv := custom_metrics.MetricValue{
 		DescribedObject: ref,
 		Metric:          custom_metrics.MetricIdentifier{Name: def.name},
-		Timestamp:       metav1.NewTime(v.ts),
-		Value:           quantity(v.v, def.format),
+		Timestamp:       metav1.NewTime(v.Time),
+		Value:           quantity(v.V, def.format),
 	}
 	if def.isTTFT() {
 		w := int64(p.cfg.TTFTWindow / time.Second)
@@ -362,6 +342,10 @@ func quantity(v float64, f resource.Format) resource.Quantity {
 		return *resource.NewQuantity(int64(math.Round(v)), f)
 	}
 	return *resource.NewMilliQuantity(int64(math.Round(v*1000)), f)
+}
+
+func nodeRef(name string) custom_metrics.ObjectReference {
+	return custom_metrics.ObjectReference{APIVersion: "v1", Kind: "Node", Name: name}
 }
 
 func podRef(p *corev1.Pod) custom_metrics.ObjectReference {
@@ -380,18 +364,12 @@ func podReady(p *corev1.Pod) bool {
 	return false
 }
 
-// modelMatches applies a metric label selector to the served model, the one
-// label gpuscale's inference metrics carry.
-func modelMatches(sel labels.Selector, smp store.Sample) bool {
-	return sel == nil || sel.Empty() || sel.Matches(labels.Set{ModelLabel: smp.Model})
-}
+// sourceError is a failure of the Values source, as opposed to a missing
+// object: listing workloads skips the latter but not the former.
+type sourceError struct{ err error }
 
-func later(a, b time.Time) time.Time {
-	if b.After(a) {
-		return b
-	}
-	return a
-}
+func (e *sourceError) Error() string { return e.err.Error() }
+func (e *sourceError) Unwrap() error { return e.err }
 
 func notFoundOr(err error, gr schema.GroupResource, metric, name string) error {
 	if apierrors.IsNotFound(err) {

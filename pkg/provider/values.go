@@ -1,0 +1,77 @@
+package provider
+
+import (
+	"context"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
+)
+
+// Values answers metric values in batches: one API request is one call, so
+// a source that asks a remote system (Prometheus) asks once, not once per
+// pod. The provider owns the rules both sources share: it passes only
+// Ready pods, and turns an empty answer into NotFound.
+type Values interface {
+	// Pods returns the value of each pod that has one, by pod name.
+	Pods(ctx context.Context, namespace string, pods []*corev1.Pod, m Metric, sel labels.Selector) (map[string]Value, error)
+	// Workload returns one value for the pods together, aggregated per
+	// the metric's rule (Metric.Sum, TTFT from merged histograms); false
+	// when none of them has a value.
+	Workload(ctx context.Context, namespace string, pods []*corev1.Pod, m Metric, sel labels.Selector) (Value, bool, error)
+	// Nodes returns the value of each node that has one, by node name.
+	Nodes(ctx context.Context, nodes []string, m Metric) (map[string]Value, error)
+	// Models returns, by model name, the value of the pods serving each
+	// model selected by sel (a selector on ModelLabel).
+	Models(ctx context.Context, namespace string, pods []*corev1.Pod, m Metric, sel labels.Selector) (map[string]Value, error)
+}
+
+// Metric is a served metric as a Values implementation sees it.
+type Metric struct {
+	// Name is the served name, one of the constants of this package.
+	Name string
+	// Quantile is the TTFT quantile; 0 for scalar metrics.
+	Quantile float64
+	// Sum says a workload's pods add up; otherwise their mean is taken.
+	Sum bool
+}
+
+// IsTTFT reports whether the metric is a quantile of the TTFT histogram.
+func (m Metric) IsTTFT() bool { return m.Quantile > 0 }
+
+// Value is one computed metric value and the time it describes.
+type Value struct {
+	V    float64
+	Time time.Time
+}
+
+func (d metricDef) metric() Metric {
+	return Metric{Name: d.name, Quantile: d.quantile, Sum: d.agg == sum}
+}
+
+// MetricByName describes a served metric, false if the name is unknown.
+func MetricByName(name string) (Metric, bool) {
+	d, ok := podMetricsByName[name]
+	return d.metric(), ok
+}
+
+// Metrics lists every served metric.
+func Metrics() []Metric {
+	out := make([]Metric, len(podMetrics))
+	for i, d := range podMetrics {
+		out[i] = d.metric()
+	}
+	return out
+}
+
+// readyPods keeps the pods that may have a value: a loading model reports
+// an idle queue that would drag an average down.
+func readyPods(pods []*corev1.Pod) []*corev1.Pod {
+	out := make([]*corev1.Pod, 0, len(pods))
+	for _, p := range pods {
+		if podReady(p) {
+			out = append(out, p)
+		}
+	}
+	return out
+}
