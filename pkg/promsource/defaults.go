@@ -1,0 +1,116 @@
+package promsource
+
+import (
+	"strings"
+
+	"github.com/gpuscale/gpuscale/pkg/provider"
+)
+
+// The defaults read the series the embedded source scrapes, with the labels
+// a usual Kubernetes scrape config gives them: namespace and pod of the
+// inference pod (from kubernetes_sd relabelling), and for the GPU exporter
+// the exporter's own namespace and pod labels of the pod using each GPU
+// (scrape it with honor_labels: true, as dcgm-exporter's docs say) and
+// Hostname of the node. Where a pod speaks several dialects, "or on
+// (namespace, pod)" keeps the first, in the embedded source's detection
+// order.
+
+// podSel is a selector of metric restricted to the asked pods; modelLabel,
+// when set, is where the metric selector on model_name applies.
+func podSel(metric, modelLabel string) string {
+	s := metric + `{namespace="{{.Namespace}}", pod=~"{{.PodRegex}}"`
+	if modelLabel != "" {
+		s += `{{.ModelMatch "` + modelLabel + `"}}`
+	}
+	return s + "}"
+}
+
+// firstOf joins expressions so that each pod's value comes from the first
+// that has one.
+func firstOf(exprs ...string) string { return strings.Join(exprs, " or on (namespace, pod) ") }
+
+func rate(bucket, modelLabel string) string {
+	return "rate(" + podSel(bucket, modelLabel) + "[{{.Window}}])"
+}
+
+const (
+	gpuUtil = "DCGM_FI_DEV_GPU_UTIL"
+	fbUsed  = "DCGM_FI_DEV_FB_USED"
+	fbFree  = "DCGM_FI_DEV_FB_FREE"
+	fbRes   = "DCGM_FI_DEV_FB_RESERVED"
+	power   = "DCGM_FI_DEV_POWER_USAGE"
+
+	vllmTTFT   = "vllm:time_to_first_token_seconds_bucket"
+	sglangTTFT = "sglang:time_to_first_token_seconds_bucket"
+	tritonTTFT = "nv_inference_first_response_histogram_ms_bucket"
+)
+
+// memUtil is used / (used + free + reserved) in percent; a GPU that does
+// not report reserved memory counts it as 0.
+func memUtil(by string, sel func(string) string) string {
+	return "100 * sum by (" + by + ") (" + sel(fbUsed) + ") / sum by (" + by + ") (" +
+		sel(fbUsed) + " + " + sel(fbFree) + " + (" + sel(fbRes) + " or " + sel(fbFree) + " * 0))"
+}
+
+// ttft is the TTFT quantile grouped by the labels in by: vLLM and SGLang
+// buckets in seconds merged, else Triton's in milliseconds divided by 1000
+// (its le bounds are milliseconds, so they cannot be merged with the others);
+// wrapTriton may relabel Triton's rate (label_replace).
+func ttft(by string, wrapTriton func(string) string) string {
+	if by != "" {
+		by += ", "
+	}
+	return "histogram_quantile({{.Quantile}}, sum by (" + by + "le) (" +
+		firstOf(rate(vllmTTFT, "model_name"), rate(sglangTTFT, "model_name")) + ")) or " +
+		"histogram_quantile({{.Quantile}}, sum by (" + by + "le) (" + wrapTriton(rate(tritonTTFT, "model")) + ")) / 1000"
+}
+
+func same(s string) string { return s }
+
+// tritonModel copies Triton's model label to model_name.
+func tritonModel(s string) string {
+	return `label_replace(` + s + `, "model_name", "$1", "model", "(.+)")`
+}
+
+var ttftMetrics = []string{provider.TTFTP50, provider.TTFTP90, provider.TTFTP99}
+
+// DefaultQueries returns the compiled-in templates.
+func DefaultQueries() QueryFile {
+	pod := func(m string) string { return podSel(m, "") }
+	nodeSel := func(m string) string {
+		// GPU_I_ID="": whole GPUs only, MIG instances are not counted
+		// twice; max by UUID: a GPU shared by pods is one GPU.
+		return `max by (Hostname, UUID) (` + m + `{Hostname=~"{{.NodeRegex}}", GPU_I_ID=""})`
+	}
+	f := QueryFile{
+		Pods: map[string]string{
+			provider.GPUUtilization:       "avg by (namespace, pod) (" + pod(gpuUtil) + ")",
+			provider.GPUMemoryUtilization: memUtil("namespace, pod", pod),
+			provider.GPUMemoryUsedBytes:   "sum by (namespace, pod) (" + pod(fbUsed) + ") * 1048576",
+			provider.GPUPowerWatts:        "sum by (namespace, pod) (" + pod(power) + ")",
+			provider.QueueDepth: "sum by (namespace, pod) (" + firstOf(podSel("vllm:num_requests_waiting", "model_name"),
+				podSel("sglang:num_queue_reqs", "model_name"), podSel("tgi_queue_size", "model_name"),
+				podSel("nv_inference_pending_request_count", "model")) + ")",
+			provider.RequestsRunning: "sum by (namespace, pod) (" + firstOf(podSel("vllm:num_requests_running", "model_name"),
+				podSel("sglang:num_running_reqs", "model_name"), podSel("tgi_batch_current_size", "model_name")) + ")",
+			provider.KVCacheUtilization: "100 * avg by (namespace, pod) (" + firstOf(podSel("vllm:kv_cache_usage_perc", "model_name"),
+				podSel("vllm:gpu_cache_usage_perc", "model_name"), podSel("sglang:token_usage", "model_name")) + ")",
+		},
+		Workload: map[string]string{},
+		Nodes: map[string]string{
+			provider.GPUUtilization:       "avg by (Hostname) (" + nodeSel(gpuUtil) + ")",
+			provider.GPUMemoryUtilization: memUtil("Hostname", nodeSel),
+		},
+		Models: map[string]string{
+			provider.QueueDepth: "sum by (model_name) (" + firstOf(podSel("vllm:num_requests_waiting", "model_name"),
+				podSel("sglang:num_queue_reqs", "model_name"),
+				tritonModel(podSel("nv_inference_pending_request_count", "model"))) + ")",
+			provider.TTFTP90: ttft("model_name", tritonModel),
+		},
+	}
+	for _, m := range ttftMetrics {
+		f.Pods[m] = ttft("namespace, pod", same)
+		f.Workload[m] = ttft("", same)
+	}
+	return f
+}
