@@ -5,6 +5,7 @@ package app
 import (
 	"errors"
 	"fmt"
+	"net/url"
 	"time"
 
 	"github.com/spf13/pflag"
@@ -26,12 +27,28 @@ type Options struct {
 	ExporterPort     int
 	ExporterPath     string
 	ScaleDown        ScaleDownOptions
+	Prometheus       PrometheusOptions
 }
+
+// PrometheusOptions configure --source=prometheus.
+type PrometheusOptions struct {
+	URL             string
+	Queries         string
+	Timeout         time.Duration
+	BearerTokenFile string
+	CAFile          string
+}
+
+// Source names.
+const (
+	SourceEmbedded   = "embedded"
+	SourcePrometheus = "prometheus"
+)
 
 // NewOptions returns the defaults.
 func NewOptions() *Options {
 	return &Options{
-		Source:           "embedded",
+		Source:           SourceEmbedded,
 		ScrapeInterval:   5 * time.Second,
 		ScrapeWorkers:    64,
 		MaxScrapeBytes:   10 << 20,
@@ -41,12 +58,18 @@ func NewOptions() *Options {
 		ExporterPort:     9400,
 		ExporterPath:     "/metrics",
 		ScaleDown:        defaultScaleDownOptions(),
+		Prometheus:       PrometheusOptions{Timeout: 5 * time.Second},
 	}
 }
 
 // AddFlags registers the options.
 func (o *Options) AddFlags(fs *pflag.FlagSet) {
-	fs.StringVar(&o.Source, "source", o.Source, "Where signals come from: embedded (the adapter scrapes exporters and inference pods itself).")
+	fs.StringVar(&o.Source, "source", o.Source, "Where signals come from: embedded (the adapter scrapes exporters and inference pods itself) or prometheus (PromQL queries to --prometheus-url; nothing is scraped).")
+	fs.StringVar(&o.Prometheus.URL, "prometheus-url", o.Prometheus.URL, "Base URL of the Prometheus-compatible HTTP API for --source=prometheus, e.g. http://prometheus.monitoring:9090.")
+	fs.StringVar(&o.Prometheus.Queries, "prometheus-queries", o.Prometheus.Queries, "YAML file of PromQL templates overriding the defaults (docs/metrics.md); empty: the defaults.")
+	fs.DurationVar(&o.Prometheus.Timeout, "prometheus-timeout", o.Prometheus.Timeout, "Deadline of one PromQL query.")
+	fs.StringVar(&o.Prometheus.BearerTokenFile, "prometheus-bearer-token-file", o.Prometheus.BearerTokenFile, "File holding the bearer token sent to Prometheus (re-read on every request).")
+	fs.StringVar(&o.Prometheus.CAFile, "prometheus-ca-file", o.Prometheus.CAFile, "CA bundle verifying Prometheus's TLS certificate; empty: the system roots.")
 	fs.DurationVar(&o.ScrapeInterval, "scrape-interval", o.ScrapeInterval, "How often every target is scraped.")
 	fs.DurationVar(&o.ScrapeTimeout, "scrape-timeout", o.ScrapeTimeout, "Deadline of one target scrape (default: 80% of --scrape-interval, at most 10s).")
 	fs.IntVar(&o.ScrapeWorkers, "scrape-workers", o.ScrapeWorkers, "Targets scraped concurrently.")
@@ -73,8 +96,15 @@ func (o *Options) Complete() {
 // Validate reports every invalid option at once.
 func (o *Options) Validate() error {
 	var errs []error
-	if o.Source != "embedded" {
-		errs = append(errs, fmt.Errorf("--source must be embedded, got %q", o.Source))
+	switch o.Source {
+	case SourceEmbedded:
+	case SourcePrometheus:
+		errs = append(errs, o.Prometheus.validate()...)
+		if o.ScaleDown.Enabled {
+			errs = append(errs, errors.New("--scale-down-controller needs --source=embedded: it reads the scraped samples"))
+		}
+	default:
+		errs = append(errs, fmt.Errorf("--source must be embedded or prometheus, got %q", o.Source))
 	}
 	if o.ScrapeInterval < 100*time.Millisecond {
 		errs = append(errs, fmt.Errorf("--scrape-interval must be at least 100ms, got %v", o.ScrapeInterval))
@@ -105,6 +135,19 @@ func (o *Options) Validate() error {
 	}
 	errs = append(errs, o.ScaleDown.validate()...)
 	return errors.Join(errs...)
+}
+
+func (o *PrometheusOptions) validate() []error {
+	var errs []error
+	if o.URL == "" {
+		errs = append(errs, errors.New("--prometheus-url is required with --source=prometheus"))
+	} else if u, err := url.Parse(o.URL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		errs = append(errs, fmt.Errorf("--prometheus-url %q is not an http(s) URL", o.URL))
+	}
+	if o.Timeout <= 0 {
+		errs = append(errs, fmt.Errorf("--prometheus-timeout must be positive, got %v", o.Timeout))
+	}
+	return errs
 }
 
 // samplesKept is the ring size per pod: one sample per interval over the

@@ -6,21 +6,15 @@ import (
 	"log/slog"
 	"net/http"
 	"sync/atomic"
-	"time"
 
 	"github.com/go-logr/logr"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apiserver/pkg/server/healthz"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/component-base/metrics/legacyregistry"
 	"k8s.io/klog/v2"
 	basecmd "sigs.k8s.io/custom-metrics-apiserver/pkg/cmd"
 
-	"github.com/gpuscale/gpuscale/pkg/discovery"
-	"github.com/gpuscale/gpuscale/pkg/gather"
 	"github.com/gpuscale/gpuscale/pkg/provider"
-	"github.com/gpuscale/gpuscale/pkg/scrape"
-	"github.com/gpuscale/gpuscale/pkg/store"
 )
 
 // Adapter is the gpuscale metrics adapter: custom-metrics-apiserver's
@@ -62,38 +56,27 @@ func (a *Adapter) Run(ctx context.Context) error {
 	synced := []cache.InformerSynced{pods.Informer().HasSynced, nodes.Informer().HasSynced,
 		deploys.Informer().HasSynced, sets.Informer().HasSynced}
 
-	st := store.New(o.samplesKept())
-	exporterSel, _ := labels.Parse(o.ExporterSelector)
-	g, err := gather.New(gather.Config{
-		Pods: pods.Lister(),
-		Discovery: discovery.Config{ExporterSelector: exporterSel, ExporterPort: o.ExporterPort,
-			ExporterPath: o.ExporterPath},
-		Scraper:    scrape.New(scrape.Config{Timeout: o.ScrapeTimeout, MaxBytes: o.MaxScrapeBytes, Workers: o.ScrapeWorkers}),
-		Store:      st,
-		Interval:   o.ScrapeInterval,
-		RetainFor:  o.Window,
-		Logger:     log.With("component", "gather"),
-		Registerer: legacyregistry.Registerer(),
-	})
+	src, err := o.newSource(pods, log)
 	if err != nil {
 		return err
 	}
 	requests := provider.NewRequestCounter()
-	legacyregistry.RawMustRegister(requests, provider.FreshnessCollector{Store: st, MaxStaleness: o.MaxStaleness, Now: time.Now})
+	legacyregistry.RawMustRegister(requests)
 
 	p := provider.New(provider.Config{
-		Store: st, Pods: pods.Lister(), Nodes: nodes.Lister(), Deployments: deploys.Lister(), StatefulSets: sets.Lister(),
+		Values: src.values, Pods: pods.Lister(), Nodes: nodes.Lister(), Deployments: deploys.Lister(), StatefulSets: sets.Lister(),
 		MaxStaleness: o.MaxStaleness, TTFTWindow: o.TTFTWindow, Observer: requests,
 	})
-	runScaleDown, err := a.scaleDownController(pods, nodes, st, log)
+	runScaleDown, err := a.scaleDownController(pods, nodes, src.store, log)
 	if err != nil {
 		return err
 	}
 	a.WithCustomMetrics(p)
 	a.WithExternalMetrics(p)
 
-	// Ready once the caches are synced and one scrape cycle has filled the
-	// store: before that every answer would be a misleading NotFound.
+	// Ready once the caches are synced and (embedded) one scrape cycle has
+	// filled the store: before that every answer would be a misleading
+	// NotFound.
 	var firstCycle atomic.Bool
 	server, err := a.Server()
 	if err != nil {
@@ -113,13 +96,11 @@ func (a *Adapter) Run(ctx context.Context) error {
 		if !cache.WaitForCacheSync(ctx.Done(), synced...) {
 			return
 		}
-		log.Info("informer caches synced; starting the scrape loop", "interval", o.ScrapeInterval)
+		log.Info("informer caches synced", "source", o.Source)
 		if runScaleDown != nil {
 			go runScaleDown(ctx)
 		}
-		g.Cycle(ctx)
-		firstCycle.Store(true)
-		g.Run(ctx)
+		src.loop(ctx, func() { firstCycle.Store(true) })
 	}()
 	return a.AdapterBase.Run(ctx)
 }

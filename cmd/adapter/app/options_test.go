@@ -1,0 +1,79 @@
+package app
+
+import (
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestValidateSource(t *testing.T) {
+	cases := []struct {
+		name    string
+		set     func(*Options)
+		wantErr string
+	}{
+		{"embedded default", func(*Options) {}, ""},
+		{"prometheus", func(o *Options) { o.Source, o.Prometheus.URL = SourcePrometheus, "https://prom.monitoring:9090/prefix" }, ""},
+		{"prometheus without url", func(o *Options) { o.Source = SourcePrometheus }, "--prometheus-url is required"},
+		{"prometheus bad url", func(o *Options) { o.Source, o.Prometheus.URL = SourcePrometheus, "prom:9090" }, "not an http(s) URL"},
+		{"prometheus no timeout", func(o *Options) {
+			o.Source, o.Prometheus.URL, o.Prometheus.Timeout = SourcePrometheus, "http://p:9090", 0
+		}, "--prometheus-timeout"},
+		{"prometheus with scale-down", func(o *Options) {
+			o.Source, o.Prometheus.URL, o.ScaleDown.Enabled = SourcePrometheus, "http://p:9090", true
+		}, "--scale-down-controller needs --source=embedded"},
+		{"unknown source", func(o *Options) { o.Source = "thanos" }, "--source must be embedded or prometheus"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			o := NewOptions()
+			tc.set(o)
+			o.Complete()
+			err := o.Validate()
+			if tc.wantErr == "" {
+				if err != nil {
+					t.Fatalf("Validate: %v", err)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+				t.Fatalf("Validate = %v, want %q", err, tc.wantErr)
+			}
+		})
+	}
+}
+
+// TestPrometheusSource: prometheus mode builds a source with no store and
+// no scrape loop, and a broken queries file fails at start.
+func TestPrometheusSource(t *testing.T) {
+	dir := t.TempDir()
+	good := filepath.Join(dir, "good.yaml")
+	bad := filepath.Join(dir, "bad.yaml")
+	if err := os.WriteFile(good, []byte("pods:\n  inference_queue_depth: 'sum by (namespace, pod) (my_queue{namespace=\"{{.Namespace}}\", pod=~\"{{.PodRegex}}\"})'\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(bad, []byte("pods:\n  no_such_metric: 'x'\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	o := NewOptions()
+	o.Source, o.Prometheus.URL, o.Prometheus.Queries = SourcePrometheus, "http://127.0.0.1:1", good
+	o.Complete()
+	src, err := o.newSource(nil, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if src.store != nil || src.values == nil {
+		t.Fatalf("prometheus source: store %v, values %v", src.store, src.values)
+	}
+	ready := false
+	src.loop(t.Context(), func() { ready = true })
+	if !ready {
+		t.Error("prometheus source is not ready at once")
+	}
+	o.Prometheus.Queries = bad
+	if _, err := o.newSource(nil, slog.New(slog.DiscardHandler)); err == nil || !strings.Contains(err.Error(), "no_such_metric") {
+		t.Fatalf("bad queries file: err = %v", err)
+	}
+}

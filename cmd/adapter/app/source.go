@@ -1,0 +1,95 @@
+package app
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/prometheus/common/config"
+	"k8s.io/apimachinery/pkg/labels"
+	coreinformers "k8s.io/client-go/informers/core/v1"
+	"k8s.io/component-base/metrics/legacyregistry"
+
+	"github.com/gpuscale/gpuscale/pkg/discovery"
+	"github.com/gpuscale/gpuscale/pkg/gather"
+	"github.com/gpuscale/gpuscale/pkg/promsource"
+	"github.com/gpuscale/gpuscale/pkg/provider"
+	"github.com/gpuscale/gpuscale/pkg/scrape"
+	"github.com/gpuscale/gpuscale/pkg/store"
+)
+
+// source is where the provider's values come from, per --source.
+type source struct {
+	values provider.Values
+	// store holds the scraped samples; nil with --source=prometheus.
+	store *store.Store
+	// loop fills the store: it runs one cycle, calls ready, and goes on
+	// until ctx is done. With --source=prometheus it only calls ready.
+	loop func(ctx context.Context, ready func())
+}
+
+func (o *Options) newSource(pods coreinformers.PodInformer, log *slog.Logger) (*source, error) {
+	if o.Source == SourcePrometheus {
+		return o.prometheusSource(log)
+	}
+	st := store.New(o.samplesKept())
+	exporterSel, err := labels.Parse(o.ExporterSelector)
+	if err != nil {
+		return nil, err
+	}
+	g, err := gather.New(gather.Config{
+		Pods: pods.Lister(),
+		Discovery: discovery.Config{ExporterSelector: exporterSel, ExporterPort: o.ExporterPort,
+			ExporterPath: o.ExporterPath},
+		Scraper:    scrape.New(scrape.Config{Timeout: o.ScrapeTimeout, MaxBytes: o.MaxScrapeBytes, Workers: o.ScrapeWorkers}),
+		Store:      st,
+		Interval:   o.ScrapeInterval,
+		RetainFor:  o.Window,
+		Logger:     log.With("component", "gather"),
+		Registerer: legacyregistry.Registerer(),
+	})
+	if err != nil {
+		return nil, err
+	}
+	legacyregistry.RawMustRegister(provider.FreshnessCollector{Store: st, MaxStaleness: o.MaxStaleness, Now: time.Now})
+	return &source{
+		values: provider.NewStoreValues(st, o.MaxStaleness, o.TTFTWindow, nil),
+		store:  st,
+		loop: func(ctx context.Context, ready func()) {
+			log.Info("starting the scrape loop", "interval", o.ScrapeInterval)
+			g.Cycle(ctx)
+			ready()
+			g.Run(ctx)
+		},
+	}, nil
+}
+
+// prometheusSource queries --prometheus-url; nothing is scraped. The
+// server is not contacted here: Prometheus down is an error of each API
+// request, not of the adapter's start.
+func (o *Options) prometheusSource(log *slog.Logger) (*source, error) {
+	queries, err := promsource.LoadQueries(o.Prometheus.Queries)
+	if err != nil {
+		return nil, err
+	}
+	httpCfg := config.DefaultHTTPClientConfig
+	if o.Prometheus.BearerTokenFile != "" {
+		httpCfg.Authorization = &config.Authorization{Type: "Bearer", CredentialsFile: o.Prometheus.BearerTokenFile}
+	}
+	httpCfg.TLSConfig.CAFile = o.Prometheus.CAFile
+	src, err := promsource.New(promsource.Config{
+		URL: o.Prometheus.URL, HTTP: httpCfg, Timeout: o.Prometheus.Timeout,
+		MaxStaleness: o.MaxStaleness, TTFTWindow: o.TTFTWindow, Queries: queries,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("--source=prometheus: %w", err)
+	}
+	return &source{
+		values: src,
+		loop: func(_ context.Context, ready func()) {
+			log.Info("reading values from prometheus", "url", o.Prometheus.URL, "timeout", o.Prometheus.Timeout)
+			ready()
+		},
+	}, nil
+}
