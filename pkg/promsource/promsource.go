@@ -115,10 +115,26 @@ func (s *Source) Pods(ctx context.Context, namespace string, pods []*corev1.Pod,
 	if err != nil {
 		return nil, err
 	}
-	out := make(map[string]provider.Value, len(pods))
+	return s.byKey(ctx, qs, "pod", podNames(pods))
+}
+
+// byKey runs the queries and keeps the values of the asked names only: a
+// template that answers for more (an overridden one without the regex)
+// must not add strangers to a workload's sum.
+func (s *Source) byKey(ctx context.Context, qs []string, key string, names []string) (map[string]provider.Value, error) {
+	asked := make(map[string]bool, len(names))
+	for _, n := range names {
+		asked[n] = true
+	}
+	out := make(map[string]provider.Value, len(names))
 	at := s.cfg.Now()
 	for _, q := range qs {
-		if err := s.each(ctx, q, at, "pod", func(pod string, v provider.Value) { out[pod] = v }); err != nil {
+		err := s.each(ctx, q, at, key, func(name string, v provider.Value) {
+			if asked[name] {
+				out[name] = v
+			}
+		})
+		if err != nil {
 			return nil, err
 		}
 	}
@@ -177,14 +193,7 @@ func (s *Source) Nodes(ctx context.Context, nodes []string, m provider.Metric) (
 	if err != nil {
 		return nil, err
 	}
-	out := make(map[string]provider.Value, len(nodes))
-	at := s.cfg.Now()
-	for _, q := range qs {
-		if err := s.each(ctx, q, at, "Hostname", func(n string, v provider.Value) { out[n] = v }); err != nil {
-			return nil, err
-		}
-	}
-	return out, nil
+	return s.byKey(ctx, qs, "Hostname", nodes)
 }
 
 // Models implements provider.Values, keyed by the result's model_name

@@ -253,3 +253,40 @@ func TestQuantileParam(t *testing.T) {
 		t.Errorf("params = %+v, %v", p, err)
 	}
 }
+
+// BenchmarkPods10k is the HPA's Pods-metric call over 10,000 ready pods:
+// building the batched queries and reading 10,000 results from a local
+// fake API.
+func BenchmarkPods10k(b *testing.B) {
+	t := &testing.T{}
+	f := newFakeProm(t)
+	defer f.Close()
+	var pods []*corev1.Pod
+	for i := range 10000 {
+		pods = append(pods, pod("ml", "llm-7d9f8b6c5-"+strconv.Itoa(100000+i), true))
+	}
+	// Like Prometheus, answer for the pods of the query's regex only.
+	bodies := map[string]string{}
+	f.setReply(func(q string) (int, string) {
+		re := between(q, `pod=~"`, `"`)
+		if body, ok := bodies[re]; ok {
+			return 200, body
+		}
+		var res []series
+		for _, n := range strings.Split(re, "|") {
+			res = append(res, series{podLabels(n), "3"})
+		}
+		bodies[re] = vector(t0, res...)
+		return 200, bodies[re]
+	})
+	s := newSource(t, f)
+	m, _ := provider.MetricByName(provider.QueueDepth)
+	b.ReportAllocs()
+	for b.Loop() {
+		vals, err := s.Pods(context.Background(), "ml", pods, m, nil)
+		if err != nil || len(vals) != 10000 {
+			b.Fatalf("%d values, %v", len(vals), err)
+		}
+	}
+	b.ReportMetric(float64(len(f.take()))/float64(b.N), "queries/op")
+}
