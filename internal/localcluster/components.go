@@ -158,5 +158,11 @@ func kwokArgs(kubeconfig, stagesPath string) []string {
 		"--manage-nodes-with-annotation-selector=" + FakeNodeAnnotation + "=" + fakeNodeValue,
 		"--cidr=" + PodCIDR,
 		"--node-ip=127.0.0.1",
+		// The node-heartbeat-with-lease stage only sets the node's
+		// conditions once and relies on the Lease for liveness; without a
+		// lease duration kwok renews no Lease, and after the node monitor
+		// grace period the node lifecycle controller marks every node (and
+		// so every pod) NotReady.
+		"--node-lease-duration-seconds=40",
 	}
 }

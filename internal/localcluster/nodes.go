@@ -76,8 +76,8 @@ func (c *Cluster) AddGPUNode(ctx context.Context, name string, gpus int) error {
 	return c.waitNodeSchedulable(ctx, name)
 }
 
-// waitNodeSchedulable waits until the node is Ready and free of the
-// lifecycle controller's not-ready and unreachable taints.
+// waitNodeSchedulable waits until the node is Ready, free of the lifecycle
+// controller's not-ready and unreachable taints, and renewing its Lease.
 func (c *Cluster) waitNodeSchedulable(ctx context.Context, name string) error {
 	var last *corev1.Node
 	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, nodeReadyTimeout, true,
@@ -87,7 +87,14 @@ func (c *Cluster) waitNodeSchedulable(ctx context.Context, name string) error {
 				return false, nil // transient; the deadline reports persistent failure
 			}
 			last = n
-			return nodeSchedulable(n), nil
+			if !nodeSchedulable(n) {
+				return false, nil
+			}
+			// Liveness comes from the node's Lease: without renewals the
+			// node lifecycle controller marks the node, and every pod on
+			// it, NotReady after its grace period.
+			l, err := c.client.CoordinationV1().Leases(corev1.NamespaceNodeLease).Get(ctx, name, metav1.GetOptions{})
+			return err == nil && l.Spec.RenewTime != nil, nil
 		})
 	if err != nil {
 		return fmt.Errorf("localcluster: node %s not Ready and schedulable within %s (is kwok running? see %s/logs/kwok.log): %w; last status: %s",

@@ -9,6 +9,8 @@ import (
 	"io"
 	"net/http"
 
+	"k8s.io/apimachinery/pkg/labels"
+
 	"github.com/gpuscale/gpuscale/pkg/gpu/sim"
 )
 
@@ -48,6 +50,12 @@ func (w *World) spreadLocked() {
 	for k, r := range w.servers {
 		if r.rate == want[k] {
 			continue
+		}
+		if want[k] == 0 {
+			// Say why a server stops getting traffic: a test that sees its
+			// load vanish needs to know whether readiness or membership
+			// changed.
+			w.log.Info("server leaves its load balancer", "pod", k.String(), "reason", w.whyIdleLocked(k))
 		}
 		if err := r.srv.SetRate(want[k]); err != nil {
 			w.log.Warn("cannot set rate", "pod", k.String(), "rate", want[k], "err", err)
@@ -167,3 +175,22 @@ func (w *World) putLoad(ctx context.Context, u gpuUpdate) error {
 type rejectedError struct{ status, msg string }
 
 func (e *rejectedError) Error() string { return e.status + ": " + e.msg }
+
+// whyIdleLocked explains why a server gets no share of any rule.
+func (w *World) whyIdleLocked(k podKey) string {
+	p, err := w.pods.Pods(k.Namespace).Get(k.Name)
+	switch {
+	case err != nil:
+		return "pod not in the informer: " + err.Error()
+	case p.UID != k.UID:
+		return "pod replaced (new UID)"
+	case !ready(p):
+		return fmt.Sprintf("pod not ready (phase %s, conditions %v)", p.Status.Phase, p.Status.Conditions)
+	}
+	for _, r := range w.rules {
+		if r.namespace == k.Namespace && r.selector.Matches(labels.Set(p.Labels)) {
+			return fmt.Sprintf("rule %s/%s has rate %v", r.namespace, r.selector, r.rps)
+		}
+	}
+	return "no rule selects it"
+}
