@@ -28,6 +28,12 @@ type adapterProcess struct {
 // StartAdapter starts the adapter and waits for the metrics APIs to be
 // available through the aggregator.
 func (e *Env) StartAdapter(ctx context.Context) error {
+	return e.StartAdapterWith(ctx, e.opts.AdapterArgs)
+}
+
+// StartAdapterWith is StartAdapter with args in place of
+// Options.AdapterArgs: another --source, say.
+func (e *Env) StartAdapterWith(ctx context.Context, extraArgs []string) error {
 	if e.adapter != nil {
 		return errors.New("devenv: adapter already running")
 	}
@@ -62,7 +68,7 @@ func (e *Env) StartAdapter(ctx context.Context) error {
 		"--tls-cert-file=" + certFile, "--tls-private-key-file=" + keyFile,
 		"--lister-kubeconfig=" + kubeconfig, "--authentication-kubeconfig=" + kubeconfig, "--authorization-kubeconfig=" + kubeconfig,
 		"--exporter-selector=" + exporterLabel + "=" + ExporterName,
-	}, e.opts.AdapterArgs...)
+	}, extraArgs...)
 	cmd := exec.Command(e.opts.AdapterBinary, args...)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}

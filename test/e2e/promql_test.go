@@ -1,0 +1,259 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math"
+	"net/http"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+
+	"github.com/gpuscale/gpuscale/internal/devenv"
+)
+
+// TestPromQLSource runs the adapter with --source=prometheus against a real
+// Prometheus (Debian's prometheus package) scraping the same exporters and
+// simulated inference servers: it serves the embedded adapter's values
+// within what the scrape timing explains, the queue-depth HPA scenario
+// passes, and Prometheus going down is a clear API error, not a NotFound or
+// a crash, with recovery when it returns.
+func TestPromQLSource(t *testing.T) {
+	needEnv(t)
+	if devenv.PrometheusBinary() == "" {
+		t.Skip("no prometheus binary: apt-get install prometheus (.ci/run does) or set GPUSCALE_PROMETHEUS")
+	}
+	ctx := context.Background()
+	prom, err := env.StartPrometheus(ctx, maxStaleness)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = prom.Close() })
+
+	ns := namespace(t, "e2e-promql")
+	sel := deployment(t, ns, "llm", 2)
+	env.World.SetRate(ns, sel, 6) // steady, well within two replicas' capacity
+	for _, q := range []string{
+		`count(vllm:num_requests_waiting{namespace="` + ns + `"})`,
+		`count(DCGM_FI_DEV_GPU_UTIL{namespace="` + ns + `"})`,
+	} {
+		waitFor(t, 60*time.Second, "prometheus to scrape both pods: "+q, func(ctx context.Context) (bool, error) {
+			v, err := promScalar(ctx, prom.URL, q)
+			return err == nil && v == 2, nil
+		})
+	}
+	checks := comparisons(ns)
+	ttft := checks[len(checks)-1].path
+	waitFor(t, 60*time.Second, "a TTFT value from the embedded adapter", func(ctx context.Context) (bool, error) {
+		_, err := customValue(ctx, ttft)
+		return err == nil, nil
+	})
+	time.Sleep(ttftWindow) // Prometheus has a full TTFT window too
+	embedded := readAveraged(t, checks)
+
+	useAdapter(t, promArgs(prom.URL))
+	waitFor(t, 30*time.Second, "a TTFT value from the PromQL adapter", func(ctx context.Context) (bool, error) {
+		_, err := customValue(ctx, ttft)
+		return err == nil, nil
+	})
+	fromProm := readAveraged(t, checks)
+	for _, c := range checks {
+		e, p := embedded[c.path], fromProm[c.path]
+		if len(e) == 0 || len(e) != len(p) {
+			t.Errorf("%s: embedded serves %v, prometheus %v: want the same objects", c.path, e, p)
+			continue
+		}
+		for obj, ev := range e {
+			pv, ok := p[obj]
+			if !ok || math.Abs(ev-pv) > c.tolerance(ev) {
+				t.Errorf("%s %s: embedded %.3f, prometheus %.3f (present %v), tolerance %.3f", c.path, obj, ev, pv, ok, c.tolerance(ev))
+			} else {
+				t.Logf("FIGURE %s %s: embedded %.3f, prometheus %.3f", c.path, obj, ev, pv)
+			}
+		}
+	}
+	env.World.SetRate(ns, sel, 0)
+
+	t.Run("HPA on queue depth", func(t *testing.T) { hpaQueueScenario(t, "e2e-promql-hpa") })
+
+	t.Run("prometheus down", func(t *testing.T) {
+		path := "/apis/custom.metrics.k8s.io/v1beta2/namespaces/" + ns + "/pods/*/inference_queue_depth"
+		if err := prom.Stop(); err != nil {
+			t.Fatal(err)
+		}
+		_, err := customList(ctx, path)
+		if err == nil || apierrors.IsNotFound(err) || !strings.Contains(err.Error(), "query prometheus at "+prom.URL) {
+			t.Fatalf("prometheus down: err = %v, want an error naming prometheus, not NotFound", err)
+		}
+		if code := apierrors.ReasonForError(err); code != "InternalError" {
+			t.Errorf("prometheus down: reason %q, want InternalError", code)
+		}
+		if err := prom.Start(ctx, maxStaleness); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, 30*time.Second, "values again after prometheus returns", func(ctx context.Context) (bool, error) {
+			l, err := customList(ctx, path)
+			return err == nil && len(l.Items) == 2, nil
+		})
+	})
+}
+
+// hpaQueueScenario is TestHPAQueueDepth's scenario with whichever adapter
+// runs: an HPA on inference_queue_depth (averageValue 5) scales 1 -> at
+// least 3 after a load step and back to 1 when it stops.
+func hpaQueueScenario(t *testing.T, name string) {
+	ns := namespace(t, name)
+	sel := deployment(t, ns, "llm", 1)
+	hpa(t, ns, "llm", 1, 4, podsMetric("inference_queue_depth", "5"))
+	path := "/apis/custom.metrics.k8s.io/v1beta2/namespaces/" + ns + "/pods/*/inference_queue_depth"
+	waitFor(t, 60*time.Second, "the idle queue to be served", func(ctx context.Context) (bool, error) {
+		l, err := customList(ctx, path)
+		return err == nil && len(l.Items) == 1, nil
+	})
+	env.World.SetRate(ns, sel, 45) // about three replicas' capacity
+	waitFor(t, 120*time.Second, "at least 3 replicas", func(ctx context.Context) (bool, error) {
+		_, c := replicas(ctx, ns, "llm")
+		return c >= 3, nil
+	})
+	env.World.SetRate(ns, sel, 0)
+	waitFor(t, 120*time.Second, "scale back to 1 after the load stops", func(ctx context.Context) (bool, error) {
+		_, c := replicas(ctx, ns, "llm")
+		return c == 1, nil
+	})
+}
+
+// promArgs are the suite's adapter flags for the PromQL source (no
+// scale-down controller: it reads scraped samples).
+func promArgs(promURL string) []string {
+	return []string{"--source=prometheus", "--prometheus-url=" + promURL, "--prometheus-timeout=2s",
+		"--scrape-interval=" + scrapeInterval.String(), "--max-staleness=" + maxStaleness.String(),
+		"--ttft-window=" + ttftWindow.String(), "--window=30s", "--v=2"}
+}
+
+// useAdapter replaces the running adapter by one with args, and restores
+// the suite's adapter when the test ends.
+func useAdapter(t *testing.T, args []string) {
+	t.Helper()
+	if err := env.StopAdapter(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = env.StopAdapter()
+		if err := env.StartAdapter(context.Background()); err != nil {
+			t.Errorf("restore the embedded adapter: %v", err)
+		}
+	})
+	if err := env.StartAdapterWith(context.Background(), args); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// comparison is one API path both sources answer, and how far apart their
+// answers may be: gauges move between the adapter's scrape and
+// Prometheus's, and the two are read a few seconds apart.
+type comparison struct {
+	path     string
+	abs, rel float64
+}
+
+func (c comparison) tolerance(v float64) float64 { return math.Max(c.abs, c.rel*math.Abs(v)) }
+
+// comparisons lists the paths compared; the TTFT one is last.
+func comparisons(ns string) []comparison {
+	cm := "/apis/custom.metrics.k8s.io/v1beta2/"
+	return []comparison{
+		{path: cm + "namespaces/" + ns + "/pods/*/gpu_utilization", abs: 20},
+		{path: cm + "namespaces/" + ns + "/pods/*/gpu_memory_used_bytes", rel: 0.1},
+		{path: cm + "namespaces/" + ns + "/pods/*/inference_queue_depth", abs: 3},
+		{path: cm + "namespaces/" + ns + "/pods/*/inference_kv_cache_utilization", abs: 20},
+		{path: cm + "namespaces/" + ns + "/deployments.apps/llm/inference_queue_depth", abs: 4},
+		{path: cm + "nodes/gpu-node-1/gpu_utilization", abs: 20},
+		{path: cm + "nodes/gpu-node-2/gpu_utilization", abs: 20},
+		{path: cm + "nodes/gpu-node-3/gpu_utilization", abs: 20},
+		{path: "/apis/external.metrics.k8s.io/v1beta1/namespaces/" + ns + "/inference_queue_depth", abs: 4},
+		{path: cm + "namespaces/" + ns + "/deployments.apps/llm/inference_ttft_seconds_p90", abs: 0.1, rel: 0.5},
+	}
+}
+
+// readAveraged reads every path five times a second apart and averages
+// each object's value, so one scrape's jitter does not decide the test.
+func readAveraged(t *testing.T, checks []comparison) map[string]map[string]float64 {
+	t.Helper()
+	const reads = 5
+	out := map[string]map[string]float64{}
+	for i := range reads {
+		for _, c := range checks {
+			vals, err := readPath(context.Background(), c.path)
+			if err != nil {
+				t.Fatalf("%s: %v", c.path, err)
+			}
+			if out[c.path] == nil {
+				out[c.path] = map[string]float64{}
+			}
+			for obj, v := range vals {
+				out[c.path][obj] += v / reads
+			}
+		}
+		if i < reads-1 {
+			time.Sleep(time.Second)
+		}
+	}
+	return out
+}
+
+// readPath returns a metrics API answer by object (or model) name.
+func readPath(ctx context.Context, path string) (map[string]float64, error) {
+	out := map[string]float64{}
+	if strings.HasPrefix(path, "/apis/external.") {
+		l, err := externalList(ctx, path)
+		if err != nil {
+			return nil, err
+		}
+		for _, it := range l.Items {
+			out[it.MetricLabels["model_name"]] = milli(it.Value)
+		}
+		return out, nil
+	}
+	l, err := customList(ctx, path)
+	if err != nil {
+		return nil, err
+	}
+	for _, it := range l.Items {
+		out[it.DescribedObject.Kind+"/"+it.DescribedObject.Name] = milli(it.Value)
+	}
+	return out, nil
+}
+
+// promScalar runs an instant query whose answer is one sample.
+func promScalar(ctx context.Context, base, query string) (float64, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/api/v1/query?query="+url.QueryEscape(query), nil)
+	if err != nil {
+		return 0, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	var r struct {
+		Data struct {
+			Result []struct {
+				Value [2]any `json:"value"`
+			} `json:"result"`
+		} `json:"data"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&r); err != nil {
+		return 0, err
+	}
+	if len(r.Data.Result) != 1 {
+		return 0, fmt.Errorf("%s: %d samples, want 1", query, len(r.Data.Result))
+	}
+	s, _ := r.Data.Result[0].Value[1].(string)
+	var v float64
+	_, err = fmt.Sscan(s, &v)
+	return v, err
+}
