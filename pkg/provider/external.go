@@ -18,6 +18,7 @@ var externalResource = schema.GroupResource{Group: "external.metrics.k8s.io", Re
 // label, so a model served by several workloads scales as one queue.
 func (p *Provider) GetExternalMetric(ctx context.Context, namespace string, metricSelector labels.Selector, info cmprovider.ExternalMetricInfo) (*external_metrics.ExternalMetricValueList, error) {
 	list, err := p.externalMetric(ctx, namespace, metricSelector, info.Metric)
+	err = apiError(err)
 	p.cfg.Observer.Observe("external", info.Metric, "namespaces", result(err))
 	return list, err
 }

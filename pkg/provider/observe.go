@@ -1,6 +1,8 @@
 package provider
 
 import (
+	"errors"
+
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 )
 
@@ -25,3 +27,16 @@ func result(err error) string {
 type nopObserver struct{}
 
 func (nopObserver) Observe(string, string, string, string) {}
+
+// apiError turns a source's failure (Prometheus unreachable, say) into an
+// InternalError whose message names the cause: the API server would
+// otherwise answer an opaque 500 and log that the error was not a Status.
+func apiError(err error) error {
+	if err == nil {
+		return nil
+	}
+	if _, ok := err.(apierrors.APIStatus); ok || errors.As(err, new(apierrors.APIStatus)) {
+		return err
+	}
+	return apierrors.NewInternalError(err)
+}

@@ -78,6 +78,7 @@ func New(cfg Config) *Provider {
 // GetMetricByName implements cmprovider.CustomMetricsProvider.
 func (p *Provider) GetMetricByName(ctx context.Context, name types.NamespacedName, info cmprovider.CustomMetricInfo, metricSelector labels.Selector) (*custom_metrics.MetricValue, error) {
 	mv, err := p.metricByName(ctx, name, info, metricSelector)
+	err = apiError(err)
 	p.cfg.Observer.Observe("custom", info.Metric, info.GroupResource.String(), result(err))
 	return mv, err
 }
@@ -145,6 +146,7 @@ func (p *Provider) metricByName(ctx context.Context, name types.NamespacedName, 
 // success.
 func (p *Provider) GetMetricBySelector(ctx context.Context, namespace string, selector labels.Selector, info cmprovider.CustomMetricInfo, metricSelector labels.Selector) (*custom_metrics.MetricValueList, error) {
 	list, err := p.metricBySelector(ctx, namespace, selector, info, metricSelector)
+	err = apiError(err)
 	p.cfg.Observer.Observe("custom", info.Metric, info.GroupResource.String(), result(err))
 	return list, err
 }

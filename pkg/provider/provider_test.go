@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"strings"
 	"testing"
 	"time"
 
@@ -319,5 +320,26 @@ func BenchmarkPodsBySelector10k(b *testing.B) {
 			}
 			cpu.Report(b)
 		})
+	}
+}
+
+type failingValues struct{ Values }
+
+func (failingValues) Pods(context.Context, string, []*corev1.Pod, Metric, labels.Selector) (map[string]Value, error) {
+	return nil, fmt.Errorf("query prometheus at http://127.0.0.1:9090: connection refused")
+}
+
+// TestSourceErrorIsAnInternalError: a source that cannot answer gives a
+// clear InternalError naming the cause, never NotFound.
+func TestSourceErrorIsAnInternalError(t *testing.T) {
+	f := newFixture()
+	f.addPod("ml", "p", true, nil)
+	f.p.cfg.Values = failingValues{}
+	_, err := f.p.GetMetricBySelector(context.Background(), "ml", labels.Everything(), podsInfo(QueueDepth), labels.Everything())
+	if !apierrors.IsInternalError(err) || !strings.Contains(err.Error(), "query prometheus at http://127.0.0.1:9090") {
+		t.Fatalf("err = %v, want an InternalError naming prometheus", err)
+	}
+	if f.obs.calls["custom/"+QueueDepth+"/pods/error"] != 1 {
+		t.Errorf("observer calls = %v", f.obs.calls)
 	}
 }
