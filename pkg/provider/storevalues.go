@@ -40,13 +40,26 @@ func (s *storeValues) def(m Metric) (metricDef, error) {
 }
 
 // Pods implements Values.
-func (s *storeValues) Pods(_ context.Context, _ string, pods []*corev1.Pod, m Metric, sel labels.Selector) (map[string]Value, error) {
+func (s *storeValues) Pods(_ context.Context, namespace string, pods []*corev1.Pod, m Metric, sel labels.Selector) (map[string]Value, error) {
 	def, err := s.def(m)
 	if err != nil {
 		return nil, err
 	}
 	now := s.now()
 	out := make(map[string]Value, len(pods))
+	if !def.isTTFT() && namespace != "" {
+		// The HPA's list call: one store pass under one lock.
+		s.st.LatestEach(namespace, len(pods), func(i int) string { return pods[i].Name }, def.source, now, s.maxStaleness,
+			func(i int, smp *store.Sample) {
+				if !modelMatches(sel, *smp) {
+					return
+				}
+				if v, ok := smp.Get(def.signal); ok {
+					out[pods[i].Name] = Value{V: v, Time: smp.Time}
+				}
+			})
+		return out, nil
+	}
 	for _, pod := range pods {
 		if v, ok := s.podValue(pod, def, sel, now); ok {
 			out[pod.Name] = v

@@ -98,6 +98,9 @@ func (w *window) newest() *Sample {
 
 type entry struct {
 	windows [numSources]window
+	// latest copies each window's newest sample, so the API's hot path
+	// reads one object per pod instead of chasing the ring.
+	latest [numSources]Sample
 	// ttft memoises the last window increase: it only changes when a
 	// sample enters or leaves the window, not on every API call.
 	ttft ttftCache
@@ -116,8 +119,10 @@ type ttftCache struct {
 type Store struct {
 	capacity int
 	mu       sync.RWMutex
-	pods     map[Key]*entry
-	nodes    map[string]*entry
+	// pods is indexed by namespace, then name: a Pods-metric request
+	// walks one namespace.
+	pods  map[string]map[string]*entry
+	nodes map[string]*entry
 }
 
 // New returns a store keeping at most capacity samples per object and
@@ -126,7 +131,7 @@ func New(capacity int) *Store {
 	if capacity < 2 {
 		capacity = 2
 	}
-	return &Store{capacity: capacity, pods: map[Key]*entry{}, nodes: map[string]*entry{}}
+	return &Store{capacity: capacity, pods: map[string]map[string]*entry{}, nodes: map[string]*entry{}}
 }
 
 // PutPod appends a pod's sample. Samples must arrive in time order per
@@ -134,12 +139,19 @@ func New(capacity int) *Store {
 func (s *Store) PutPod(k Key, src Source, smp Sample) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	e := s.pods[k]
+	ns := s.pods[k.Namespace]
+	if ns == nil {
+		ns = map[string]*entry{}
+		s.pods[k.Namespace] = ns
+	}
+	e := ns[k.Name]
 	if e == nil {
 		e = &entry{}
-		s.pods[k] = e
+		ns[k.Name] = e
 	}
-	put(&e.windows[src], smp, s.capacity)
+	if put(&e.windows[src], smp, s.capacity) {
+		e.latest[src] = smp
+	}
 }
 
 // PutNode appends a node's GPU sample.
@@ -151,14 +163,18 @@ func (s *Store) PutNode(name string, smp Sample) {
 		e = &entry{}
 		s.nodes[name] = e
 	}
-	put(&e.windows[SourceGPU], smp, s.capacity)
+	if put(&e.windows[SourceGPU], smp, s.capacity) {
+		e.latest[SourceGPU] = smp
+	}
 }
 
-func put(w *window, smp Sample, capacity int) {
+// put appends smp unless it is not newer than the window's newest.
+func put(w *window, smp Sample, capacity int) bool {
 	if last := w.newest(); last != nil && !smp.Time.After(last.Time) {
-		return
+		return false
 	}
 	w.push(smp, capacity)
+	return true
 }
 
 // Latest returns the newest sample of a pod from a source, if it is no
@@ -166,7 +182,29 @@ func put(w *window, smp Sample, capacity int) {
 func (s *Store) Latest(k Key, src Source, now time.Time, maxAge time.Duration) (Sample, bool) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	return latest(s.pods[k], src, now, maxAge)
+	return latest(s.pods[k.Namespace][k.Name], src, now, maxAge)
+}
+
+// LatestEach calls fn(i, sample) for every i in [0, n) whose pod
+// name(i) in namespace has a fresh newest sample from src, all under one
+// read lock: the Pods-metric path over thousands of pods. fn must be quick
+// and must not keep smp.
+func (s *Store) LatestEach(namespace string, n int, name func(i int) string, src Source, now time.Time, maxAge time.Duration, fn func(i int, smp *Sample)) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	ns := s.pods[namespace]
+	if ns == nil {
+		return
+	}
+	for i := 0; i < n; i++ {
+		e := ns[name(i)]
+		if e == nil {
+			continue
+		}
+		if smp := &e.latest[src]; !smp.Time.IsZero() && now.Sub(smp.Time) <= maxAge {
+			fn(i, smp)
+		}
+	}
 }
 
 // LatestNode is Latest for a node's GPU sample.
@@ -180,8 +218,8 @@ func latest(e *entry, src Source, now time.Time, maxAge time.Duration) (Sample, 
 	if e == nil {
 		return Sample{}, false
 	}
-	n := e.windows[src].newest()
-	if n == nil || now.Sub(n.Time) > maxAge {
+	n := &e.latest[src]
+	if n.Time.IsZero() || now.Sub(n.Time) > maxAge {
 		return Sample{}, false
 	}
 	return *n, true
@@ -197,7 +235,7 @@ func latest(e *entry, src Source, now time.Time, maxAge time.Duration) (Sample, 
 // inside it.
 func (s *Store) TTFTIncrease(k Key, now time.Time, win, maxAge time.Duration) (*histogram.Histogram, bool) {
 	s.mu.RLock()
-	e := s.pods[k]
+	e := s.pods[k.Namespace][k.Name]
 	if e == nil {
 		s.mu.RUnlock()
 		return nil, false
@@ -244,7 +282,7 @@ func (s *Store) TTFTIncrease(k Key, now time.Time, win, maxAge time.Duration) (*
 	// now and is redone on every call.
 	inc, err := histogram.WindowIncrease(hs)
 	s.mu.Lock()
-	if e2 := s.pods[k]; e2 == e {
+	if e2 := s.pods[k.Namespace][k.Name]; e2 == e {
 		e.ttft = ttftCache{first: firstT, last: lastT, n: len(hs), firstHist: hs[0], inc: inc, err: err}
 	}
 	s.mu.Unlock()
@@ -259,10 +297,15 @@ func (s *Store) TTFTIncrease(k Key, now time.Time, win, maxAge time.Duration) (*
 func (s *Store) Forget(now time.Time, maxAge time.Duration) (pods, nodes int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for k, e := range s.pods {
-		if stale(e, now, maxAge) {
-			delete(s.pods, k)
-			pods++
+	for nsName, ns := range s.pods {
+		for k, e := range ns {
+			if stale(e, now, maxAge) {
+				delete(ns, k)
+				pods++
+			}
+		}
+		if len(ns) == 0 {
+			delete(s.pods, nsName)
 		}
 	}
 	for k, e := range s.nodes {
@@ -287,7 +330,10 @@ func stale(e *entry, now time.Time, maxAge time.Duration) bool {
 func (s *Store) Len() (pods, nodes int) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	return len(s.pods), len(s.nodes)
+	for _, ns := range s.pods {
+		pods += len(ns)
+	}
+	return pods, len(s.nodes)
 }
 
 // Coverage describes how much fresh data the store holds for one signal.
@@ -306,23 +352,29 @@ func (s *Store) PodCoverage(now time.Time, maxAge time.Duration) [NumSignals + 1
 	var out [NumSignals + 1]Coverage
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	for _, e := range s.pods {
-		for src := range e.windows {
-			n := e.windows[src].newest()
-			if n == nil || now.Sub(n.Time) > maxAge {
-				continue
-			}
-			for sig := Signal(0); sig < NumSignals; sig++ {
-				if _, ok := n.Get(sig); ok {
-					out[sig].add(n.Time)
-				}
-			}
-			if n.TTFT != nil {
-				out[NumSignals].add(n.Time)
-			}
+	for _, ns := range s.pods {
+		for _, e := range ns {
+			coverEntry(&out, e, now, maxAge)
 		}
 	}
 	return out
+}
+
+func coverEntry(out *[NumSignals + 1]Coverage, e *entry, now time.Time, maxAge time.Duration) {
+	for src := range e.latest {
+		n := &e.latest[src]
+		if n.Time.IsZero() || now.Sub(n.Time) > maxAge {
+			continue
+		}
+		for sig := Signal(0); sig < NumSignals; sig++ {
+			if _, ok := n.Get(sig); ok {
+				out[sig].add(n.Time)
+			}
+		}
+		if n.TTFT != nil {
+			out[NumSignals].add(n.Time)
+		}
+	}
 }
 
 func (c *Coverage) add(t time.Time) {

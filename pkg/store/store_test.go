@@ -136,3 +136,22 @@ func TestForgetAndCoverage(t *testing.T) {
 		t.Fatalf("left %d pods %d nodes", p, n)
 	}
 }
+
+func TestLatestEach(t *testing.T) {
+	s := New(4)
+	s.PutPod(Key{"ns", "fresh"}, SourceInference, sample(t0, 5, nil))
+	s.PutPod(Key{"ns", "stale"}, SourceInference, sample(t0.Add(-time.Minute), 6, nil))
+	s.PutPod(Key{"other", "fresh"}, SourceInference, sample(t0, 7, nil))
+	s.PutPod(Key{"ns", "gpu-only"}, SourceGPU, sample(t0, 8, nil))
+	names := []string{"fresh", "stale", "missing", "gpu-only"}
+	got := map[int]float64{}
+	s.LatestEach("ns", len(names), func(i int) string { return names[i] }, SourceInference, t0, 10*time.Second, func(i int, smp *Sample) {
+		got[i], _ = smp.Get(QueueDepth)
+	})
+	if len(got) != 1 || got[0] != 5 {
+		t.Fatalf("got %v, want only the fresh pod of namespace ns (index 0, value 5)", got)
+	}
+	s.LatestEach("absent", len(names), func(i int) string { return names[i] }, SourceInference, t0, time.Hour, func(int, *Sample) {
+		t.Fatal("no pod in an unknown namespace")
+	})
+}
