@@ -125,7 +125,12 @@ func FuzzIncrease(f *testing.F) {
 				t.Fatalf("bucket %d: window %g != %g + %g", i, win.Counts[i], inc.Counts[i], step2.Counts[i])
 			}
 		}
-		other := layoutFrom(append([]byte{0, 0}, layout...))
+		// A layout with one more bucket in front. (Prepending bytes to
+		// layout is not enough: layoutFrom caps the buckets, and equal
+		// increments can rebuild the very same bounds.)
+		other := layoutFrom(layout)
+		other.Bounds = append([]float64{math.Min(other.Bounds[0], 0) - 1}, other.Bounds...)
+		other.Counts = append([]float64{0}, other.Counts...)
 		if _, err := Increase(older, other); !errors.Is(err, ErrBoundsMismatch) {
 			t.Fatalf("different layouts: err = %v, want ErrBoundsMismatch", err)
 		}
