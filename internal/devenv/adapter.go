@@ -8,22 +8,12 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
-	"syscall"
-	"time"
 
 	authenticationv1 "k8s.io/api/authentication/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 )
-
-// adapterProcess is the adapter running as a local process, under the
-// ServiceAccount identity deploy/manifests grants it.
-type adapterProcess struct {
-	cmd  *exec.Cmd
-	done chan error
-	log  *os.File
-}
 
 // StartAdapter starts the adapter and waits for the metrics APIs to be
 // available through the aggregator.
@@ -59,28 +49,20 @@ func (e *Env) StartAdapterWith(ctx context.Context, extraArgs []string) error {
 	if err := os.WriteFile(keyFile, keyPEM, 0o600); err != nil {
 		return err
 	}
-	logFile, err := os.OpenFile(filepath.Join(e.opts.Dir, "logs", "adapter.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-	if err != nil {
-		return err
-	}
+	logPath := filepath.Join(e.opts.Dir, "logs", "adapter.log")
 	args := append([]string{
 		"--secure-port=" + strconv.Itoa(adapterPort), "--bind-address=127.0.0.1",
 		"--tls-cert-file=" + certFile, "--tls-private-key-file=" + keyFile,
 		"--lister-kubeconfig=" + kubeconfig, "--authentication-kubeconfig=" + kubeconfig, "--authorization-kubeconfig=" + kubeconfig,
 		"--exporter-selector=" + exporterLabel + "=" + ExporterName,
 	}, extraArgs...)
-	cmd := exec.Command(e.opts.AdapterBinary, args...)
-	cmd.Stdout, cmd.Stderr = logFile, logFile
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		logFile.Close()
-		return fmt.Errorf("devenv: start adapter: %w", err)
+	p, err := startChild(logPath, e.opts.AdapterBinary, args...)
+	if err != nil {
+		return fmt.Errorf("devenv: adapter: %w", err)
 	}
-	p := &adapterProcess{cmd: cmd, done: make(chan error, 1), log: logFile}
-	go func() { p.done <- cmd.Wait() }()
 	e.adapter = p
 	if err := e.WaitAPIAvailable(ctx, readyTimeout); err != nil {
-		return fmt.Errorf("%w; see %s", err, logFile.Name())
+		return fmt.Errorf("%w; see %s", err, logPath)
 	}
 	return nil
 }
@@ -90,20 +72,8 @@ func (e *Env) StopAdapter() error {
 	if e.adapter == nil {
 		return nil
 	}
-	err := e.adapter.stop()
+	e.adapter.stop()
 	e.adapter = nil
-	return err
-}
-
-func (p *adapterProcess) stop() error {
-	defer p.log.Close()
-	_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGTERM)
-	select {
-	case <-p.done:
-	case <-time.After(5 * time.Second):
-		_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
-		<-p.done
-	}
 	return nil
 }
 

@@ -65,7 +65,7 @@ type Env struct {
 	opts      Options
 	log       *slog.Logger
 	root      string
-	adapter   *adapterProcess
+	adapter   *child
 	worldStop context.CancelFunc
 	worldDone chan error
 }
@@ -129,7 +129,7 @@ func Up(ctx context.Context, o Options) (env *Env, err error) {
 func (e *Env) Down() error {
 	var errs []error
 	if e.adapter != nil {
-		errs = append(errs, e.adapter.stop())
+		e.adapter.stop()
 		e.adapter = nil
 	}
 	if e.worldStop != nil {

@@ -12,7 +12,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
-	"syscall"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -34,9 +33,7 @@ type Prometheus struct {
 	bin, dir, config string
 	port             int
 	stopSync         context.CancelFunc
-	cmd              *exec.Cmd
-	done             chan error
-	log              *os.File
+	proc             *child
 }
 
 // PrometheusBinary is the prometheus executable: $GPUSCALE_PROMETHEUS, else
@@ -92,28 +89,21 @@ func (p *Prometheus) Close() error {
 
 // Start (re)starts a stopped server on the same port and storage.
 func (p *Prometheus) Start(ctx context.Context, lookback time.Duration) error {
-	if p.cmd != nil {
+	if p.proc != nil {
 		return errors.New("devenv: prometheus already running")
 	}
-	logFile, err := os.OpenFile(filepath.Join(p.dir, "prometheus.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-	if err != nil {
-		return err
-	}
-	cmd := exec.Command(p.bin, "--config.file="+p.config, "--storage.tsdb.path="+filepath.Join(p.dir, "data"),
+	proc, err := startChild(filepath.Join(p.dir, "prometheus.log"), p.bin,
+		"--config.file="+p.config, "--storage.tsdb.path="+filepath.Join(p.dir, "data"),
 		"--web.listen-address=127.0.0.1:"+strconv.Itoa(p.port), "--query.lookback-delta="+lookback.String(),
 		"--storage.tsdb.retention.time=2h")
-	cmd.Stdout, cmd.Stderr = logFile, logFile
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		logFile.Close()
-		return fmt.Errorf("devenv: start prometheus: %w", err)
+	if err != nil {
+		return fmt.Errorf("devenv: prometheus: %w", err)
 	}
-	p.cmd, p.log, p.done = cmd, logFile, make(chan error, 1)
-	go func() { p.done <- cmd.Wait() }()
+	p.proc = proc
 	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
 		select {
-		case err := <-p.done:
-			return false, fmt.Errorf("prometheus exited: %v", err)
+		case <-proc.done:
+			return false, fmt.Errorf("prometheus exited: %v", proc.err)
 		default:
 		}
 		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, p.URL+"/-/ready", nil)
@@ -126,7 +116,7 @@ func (p *Prometheus) Start(ctx context.Context, lookback time.Duration) error {
 	})
 	if err != nil {
 		_ = p.Stop()
-		return fmt.Errorf("devenv: prometheus not ready: %w; see %s", err, logFile.Name())
+		return fmt.Errorf("devenv: prometheus not ready: %w; see %s", err, filepath.Join(p.dir, "prometheus.log"))
 	}
 	return nil
 }
@@ -134,17 +124,11 @@ func (p *Prometheus) Start(ctx context.Context, lookback time.Duration) error {
 // Stop stops the server (SIGTERM, then SIGKILL after 5s); its data stays
 // for the next Start.
 func (p *Prometheus) Stop() error {
-	if p.cmd == nil {
+	if p.proc == nil {
 		return nil
 	}
-	defer func() { p.log.Close(); p.cmd = nil }()
-	_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGTERM)
-	select {
-	case <-p.done:
-	case <-time.After(5 * time.Second):
-		_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
-		<-p.done
-	}
+	p.proc.stop()
+	p.proc = nil
 	return nil
 }
 
