@@ -36,7 +36,11 @@ func TestPromQLSource(t *testing.T) {
 
 	ns := namespace(t, "e2e-promql")
 	sel := deployment(t, ns, "llm", 2)
-	env.World.SetRate(ns, sel, 6) // steady, well within two replicas' capacity
+	// 5 req/s per replica: a third of its capacity, so queues stay near
+	// empty, yet about 5 requests are always in flight (Little's law), so
+	// the GPUs stay busy and their utilization is steady, not a coin toss
+	// between two reading times.
+	env.World.SetRate(ns, sel, 10)
 	for _, q := range []string{
 		`count(vllm:num_requests_waiting{namespace="` + ns + `"})`,
 		`count(DCGM_FI_DEV_GPU_UTIL{namespace="` + ns + `"})`,
