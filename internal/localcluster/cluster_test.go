@@ -112,8 +112,42 @@ func TestClusterSchedulesGPUPods(t *testing.T) {
 	t.Logf("pod scheduled to Ready (as seen by a watch), %d pods: median %s, max %s",
 		len(lat), lat[len(lat)/2].Round(time.Millisecond), lat[len(lat)-1].Round(time.Millisecond))
 
+	checkReadyAfter(ctx, t, c)
 	checkCertUserUnprivileged(ctx, t, c)
 	checkStopLeavesNoProcesses(t, c)
+}
+
+// checkReadyAfter: a pod annotated with a ready-after delay runs, with an
+// IP, at once, and turns Ready only after the delay, as a model loads.
+func checkReadyAfter(ctx context.Context, t *testing.T, c *Cluster) {
+	t.Helper()
+	const delay = 3 * time.Second
+	pods := trackPods(ctx, t, c.Client(), "default", "app=loader")
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "loader", Labels: map[string]string{"app": "loader"},
+			Annotations: map[string]string{ReadyAfterAnnotation: delay.String()}},
+		Spec: corev1.PodSpec{
+			Containers:  []corev1.Container{{Name: "server", Image: "vllm/vllm-openai:fake"}},
+			Tolerations: []corev1.Toleration{GPUToleration()},
+		},
+	}
+	if _, err := c.Client().CoreV1().Pods("default").Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	pods.waitFor(t, "the loader running with an IP", func(s podStates) bool {
+		p := s["loader"].pod
+		return p != nil && p.Status.Phase == corev1.PodRunning && p.Status.PodIP != ""
+	})
+	runningAt := time.Now()
+	if s := pods.snapshot()["loader"]; !s.readyAt.IsZero() {
+		t.Fatalf("loader Ready as soon as it runs; conditions %v", s.pod.Status.Conditions)
+	}
+	pods.waitFor(t, "the loader Ready", func(s podStates) bool { return s.ready() == 1 })
+	// The watch sees Running after kwok started the delay, so the gap it
+	// sees may be a little shorter than the delay, never much.
+	if got := pods.snapshot()["loader"].readyAt.Sub(runningAt); got < delay-time.Second {
+		t.Errorf("Ready %s after Running, want about %s", got.Round(time.Millisecond), delay)
+	}
 }
 
 func checkGPUNode(t *testing.T, c *Cluster, name string, gpus int64) {

@@ -21,11 +21,16 @@ const (
 	PodCIDR = "127.1.0.0/16"
 	// FakeNodeAnnotation marks the nodes kwok manages; AddGPUNode sets it.
 	FakeNodeAnnotation = "kwok.x-k8s.io/node"
+	// ReadyAfterAnnotation holds a duration (such as "60s"). A pod that
+	// carries it starts running at once but turns Ready only that long
+	// after, as an inference server does while it loads its model.
+	ReadyAfterAnnotation = "sim.gpuscale.io/ready-after"
 	fakeNodeValue      = "fake"
 )
 
 // stageFiles are kwok's Stage objects (node initialize and heartbeat, pod
-// ready, complete and delete) copied from sigs.k8s.io/kwok v0.8.0. The
+// ready, complete and delete) copied from sigs.k8s.io/kwok v0.8.0, plus two
+// of ours that delay readiness by ReadyAfterAnnotation. The
 // config file kwok reads must hold only Stage objects: a KwokConfiguration
 // object there turns off kwok's defaulting and it refuses to start.
 //

@@ -32,7 +32,7 @@ func TestWriteStagesOnlyStages(t *testing.T) {
 			}
 		}
 	}
-	want := "node-heartbeat-with-lease node-initialize pod-complete pod-delete pod-ready"
+	want := "node-heartbeat-with-lease node-initialize pod-complete pod-delete pod-ready-after pod-ready pod-start-unready"
 	if got := strings.Join(names, " "); got != want {
 		t.Errorf("stages = %s, want %s", got, want)
 	}
