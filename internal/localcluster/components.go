@@ -25,7 +25,7 @@ const (
 	// carries it starts running at once but turns Ready only that long
 	// after, as an inference server does while it loads its model.
 	ReadyAfterAnnotation = "sim.gpuscale.io/ready-after"
-	fakeNodeValue      = "fake"
+	fakeNodeValue        = "fake"
 )
 
 // stageFiles are kwok's Stage objects (node initialize and heartbeat, pod
