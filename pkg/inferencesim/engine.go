@@ -112,6 +112,8 @@ type seq struct {
 	decoding  bool // decodes one token in the in-flight step
 	admitted  bool
 	sawFirst  bool
+	// onFirstToken, when set, hears this request's time to first token.
+	onFirstToken func(ttft time.Duration)
 }
 
 // NewEngine returns an idle engine whose simulated time starts at clock().
@@ -143,12 +145,20 @@ func (e *Engine) Submit(r Request) error { return e.SubmitAt(e.clock(), r) }
 // instant before the engine's time counts as its time: the engine cannot
 // have seen the request earlier.
 func (e *Engine) SubmitAt(at time.Time, r Request) error {
+	return e.SubmitNotify(at, r, nil)
+}
+
+// SubmitNotify is SubmitAt for a caller that follows this one request:
+// onFirstToken, if not nil, is called with the request's time to first
+// token from within the call that emits it (Advance, or a later Submit).
+// Trace replays use it to measure every request, not a histogram of them.
+func (e *Engine) SubmitNotify(at time.Time, r Request, onFirstToken func(ttft time.Duration)) error {
 	if err := r.Validate(e.p); err != nil {
 		e.rejected++
 		return err
 	}
 	e.Advance(at)
-	e.waiting.pushBack(&seq{req: r, arrival: e.now, target: r.ContextTokens})
+	e.waiting.pushBack(&seq{req: r, arrival: e.now, target: r.ContextTokens, onFirstToken: onFirstToken})
 	e.submitted++
 	return nil
 }
@@ -316,6 +326,9 @@ func (e *Engine) emit(s *seq) {
 	e.generationTokens++
 	if !s.sawFirst {
 		s.sawFirst = true
+		if s.onFirstToken != nil {
+			s.onFirstToken(e.now.Sub(s.arrival))
+		}
 		if e.hooks.FirstToken != nil {
 			e.hooks.FirstToken(e.now.Sub(s.arrival))
 		}

@@ -3,7 +3,10 @@ package inferencesim
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"math"
+	"slices"
+	"strings"
 	"time"
 )
 
@@ -51,6 +54,47 @@ func DefaultProfile() Profile {
 		// 128 KiB per token = ~430k tokens.
 		KVCacheTokens: 430_000,
 	}
+}
+
+// L4Profile is the same model on one NVIDIA L4 24GB, the GPU many clouds
+// rent for small-model inference. The trace replay uses it: on an H100 the
+// recorded hour needs one or two replicas, on L4s it needs several, so a
+// policy's timing decides its latency. It sustains about 2 requests/s of
+// the default request, bounded by its KV cache: 32k tokens hold about 28
+// such requests, each decoding for about 11 s.
+func L4Profile() Profile {
+	return Profile{
+		Name: "meta-llama/Llama-3.1-8B-Instruct bf16 on 1x L4 24GB",
+		// Half of 121 dense bf16 TFLOPS: on a slow GPU, compute-bound
+		// prefill hides the per-step overheads that hold the H100
+		// estimate to 26% of its peak.
+		PrefillTokensPerSec: 4000,
+		// 16.06 GB of weights at 77% of 300 GB/s, the share of the
+		// bandwidth roofline vLLM reaches on this model.
+		DecodeBaseStep: 70 * time.Millisecond,
+		// A ~1.3k-token context is 170 MB of KV reads per step.
+		DecodePerSeqStep: 750 * time.Microsecond,
+		MaxBatch:         256,
+		// (0.9 x 22.5 GiB - 15.0 GiB weights - ~1.3 GiB activations) /
+		// 128 KiB per token = ~32k tokens.
+		KVCacheTokens: 32_000,
+	}
+}
+
+// Profiles are the built-in profiles by the name a simulated pod's
+// SIM_PROFILE variable gives.
+var Profiles = map[string]func() Profile{
+	"h100-llama-3.1-8b": DefaultProfile,
+	"l4-llama-3.1-8b":   L4Profile,
+}
+
+// ProfileByName returns a built-in profile, or an error listing the names.
+func ProfileByName(name string) (Profile, error) {
+	if f, ok := Profiles[name]; ok {
+		return f(), nil
+	}
+	names := slices.Sorted(maps.Keys(Profiles))
+	return Profile{}, fmt.Errorf("inferencesim: unknown profile %q (known: %s)", name, strings.Join(names, ", "))
 }
 
 // Validate reports every invalid figure at once.

@@ -219,3 +219,31 @@ func (s *Server) Submit(reqs ...Request) error {
 	s.advanceLocked()
 	return nil
 }
+
+// SubmitNotify enqueues one request arriving now and calls onFirstToken
+// with its time to first token when the simulation emits it. The call
+// happens while the server is locked: it must not call back into s.
+func (s *Server) SubmitNotify(r Request, onFirstToken func(ttft time.Duration)) error {
+	if err := r.Validate(s.opts.Profile); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.advanceLocked()
+	if err := s.engine.SubmitNotify(s.engine.Now(), r, onFirstToken); err != nil {
+		return err // unreachable: validated above
+	}
+	s.advanceLocked()
+	return nil
+}
+
+// InFlight advances the simulation and returns how many requests are
+// waiting or running, without starting a new busy-fraction window. A
+// draining server stops once it reaches zero.
+func (s *Server) InFlight() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.advanceLocked()
+	st := s.engine.Peek()
+	return st.Waiting + st.Running
+}
