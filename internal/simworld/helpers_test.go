@@ -104,6 +104,12 @@ type testWorld struct {
 // it. The test fails if Run does not return nil.
 func startWorld(t *testing.T, objs ...k8sruntime.Object) *testWorld {
 	t.Helper()
+	return startWorldWith(t, nil, objs...)
+}
+
+// startWorldWith is startWorld with options changed by opt.
+func startWorldWith(t *testing.T, opt func(*Options), objs ...k8sruntime.Object) *testWorld {
+	t.Helper()
 	client := fake.NewClientset(objs...)
 	watching := map[string]chan struct{}{"pods": make(chan struct{}), "nodes": make(chan struct{})}
 	var once sync.Map
@@ -120,12 +126,16 @@ func startWorld(t *testing.T, objs ...k8sruntime.Object) *testWorld {
 		t.Fatal(err)
 	}
 	var logs syncBuffer
-	w, err := New(Options{
+	o := Options{
 		Client: client, Dir: dir,
 		Logger:            slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
 		GPUUpdateInterval: 200 * time.Millisecond,
 		ExporterInterval:  200 * time.Millisecond,
-	})
+	}
+	if opt != nil {
+		opt(&o)
+	}
+	w, err := New(o)
 	if err != nil {
 		t.Fatal(err)
 	}

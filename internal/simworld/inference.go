@@ -42,16 +42,26 @@ type inferenceRun struct {
 
 // startInference listens on addr and serves a simulated inference server
 // for pod's container c until stop.
-func startInference(log *slog.Logger, pod podKey, node string, c *corev1.Container, addr string) (*inferenceRun, error) {
+// The container's SIM_PROFILE names its performance profile
+// (inferencesim.Profiles); the default profile when unset.
+func startInference(log *slog.Logger, now func() time.Time, pod podKey, node string, c *corev1.Container, addr string) (*inferenceRun, error) {
 	dialect, err := inferencesim.ParseDialect(env(c, "SIM_DIALECT", string(inferencesim.VLLM)))
 	if err != nil {
 		return nil, err
+	}
+	var profile inferencesim.Profile
+	if name := env(c, "SIM_PROFILE", ""); name != "" {
+		if profile, err = inferencesim.ProfileByName(name); err != nil {
+			return nil, err
+		}
 	}
 	log = log.With("pod", pod.String(), "address", addr)
 	srv, err := inferencesim.NewServer(inferencesim.Options{
 		Dialect: dialect,
 		Model:   env(c, "SIM_MODEL", inferencesim.DefaultModel),
+		Profile: profile,
 		Seed:    seedOf(pod),
+		Now:     now,
 		Logger:  log,
 	})
 	if err != nil {
@@ -91,4 +101,25 @@ func (r *inferenceRun) stop() {
 	r.cancel()
 	_ = r.http.Close()
 	r.wg.Wait()
+}
+
+// drain stops serving HTTP at once (the pod and its IP are gone; a new pod
+// may get the IP) but lets the engine finish the requests it holds, until
+// it is empty or the deadline passes on the simulation's clock, then stops.
+// Requests still unfinished then are lost, as when a grace period ends.
+// Closing abort stops it at once.
+func (r *inferenceRun) drain(now func() time.Time, timeout, poll time.Duration, abort <-chan struct{}) {
+	_ = r.http.Close()
+	deadline := now().Add(timeout)
+	t := time.NewTicker(poll)
+	defer t.Stop()
+	for r.srv.InFlight() > 0 && now().Before(deadline) {
+		select {
+		case <-t.C:
+		case <-abort:
+			r.stop()
+			return
+		}
+	}
+	r.stop()
 }

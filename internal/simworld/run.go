@@ -89,6 +89,8 @@ func (w *World) teardown() {
 	w.servers, w.exporter, w.sockets = map[podKey]*inferenceRun{}, map[podKey]*exporterRun{}, map[string]*podResourcesServer{}
 	w.pods, w.nodes, w.podIndex = nil, nil, nil
 	w.mu.Unlock()
+	close(w.stopDrains)
+	w.draining.Wait()
 	for _, r := range servers {
 		r.stop()
 	}
@@ -137,10 +139,20 @@ func (w *World) reconcile() {
 func (w *World) releaseLocked(pods map[podKey]*corev1.Pod) (stop func()) {
 	var stops []func()
 	for k, r := range w.servers {
-		if p := pods[k]; p == nil || r.died.Load() || r.node != p.Spec.NodeName || r.addr != w.serverAddr(p) {
-			delete(w.servers, k)
-			stops = append(stops, r.stop)
+		p := pods[k]
+		if p != nil && !r.died.Load() && r.node == p.Spec.NodeName && r.addr == w.serverAddr(p) {
+			continue
 		}
+		delete(w.servers, k)
+		if w.opts.DrainTimeout > 0 && !r.died.Load() && (p == nil || p.DeletionTimestamp != nil) {
+			w.draining.Add(1)
+			go func() {
+				defer w.draining.Done()
+				r.drain(w.opts.Now, w.opts.DrainTimeout, w.opts.GPUUpdateInterval/10, w.stopDrains)
+			}()
+			continue
+		}
+		stops = append(stops, r.stop)
 	}
 	for k, r := range w.exporter {
 		if p := pods[k]; p == nil || r.exited() || r.node != p.Spec.NodeName || r.addr != w.exporterAddr(p) {
@@ -179,7 +191,7 @@ func (w *World) releaseLocked(pods map[podKey]*corev1.Pod) (stop func()) {
 func (w *World) startLocked(p *corev1.Pod) {
 	k := keyOf(p)
 	if addr := w.serverAddr(p); addr != "" && w.servers[k] == nil && !w.muted[muteKey{k, InferenceImage}] {
-		r, err := startInference(w.log, k, p.Spec.NodeName, simContainer(p, InferenceImage), addr)
+		r, err := startInference(w.log, w.opts.Now, k, p.Spec.NodeName, simContainer(p, InferenceImage), addr)
 		if err != nil {
 			w.log.Warn("cannot start inference server; will retry", "pod", k.String(), "err", err)
 		} else {

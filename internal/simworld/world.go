@@ -24,6 +24,7 @@ package simworld
 import (
 	"cmp"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"slices"
@@ -74,6 +75,14 @@ type Options struct {
 	// ExporterInterval is the simulated exporters' collection and
 	// pod-resources refresh interval; 1s when zero.
 	ExporterInterval time.Duration
+	// Now is the clock the inference servers simulate by; time.Now when
+	// nil. A trace replay passes a clock that runs faster than the wall's,
+	// so that an hour of traffic plays in minutes.
+	Now func() time.Time
+	// DrainTimeout, in Now's time, is how long a deleted pod's server goes
+	// on serving the requests it holds, as vLLM does between SIGTERM and
+	// the end of the pod's grace period. Zero stops it at once.
+	DrainTimeout time.Duration
 }
 
 // podKey names a pod. The UID tells a pod from a successor with the same
@@ -115,6 +124,12 @@ type World struct {
 	// GPUs to set idle at the next update: freed by a deleted pod (memory
 	// too) or held by a muted one (utilization only).
 	idle map[gpuRef]bool
+	// next is Send's round-robin position per namespace and selector.
+	next map[string]int
+	// draining counts servers of deleted pods still finishing their work;
+	// closing stopDrains ends them.
+	draining   sync.WaitGroup
+	stopDrains chan struct{}
 }
 
 // muteKey is a pod's inference server or exporter, by image prefix.
@@ -142,17 +157,22 @@ func New(o Options) (*World, error) {
 	o.ExporterPort = cmp.Or(o.ExporterPort, 9400)
 	o.GPUUpdateInterval = cmp.Or(o.GPUUpdateInterval, time.Second)
 	o.ExporterInterval = cmp.Or(o.ExporterInterval, time.Second)
+	if o.Now == nil {
+		o.Now = time.Now
+	}
 	return &World{
-		opts:     o,
-		log:      o.Logger,
-		client:   &http.Client{Timeout: 2 * time.Second},
-		kick:     make(chan struct{}, 1),
-		servers:  map[podKey]*inferenceRun{},
-		exporter: map[podKey]*exporterRun{},
-		sockets:  map[string]*podResourcesServer{},
-		gpus:     map[string]map[podKey]allocation{},
-		muted:    map[muteKey]bool{},
-		idle:     map[gpuRef]bool{},
+		opts:       o,
+		log:        o.Logger,
+		client:     &http.Client{Timeout: 2 * time.Second},
+		kick:       make(chan struct{}, 1),
+		servers:    map[podKey]*inferenceRun{},
+		exporter:   map[podKey]*exporterRun{},
+		sockets:    map[string]*podResourcesServer{},
+		gpus:       map[string]map[podKey]allocation{},
+		muted:      map[muteKey]bool{},
+		idle:       map[gpuRef]bool{},
+		next:       map[string]int{},
+		stopDrains: make(chan struct{}),
 	}, nil
 }
 
@@ -271,4 +291,45 @@ func (w *World) trigger() {
 // freeMemory its framebuffer is emptied too, as when its pod is gone.
 func (w *World) markIdleLocked(g gpuRef, freeMemory bool) {
 	w.idle[g] = w.idle[g] || freeMemory
+}
+
+// ErrNoBackend is what Send returns when no ready pod serves a selector,
+// as a connection to a Service without endpoints fails.
+var ErrNoBackend = errors.New("no ready backend")
+
+// Send delivers one request to a ready pod in namespace matching selector
+// whose server runs, taking them in turn (round-robin by pod name, as
+// kube-proxy's IPVS mode balances a Service), and returns the pod's name.
+// onFirstToken hears the request's time to first token, on the servers'
+// clock; it runs with the server locked and must not call back into it.
+func (w *World) Send(namespace string, selector labels.Selector, r inferencesim.Request, onFirstToken func(ttft time.Duration)) (string, error) {
+	w.mu.Lock()
+	if w.pods == nil {
+		w.mu.Unlock()
+		return "", errors.New("simworld: the world is not running")
+	}
+	pods, err := w.pods.Pods(namespace).List(selector)
+	if err != nil {
+		w.mu.Unlock()
+		return "", fmt.Errorf("simworld: list pods: %w", err)
+	}
+	var backends []*inferenceRun
+	for _, p := range pods {
+		if run := w.servers[keyOf(p)]; run != nil && ready(p) {
+			backends = append(backends, run)
+		}
+	}
+	if len(backends) == 0 {
+		w.mu.Unlock()
+		return "", fmt.Errorf("simworld: send to %s/%s: %w", namespace, selector, ErrNoBackend)
+	}
+	slices.SortFunc(backends, func(a, b *inferenceRun) int { return cmp.Compare(a.pod.Name, b.pod.Name) })
+	key := namespace + "/" + selector.String()
+	run := backends[w.next[key]%len(backends)]
+	w.next[key]++
+	w.mu.Unlock()
+	if err := run.srv.SubmitNotify(r, onFirstToken); err != nil {
+		return run.pod.Name, fmt.Errorf("simworld: send to %s: %w", run.pod, err)
+	}
+	return run.pod.Name, nil
 }
