@@ -105,17 +105,46 @@ func New(cfg Config) (*Source, error) {
 var errSplit = errors.New("too many pods for one query, and this value cannot be merged from several")
 
 // Pods implements provider.Values: one query for all the pods (see
-// batches), keyed by the result's pod label.
-func (s *Source) Pods(ctx context.Context, namespace string, pods []*corev1.Pod, m provider.Metric, sel labels.Selector) (map[string]provider.Value, error) {
+// batches), matched to them by the result's pod label.
+func (s *Source) Pods(ctx context.Context, namespace string, pods []*corev1.Pod, m provider.Metric, sel labels.Selector) ([]provider.Value, error) {
 	p, err := s.params(namespace, m, sel)
 	if err != nil {
 		return nil, err
 	}
-	qs, err := s.batches(ShapePods, m.Name, p, podNames(pods), setPods)
+	names := podNames(pods)
+	qs, err := s.batches(ShapePods, m.Name, p, names, setPods)
 	if err != nil {
 		return nil, err
 	}
-	return s.byKey(ctx, qs, "pod", podNames(pods))
+	at := make(map[string]int, len(names))
+	dup := false
+	for i, n := range names {
+		if _, seen := at[n]; seen {
+			dup = true
+			continue
+		}
+		at[n] = i
+	}
+	out := make([]provider.Value, len(names))
+	now := s.cfg.Now()
+	for _, q := range qs {
+		// Only the asked pods: a template that answers for more (an
+		// overridden one without the regex) must not add strangers.
+		err := s.each(ctx, q, now, "pod", func(name string, v provider.Value) {
+			if i, ok := at[name]; ok {
+				out[i] = v
+			}
+		})
+		if err != nil {
+			return nil, err
+		}
+	}
+	if dup {
+		for i, n := range names {
+			out[i] = out[at[n]]
+		}
+	}
+	return out, nil
 }
 
 // byKey runs the queries and keeps the values of the asked names only: a
@@ -148,16 +177,25 @@ func (s *Source) byKey(ctx context.Context, qs []string, key string, names []str
 func (s *Source) Workload(ctx context.Context, namespace string, pods []*corev1.Pod, m provider.Metric, sel labels.Selector) (provider.Value, bool, error) {
 	if !m.IsTTFT() {
 		vals, err := s.Pods(ctx, namespace, pods, m, sel)
-		if err != nil || len(vals) == 0 {
+		if err != nil {
 			return provider.Value{}, false, err
 		}
-		var v provider.Value
+		var (
+			v provider.Value
+			n int
+		)
 		for _, pv := range vals {
-			v.V += pv.V
-			v.Time = pv.Time
+			if pv.Valid() {
+				v.V += pv.V
+				v.Time = pv.Time
+				n++
+			}
+		}
+		if n == 0 {
+			return provider.Value{}, false, nil
 		}
 		if !m.Sum {
-			v.V /= float64(len(vals))
+			v.V /= float64(n)
 		}
 		return v, true, nil
 	}

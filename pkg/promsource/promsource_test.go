@@ -101,7 +101,7 @@ func TestResults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(vals) != 2 || vals["a"].V != 2 || vals["b"].V != 5 || !vals["a"].Time.Equal(t0) {
+	if len(vals) != 3 || vals[0].V != 2 || vals[1].V != 5 || !vals[0].Time.Equal(t0) || !vals[1].Valid() || vals[2].Valid() {
 		t.Errorf("pods = %+v, want a=2, b=5 at the query time, no c", vals)
 	}
 	for _, tc := range []struct {
@@ -131,6 +131,32 @@ func TestResults(t *testing.T) {
 	nodes, err := s.Nodes(ctx, []string{"gpu-1", "gpu-2"}, metric(t, provider.GPUUtilization))
 	if err != nil || len(nodes) != 1 || nodes["gpu-1"].V != 55 {
 		t.Errorf("nodes = %+v, %v", nodes, err)
+	}
+}
+
+// TestPodsAligned: Pods answers one value per asked pod, in the asked
+// order whatever the order of Prometheus's result; a pod it did not answer
+// for has the zero Value, a pod it was not asked about is dropped, and a pod
+// asked twice gets its value twice.
+func TestPodsAligned(t *testing.T) {
+	f := newFakeProm(t)
+	s := newSource(t, f)
+	f.setReply(func(string) (int, string) {
+		return 200, vector(t0, series{podLabels("c"), "3"}, series{podLabels("stranger"), "9"}, series{podLabels("a"), "1"})
+	})
+	pods := []*corev1.Pod{pod("ml", "a", true), pod("ml", "b", true), pod("ml", "c", true), pod("ml", "a", true)}
+	vals, err := s.Pods(context.Background(), "ml", pods, metric(t, provider.QueueDepth), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []float64{1, -1, 3, 1} // -1: no value
+	if len(vals) != len(want) {
+		t.Fatalf("%d values for %d pods", len(vals), len(want))
+	}
+	for i, w := range want {
+		if got := vals[i]; (w < 0) == got.Valid() || (w >= 0 && (got.V != w || !got.Time.Equal(t0))) {
+			t.Errorf("pod %d (%s) = %+v, want %v", i, pods[i].Name, got, w)
+		}
 	}
 }
 
@@ -199,7 +225,7 @@ func TestErrors(t *testing.T) {
 	}
 	ctx := context.Background()
 	pods := []*corev1.Pod{pod("ml", "a", true)}
-	ask := func() (map[string]provider.Value, error) {
+	ask := func() ([]provider.Value, error) {
 		return s.Pods(ctx, "ml", pods, metric(t, provider.QueueDepth), nil)
 	}
 	block := make(chan struct{})
@@ -227,7 +253,7 @@ func TestErrors(t *testing.T) {
 		})
 	}
 	f.setReply(func(string) (int, string) { return 200, vector(t0, series{podLabels("a"), "3"}) })
-	if vals, err := ask(); err != nil || vals["a"].V != 3 {
+	if vals, err := ask(); err != nil || len(vals) != 1 || vals[0].V != 3 {
 		t.Fatalf("after recovery: %v, %v", vals, err)
 	}
 	down, err := New(Config{URL: "http://127.0.0.1:1", Timeout: time.Second})
@@ -284,7 +310,7 @@ func BenchmarkPods10k(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		vals, err := s.Pods(context.Background(), "ml", pods, m, nil)
-		if err != nil || len(vals) != 10000 {
+		if err != nil || len(vals) != 10000 || !vals[9999].Valid() {
 			b.Fatalf("%d values, %v", len(vals), err)
 		}
 	}

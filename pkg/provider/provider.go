@@ -113,11 +113,13 @@ func (p *Provider) metricByName(ctx context.Context, name types.NamespacedName, 
 		if err != nil {
 			return nil, &sourceError{err}
 		}
-		v, ok := vals[pod.Name]
-		if !ok {
+		if len(vals) != 1 {
+			return nil, &sourceError{fmt.Errorf("%d values for 1 pod", len(vals))}
+		}
+		if !vals[0].Valid() {
 			return nil, cmprovider.NewMetricNotFoundForError(gr, info.Metric, name.Name)
 		}
-		mv := p.metricValue(podRef(pod), def, v)
+		mv := p.metricValue(podRef(pod), def, vals[0])
 		return &mv, nil
 	case deploymentsResource, statefulsetsResource, namespacesResource:
 		pods, ref, err = p.workloadPods(gr, name)
@@ -235,10 +237,25 @@ func (p *Provider) podsBySelector(ctx context.Context, namespace string, selecto
 	if err != nil {
 		return nil, err
 	}
-	items := make([]custom_metrics.MetricValue, 0, len(vals))
-	for _, pod := range ready {
-		if v, ok := vals[pod.Name]; ok {
-			items = append(items, p.metricValue(podRef(pod), def, v))
+	if len(vals) != len(ready) {
+		return nil, fmt.Errorf("%d values for %d pods", len(vals), len(ready))
+	}
+	n := 0
+	for _, v := range vals {
+		if v.Valid() {
+			n++
+		}
+	}
+	// One backing array, filled in place: at 10,000 pods the items are
+	// most of the call's memory, and copying each 256-byte item through a
+	// temporary showed in profiles.
+	items := make([]custom_metrics.MetricValue, n)
+	fill := p.itemFiller(def)
+	n = 0
+	for i, v := range vals {
+		if v.Valid() {
+			fill(&items[n], ready[i].Namespace, ready[i].Name, v)
+			n++
 		}
 	}
 	return items, nil
@@ -335,6 +352,25 @@ func (p *Provider) metricValue(ref custom_metrics.ObjectReference, def metricDef
 		mv.WindowSeconds = &w
 	}
 	return mv
+}
+
+// itemFiller returns a function that writes a pod's item in place, as
+// metricValue(podRef(pod), def, v) would build it. The items of one list
+// share one WindowSeconds: nothing writes through it, and one allocation
+// per TTFT item added up at 10,000 pods.
+func (p *Provider) itemFiller(def metricDef) func(mv *custom_metrics.MetricValue, namespace, name string, v Value) {
+	var window *int64
+	if def.isTTFT() {
+		w := int64(p.cfg.TTFTWindow / time.Second)
+		window = &w
+	}
+	return func(mv *custom_metrics.MetricValue, namespace, name string, v Value) {
+		mv.DescribedObject = custom_metrics.ObjectReference{APIVersion: "v1", Kind: "Pod", Namespace: namespace, Name: name}
+		mv.Metric.Name = def.name
+		mv.Timestamp = metav1.NewTime(v.Time)
+		mv.WindowSeconds = window
+		mv.Value = quantity(v.V, def.format)
+	}
 }
 
 // quantity keeps three decimals: HPAs compare at milli-unit precision, and

@@ -4,6 +4,9 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"reflect"
+	"slices"
+	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -325,7 +328,7 @@ func BenchmarkPodsBySelector10k(b *testing.B) {
 
 type failingValues struct{ Values }
 
-func (failingValues) Pods(context.Context, string, []*corev1.Pod, Metric, labels.Selector) (map[string]Value, error) {
+func (failingValues) Pods(context.Context, string, []*corev1.Pod, Metric, labels.Selector) ([]Value, error) {
 	return nil, fmt.Errorf("query prometheus at http://127.0.0.1:9090: connection refused")
 }
 
@@ -341,5 +344,109 @@ func TestSourceErrorIsAnInternalError(t *testing.T) {
 	}
 	if f.obs.calls["custom/"+QueueDepth+"/pods/error"] != 1 {
 		t.Errorf("observer calls = %v", f.obs.calls)
+	}
+}
+
+// TestPodsListItems: every item of a Pods list is what the by-name call
+// answers for that pod (object reference, metric, time, value, window),
+// pods whose model the metric selector rejects are left out, and the items
+// cover exactly the pods with a fresh value.
+func TestPodsListItems(t *testing.T) {
+	app := map[string]string{"app": "llm"}
+	llama, _ := labels.Parse(ModelLabel + "=llama")
+	for _, tc := range []struct {
+		metric string
+		sel    labels.Selector
+		want   []string
+	}{
+		{QueueDepth, labels.Everything(), []string{"a", "b", "c"}},
+		{QueueDepth, llama, []string{"a", "c"}},
+		{GPUUtilization, nil, []string{"a"}},
+		{TTFTP90, labels.Everything(), []string{"a", "b", "c"}},
+		{TTFTP50, llama, []string{"a", "c"}},
+	} {
+		t.Run(tc.metric+"/"+fmt.Sprint(tc.sel), func(t *testing.T) {
+			f := newFixture()
+			for i, pod := range []struct{ name, model string }{{"a", "llama"}, {"b", "mistral"}, {"c", "llama"}, {"stale", "llama"}} {
+				f.addPod("ml", pod.name, true, app)
+				last := t0.Add(-time.Duration(i+1) * time.Second)
+				if pod.name == "stale" {
+					last = t0.Add(-time.Minute)
+				}
+				for s, at := range []time.Time{last.Add(-30 * time.Second), last} {
+					f.put("ml", pod.name, store.SourceInference, at, pod.model,
+						map[store.Signal]float64{store.QueueDepth: float64(i) + 0.25}, hist(float64(10*s*(i+1)), float64(s)))
+				}
+			}
+			f.put("ml", "a", store.SourceGPU, t0, "", map[store.Signal]float64{store.GPUUtilization: 61.5}, nil)
+
+			list, err := f.p.GetMetricBySelector(context.Background(), "ml", labels.SelectorFromSet(app), podsInfo(tc.metric), tc.sel)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			for _, it := range list.Items {
+				got = append(got, it.DescribedObject.Name)
+				one, err := f.p.GetMetricByName(context.Background(), types.NamespacedName{Namespace: "ml", Name: it.DescribedObject.Name}, podsInfo(tc.metric), tc.sel)
+				if err != nil {
+					t.Fatalf("%s by name: %v", it.DescribedObject.Name, err)
+				}
+				if !reflect.DeepEqual(it, *one) {
+					t.Errorf("list item\n%+v\nby name\n%+v", it, *one)
+				}
+				if isTTFT := strings.Contains(tc.metric, "ttft"); isTTFT != (it.WindowSeconds != nil) || isTTFT && *it.WindowSeconds != 60 {
+					t.Errorf("%s window = %v", it.DescribedObject.Name, it.WindowSeconds)
+				}
+			}
+			sort.Strings(got)
+			if !slices.Equal(got, tc.want) {
+				t.Errorf("items for %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+// misalignedValues answers one value too few: a broken source is an
+// error, never a list that names the wrong pods.
+type misalignedValues struct{ Values }
+
+func (misalignedValues) Pods(_ context.Context, _ string, pods []*corev1.Pod, _ Metric, _ labels.Selector) ([]Value, error) {
+	out := make([]Value, len(pods)-1)
+	for i := range out {
+		out[i] = Value{V: 1, Time: t0}
+	}
+	return out, nil
+}
+
+func TestMisalignedSourceIsAnError(t *testing.T) {
+	f := newFixture()
+	f.addPod("ml", "a", true, nil)
+	f.addPod("ml", "b", true, nil)
+	f.p.cfg.Values = misalignedValues{}
+	if _, err := f.p.GetMetricBySelector(context.Background(), "ml", labels.Everything(), podsInfo(QueueDepth), labels.Everything()); !apierrors.IsInternalError(err) {
+		t.Errorf("list: err = %v, want an InternalError", err)
+	}
+	if _, err := f.p.GetMetricByName(context.Background(), types.NamespacedName{Namespace: "ml", Name: "a"}, podsInfo(QueueDepth), labels.Everything()); !apierrors.IsInternalError(err) {
+		t.Errorf("by name: err = %v, want an InternalError", err)
+	}
+}
+
+// TestModelMatcher: the memoised matcher answers what the selector says of
+// the model label, whatever the order of the models it is asked about.
+func TestModelMatcher(t *testing.T) {
+	for _, expr := range []string{"", ModelLabel + "=llama", ModelLabel + "!=llama", ModelLabel + " in (llama, mistral)", "!" + ModelLabel, ModelLabel, "other=x"} {
+		sel, err := labels.Parse(expr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		mm := newModelMatcher(sel)
+		for _, model := range []string{"llama", "llama", "mistral", "", "llama", "", "", "qwen"} {
+			if got, want := mm.matches(model), sel.Matches(labels.Set{ModelLabel: model}); got != want {
+				t.Errorf("%q on model %q = %v, want %v", expr, model, got, want)
+			}
+		}
+	}
+	if mm := newModelMatcher(nil); !mm.matches("anything") {
+		t.Error("a nil selector matches every model")
 	}
 }

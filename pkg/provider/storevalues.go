@@ -40,29 +40,30 @@ func (s *storeValues) def(m Metric) (metricDef, error) {
 }
 
 // Pods implements Values.
-func (s *storeValues) Pods(_ context.Context, namespace string, pods []*corev1.Pod, m Metric, sel labels.Selector) (map[string]Value, error) {
+func (s *storeValues) Pods(_ context.Context, namespace string, pods []*corev1.Pod, m Metric, sel labels.Selector) ([]Value, error) {
 	def, err := s.def(m)
 	if err != nil {
 		return nil, err
 	}
 	now := s.now()
-	out := make(map[string]Value, len(pods))
+	out := make([]Value, len(pods))
+	mm := newModelMatcher(sel)
 	if !def.isTTFT() && namespace != "" {
 		// The HPA's list call: one store pass under one lock.
 		s.st.LatestEach(namespace, len(pods), func(i int) string { return pods[i].Name }, def.source, now, s.maxStaleness,
 			func(i int, smp *store.Sample) {
-				if !modelMatches(sel, *smp) {
+				if !mm.matches(smp.Model) {
 					return
 				}
 				if v, ok := smp.Get(def.signal); ok {
-					out[pods[i].Name] = Value{V: v, Time: smp.Time}
+					out[i] = Value{V: v, Time: smp.Time}
 				}
 			})
 		return out, nil
 	}
-	for _, pod := range pods {
-		if v, ok := s.podValue(pod, def, sel, now); ok {
-			out[pod.Name] = v
+	for i, pod := range pods {
+		if v, ok := s.podValue(pod, def, mm, now); ok {
+			out[i] = v
 		}
 	}
 	return out, nil
@@ -70,10 +71,10 @@ func (s *storeValues) Pods(_ context.Context, namespace string, pods []*corev1.P
 
 // podValue is a pod's value: none unless its newest sample is fresh; a
 // dead target's last sample is not today's value.
-func (s *storeValues) podValue(pod *corev1.Pod, def metricDef, sel labels.Selector, now time.Time) (Value, bool) {
+func (s *storeValues) podValue(pod *corev1.Pod, def metricDef, mm *modelMatcher, now time.Time) (Value, bool) {
 	key := store.Key{Namespace: pod.Namespace, Name: pod.Name}
 	smp, ok := s.st.Latest(key, def.source, now, s.maxStaleness)
-	if !ok || !modelMatches(sel, smp) {
+	if !ok || !mm.matches(smp.Model) {
 		return Value{}, false
 	}
 	if def.isTTFT() {
@@ -106,11 +107,12 @@ func (s *storeValues) Workload(_ context.Context, _ string, pods []*corev1.Pod, 
 		return Value{}, false, err
 	}
 	now := s.now()
+	mm := newModelMatcher(sel)
 	var a modelAgg
 	for _, pod := range pods {
 		key := store.Key{Namespace: pod.Namespace, Name: pod.Name}
 		smp, ok := s.st.Latest(key, def.source, now, s.maxStaleness)
-		if !ok || !modelMatches(sel, smp) {
+		if !ok || !mm.matches(smp.Model) {
 			continue
 		}
 		s.add(&a, key, smp, def, now)
@@ -159,11 +161,12 @@ func (s *storeValues) Models(_ context.Context, _ string, pods []*corev1.Pod, m 
 		return nil, err
 	}
 	now := s.now()
+	mm := newModelMatcher(sel)
 	byModel := map[string]*modelAgg{}
 	for _, pod := range pods {
 		key := store.Key{Namespace: pod.Namespace, Name: pod.Name}
 		smp, ok := s.st.Latest(key, store.SourceInference, now, s.maxStaleness)
-		if !ok || smp.Model == "" || !modelMatches(sel, smp) {
+		if !ok || smp.Model == "" || !mm.matches(smp.Model) {
 			continue
 		}
 		a := byModel[smp.Model]
@@ -217,10 +220,31 @@ func quantileOf(q float64, incs []*histogram.Histogram) (float64, bool) {
 	return v, !math.IsNaN(v) && !math.IsInf(v, 0)
 }
 
-// modelMatches applies a metric label selector to the served model, the one
-// label gpuscale's inference metrics carry.
-func modelMatches(sel labels.Selector, smp store.Sample) bool {
-	return sel == nil || sel.Empty() || sel.Matches(labels.Set{ModelLabel: smp.Model})
+// modelMatcher applies a metric label selector to the served model, the one
+// label gpuscale's inference metrics carry. The pods of a request serve one
+// model or a few, so it keeps its last answer instead of building a label
+// set for each of thousands of pods.
+type modelMatcher struct {
+	sel    labels.Selector
+	all    bool
+	seen   bool
+	model  string
+	result bool
+}
+
+func newModelMatcher(sel labels.Selector) *modelMatcher {
+	return &modelMatcher{sel: sel, all: sel == nil || sel.Empty()}
+}
+
+func (m *modelMatcher) matches(model string) bool {
+	if m.all {
+		return true
+	}
+	if !m.seen || model != m.model {
+		m.seen, m.model = true, model
+		m.result = m.sel.Matches(labels.Set{ModelLabel: model})
+	}
+	return m.result
 }
 
 func later(a, b time.Time) time.Time {
