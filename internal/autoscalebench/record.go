@@ -1,0 +1,71 @@
+// Package autoscalebench replays a recorded LLM trace through a cluster of
+// simulated inference servers under several autoscaling policies at once,
+// and reports what each policy did to latency and to the GPU bill.
+//
+// Every time in a Recording is trace time: the offset from the start of
+// the replayed slice of the trace, however much the replay compressed it.
+package autoscalebench
+
+import "time"
+
+// Policy names, in the order reports list them.
+const (
+	PolicyGPUUtilization = "gpu-utilization"
+	PolicyQueueDepth     = "queue-depth"
+	PolicyTTFT           = "ttft-p90"
+	PolicyStatic         = "static-peak"
+)
+
+// RequestOutcome is what happened to one replayed request.
+type RequestOutcome struct {
+	// Arrival is when the request arrived, in trace time.
+	Arrival time.Duration
+	// TTFT is its time to first token. Meaningless unless Served.
+	TTFT time.Duration
+	// Served is false for a request that never produced a first token: no
+	// replica was ready to take it, its replica was deleted before it was
+	// served, or the replay ended first. Unserved requests count as
+	// missing the SLO and as +Inf in the TTFT quantiles.
+	Served bool
+}
+
+// Sample is the state of one policy's workload at one instant.
+type Sample struct {
+	At time.Duration // trace time
+	// Desired is the Deployment's spec.replicas (what the HPA asked for).
+	Desired int
+	// Ready is the number of Ready pods: those that take traffic.
+	Ready int
+	// Pods is the number of pods that exist and are not terminal, ready or
+	// not: each holds a GPU, so their integral over time is the GPU bill.
+	Pods int
+}
+
+// PolicyRecording is everything one policy's run produced.
+type PolicyRecording struct {
+	Policy string
+	// Describe says in one line what the policy is (the HPA's metric and
+	// target, or the static replica count).
+	Describe string
+	Requests []RequestOutcome // in arrival order
+	Samples  []Sample         // in time order, about every SampleInterval
+}
+
+// Recording is one replay of a trace slice under several policies.
+type Recording struct {
+	// Trace is the file replayed; Start and Duration the slice of it.
+	Trace           string
+	Start, Duration time.Duration
+	// Speedup is how many times faster than real time the trace ran.
+	Speedup float64
+	// SLO is the TTFT p90 a trace minute must stay under to count as met.
+	SLO time.Duration
+	// StaticReplicas is the trace's peak need: the fewest always-ready
+	// replicas that meet the SLO in every minute of the slice (see
+	// StaticNeed). The static policy runs this many.
+	StaticReplicas int
+	// RequestRate is the trace's arrivals per RateBucket, for plots.
+	RateBucket  time.Duration
+	RequestRate []float64 // requests/s in each bucket from Start
+	Policies    []PolicyRecording
+}
