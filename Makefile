@@ -5,7 +5,7 @@ GO ?= go
 export CGO_CFLAGS ?= -Wno-deprecated-declarations
 FUZZTIME ?= 5s
 
-.PHONY: all build lint unit fuzz-short fuzz e2e test demo bench clean control-plane manifests
+.PHONY: all build lint unit fuzz-short fuzz e2e test demo bench bench-autoscale clean control-plane manifests
 
 all: build
 
@@ -52,6 +52,13 @@ demo:
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./pkg/...
+
+# Replays the recorded hour of LLM traffic under four autoscaling policies
+# (about 12 minutes at the default 6x); docs/autoscaling.md. Pass flags
+# with BENCH_FLAGS, e.g. BENCH_FLAGS="--start=40m --duration=2m".
+bench-autoscale:
+	hack/control-plane-build.sh >/dev/null
+	$(GO) run ./hack/bench-autoscale $(BENCH_FLAGS)
 
 control-plane:
 	hack/control-plane-build.sh

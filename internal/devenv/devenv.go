@@ -52,6 +52,9 @@ type Options struct {
 	AdapterArgs []string
 	// HPASyncPeriod is the HPA controller's sync period (default 5s).
 	HPASyncPeriod time.Duration
+	// ConfigureWorld, if set, adjusts the simulated world's options (its
+	// clock, say) before it starts.
+	ConfigureWorld func(*simworld.Options)
 	Logger        *slog.Logger
 	// Stdout, if set, also receives the components' logs.
 	Stdout io.Writer
@@ -169,7 +172,11 @@ func (e *Env) startWorld() error {
 	if err != nil {
 		return err
 	}
-	e.World, err = simworld.New(simworld.Options{Client: e.Cluster.Client(), Dir: sockDir, Logger: e.log.With("component", "simworld")})
+	wo := simworld.Options{Client: e.Cluster.Client(), Dir: sockDir, Logger: e.log.With("component", "simworld")}
+	if e.opts.ConfigureWorld != nil {
+		e.opts.ConfigureWorld(&wo)
+	}
+	e.World, err = simworld.New(wo)
 	if err != nil {
 		return fmt.Errorf("devenv: world: %w", err)
 	}

@@ -1,0 +1,112 @@
+// Command bench-autoscale replays a recorded LLM trace through a local
+// control plane under several autoscaling policies at once and writes a
+// report with plots (make bench-autoscale; docs/autoscaling.md).
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/gpuscale/gpuscale/internal/autoscalebench"
+	"github.com/gpuscale/gpuscale/internal/devenv"
+	"github.com/gpuscale/gpuscale/pkg/trace"
+)
+
+func main() {
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "bench-autoscale:", err)
+		os.Exit(1)
+	}
+}
+
+func run() error {
+	var (
+		tracePath = flag.String("trace", "test/traces/azure-llm-inference-2023-conv.csv", "Trace to replay: CSV with TIMESTAMP, ContextTokens and GeneratedTokens columns.")
+		start     = flag.Duration("start", 0, "Offset of the replayed slice from the trace's first request.")
+		duration  = flag.Duration("duration", 0, "Length of the replayed slice (0: to the end of the trace).")
+		speedup   = flag.Float64("speedup", 6, "How many times faster than real time the trace plays; every controller timer is divided by it too.")
+		slo       = flag.Duration("slo", time.Second, "TTFT p90 a trace minute must stay within; also the TTFT policy's target.")
+		modelLoad = flag.Duration("model-load", time.Minute, "Trace time a new replica takes to become Ready.")
+		profile   = flag.String("profile", "l4-llama-3.1-8b", "Replica performance profile (pkg/inferencesim).")
+		policies  = flag.String("policies", strings.Join(autoscalebench.Policies, ","), "Comma-separated policies to compare.")
+		gpuTarget = flag.Float64("gpu-target", 70, "averageValue of the gpu-utilization policy.")
+		queue     = flag.Float64("queue-target", 1, "averageValue of the queue-depth policy.")
+		maxR      = flag.Int("max-replicas", 0, "maxReplicas of every HPA (0: twice the static policy's size).")
+		out       = flag.String("out", "_output/bench-autoscale", "Directory for the report, plots and logs.")
+	)
+	flag.Parse()
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+
+	tr, err := trace.ReadFile(*tracePath)
+	if err != nil {
+		return err
+	}
+	cfg := autoscalebench.DefaultConfig(*tracePath, tr)
+	cfg.Start, cfg.Speedup, cfg.SLO, cfg.ModelLoad, cfg.Profile = *start, *speedup, *slo, *modelLoad, *profile
+	if *duration > 0 {
+		cfg.Duration = *duration
+	} else {
+		cfg.Duration = tr.Duration() - *start + time.Nanosecond
+	}
+	cfg.Policies = strings.Split(*policies, ",")
+	cfg.Targets.GPUUtilization, cfg.Targets.QueueDepth, cfg.Targets.TTFT = *gpuTarget, *queue, *slo
+	cfg.MaxReplicas = *maxR
+	cfg.Log = log
+	plan, err := autoscalebench.NewPlan(cfg)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("replaying %d requests (%v of trace from %v) at %vx: about %v of wall time\n",
+		len(plan.Requests), cfg.Duration.Round(time.Second), cfg.Start, cfg.Speedup, time.Duration(float64(cfg.Duration)/cfg.Speedup).Round(time.Second))
+	fmt.Printf("static peak need %d replicas (meets the SLO in %d of %d minutes; no count does better); start at %d; HPAs 1-%d\n",
+		plan.Static, plan.StaticMet, plan.Minutes, plan.Initial, plan.MaxReplicas)
+
+	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer cancel()
+	envDir := filepath.Join(*out, "env")
+	if err := os.MkdirAll(envDir, 0o755); err != nil {
+		return err
+	}
+	clock := autoscalebench.NewClock(cfg.Speedup)
+	began := time.Now()
+	env, err := devenv.Up(ctx, plan.EnvOptions(envDir, clock, log))
+	if err != nil {
+		return fmt.Errorf("environment (logs in %s): %w", envDir, err)
+	}
+	defer func() {
+		if err := env.Down(); err != nil {
+			log.Warn("teardown", "err", err)
+		}
+	}()
+	fmt.Printf("environment up in %v\n", time.Since(began).Round(time.Second))
+	rec, stats, err := autoscalebench.Run(ctx, env, plan, clock)
+	if err != nil {
+		return err
+	}
+	if err := autoscalebench.WriteReport(*out, *rec); err != nil {
+		return err
+	}
+	raw, err := json.Marshal(rec)
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(*out, "recording.json"), raw, 0o644); err != nil {
+		return err
+	}
+	report, err := os.ReadFile(filepath.Join(*out, "report.md"))
+	if err != nil {
+		return err
+	}
+	fmt.Printf("%s\ndispatch lag p99 %v, max %v; requests with no ready replica: %d\nreport and plots in %s (wall %v)\n",
+		report, stats.DispatchLagP99.Round(time.Millisecond), stats.DispatchLagMax.Round(time.Millisecond), stats.NoBackend, *out, time.Since(began).Round(time.Second))
+	return nil
+}

@@ -1,0 +1,160 @@
+package autoscalebench
+
+import (
+	"fmt"
+	"math"
+	"strconv"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	autoscalingv2 "k8s.io/api/autoscaling/v2"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/gpuscale/gpuscale/internal/localcluster"
+	"github.com/gpuscale/gpuscale/internal/simworld"
+	"github.com/gpuscale/gpuscale/pkg/scaledown"
+)
+
+// workloadName is the Deployment (and its app label) in every policy's
+// namespace.
+const workloadName = "llm"
+
+// Policies lists every policy, in report order.
+var Policies = []string{PolicyGPUUtilization, PolicyQueueDepth, PolicyTTFT, PolicyStatic}
+
+// Targets are the HPA targets of the autoscaled policies.
+type Targets struct {
+	// GPUUtilization is the averageValue of gpu_utilization (percent).
+	GPUUtilization float64
+	// QueueDepth is the averageValue of inference_queue_depth (requests
+	// waiting per pod).
+	QueueDepth float64
+	// TTFT is the value of the Deployment's inference_ttft_seconds_p90:
+	// the SLO itself.
+	TTFT time.Duration
+}
+
+// namespaceFor is where a policy's workload runs.
+func namespaceFor(policy string) string { return "replay-" + policy }
+
+// describe says in one line what a policy does.
+func describe(policy string, t Targets, static, minR, maxR int) string {
+	switch policy {
+	case PolicyGPUUtilization:
+		return fmt.Sprintf("HPA: pods gpu_utilization averageValue %s, %d-%d replicas", fmtFloat(t.GPUUtilization), minR, maxR)
+	case PolicyQueueDepth:
+		return fmt.Sprintf("HPA: pods inference_queue_depth averageValue %s, %d-%d replicas", fmtFloat(t.QueueDepth), minR, maxR)
+	case PolicyTTFT:
+		return fmt.Sprintf("HPA: Deployment inference_ttft_seconds_p90 value %s, %d-%d replicas", t.TTFT, minR, maxR)
+	case PolicyStatic:
+		return fmt.Sprintf("no autoscaler: %d replicas, the slice's peak need", static)
+	}
+	return policy
+}
+
+func fmtFloat(f float64) string { return strconv.FormatFloat(f, 'g', -1, 64) }
+
+// workload is a policy's Deployment of simulated vLLM servers: one L4-class
+// GPU each, a model that takes modelLoad (wall time) to load, scraped by the
+// adapter and managed by its scale-down controller.
+func workload(namespace, profile string, replicas int32, modelLoad time.Duration) *appsv1.Deployment {
+	labels := map[string]string{"app": workloadName}
+	podLabels := map[string]string{"app": workloadName, scaledown.ManagedLabel: "managed"}
+	return &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Name: workloadName, Namespace: namespace},
+		Spec: appsv1.DeploymentSpec{
+			Replicas: &replicas,
+			Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: podLabels, Annotations: map[string]string{
+					"gpuscale.io/scrape":              "true",
+					localcluster.ReadyAfterAnnotation: modelLoad.String(),
+				}},
+				Spec: corev1.PodSpec{
+					Tolerations: []corev1.Toleration{localcluster.GPUToleration()},
+					Containers: []corev1.Container{{
+						Name: "vllm", Image: simworld.InferenceImage,
+						Ports: []corev1.ContainerPort{{Name: "http", ContainerPort: 8000}},
+						Env: []corev1.EnvVar{
+							{Name: "SIM_MODEL", Value: "meta-llama/Llama-3.1-8B-Instruct"},
+							{Name: "SIM_PROFILE", Value: profile},
+						},
+						Resources: corev1.ResourceRequirements{
+							Limits: corev1.ResourceList{simworld.GPUResource: resource.MustParse("1")},
+						},
+					}},
+				},
+			},
+		},
+	}
+}
+
+// autoscaler is the HPA of an autoscaled policy, with the controller's
+// default behaviour compressed by speedup so that every timer keeps its
+// proportion to the trace: scale-down waits 300 s of trace time, and each
+// scaling policy's period is 15 s of trace time.
+func autoscaler(policy, namespace string, t Targets, minR, maxR int32, speedup float64) (*autoscalingv2.HorizontalPodAutoscaler, error) {
+	var metric autoscalingv2.MetricSpec
+	switch policy {
+	case PolicyGPUUtilization:
+		metric = podsMetric("gpu_utilization", t.GPUUtilization)
+	case PolicyQueueDepth:
+		metric = podsMetric("inference_queue_depth", t.QueueDepth)
+	case PolicyTTFT:
+		target := resource.NewMilliQuantity(t.TTFT.Milliseconds(), resource.DecimalSI)
+		metric = autoscalingv2.MetricSpec{Type: autoscalingv2.ObjectMetricSourceType, Object: &autoscalingv2.ObjectMetricSource{
+			DescribedObject: autoscalingv2.CrossVersionObjectReference{APIVersion: "apps/v1", Kind: "Deployment", Name: workloadName},
+			Metric:          autoscalingv2.MetricIdentifier{Name: "inference_ttft_seconds_p90"},
+			Target:          autoscalingv2.MetricTarget{Type: autoscalingv2.ValueMetricType, Value: target},
+		}}
+	default:
+		return nil, fmt.Errorf("autoscalebench: policy %q has no HPA", policy)
+	}
+	period := compressSeconds(15*time.Second, speedup)
+	window := compressSeconds(300*time.Second, speedup)
+	zero := int32(0)
+	maxSelect := autoscalingv2.MaxChangePolicySelect
+	return &autoscalingv2.HorizontalPodAutoscaler{
+		ObjectMeta: metav1.ObjectMeta{Name: workloadName, Namespace: namespace},
+		Spec: autoscalingv2.HorizontalPodAutoscalerSpec{
+			ScaleTargetRef: autoscalingv2.CrossVersionObjectReference{APIVersion: "apps/v1", Kind: "Deployment", Name: workloadName},
+			MinReplicas:    &minR,
+			MaxReplicas:    maxR,
+			Metrics:        []autoscalingv2.MetricSpec{metric},
+			// The controller's defaults (autoscaling/v2 docs), on the
+			// trace's clock.
+			Behavior: &autoscalingv2.HorizontalPodAutoscalerBehavior{
+				ScaleUp: &autoscalingv2.HPAScalingRules{
+					StabilizationWindowSeconds: &zero,
+					SelectPolicy:               &maxSelect,
+					Policies: []autoscalingv2.HPAScalingPolicy{
+						{Type: autoscalingv2.PercentScalingPolicy, Value: 100, PeriodSeconds: period},
+						{Type: autoscalingv2.PodsScalingPolicy, Value: 4, PeriodSeconds: period},
+					},
+				},
+				ScaleDown: &autoscalingv2.HPAScalingRules{
+					StabilizationWindowSeconds: &window,
+					SelectPolicy:               &maxSelect,
+					Policies: []autoscalingv2.HPAScalingPolicy{
+						{Type: autoscalingv2.PercentScalingPolicy, Value: 100, PeriodSeconds: period},
+					},
+				},
+			},
+		},
+	}, nil
+}
+
+func podsMetric(name string, average float64) autoscalingv2.MetricSpec {
+	q := resource.NewMilliQuantity(int64(math.Round(average*1000)), resource.DecimalSI)
+	return autoscalingv2.MetricSpec{Type: autoscalingv2.PodsMetricSourceType, Pods: &autoscalingv2.PodsMetricSource{
+		Metric: autoscalingv2.MetricIdentifier{Name: name},
+		Target: autoscalingv2.MetricTarget{Type: autoscalingv2.AverageValueMetricType, AverageValue: q},
+	}}
+}
+
+// compressSeconds is d of trace time in whole wall seconds, at least one.
+func compressSeconds(d time.Duration, speedup float64) int32 {
+	return int32(max(1, math.Round(d.Seconds()/speedup)))
+}
