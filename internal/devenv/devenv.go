@@ -55,7 +55,7 @@ type Options struct {
 	// ConfigureWorld, if set, adjusts the simulated world's options (its
 	// clock, say) before it starts.
 	ConfigureWorld func(*simworld.Options)
-	Logger        *slog.Logger
+	Logger         *slog.Logger
 	// Stdout, if set, also receives the components' logs.
 	Stdout io.Writer
 }
