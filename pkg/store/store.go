@@ -98,9 +98,6 @@ func (w *window) newest() *Sample {
 
 type entry struct {
 	windows [numSources]window
-	// latest copies each window's newest sample, so the API's hot path
-	// reads one object per pod instead of chasing the ring.
-	latest [numSources]Sample
 	// ttft memoises the last window increase: it only changes when a
 	// sample enters or leaves the window, not on every API call.
 	ttft ttftCache
@@ -114,15 +111,99 @@ type ttftCache struct {
 	err         error
 }
 
+// objects holds the pods of one namespace, or the nodes. Each object has a
+// slot, and each source's newest samples sit in one array by slot rather
+// than in the objects' entries: a Pods-metric list over thousands of pods
+// then reads one compact array instead of one scattered heap object per
+// pod, each a cache miss at that size.
+type objects struct {
+	slots   map[string]int32
+	names   []string // by slot
+	entries []*entry // by slot
+	latest  [numSources][]Sample
+}
+
+func newObjects() *objects { return &objects{slots: map[string]int32{}} }
+
+// lookup returns the slot of name, or -1.
+func (o *objects) lookup(name string) int {
+	if o == nil {
+		return -1
+	}
+	i, ok := o.slots[name]
+	if !ok {
+		return -1
+	}
+	return int(i)
+}
+
+// slot returns the slot of name, adding the object if it is new.
+func (o *objects) slot(name string) int {
+	if i, ok := o.slots[name]; ok {
+		return int(i)
+	}
+	i := len(o.names)
+	o.slots[name] = int32(i)
+	o.names = append(o.names, name)
+	o.entries = append(o.entries, &entry{})
+	for src := range o.latest {
+		o.latest[src] = append(o.latest[src], Sample{})
+	}
+	return i
+}
+
+// remove drops the object in slot i; the last object takes its slot.
+func (o *objects) remove(i int) {
+	last := len(o.names) - 1
+	delete(o.slots, o.names[i])
+	if i != last {
+		o.slots[o.names[last]] = int32(i)
+		o.names[i], o.entries[i] = o.names[last], o.entries[last]
+		for src := range o.latest {
+			o.latest[src][i] = o.latest[src][last]
+		}
+	}
+	// Clear the vacated tail so that it holds no histogram or name.
+	o.names[last], o.entries[last] = "", nil
+	o.names, o.entries = o.names[:last], o.entries[:last]
+	for src := range o.latest {
+		o.latest[src][last] = Sample{}
+		o.latest[src] = o.latest[src][:last]
+	}
+}
+
+func (o *objects) put(name string, src Source, smp Sample, capacity int) {
+	i := o.slot(name)
+	if put(&o.entries[i].windows[src], smp, capacity) {
+		o.latest[src][i] = smp
+	}
+}
+
+// fresh returns the newest sample of slot i from src, nil unless it is no
+// older than maxAge at now.
+func (o *objects) fresh(i int, src Source, now time.Time, maxAge time.Duration) *Sample {
+	if i < 0 {
+		return nil
+	}
+	if smp := &o.latest[src][i]; isFresh(smp, now, maxAge) {
+		return smp
+	}
+	return nil
+}
+
+func isFresh(smp *Sample, now time.Time, maxAge time.Duration) bool {
+	return !smp.Time.IsZero() && now.Sub(smp.Time) <= maxAge
+}
+
 // Store is safe for concurrent use. Writers hold the lock for one Put;
 // readers for one lookup, so API calls never wait on a scrape cycle.
 type Store struct {
 	capacity int
 	mu       sync.RWMutex
-	// pods is indexed by namespace, then name: a Pods-metric request
-	// walks one namespace.
-	pods  map[string]map[string]*entry
-	nodes map[string]*entry
+	// pods is indexed by namespace: a Pods-metric request walks one
+	// namespace.
+	pods  map[string]*objects
+	nodes *objects
 }
 
 // New returns a store keeping at most capacity samples per object and
@@ -131,7 +212,7 @@ func New(capacity int) *Store {
 	if capacity < 2 {
 		capacity = 2
 	}
-	return &Store{capacity: capacity, pods: map[string]map[string]*entry{}, nodes: map[string]*entry{}}
+	return &Store{capacity: capacity, pods: map[string]*objects{}, nodes: newObjects()}
 }
 
 // PutPod appends a pod's sample. Samples must arrive in time order per
@@ -141,31 +222,17 @@ func (s *Store) PutPod(k Key, src Source, smp Sample) {
 	defer s.mu.Unlock()
 	ns := s.pods[k.Namespace]
 	if ns == nil {
-		ns = map[string]*entry{}
+		ns = newObjects()
 		s.pods[k.Namespace] = ns
 	}
-	e := ns[k.Name]
-	if e == nil {
-		e = &entry{}
-		ns[k.Name] = e
-	}
-	if put(&e.windows[src], smp, s.capacity) {
-		e.latest[src] = smp
-	}
+	ns.put(k.Name, src, smp, s.capacity)
 }
 
 // PutNode appends a node's GPU sample.
 func (s *Store) PutNode(name string, smp Sample) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	e := s.nodes[name]
-	if e == nil {
-		e = &entry{}
-		s.nodes[name] = e
-	}
-	if put(&e.windows[SourceGPU], smp, s.capacity) {
-		e.latest[SourceGPU] = smp
-	}
+	s.nodes.put(name, SourceGPU, smp, s.capacity)
 }
 
 // put appends smp unless it is not newer than the window's newest.
@@ -182,7 +249,11 @@ func put(w *window, smp Sample, capacity int) bool {
 func (s *Store) Latest(k Key, src Source, now time.Time, maxAge time.Duration) (Sample, bool) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	return latest(s.pods[k.Namespace][k.Name], src, now, maxAge)
+	ns := s.pods[k.Namespace]
+	if smp := ns.fresh(ns.lookup(k.Name), src, now, maxAge); smp != nil {
+		return *smp, true
+	}
+	return Sample{}, false
 }
 
 // LatestEach calls fn(i, sample) for every i in [0, n) whose pod
@@ -196,12 +267,13 @@ func (s *Store) LatestEach(namespace string, n int, name func(i int) string, src
 	if ns == nil {
 		return
 	}
+	latest := ns.latest[src]
 	for i := 0; i < n; i++ {
-		e := ns[name(i)]
-		if e == nil {
+		j, ok := ns.slots[name(i)]
+		if !ok {
 			continue
 		}
-		if smp := &e.latest[src]; !smp.Time.IsZero() && now.Sub(smp.Time) <= maxAge {
+		if smp := &latest[j]; isFresh(smp, now, maxAge) {
 			fn(i, smp)
 		}
 	}
@@ -211,18 +283,20 @@ func (s *Store) LatestEach(namespace string, n int, name func(i int) string, src
 func (s *Store) LatestNode(name string, now time.Time, maxAge time.Duration) (Sample, bool) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	return latest(s.nodes[name], SourceGPU, now, maxAge)
+	if smp := s.nodes.fresh(s.nodes.lookup(name), SourceGPU, now, maxAge); smp != nil {
+		return *smp, true
+	}
+	return Sample{}, false
 }
 
-func latest(e *entry, src Source, now time.Time, maxAge time.Duration) (Sample, bool) {
-	if e == nil {
-		return Sample{}, false
+// entry returns a pod's entry, nil if the store has none. The caller holds
+// the lock.
+func (s *Store) entry(k Key) *entry {
+	ns := s.pods[k.Namespace]
+	if i := ns.lookup(k.Name); i >= 0 {
+		return ns.entries[i]
 	}
-	n := &e.latest[src]
-	if n.Time.IsZero() || now.Sub(n.Time) > maxAge {
-		return Sample{}, false
-	}
-	return *n, true
+	return nil
 }
 
 // TTFTIncrease returns increase(ttft_bucket[win]) of a pod evaluated at
@@ -235,7 +309,7 @@ func latest(e *entry, src Source, now time.Time, maxAge time.Duration) (Sample, 
 // inside it.
 func (s *Store) TTFTIncrease(k Key, now time.Time, win, maxAge time.Duration) (*histogram.Histogram, bool) {
 	s.mu.RLock()
-	e := s.pods[k.Namespace][k.Name]
+	e := s.entry(k)
 	if e == nil {
 		s.mu.RUnlock()
 		return nil, false
@@ -282,7 +356,7 @@ func (s *Store) TTFTIncrease(k Key, now time.Time, win, maxAge time.Duration) (*
 	// now and is redone on every call.
 	inc, err := histogram.WindowIncrease(hs)
 	s.mu.Lock()
-	if e2 := s.pods[k.Namespace][k.Name]; e2 == e {
+	if s.entry(k) == e {
 		e.ttft = ttftCache{first: firstT, last: lastT, n: len(hs), firstHist: hs[0], inc: inc, err: err}
 	}
 	s.mu.Unlock()
@@ -298,23 +372,25 @@ func (s *Store) Forget(now time.Time, maxAge time.Duration) (pods, nodes int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for nsName, ns := range s.pods {
-		for k, e := range ns {
-			if stale(e, now, maxAge) {
-				delete(ns, k)
-				pods++
-			}
-		}
-		if len(ns) == 0 {
+		pods += ns.forget(now, maxAge)
+		if len(ns.names) == 0 {
 			delete(s.pods, nsName)
 		}
 	}
-	for k, e := range s.nodes {
-		if stale(e, now, maxAge) {
-			delete(s.nodes, k)
-			nodes++
+	return pods, s.nodes.forget(now, maxAge)
+}
+
+func (o *objects) forget(now time.Time, maxAge time.Duration) int {
+	n := 0
+	// Downwards: the object that moves into a freed slot is one already
+	// kept.
+	for i := len(o.entries) - 1; i >= 0; i-- {
+		if stale(o.entries[i], now, maxAge) {
+			o.remove(i)
+			n++
 		}
 	}
-	return pods, nodes
+	return n
 }
 
 func stale(e *entry, now time.Time, maxAge time.Duration) bool {
@@ -331,9 +407,9 @@ func (s *Store) Len() (pods, nodes int) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	for _, ns := range s.pods {
-		pods += len(ns)
+		pods += len(ns.names)
 	}
-	return pods, len(s.nodes)
+	return pods, len(s.nodes.names)
 }
 
 // Coverage describes how much fresh data the store holds for one signal.
@@ -353,27 +429,26 @@ func (s *Store) PodCoverage(now time.Time, maxAge time.Duration) [NumSignals + 1
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	for _, ns := range s.pods {
-		for _, e := range ns {
-			coverEntry(&out, e, now, maxAge)
+		for src := range ns.latest {
+			for i := range ns.latest[src] {
+				cover(&out, &ns.latest[src][i], now, maxAge)
+			}
 		}
 	}
 	return out
 }
 
-func coverEntry(out *[NumSignals + 1]Coverage, e *entry, now time.Time, maxAge time.Duration) {
-	for src := range e.latest {
-		n := &e.latest[src]
-		if n.Time.IsZero() || now.Sub(n.Time) > maxAge {
-			continue
+func cover(out *[NumSignals + 1]Coverage, n *Sample, now time.Time, maxAge time.Duration) {
+	if !isFresh(n, now, maxAge) {
+		return
+	}
+	for sig := Signal(0); sig < NumSignals; sig++ {
+		if _, ok := n.Get(sig); ok {
+			out[sig].add(n.Time)
 		}
-		for sig := Signal(0); sig < NumSignals; sig++ {
-			if _, ok := n.Get(sig); ok {
-				out[sig].add(n.Time)
-			}
-		}
-		if n.TTFT != nil {
-			out[NumSignals].add(n.Time)
-		}
+	}
+	if n.TTFT != nil {
+		out[NumSignals].add(n.Time)
 	}
 }
 

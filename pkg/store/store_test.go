@@ -1,7 +1,10 @@
 package store
 
 import (
+	"fmt"
 	"math"
+	"math/rand/v2"
+	"slices"
 	"testing"
 	"time"
 
@@ -154,4 +157,103 @@ func TestLatestEach(t *testing.T) {
 	s.LatestEach("absent", len(names), func(i int) string { return names[i] }, SourceInference, t0, time.Hour, func(int, *Sample) {
 		t.Fatal("no pod in an unknown namespace")
 	})
+}
+
+// TestForgetKeepsTheOthers: forgetting pods in the middle of a namespace
+// leaves every other pod with its own samples (newest and window), and a
+// forgotten pod that comes back starts afresh.
+func TestForgetKeepsTheOthers(t *testing.T) {
+	s := New(4)
+	now := t0.Add(time.Minute)
+	names := []string{"p0", "p1", "p2", "p3", "p4", "p5"}
+	gone := map[string]bool{"p0": true, "p2": true, "p5": true}
+	alone := map[string]*Store{} // each pod in a store of its own
+	for i, n := range names {
+		at := now.Add(-time.Second)
+		if gone[n] {
+			at = t0
+		}
+		var g Sample
+		g.Time = at
+		g.Set(GPUUtilization, float64(10*i))
+		alone[n] = New(4)
+		for _, st := range []*Store{s, alone[n]} {
+			st.PutPod(Key{"ns", n}, SourceInference, sample(at.Add(-10*time.Second), float64(100+i), hist(0, 0, 0)))
+			st.PutPod(Key{"ns", n}, SourceInference, sample(at, float64(i), hist(float64(i), float64(2*i), float64(3*i))))
+			st.PutPod(Key{"ns", n}, SourceGPU, g)
+		}
+	}
+	if pods, _ := s.Forget(now, 10*time.Second); pods != len(gone) {
+		t.Fatalf("forgot %d pods, want %d", pods, len(gone))
+	}
+	if p, _ := s.Len(); p != len(names)-len(gone) {
+		t.Fatalf("%d pods left, want %d", p, len(names)-len(gone))
+	}
+	got := map[int]float64{}
+	s.LatestEach("ns", len(names), func(i int) string { return names[i] }, SourceInference, now, time.Hour, func(i int, smp *Sample) {
+		got[i], _ = smp.Get(QueueDepth)
+	})
+	for i, n := range names {
+		k := Key{"ns", n}
+		smp, ok := s.Latest(k, SourceInference, now, time.Hour)
+		gpu, gpuOK := s.Latest(k, SourceGPU, now, time.Hour)
+		inc, incOK := s.TTFTIncrease(k, now, time.Hour, time.Hour)
+		v, listed := got[i]
+		if gone[n] {
+			if ok || gpuOK || incOK || listed {
+				t.Errorf("%s was forgotten but has samples", n)
+			}
+			continue
+		}
+		if q, _ := smp.Get(QueueDepth); !ok || q != float64(i) || !listed || v != float64(i) {
+			t.Errorf("%s: queue %v (%v), listed %v (%v); want %d", n, q, ok, v, listed, i)
+		}
+		if u, _ := gpu.Get(GPUUtilization); !gpuOK || u != float64(10*i) {
+			t.Errorf("%s: gpu %v (%v), want %d", n, u, gpuOK, 10*i)
+		}
+		want, _ := alone[n].TTFTIncrease(k, now, time.Hour, time.Hour)
+		if !incOK || !slices.Equal(inc.Counts, want.Counts) {
+			t.Errorf("%s: ttft increase %v (%v), want its own window's %v", n, inc, incOK, want)
+		}
+	}
+	s.PutPod(Key{"ns", "p0"}, SourceInference, sample(now, 42, hist(50, 50, 50)))
+	if smp, ok := s.Latest(Key{"ns", "p0"}, SourceInference, now, time.Second); !ok || smp.values[QueueDepth] != 42 {
+		t.Errorf("p0 back: %v, %v; want 42", smp.values[QueueDepth], ok)
+	}
+	if _, ok := s.TTFTIncrease(Key{"ns", "p0"}, now, time.Hour, time.Hour); ok {
+		t.Error("p0 back: its old window must be gone")
+	}
+	if _, ok := s.Latest(Key{"ns", "p0"}, SourceGPU, now, time.Hour); ok {
+		t.Error("p0 back: its old GPU sample must be gone")
+	}
+	if pods, _ := s.Forget(now.Add(time.Hour), time.Second); pods != len(names)-len(gone)+1 {
+		t.Errorf("forgot %d, want all %d", pods, len(names)-len(gone)+1)
+	}
+	if p, _ := s.Len(); p != 0 {
+		t.Errorf("%d pods left after forgetting all", p)
+	}
+}
+
+// BenchmarkLatestEach10k is the store's part of the HPA's Pods-metric call:
+// the newest queue depth of 10,000 pods of one namespace, each with a full
+// window of samples, asked in an order unrelated to insertion.
+func BenchmarkLatestEach10k(b *testing.B) {
+	s := New(24)
+	names := make([]string, 10000)
+	for i := range names {
+		names[i] = fmt.Sprintf("llm-%05d", i)
+		for j := range 24 {
+			at := t0.Add(time.Duration(j-23) * 5 * time.Second)
+			s.PutPod(Key{"ml", names[i]}, SourceInference, sample(at, float64(i%9), hist(float64(j), float64(2*j), float64(3*j))))
+		}
+	}
+	rand.New(rand.NewPCG(1, 2)).Shuffle(len(names), func(i, j int) { names[i], names[j] = names[j], names[i] })
+	b.ReportAllocs()
+	for b.Loop() {
+		n := 0
+		s.LatestEach("ml", len(names), func(i int) string { return names[i] }, SourceInference, t0, 15*time.Second, func(int, *Sample) { n++ })
+		if n != len(names) {
+			b.Fatalf("%d fresh, want %d", n, len(names))
+		}
+	}
 }
