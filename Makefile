@@ -40,7 +40,7 @@ fuzz:
 e2e:
 	hack/control-plane-build.sh >/dev/null
 	@mkdir -p _output
-	@GPUSCALE_E2E=1 $(GO) test -count=1 -timeout 45m -v ./internal/localcluster/ ./test/e2e/ >_output/e2e.log 2>&1; rc=$$?; \
+	@GPUSCALE_E2E=1 $(GO) test -p 1 -count=1 -timeout 45m -v ./internal/localcluster/ ./test/e2e/ ./test/autoscale/ >_output/e2e.log 2>&1; rc=$$?; \
 	  grep -E '^(=== RUN|\s*--- |PASS|FAIL|ok|e2e:)|FIGURE' _output/e2e.log; \
 	  if [ $$rc -ne 0 ]; then echo "--- e2e failed; the last 150 lines of _output/e2e.log:"; tail -150 _output/e2e.log; fi; exit $$rc
 

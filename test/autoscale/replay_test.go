@@ -1,0 +1,144 @@
+// Package autoscale replays a short slice of the recorded production trace
+// through the local control plane under every autoscaling policy, as
+// `make bench-autoscale` does for the whole hour (docs/autoscaling.md). It
+// needs the control-plane binaries and runs when GPUSCALE_E2E=1 (make e2e,
+// make test, CI), after the end-to-end suite: both serve the adapter on
+// 127.0.0.1:443.
+package autoscale
+
+import (
+	"context"
+	"encoding/json"
+	"image/png"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gpuscale/gpuscale/internal/autoscalebench"
+	"github.com/gpuscale/gpuscale/internal/devenv"
+	"github.com/gpuscale/gpuscale/pkg/trace"
+)
+
+const tracePath = "../traces/azure-llm-inference-2023-conv.csv"
+
+// The slice: minutes 40-42 of the trace, where the load rises (333 then
+// 355 requests a minute) and every minute can meet the 1 s SLO.
+const (
+	sliceStart    = 40 * time.Minute
+	sliceDuration = 2 * time.Minute
+)
+
+func TestReplayShortSlice(t *testing.T) {
+	if os.Getenv("GPUSCALE_E2E") != "1" {
+		t.Skip("GPUSCALE_E2E is not 1; the replay runs through `make e2e` (part of `make test`)")
+	}
+	tr, err := trace.ReadFile(tracePath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := autoscalebench.DefaultConfig(tracePath, tr)
+	cfg.Start, cfg.Duration = sliceStart, sliceDuration
+	cfg.Log = slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelInfo}))
+	plan, err := autoscalebench.NewPlan(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%d requests; static need %d replicas (SLO met in %d of %d minutes), start at %d, HPAs 1-%d",
+		len(plan.Requests), plan.Static, plan.StaticMet, plan.Minutes, plan.Initial, plan.MaxReplicas)
+
+	ctx, cancel := context.WithTimeout(t.Context(), 15*time.Minute)
+	defer cancel()
+	clock := autoscalebench.NewClock(cfg.Speedup)
+	env, err := devenv.Up(ctx, plan.EnvOptions(t.TempDir(), clock, cfg.Log))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := env.Down(); err != nil {
+			t.Errorf("teardown: %v", err)
+		}
+	})
+	rec, stats, err := autoscalebench.Run(ctx, env, plan, clock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("dispatch lag p99 %v, max %v; requests with no ready replica %d", stats.DispatchLagP99, stats.DispatchLagMax, stats.NoBackend)
+
+	out := filepath.Join("..", "..", "_output", "bench-autoscale-short")
+	if err := os.RemoveAll(out); err != nil {
+		t.Fatal(err)
+	}
+	if err := autoscalebench.WriteReport(out, *rec); err != nil {
+		t.Fatal(err)
+	}
+	checkReportFiles(t, out, cfg.Policies)
+
+	sums := map[string]autoscalebench.Summary{}
+	for _, s := range autoscalebench.Summarize(*rec) {
+		sums[s.Policy] = s
+		t.Logf("FIGURE replay %s: TTFT p50 %.3fs p90 %.3fs p99 %.3fs, SLO minutes %d/%d, GPU-hours %.3f (%.0f%% of static), scale-ups %d, scale-downs %d, peak %d, unserved %d",
+			s.Policy, s.TTFTP50, s.TTFTP90, s.TTFTP99, s.MinutesMet, s.Minutes, s.GPUHours, 100*s.StaticFraction, s.ScaleUps, s.ScaleDowns, s.PeakReplicas, s.Unserved)
+		if s.Served+s.Unserved != len(plan.Requests) {
+			t.Errorf("%s: %d served + %d unserved, want the slice's %d requests", s.Policy, s.Served, s.Unserved, len(plan.Requests))
+		}
+		if s.Minutes != plan.Minutes {
+			t.Errorf("%s: %d minutes judged, want %d", s.Policy, s.Minutes, plan.Minutes)
+		}
+	}
+	for _, p := range rec.Policies {
+		if len(p.Samples) < 10 {
+			t.Errorf("%s: %d samples of its replicas, want one every %v of the %v slice", p.Policy, len(p.Samples), cfg.SampleEvery, sliceDuration)
+		}
+	}
+	gpu, queue, static := sums[autoscalebench.PolicyGPUUtilization], sums[autoscalebench.PolicyQueueDepth], sums[autoscalebench.PolicyStatic]
+	if queue.MinutesMet < gpu.MinutesMet {
+		t.Errorf("queue-depth policy met the SLO in %d minutes, the GPU-utilization policy in %d: want at least as many", queue.MinutesMet, gpu.MinutesMet)
+	}
+	// The static policy runs exactly its size for the whole slice.
+	if static.PeakReplicas != plan.Static || static.ScaleUps+static.ScaleDowns != 0 {
+		t.Errorf("static policy: peak %d replicas, %d scale events; want %d and none", static.PeakReplicas, static.ScaleUps+static.ScaleDowns, plan.Static)
+	}
+}
+
+// checkReportFiles: the report, its JSON and every plot exist and parse.
+func checkReportFiles(t *testing.T, dir string, policies []string) {
+	t.Helper()
+	md, err := os.ReadFile(filepath.Join(dir, "report.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range policies {
+		if !strings.Contains(string(md), "| "+p+" |") {
+			t.Errorf("report.md has no row for %s", p)
+		}
+	}
+	raw, err := os.ReadFile(filepath.Join(dir, "report.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !json.Valid(raw) {
+		t.Error("report.json is not valid JSON")
+	}
+	for _, name := range append(policies, "comparison") {
+		f, err := os.Open(filepath.Join(dir, name+".png"))
+		if err != nil {
+			t.Error(err)
+			continue
+		}
+		img, err := png.Decode(f)
+		f.Close()
+		switch {
+		case err != nil:
+			t.Errorf("%s.png: %v", name, err)
+		case img.Bounds().Dx() < 400:
+			t.Errorf("%s.png is %v, want a full-size plot", name, img.Bounds())
+		}
+		svg, err := os.ReadFile(filepath.Join(dir, name+".svg"))
+		if err != nil || !strings.Contains(string(svg), "<svg") {
+			t.Errorf("%s.svg: %v, want an SVG document", name, err)
+		}
+	}
+}
