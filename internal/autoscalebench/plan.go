@@ -111,6 +111,7 @@ func NewPlan(cfg Config) (*Plan, error) {
 		return nil, fmt.Errorf("autoscalebench: %w", errors.Join(errs...))
 	}
 	p := &Plan{Config: cfg, profile: profile, Requests: cfg.Trace.Slice(cfg.Start, cfg.Duration)}
+	p.Targets.ModelLoad = cfg.ModelLoad
 	if len(p.Requests) == 0 {
 		return nil, fmt.Errorf("autoscalebench: the trace has no requests in [%v, %v)", cfg.Start, cfg.Start+cfg.Duration)
 	}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/gpuscale/gpuscale/internal/localcluster"
 	"github.com/gpuscale/gpuscale/internal/simworld"
+	"github.com/gpuscale/gpuscale/pkg/recommend"
 	"github.com/gpuscale/gpuscale/pkg/scaledown"
 )
 
@@ -22,7 +23,7 @@ import (
 const workloadName = "llm"
 
 // Policies lists every policy, in report order.
-var Policies = []string{PolicyGPUUtilization, PolicyQueueDepth, PolicyTTFT, PolicyStatic}
+var Policies = []string{PolicyGPUUtilization, PolicyQueueDepth, PolicyTTFT, PolicyStatic, PolicyQueueDepthRecommended}
 
 // Targets are the HPA targets of the autoscaled policies.
 type Targets struct {
@@ -34,6 +35,9 @@ type Targets struct {
 	// TTFT is the value of the Deployment's inference_ttft_seconds_p90:
 	// the SLO itself.
 	TTFT time.Duration
+	// ModelLoad, in trace time, is what `adapter recommend` would measure
+	// as the replicas' start-up time.
+	ModelLoad time.Duration
 }
 
 // namespaceFor is where a policy's workload runs.
@@ -46,6 +50,8 @@ func describe(policy string, t Targets, static, minR, maxR int) string {
 		return fmt.Sprintf("HPA: pods gpu_utilization averageValue %s, %d-%d replicas", fmtFloat(t.GPUUtilization), minR, maxR)
 	case PolicyQueueDepth:
 		return fmt.Sprintf("HPA: pods inference_queue_depth averageValue %s, %d-%d replicas", fmtFloat(t.QueueDepth), minR, maxR)
+	case PolicyQueueDepthRecommended:
+		return fmt.Sprintf("as queue-depth, with the behavior `adapter recommend` gives for a %v model load", t.ModelLoad)
 	case PolicyTTFT:
 		return fmt.Sprintf("HPA: Deployment inference_ttft_seconds_p90 value %s, %d-%d replicas", t.TTFT, minR, maxR)
 	case PolicyStatic:
@@ -100,7 +106,7 @@ func autoscaler(policy, namespace string, t Targets, minR, maxR int32, speedup f
 	switch policy {
 	case PolicyGPUUtilization:
 		metric = podsMetric("gpu_utilization", t.GPUUtilization)
-	case PolicyQueueDepth:
+	case PolicyQueueDepth, PolicyQueueDepthRecommended:
 		metric = podsMetric("inference_queue_depth", t.QueueDepth)
 	case PolicyTTFT:
 		target := resource.NewMilliQuantity(t.TTFT.Milliseconds(), resource.DecimalSI)
@@ -112,10 +118,14 @@ func autoscaler(policy, namespace string, t Targets, minR, maxR int32, speedup f
 	default:
 		return nil, fmt.Errorf("autoscalebench: policy %q has no HPA", policy)
 	}
-	period := compressSeconds(15*time.Second, speedup)
-	window := compressSeconds(300*time.Second, speedup)
-	zero := int32(0)
-	maxSelect := autoscalingv2.MaxChangePolicySelect
+	behavior := defaultBehavior()
+	if policy == PolicyQueueDepthRecommended {
+		rec := recommend.Recommend(recommend.Workload{
+			Startup: []time.Duration{t.ModelLoad}, GPUsPerPod: 1, GPUsPerNode: 8,
+		}, recommend.DefaultAutoscaler())
+		behavior = &rec.Behavior
+	}
+	compress(behavior, speedup)
 	return &autoscalingv2.HorizontalPodAutoscaler{
 		ObjectMeta: metav1.ObjectMeta{Name: workloadName, Namespace: namespace},
 		Spec: autoscalingv2.HorizontalPodAutoscalerSpec{
@@ -123,27 +133,50 @@ func autoscaler(policy, namespace string, t Targets, minR, maxR int32, speedup f
 			MinReplicas:    &minR,
 			MaxReplicas:    maxR,
 			Metrics:        []autoscalingv2.MetricSpec{metric},
-			// The controller's defaults (autoscaling/v2 docs), on the
-			// trace's clock.
-			Behavior: &autoscalingv2.HorizontalPodAutoscalerBehavior{
-				ScaleUp: &autoscalingv2.HPAScalingRules{
-					StabilizationWindowSeconds: &zero,
-					SelectPolicy:               &maxSelect,
-					Policies: []autoscalingv2.HPAScalingPolicy{
-						{Type: autoscalingv2.PercentScalingPolicy, Value: 100, PeriodSeconds: period},
-						{Type: autoscalingv2.PodsScalingPolicy, Value: 4, PeriodSeconds: period},
-					},
-				},
-				ScaleDown: &autoscalingv2.HPAScalingRules{
-					StabilizationWindowSeconds: &window,
-					SelectPolicy:               &maxSelect,
-					Policies: []autoscalingv2.HPAScalingPolicy{
-						{Type: autoscalingv2.PercentScalingPolicy, Value: 100, PeriodSeconds: period},
-					},
-				},
-			},
+			Behavior:       behavior,
 		},
 	}, nil
+}
+
+// defaultBehavior is the HPA controller's default behavior, written out
+// (autoscaling/v2 API reference) so that compress can put it on the
+// trace's clock.
+func defaultBehavior() *autoscalingv2.HorizontalPodAutoscalerBehavior {
+	zero, window := int32(0), int32(300)
+	maxSelect := autoscalingv2.MaxChangePolicySelect
+	return &autoscalingv2.HorizontalPodAutoscalerBehavior{
+		ScaleUp: &autoscalingv2.HPAScalingRules{
+			StabilizationWindowSeconds: &zero,
+			SelectPolicy:               &maxSelect,
+			Policies: []autoscalingv2.HPAScalingPolicy{
+				{Type: autoscalingv2.PercentScalingPolicy, Value: 100, PeriodSeconds: 15},
+				{Type: autoscalingv2.PodsScalingPolicy, Value: 4, PeriodSeconds: 15},
+			},
+		},
+		ScaleDown: &autoscalingv2.HPAScalingRules{
+			StabilizationWindowSeconds: &window,
+			SelectPolicy:               &maxSelect,
+			Policies: []autoscalingv2.HPAScalingPolicy{
+				{Type: autoscalingv2.PercentScalingPolicy, Value: 100, PeriodSeconds: 15},
+			},
+		},
+	}
+}
+
+// compress divides every period and window of b by speedup, so that each
+// keeps its proportion to the trace.
+func compress(b *autoscalingv2.HorizontalPodAutoscalerBehavior, speedup float64) {
+	for _, rules := range []*autoscalingv2.HPAScalingRules{b.ScaleUp, b.ScaleDown} {
+		if rules == nil {
+			continue
+		}
+		if w := rules.StabilizationWindowSeconds; w != nil && *w > 0 {
+			*w = compressSeconds(time.Duration(*w)*time.Second, speedup)
+		}
+		for i := range rules.Policies {
+			rules.Policies[i].PeriodSeconds = compressSeconds(time.Duration(rules.Policies[i].PeriodSeconds)*time.Second, speedup)
+		}
+	}
 }
 
 func podsMetric(name string, average float64) autoscalingv2.MetricSpec {

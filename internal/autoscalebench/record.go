@@ -14,6 +14,11 @@ const (
 	PolicyQueueDepth     = "queue-depth"
 	PolicyTTFT           = "ttft-p90"
 	PolicyStatic         = "static-peak"
+	// PolicyQueueDepthRecommended is the queue-depth HPA with the
+	// behavior `adapter recommend` derives from the model's load time,
+	// instead of the controller's defaults: what gpuscale's scale-down
+	// tuning changes.
+	PolicyQueueDepthRecommended = "queue-depth-recommended"
 )
 
 // RequestOutcome is what happened to one replayed request.
