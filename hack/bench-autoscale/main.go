@@ -39,7 +39,8 @@ func run() error {
 		profile   = flag.String("profile", "l4-llama-3.1-8b", "Replica performance profile (pkg/inferencesim).")
 		policies  = flag.String("policies", strings.Join(autoscalebench.Policies, ","), "Comma-separated policies to compare.")
 		gpuTarget = flag.Float64("gpu-target", 70, "averageValue of the gpu-utilization policy.")
-		queue     = flag.Float64("queue-target", 1, "averageValue of the queue-depth policy.")
+		queue     = flag.Float64("queue-target", 1, "averageValue of the queue-depth policies.")
+		running   = flag.Float64("running-target", 16, "averageValue of the running-requests policy.")
 		maxR      = flag.Int("max-replicas", 0, "maxReplicas of every HPA (0: twice the static policy's size).")
 		out       = flag.String("out", "_output/bench-autoscale", "Directory for the report, plots and logs.")
 	)
@@ -58,7 +59,7 @@ func run() error {
 		cfg.Duration = tr.Duration() - *start + time.Nanosecond
 	}
 	cfg.Policies = strings.Split(*policies, ",")
-	cfg.Targets.GPUUtilization, cfg.Targets.QueueDepth, cfg.Targets.TTFT = *gpuTarget, *queue, *slo
+	cfg.Targets.GPUUtilization, cfg.Targets.QueueDepth, cfg.Targets.RequestsRunning, cfg.Targets.TTFT = *gpuTarget, *queue, *running, *slo
 	cfg.MaxReplicas = *maxR
 	cfg.Log = log
 	plan, err := autoscalebench.NewPlan(cfg)

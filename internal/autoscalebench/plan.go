@@ -56,7 +56,7 @@ func DefaultConfig(path string, t *trace.Trace) Config {
 		ModelLoad:   time.Minute,
 		Profile:     "l4-llama-3.1-8b",
 		Policies:    slices.Clone(Policies),
-		Targets:     Targets{GPUUtilization: 70, QueueDepth: 1, TTFT: time.Second},
+		Targets:     Targets{GPUUtilization: 70, QueueDepth: 1, RequestsRunning: 16, TTFT: time.Second},
 		SampleEvery: 5 * time.Second,
 		Grace:       30 * time.Second,
 	}

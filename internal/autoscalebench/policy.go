@@ -23,7 +23,7 @@ import (
 const workloadName = "llm"
 
 // Policies lists every policy, in report order.
-var Policies = []string{PolicyGPUUtilization, PolicyQueueDepth, PolicyTTFT, PolicyStatic, PolicyQueueDepthRecommended}
+var Policies = []string{PolicyGPUUtilization, PolicyQueueDepth, PolicyTTFT, PolicyStatic, PolicyQueueDepthRecommended, PolicyRunningRequests}
 
 // Targets are the HPA targets of the autoscaled policies.
 type Targets struct {
@@ -32,6 +32,9 @@ type Targets struct {
 	// QueueDepth is the averageValue of inference_queue_depth (requests
 	// waiting per pod).
 	QueueDepth float64
+	// RequestsRunning is the averageValue of inference_requests_running
+	// (requests in each replica's batch).
+	RequestsRunning float64
 	// TTFT is the value of the Deployment's inference_ttft_seconds_p90:
 	// the SLO itself.
 	TTFT time.Duration
@@ -52,6 +55,8 @@ func describe(policy string, t Targets, static, minR, maxR int) string {
 		return fmt.Sprintf("HPA: pods inference_queue_depth averageValue %s, %d-%d replicas", fmtFloat(t.QueueDepth), minR, maxR)
 	case PolicyQueueDepthRecommended:
 		return fmt.Sprintf("as queue-depth, with the behavior `adapter recommend` gives for a %v model load", t.ModelLoad)
+	case PolicyRunningRequests:
+		return fmt.Sprintf("HPA: pods inference_requests_running averageValue %s, %d-%d replicas", fmtFloat(t.RequestsRunning), minR, maxR)
 	case PolicyTTFT:
 		return fmt.Sprintf("HPA: Deployment inference_ttft_seconds_p90 value %s, %d-%d replicas", t.TTFT, minR, maxR)
 	case PolicyStatic:
@@ -108,6 +113,8 @@ func autoscaler(policy, namespace string, t Targets, minR, maxR int32, speedup f
 		metric = podsMetric("gpu_utilization", t.GPUUtilization)
 	case PolicyQueueDepth, PolicyQueueDepthRecommended:
 		metric = podsMetric("inference_queue_depth", t.QueueDepth)
+	case PolicyRunningRequests:
+		metric = podsMetric("inference_requests_running", t.RequestsRunning)
 	case PolicyTTFT:
 		target := resource.NewMilliQuantity(t.TTFT.Milliseconds(), resource.DecimalSI)
 		metric = autoscalingv2.MetricSpec{Type: autoscalingv2.ObjectMetricSourceType, Object: &autoscalingv2.ObjectMetricSource{

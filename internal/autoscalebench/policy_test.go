@@ -25,6 +25,7 @@ func TestAutoscalerPutsBehaviorOnTheTraceClock(t *testing.T) {
 		// `adapter recommend` for a 60 s load: a 60 s window and one
 		// replica per 60 s, at 6x: 10 s.
 		{PolicyQueueDepthRecommended, "inference_queue_depth", autoscalingv2.PodsMetricSourceType, 10, 1, 100, 10},
+		{PolicyRunningRequests, "inference_requests_running", autoscalingv2.PodsMetricSourceType, 50, 100, 100, 3},
 	} {
 		h, err := autoscaler(tc.policy, "ns", targets, 1, 18, 6)
 		if err != nil {

@@ -19,6 +19,10 @@ const (
 	// instead of the controller's defaults: what gpuscale's scale-down
 	// tuning changes.
 	PolicyQueueDepthRecommended = "queue-depth-recommended"
+	// PolicyRunningRequests scales on the requests each replica holds in
+	// its batch: a signal proportional to load (Little's law), where the
+	// queue is zero until a replica is already full.
+	PolicyRunningRequests = "running-requests"
 )
 
 // RequestOutcome is what happened to one replayed request.
