@@ -43,9 +43,13 @@ func run() error {
 		running   = flag.Float64("running-target", 16, "averageValue of the running-requests policy.")
 		maxR      = flag.Int("max-replicas", 0, "maxReplicas of every HPA (0: twice the static policy's size).")
 		out       = flag.String("out", "_output/bench-autoscale", "Directory for the report, plots and logs.")
+		from      = flag.String("report-from", "", "Write the report and plots of an earlier run's recording.json into --out, without replaying.")
 	)
 	flag.Parse()
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	if *from != "" {
+		return rereport(*from, *out)
+	}
 
 	tr, err := trace.ReadFile(*tracePath)
 	if err != nil {
@@ -109,5 +113,22 @@ func run() error {
 	}
 	fmt.Printf("%s\ndispatch lag p99 %v, max %v; requests with no ready replica: %d\nreport and plots in %s (wall %v)\n",
 		report, stats.DispatchLagP99.Round(time.Millisecond), stats.DispatchLagMax.Round(time.Millisecond), stats.NoBackend, *out, time.Since(began).Round(time.Second))
+	return nil
+}
+
+// rereport renders the report and plots of a saved recording.
+func rereport(path, out string) error {
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	var rec autoscalebench.Recording
+	if err := json.Unmarshal(raw, &rec); err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	if err := autoscalebench.WriteReport(out, rec); err != nil {
+		return err
+	}
+	fmt.Printf("report and plots of %s in %s\n", path, out)
 	return nil
 }

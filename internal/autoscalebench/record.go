@@ -73,6 +73,13 @@ type Recording struct {
 	// replicas that meet the SLO in every minute of the slice (see
 	// StaticNeed). The static policy runs this many.
 	StaticReplicas int
+	// StaticMinutesMet is how many minutes the static policy meets the SLO
+	// in offline: no number of replicas meets more, since some minutes'
+	// prompts take longer than the SLO to prefill alone.
+	StaticMinutesMet int
+	// Setup says in a few words what ran: the replica profile, model load
+	// time, starting size and HPA bounds. Reports print it as given.
+	Setup string
 	// RequestRate is the trace's arrivals per RateBucket, for plots.
 	RateBucket  time.Duration
 	RequestRate []float64 // requests/s in each bucket from Start

@@ -221,7 +221,11 @@ func markdown(rec Recording, sums []Summary) string {
 	fmt.Fprintf(&b, "- Slice: start %v, duration %v\n", rec.Start, rec.Duration)
 	fmt.Fprintf(&b, "- Speedup: %gx real time\n", rec.Speedup)
 	fmt.Fprintf(&b, "- SLO: TTFT p90 <= %v in every trace minute\n", rec.SLO)
-	fmt.Fprintf(&b, "- Static replicas (peak need): %d\n\n", rec.StaticReplicas)
+	fmt.Fprintf(&b, "- Static replicas (peak need): %d, which meet the SLO in %d minutes offline; no number of replicas meets more\n", rec.StaticReplicas, rec.StaticMinutesMet)
+	if rec.Setup != "" {
+		fmt.Fprintf(&b, "- Setup: %s\n", rec.Setup)
+	}
+	b.WriteString("\n")
 	b.WriteString("| Policy | Description | TTFT p50 (s) | TTFT p90 (s) | TTFT p99 (s) " +
 		"| SLO minutes met | GPU-hours | % of static | Scale-ups | Scale-downs " +
 		"| Peak replicas | Peak desired | Unserved |\n")

@@ -282,8 +282,10 @@ func settle(ctx context.Context, p *Plan, runs []*policyRun, clock *Clock, start
 func recording(p *Plan, runs []*policyRun) *Recording {
 	rec := &Recording{
 		Trace: p.TracePath, Start: p.Start, Duration: p.Duration,
-		Speedup: p.Speedup, SLO: p.SLO, StaticReplicas: p.Static,
+		Speedup: p.Speedup, SLO: p.SLO, StaticReplicas: p.Static, StaticMinutesMet: p.StaticMet,
 		RateBucket: rateBucket,
+		Setup: fmt.Sprintf("%s (%s), model load %v, every workload starts at %d replicas, HPAs %d-%d",
+			p.Profile, p.profile.Name, p.ModelLoad, p.Initial, 1, p.MaxReplicas),
 	}
 	buckets := int((p.Duration + rateBucket - 1) / rateBucket)
 	rec.RequestRate = make([]float64, buckets)
