@@ -11,7 +11,6 @@ import (
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
-	"gonum.org/v1/plot/plotutil"
 	"gonum.org/v1/plot/vg"
 	"gonum.org/v1/plot/vg/draw"
 	"gonum.org/v1/plot/vg/vgimg"
@@ -31,7 +30,16 @@ const (
 )
 
 var (
-	sloColor      = color.RGBA{R: 200, A: 255}
+	sloColor = color.RGBA{R: 200, A: 255}
+	// policyColors is the Okabe-Ito palette (without its yellow, which
+	// vanishes on white): six or more policies stay distinct, also to
+	// readers with colour-blindness, where gonum's default palette repeats
+	// a red.
+	policyColors = []color.Color{
+		color.RGBA{0x00, 0x72, 0xB2, 0xFF}, color.RGBA{0xD5, 0x5E, 0x00, 0xFF}, color.RGBA{0x00, 0x9E, 0x73, 0xFF},
+		color.RGBA{0xE6, 0x9F, 0x00, 0xFF}, color.RGBA{0xCC, 0x79, 0xA7, 0xFF}, color.RGBA{0x56, 0xB4, 0xE9, 0xFF},
+		color.RGBA{0x00, 0x00, 0x00, 0xFF}, color.RGBA{0x99, 0x99, 0x99, 0xFF},
+	}
 	unservedColor = color.Black
 )
 
@@ -97,7 +105,7 @@ func comparisonPanels(rec Recording) ([]*plot.Plot, error) {
 	reps := newPanel(rec, "ready replicas")
 	peak := 1
 	for i, p := range rec.Policies {
-		l, err := stepLine(samplePoints(rec, p, func(s Sample) int { return s.Ready }), plotutil.Color(i), nil)
+		l, err := stepLine(samplePoints(rec, p, func(s Sample) int { return s.Ready }), policyColor(i), nil)
 		if err != nil {
 			return nil, err
 		}
@@ -148,7 +156,7 @@ func ratePanel(rec Recording) (*plot.Plot, error) {
 		end := time.Duration(len(rec.RequestRate)) * rec.RateBucket
 		pts = append(pts, plotter.XY{X: end.Minutes(), Y: pts[len(pts)-1].Y})
 	}
-	l, err := stepLine(pts, plotutil.Color(0), nil)
+	l, err := stepLine(pts, policyColor(0), nil)
 	if err != nil {
 		return nil, err
 	}
@@ -177,7 +185,7 @@ func replicasPanel(rec Recording, pr PolicyRecording) (*plot.Plot, error) {
 	}
 	peak := 1
 	for i, sr := range series {
-		l, err := stepLine(samplePoints(rec, pr, sr.get), plotutil.Color(i), sr.dashes)
+		l, err := stepLine(samplePoints(rec, pr, sr.get), policyColor(i), sr.dashes)
 		if err != nil {
 			return nil, err
 		}
@@ -242,7 +250,7 @@ func ttftPanel(rec Recording, prs []PolicyRecording, bucket time.Duration, ylabe
 	p.Y.Tick.Marker = ttftTicks{infY: infY}
 	var unserved plotter.XYs
 	for i, ys := range series {
-		inf, err := addTTFTSeries(p, prs[i].Policy, ys, bucket, lo, infY, plotutil.Color(i))
+		inf, err := addTTFTSeries(p, prs[i].Policy, ys, bucket, lo, infY, policyColor(i))
 		if err != nil {
 			return nil, err
 		}
@@ -408,3 +416,6 @@ func writeCanvas(path string, c vg.CanvasWriterTo) error {
 	}
 	return nil
 }
+
+// policyColor is the i-th series' colour.
+func policyColor(i int) color.Color { return policyColors[i%len(policyColors)] }
