@@ -54,6 +54,9 @@ type Gatherer struct {
 
 	mu    sync.Mutex
 	known map[string]discovery.Target // by target key, to forget vanished ones
+	// problems are the discovery problems of the previous cycle, so that
+	// each is logged when it appears and when it is fixed, not every cycle.
+	problems map[string]bool
 }
 
 // New returns a Gatherer. Its metrics are registered on cfg.Registerer.
@@ -100,10 +103,7 @@ func (g *Gatherer) Cycle(ctx context.Context) {
 		return
 	}
 	targets, problems := discovery.Targets(pods, g.cfg.Discovery)
-	for _, p := range problems {
-		g.log.Warn("pod asks to be scraped but cannot be", "err", p)
-	}
-	g.m.misconfigured.Set(float64(len(problems)))
+	g.reportProblems(problems)
 	byKey := g.track(targets)
 
 	st := make([]scrape.Target, len(targets))
@@ -119,6 +119,26 @@ func (g *Gatherer) Cycle(ctx context.Context) {
 		g.cfg.Store.Forget(g.now(), g.cfg.RetainFor)
 	}
 	g.m.cycle.Observe(g.now().Sub(start).Seconds())
+}
+
+// reportProblems logs each misconfigured pod once, when its problem
+// appears, and again when it is gone; the gauge shows how many remain.
+func (g *Gatherer) reportProblems(problems []error) {
+	current := make(map[string]bool, len(problems))
+	for _, p := range problems {
+		msg := p.Error()
+		current[msg] = true
+		if !g.problems[msg] {
+			g.log.Warn("pod asks to be scraped but cannot be", "err", p)
+		}
+	}
+	for msg := range g.problems {
+		if !current[msg] {
+			g.log.Info("scrape problem resolved", "was", msg)
+		}
+	}
+	g.problems = current
+	g.m.misconfigured.Set(float64(len(problems)))
 }
 
 // track remembers the current targets and drops the per-target series of

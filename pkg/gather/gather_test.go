@@ -2,11 +2,13 @@ package gather
 
 import (
 	"context"
+	"log/slog"
 	"math"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -232,4 +234,54 @@ func (s *swap) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	h := s.h
 	s.mu.Unlock()
 	h.ServeHTTP(w, r)
+}
+
+// TestProblemsLoggedOnChange: a misconfigured pod is logged when its
+// problem appears and when it is fixed, not at every cycle, while the gauge
+// counts it at every cycle.
+func TestProblemsLoggedOnChange(t *testing.T) {
+	bad := annotatedPod("bad", 8000)
+	bad.Annotations[discovery.AnnotationPort] = "eighty"
+	pods := &mutablePods{pods: podList{bad}}
+	var logs syncLog
+	g, err := New(Config{Pods: pods, Scraper: scrape.New(scrape.Config{Timeout: time.Second}), Store: store.New(30),
+		Interval: time.Second, Registerer: prometheus.NewRegistry(), Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		g.Cycle(context.Background())
+	}
+	if n := strings.Count(logs.String(), "pod asks to be scraped but cannot be"); n != 1 {
+		t.Errorf("problem logged %d times in 3 cycles, want once:\n%s", n, logs.String())
+	}
+	if v := testutil.ToFloat64(g.m.misconfigured); v != 1 {
+		t.Errorf("misconfigured gauge %v, want 1", v)
+	}
+	pods.pods = nil
+	g.Cycle(context.Background())
+	if !strings.Contains(logs.String(), "scrape problem resolved") {
+		t.Errorf("fixing the pod was not logged:\n%s", logs.String())
+	}
+	if v := testutil.ToFloat64(g.m.misconfigured); v != 0 {
+		t.Errorf("misconfigured gauge %v after the fix, want 0", v)
+	}
+}
+
+// syncLog is a log sink safe for the scraper's goroutines.
+type syncLog struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *syncLog) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *syncLog) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }
