@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/gpuscale/gpuscale/internal/devenv"
+	"github.com/gpuscale/gpuscale/internal/simworld"
 	"github.com/gpuscale/gpuscale/pkg/inferencesim"
 )
 
@@ -154,23 +155,11 @@ func count(ctx context.Context, env *devenv.Env, ns string) (desired, ready, pod
 			continue
 		}
 		pods++
-		if podReady(&pod) {
+		if simworld.Ready(&pod) {
 			ready++
 		}
 	}
 	return int(*d.Spec.Replicas), ready, pods, nil
-}
-
-func podReady(p *corev1.Pod) bool {
-	if p.DeletionTimestamp != nil {
-		return false
-	}
-	for _, c := range p.Status.Conditions {
-		if c.Type == corev1.PodReady {
-			return c.Status == corev1.ConditionTrue
-		}
-	}
-	return false
 }
 
 // sample records every workload's replicas every SampleEvery of trace

@@ -1,7 +1,6 @@
 package simworld
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -26,6 +25,8 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
+
+	"github.com/gpuscale/gpuscale/internal/testlog"
 )
 
 // TestMain fails the package if a goroutine of the World, a simulated
@@ -75,24 +76,6 @@ var ipBase = 100 + rand.IntN(150)
 // podIP is test's host-th pod IP.
 func podIP(test, host int) string { return fmt.Sprintf("127.%d.%d.%d", ipBase, test, host) }
 
-// syncBuffer collects a World's logs; they are printed if the test fails.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 // testWorld is a running World on a fake clientset.
 type testWorld struct {
 	*World
@@ -125,7 +108,7 @@ func startWorldWith(t *testing.T, opt func(*Options), objs ...k8sruntime.Object)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var logs syncBuffer
+	var logs testlog.Buffer
 	o := Options{
 		Client: client, Dir: dir,
 		Logger:            slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug})),

@@ -39,7 +39,7 @@ func (w *World) spreadLocked() {
 		}
 		var backends []podKey
 		for _, p := range pods {
-			if k := keyOf(p); w.servers[k] != nil && ready(p) {
+			if k := keyOf(p); w.servers[k] != nil && Ready(p) {
 				backends = append(backends, k)
 			}
 		}
@@ -184,7 +184,7 @@ func (w *World) whyIdleLocked(k podKey) string {
 		return "pod not in the informer: " + err.Error()
 	case p.UID != k.UID:
 		return "pod replaced (new UID)"
-	case !ready(p):
+	case !Ready(p):
 		return fmt.Sprintf("pod not ready (phase %s, conditions %v)", p.Status.Phase, p.Status.Conditions)
 	}
 	for _, r := range w.rules {

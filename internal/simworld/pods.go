@@ -37,8 +37,9 @@ func serving(p *corev1.Pod) bool {
 	return p.Spec.NodeName != "" && p.Status.PodIP != "" && !terminal(p) && p.DeletionTimestamp == nil
 }
 
-// ready reports whether a Service would send p traffic.
-func ready(p *corev1.Pod) bool {
+// Ready reports whether a Service would send p traffic: it is Ready and not
+// being deleted.
+func Ready(p *corev1.Pod) bool {
 	if p.DeletionTimestamp != nil {
 		return false
 	}

@@ -315,7 +315,7 @@ func (w *World) Send(namespace string, selector labels.Selector, r inferencesim.
 	}
 	var backends []*inferenceRun
 	for _, p := range pods {
-		if run := w.servers[keyOf(p)]; run != nil && ready(p) {
+		if run := w.servers[keyOf(p)]; run != nil && Ready(p) {
 			backends = append(backends, run)
 		}
 	}

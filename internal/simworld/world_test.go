@@ -285,8 +285,8 @@ func TestFaultInjection(t *testing.T) {
 			t.Errorf("%s restarted: %v", what, err)
 		}
 	}
-	if p, err := tw.client.CoreV1().Pods("llm").Get(context.Background(), "a", metav1.GetOptions{}); err != nil || !ready(p) {
-		t.Errorf("pod a: ready=%v err=%v, want still ready", err == nil && ready(p), err)
+	if p, err := tw.client.CoreV1().Pods("llm").Get(context.Background(), "a", metav1.GetOptions{}); err != nil || !Ready(p) {
+		t.Errorf("pod a: ready=%v err=%v, want still ready", err == nil && Ready(p), err)
 	}
 }
 

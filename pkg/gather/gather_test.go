@@ -19,6 +19,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 
+	"github.com/gpuscale/gpuscale/internal/testlog"
 	"github.com/gpuscale/gpuscale/pkg/discovery"
 	"github.com/gpuscale/gpuscale/pkg/exporter"
 	"github.com/gpuscale/gpuscale/pkg/exporter/httpapi"
@@ -243,7 +244,7 @@ func TestProblemsLoggedOnChange(t *testing.T) {
 	bad := annotatedPod("bad", 8000)
 	bad.Annotations[discovery.AnnotationPort] = "eighty"
 	pods := &mutablePods{pods: podList{bad}}
-	var logs syncLog
+	var logs testlog.Buffer
 	g, err := New(Config{Pods: pods, Scraper: scrape.New(scrape.Config{Timeout: time.Second}), Store: store.New(30),
 		Interval: time.Second, Registerer: prometheus.NewRegistry(), Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	if err != nil {
@@ -266,22 +267,4 @@ func TestProblemsLoggedOnChange(t *testing.T) {
 	if v := testutil.ToFloat64(g.m.misconfigured); v != 0 {
 		t.Errorf("misconfigured gauge %v after the fix, want 0", v)
 	}
-}
-
-// syncLog is a log sink safe for the scraper's goroutines.
-type syncLog struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *syncLog) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *syncLog) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }

@@ -1,7 +1,6 @@
 package app_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -23,29 +22,12 @@ import (
 	podresourcesv1 "k8s.io/kubelet/pkg/apis/podresources/v1"
 
 	"github.com/gpuscale/gpuscale/cmd/exporter/app"
+	"github.com/gpuscale/gpuscale/internal/testlog"
 )
-
-// syncBuffer collects the exporter's logs; they are printed if a test fails.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
 
 func testLogger(t *testing.T) *slog.Logger {
 	t.Helper()
-	var buf syncBuffer
+	var buf testlog.Buffer
 	t.Cleanup(func() {
 		if t.Failed() {
 			t.Logf("exporter logs:\n%s", buf.String())
