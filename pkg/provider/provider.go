@@ -229,7 +229,17 @@ func (p *Provider) podsBySelector(ctx context.Context, namespace string, selecto
 	if err != nil {
 		return nil, err
 	}
-	ready := readyPods(pods)
+	// One pass keeps the ready pods and copies their names: at 10,000
+	// pods, reading each pod again for its item was a cache miss per pod
+	// that the item writes kept the CPU from overlapping.
+	ready := make([]*corev1.Pod, 0, len(pods))
+	names := make([]string, 0, len(pods))
+	for _, pod := range pods {
+		if podReady(pod) {
+			ready = append(ready, pod)
+			names = append(names, pod.Name)
+		}
+	}
 	if len(ready) == 0 {
 		return nil, nil
 	}
@@ -253,10 +263,15 @@ func (p *Provider) podsBySelector(ctx context.Context, namespace string, selecto
 	fill := p.itemFiller(def)
 	n = 0
 	for i, v := range vals {
-		if v.Valid() {
-			fill(&items[n], ready[i].Namespace, ready[i].Name, v)
-			n++
+		if !v.Valid() {
+			continue
 		}
+		ns := namespace // the lister's: every pod listed is in it
+		if ns == "" {
+			ns = ready[i].Namespace
+		}
+		fill(&items[n], ns, names[i], v)
+		n++
 	}
 	return items, nil
 }
@@ -354,10 +369,11 @@ func (p *Provider) metricValue(ref custom_metrics.ObjectReference, def metricDef
 	return mv
 }
 
-// itemFiller returns a function that writes a pod's item in place, as
-// metricValue(podRef(pod), def, v) would build it. The items of one list
-// share one WindowSeconds: nothing writes through it, and one allocation
-// per TTFT item added up at 10,000 pods.
+// itemFiller returns a function that writes a pod's item into a zeroed
+// MetricValue, as metricValue(podRef(pod), def, v) would build it: only
+// the fields that are not zero are written. The items of one list share
+// one WindowSeconds: nothing writes through it, and one allocation per TTFT
+// item added up at 10,000 pods.
 func (p *Provider) itemFiller(def metricDef) func(mv *custom_metrics.MetricValue, namespace, name string, v Value) {
 	var window *int64
 	if def.isTTFT() {
@@ -365,7 +381,8 @@ func (p *Provider) itemFiller(def metricDef) func(mv *custom_metrics.MetricValue
 		window = &w
 	}
 	return func(mv *custom_metrics.MetricValue, namespace, name string, v Value) {
-		mv.DescribedObject = custom_metrics.ObjectReference{APIVersion: "v1", Kind: "Pod", Namespace: namespace, Name: name}
+		ref := &mv.DescribedObject
+		ref.APIVersion, ref.Kind, ref.Namespace, ref.Name = "v1", "Pod", namespace, name
 		mv.Metric.Name = def.name
 		mv.Timestamp = metav1.NewTime(v.Time)
 		mv.WindowSeconds = window

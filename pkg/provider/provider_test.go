@@ -3,6 +3,7 @@ package provider
 import (
 	"context"
 	"fmt"
+	"maps"
 	"math"
 	"reflect"
 	"slices"
@@ -448,5 +449,28 @@ func TestModelMatcher(t *testing.T) {
 	}
 	if mm := newModelMatcher(nil); !mm.matches("anything") {
 		t.Error("a nil selector matches every model")
+	}
+}
+
+// TestPodsAllNamespaces: a Pods list without a namespace names each pod in
+// its own namespace.
+func TestPodsAllNamespaces(t *testing.T) {
+	f := newFixture()
+	app := map[string]string{"app": "llm"}
+	for _, ns := range []string{"a", "b"} {
+		f.addPod(ns, "p", true, app)
+		f.put(ns, "p", store.SourceInference, t0, "m", map[store.Signal]float64{store.QueueDepth: float64(len(ns) + int(ns[0]))}, nil)
+	}
+	list, err := f.p.GetMetricBySelector(context.Background(), "", labels.SelectorFromSet(app), podsInfo(QueueDepth), labels.Everything())
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]float64{}
+	for _, it := range list.Items {
+		got[it.DescribedObject.Namespace+"/"+it.DescribedObject.Name] = milli(t, &it.Value)
+	}
+	want := map[string]float64{"a/p": 1 + 'a', "b/p": 1 + 'b'}
+	if !maps.Equal(got, want) {
+		t.Errorf("items %v, want %v", got, want)
 	}
 }
