@@ -105,17 +105,11 @@ func comparisonPanels(rec Recording) ([]*plot.Plot, error) {
 	reps := newPanel(rec, "ready replicas")
 	peak := 1
 	for i, p := range rec.Policies {
-		l, err := stepLine(samplePoints(rec, p, func(s Sample) int { return s.Ready }), policyColor(i), nil)
+		top, err := addSampleLine(reps, rec, p, p.Policy, func(s Sample) int { return s.Ready }, policyColor(i), nil)
 		if err != nil {
 			return nil, err
 		}
-		if l != nil {
-			reps.Add(l)
-			reps.Legend.Add(p.Policy, l)
-		}
-		for _, s := range p.Samples {
-			peak = max(peak, s.Ready)
-		}
+		peak = max(peak, top)
 	}
 	reps.Y.Min, reps.Y.Max = 0, float64(peak)*1.15
 	reps.Title.Text = "All policies: ready replicas and TTFT p90 per trace minute"
@@ -185,17 +179,11 @@ func replicasPanel(rec Recording, pr PolicyRecording) (*plot.Plot, error) {
 	}
 	peak := 1
 	for i, sr := range series {
-		l, err := stepLine(samplePoints(rec, pr, sr.get), policyColor(i), sr.dashes)
+		top, err := addSampleLine(p, rec, pr, sr.name, sr.get, policyColor(i), sr.dashes)
 		if err != nil {
 			return nil, err
 		}
-		if l != nil {
-			p.Add(l)
-			p.Legend.Add(sr.name, l)
-		}
-		for _, s := range pr.Samples {
-			peak = max(peak, sr.get(s))
-		}
+		peak = max(peak, top)
 	}
 	p.Y.Min, p.Y.Max = 0, float64(peak)*1.15
 	return p, nil
@@ -221,6 +209,23 @@ func samplePoints(rec Recording, pr PolicyRecording, get func(Sample) int) plott
 
 // stepLine returns nil for no points: gonum would draw nothing anyway and
 // a policy without samples must still get its plot.
+// addSampleLine adds one series of a policy's samples to p as a step line
+// named name, and returns the series' largest value.
+func addSampleLine(p *plot.Plot, rec Recording, pr PolicyRecording, name string, get func(Sample) int, c color.Color, dashes []vg.Length) (peak int, err error) {
+	l, err := stepLine(samplePoints(rec, pr, get), c, dashes)
+	if err != nil {
+		return 0, err
+	}
+	if l != nil {
+		p.Add(l)
+		p.Legend.Add(name, l)
+	}
+	for _, s := range pr.Samples {
+		peak = max(peak, get(s))
+	}
+	return peak, nil
+}
+
 func stepLine(pts plotter.XYs, c color.Color, dashes []vg.Length) (*plotter.Line, error) {
 	if len(pts) == 0 {
 		return nil, nil

@@ -12,8 +12,9 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/gpuscale/gpuscale/internal/devenv"
 	"github.com/gpuscale/gpuscale/internal/localcluster"
-	"github.com/gpuscale/gpuscale/internal/simworld"
+	"github.com/gpuscale/gpuscale/pkg/inferencesim"
 	"github.com/gpuscale/gpuscale/pkg/recommend"
 	"github.com/gpuscale/gpuscale/pkg/scaledown"
 )
@@ -67,39 +68,18 @@ func describe(policy string, t Targets, static, minR, maxR int) string {
 
 func fmtFloat(f float64) string { return strconv.FormatFloat(f, 'g', -1, 64) }
 
-// workload is a policy's Deployment of simulated vLLM servers: one L4-class
-// GPU each, a model that takes modelLoad (wall time) to load, scraped by the
-// adapter and managed by its scale-down controller.
+// workload is a policy's Deployment of simulated vLLM servers: devenv's
+// inference Deployment, managed by the adapter's scale-down controller, with
+// the replica profile and a model that takes modelLoad (wall time) to load.
 func workload(namespace, profile string, replicas int32, modelLoad time.Duration) *appsv1.Deployment {
-	labels := map[string]string{"app": workloadName}
-	podLabels := map[string]string{"app": workloadName, scaledown.ManagedLabel: "managed"}
-	return &appsv1.Deployment{
-		ObjectMeta: metav1.ObjectMeta{Name: workloadName, Namespace: namespace},
-		Spec: appsv1.DeploymentSpec{
-			Replicas: &replicas,
-			Selector: &metav1.LabelSelector{MatchLabels: labels},
-			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: podLabels, Annotations: map[string]string{
-					"gpuscale.io/scrape":              "true",
-					localcluster.ReadyAfterAnnotation: modelLoad.String(),
-				}},
-				Spec: corev1.PodSpec{
-					Tolerations: []corev1.Toleration{localcluster.GPUToleration()},
-					Containers: []corev1.Container{{
-						Name: "vllm", Image: simworld.InferenceImage,
-						Ports: []corev1.ContainerPort{{Name: "http", ContainerPort: 8000}},
-						Env: []corev1.EnvVar{
-							{Name: "SIM_MODEL", Value: "meta-llama/Llama-3.1-8B-Instruct"},
-							{Name: "SIM_PROFILE", Value: profile},
-						},
-						Resources: corev1.ResourceRequirements{
-							Limits: corev1.ResourceList{simworld.GPUResource: resource.MustParse("1")},
-						},
-					}},
-				},
-			},
-		},
+	d := devenv.InferenceDeployment(namespace, workloadName, replicas, map[string]string{scaledown.ManagedLabel: "managed"})
+	tmpl := &d.Spec.Template
+	tmpl.Annotations[localcluster.ReadyAfterAnnotation] = modelLoad.String()
+	tmpl.Spec.Containers[0].Env = []corev1.EnvVar{
+		{Name: "SIM_MODEL", Value: inferencesim.DefaultModel},
+		{Name: "SIM_PROFILE", Value: profile},
 	}
+	return d
 }
 
 // autoscaler is the HPA of an autoscaled policy, with the controller's

@@ -48,6 +48,9 @@ func Run(ctx context.Context, env *devenv.Env, p *Plan, clock *Clock) (*Recordin
 	runs := make([]*policyRun, len(p.Policies))
 	for i, policy := range p.Policies {
 		runs[i] = &policyRun{policy: policy, namespace: namespaceFor(policy), outcomes: make([]RequestOutcome, len(p.Requests))}
+		for j, req := range p.Requests {
+			runs[i].outcomes[j].Arrival = req.At
+		}
 		replicas := p.Initial
 		if policy == PolicyStatic {
 			replicas = p.Static
@@ -210,9 +213,6 @@ func dispatch(ctx context.Context, env *devenv.Env, p *Plan, runs []*policyRun, 
 		lags = append(lags, max(0, time.Since(due)))
 		sim := inferencesim.Request{ContextTokens: req.ContextTokens, GeneratedTokens: req.GeneratedTokens}
 		for _, r := range runs {
-			r.mu.Lock()
-			r.outcomes[i].Arrival = req.At
-			r.mu.Unlock()
 			_, err := env.World.Send(r.namespace, selector, sim, r.firstToken(i))
 			if err != nil {
 				// The request is lost, as one sent to a Service with no
