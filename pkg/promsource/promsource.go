@@ -106,12 +106,12 @@ var errSplit = errors.New("too many pods for one query, and this value cannot be
 
 // Pods implements provider.Values: one query for all the pods (see
 // batches), matched to them by the result's pod label.
-func (s *Source) Pods(ctx context.Context, namespace string, pods []*corev1.Pod, m provider.Metric, sel labels.Selector) ([]provider.Value, error) {
-	p, err := s.params(namespace, m, sel)
+func (s *Source) Pods(ctx context.Context, pods *provider.PodSet, m provider.Metric, sel labels.Selector) ([]provider.Value, error) {
+	p, err := s.params(pods.Namespace, m, sel)
 	if err != nil {
 		return nil, err
 	}
-	names := podNames(pods)
+	names := pods.Names()
 	qs, err := s.batches(ShapePods, m.Name, p, names, setPods)
 	if err != nil {
 		return nil, err
@@ -176,7 +176,7 @@ func (s *Source) byKey(ctx context.Context, qs []string, key string, names []str
 // pods' merged bucket rates.
 func (s *Source) Workload(ctx context.Context, namespace string, pods []*corev1.Pod, m provider.Metric, sel labels.Selector) (provider.Value, bool, error) {
 	if !m.IsTTFT() {
-		vals, err := s.Pods(ctx, namespace, pods, m, sel)
+		vals, err := s.Pods(ctx, provider.NewPodSet(namespace, pods), m, sel)
 		if err != nil {
 			return provider.Value{}, false, err
 		}

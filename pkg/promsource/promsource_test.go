@@ -33,19 +33,19 @@ func TestQueries(t *testing.T) {
 		want string
 	}{
 		{"pods star, queue depth", func(s *Source) error {
-			_, err := s.Pods(context.Background(), "ml", pods, metric(t, provider.QueueDepth), labels.Everything())
+			_, err := s.Pods(context.Background(), provider.NewPodSet("ml", pods), metric(t, provider.QueueDepth), labels.Everything())
 			return err
 		}, `sum by (namespace, pod) (vllm:num_requests_waiting{namespace="ml", pod=~"a|b\\.c"} or on (namespace, pod) sglang:num_queue_reqs{namespace="ml", pod=~"a|b\\.c"} or on (namespace, pod) tgi_queue_size{namespace="ml", pod=~"a|b\\.c"} or on (namespace, pod) nv_inference_pending_request_count{namespace="ml", pod=~"a|b\\.c"})`},
 		{"one pod, gpu utilization", func(s *Source) error {
-			_, err := s.Pods(context.Background(), "ml", pods[:1], metric(t, provider.GPUUtilization), nil)
+			_, err := s.Pods(context.Background(), provider.NewPodSet("ml", pods[:1]), metric(t, provider.GPUUtilization), nil)
 			return err
 		}, `avg by (namespace, pod) (DCGM_FI_DEV_GPU_UTIL{namespace="ml", pod=~"a"})`},
 		{"metric selector on the model", func(s *Source) error {
-			_, err := s.Pods(context.Background(), "ml", pods[:1], metric(t, provider.QueueDepth), llama)
+			_, err := s.Pods(context.Background(), provider.NewPodSet("ml", pods[:1]), metric(t, provider.QueueDepth), llama)
 			return err
 		}, `sum by (namespace, pod) (vllm:num_requests_waiting{namespace="ml", pod=~"a", model_name="llama"} or on (namespace, pod) sglang:num_queue_reqs{namespace="ml", pod=~"a", model_name="llama"} or on (namespace, pod) tgi_queue_size{namespace="ml", pod=~"a", model_name="llama"} or on (namespace, pod) nv_inference_pending_request_count{namespace="ml", pod=~"a", model="llama"})`},
 		{"pod ttft p90", func(s *Source) error {
-			_, err := s.Pods(context.Background(), "ml", pods[:1], metric(t, provider.TTFTP90), nil)
+			_, err := s.Pods(context.Background(), provider.NewPodSet("ml", pods[:1]), metric(t, provider.TTFTP90), nil)
 			return err
 		}, `histogram_quantile(0.9, sum by (namespace, pod, le) (rate(vllm:time_to_first_token_seconds_bucket{namespace="ml", pod=~"a"}[1m]) or on (namespace, pod) rate(sglang:time_to_first_token_seconds_bucket{namespace="ml", pod=~"a"}[1m]))) or histogram_quantile(0.9, sum by (namespace, pod, le) (rate(nv_inference_first_response_histogram_ms_bucket{namespace="ml", pod=~"a"}[1m]))) / 1000`},
 		{"deployment ttft p99: merged buckets", func(s *Source) error {
@@ -97,7 +97,7 @@ func TestResults(t *testing.T) {
 	f.setReply(func(string) (int, string) {
 		return 200, vector(t0, series{podLabels("a"), "2"}, series{podLabels("b"), "5"}, series{podLabels("c"), "NaN"})
 	})
-	vals, err := s.Pods(ctx, "ml", pods, metric(t, provider.QueueDepth), nil)
+	vals, err := s.Pods(ctx, provider.NewPodSet("ml", pods), metric(t, provider.QueueDepth), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -145,7 +145,7 @@ func TestPodsAligned(t *testing.T) {
 		return 200, vector(t0, series{podLabels("c"), "3"}, series{podLabels("stranger"), "9"}, series{podLabels("a"), "1"})
 	})
 	pods := []*corev1.Pod{pod("ml", "a", true), pod("ml", "b", true), pod("ml", "c", true), pod("ml", "a", true)}
-	vals, err := s.Pods(context.Background(), "ml", pods, metric(t, provider.QueueDepth), nil)
+	vals, err := s.Pods(context.Background(), provider.NewPodSet("ml", pods), metric(t, provider.QueueDepth), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -171,7 +171,7 @@ func TestBatching(t *testing.T) {
 		pods = append(pods, pod("ml", "llm-7d9f8b6c5-"+strings.Repeat("x", i%7)+string(rune('a'+i%26))+strconv.Itoa(i), true))
 	}
 	ctx := context.Background()
-	if _, err := s.Pods(ctx, "ml", pods, metric(t, provider.QueueDepth), nil); err != nil {
+	if _, err := s.Pods(ctx, provider.NewPodSet("ml", pods), metric(t, provider.QueueDepth), nil); err != nil {
 		t.Fatal(err)
 	}
 	reqs := f.take()
@@ -226,7 +226,7 @@ func TestErrors(t *testing.T) {
 	ctx := context.Background()
 	pods := []*corev1.Pod{pod("ml", "a", true)}
 	ask := func() ([]provider.Value, error) {
-		return s.Pods(ctx, "ml", pods, metric(t, provider.QueueDepth), nil)
+		return s.Pods(ctx, provider.NewPodSet("ml", pods), metric(t, provider.QueueDepth), nil)
 	}
 	block := make(chan struct{})
 	defer close(block)
@@ -260,7 +260,7 @@ func TestErrors(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := down.Pods(ctx, "ml", pods, metric(t, provider.QueueDepth), nil); err == nil || !strings.Contains(err.Error(), "query prometheus at http://127.0.0.1:1") {
+	if _, err := down.Pods(ctx, provider.NewPodSet("ml", pods), metric(t, provider.QueueDepth), nil); err == nil || !strings.Contains(err.Error(), "query prometheus at http://127.0.0.1:1") {
 		t.Fatalf("unreachable: err = %v", err)
 	}
 }
@@ -309,7 +309,7 @@ func BenchmarkPods10k(b *testing.B) {
 	m, _ := provider.MetricByName(provider.QueueDepth)
 	b.ReportAllocs()
 	for b.Loop() {
-		vals, err := s.Pods(context.Background(), "ml", pods, m, nil)
+		vals, err := s.Pods(context.Background(), provider.NewPodSet("ml", pods), m, nil)
 		if err != nil || len(vals) != 10000 || !vals[9999].Valid() {
 			b.Fatalf("%d values, %v", len(vals), err)
 		}

@@ -55,7 +55,8 @@ type Config struct {
 
 // Provider implements cmprovider.MetricsProvider.
 type Provider struct {
-	cfg Config
+	cfg  Config
+	sets *podSets
 }
 
 var _ cmprovider.MetricsProvider = (*Provider)(nil)
@@ -72,7 +73,14 @@ func New(cfg Config) *Provider {
 	if cfg.Values == nil {
 		cfg.Values = NewStoreValues(cfg.Store, cfg.MaxStaleness, cfg.TTFTWindow, cfg.Now)
 	}
-	return &Provider{cfg: cfg}
+	return &Provider{cfg: cfg, sets: newPodSets(cfg.Pods)}
+}
+
+// TrackPods lets the provider reuse its lists of Ready pods until events
+// (the informer behind Config.Pods) says a pod changed. Without it, every
+// call lists the pods afresh. Call it before serving.
+func (p *Provider) TrackPods(events PodEvents) error {
+	return p.sets.track(events)
 }
 
 // GetMetricByName implements cmprovider.CustomMetricsProvider.
@@ -109,7 +117,7 @@ func (p *Provider) metricByName(ctx context.Context, name types.NamespacedName, 
 		if !podReady(pod) {
 			return nil, cmprovider.NewMetricNotFoundForError(gr, info.Metric, name.Name)
 		}
-		vals, err := p.cfg.Values.Pods(ctx, pod.Namespace, []*corev1.Pod{pod}, def.metric(), sel)
+		vals, err := p.cfg.Values.Pods(ctx, NewPodSet(pod.Namespace, []*corev1.Pod{pod}), def.metric(), sel)
 		if err != nil {
 			return nil, &sourceError{err}
 		}
@@ -225,30 +233,19 @@ func (p *Provider) podsBySelector(ctx context.Context, namespace string, selecto
 	if !ok {
 		return nil, cmprovider.NewMetricNotFoundError(podsResource, metric)
 	}
-	pods, err := p.cfg.Pods.Pods(namespace).List(selector)
+	set, err := p.sets.get(namespace, selector)
 	if err != nil {
 		return nil, err
 	}
-	// One pass keeps the ready pods and copies their names: at 10,000
-	// pods, reading each pod again for its item was a cache miss per pod
-	// that the item writes kept the CPU from overlapping.
-	ready := make([]*corev1.Pod, 0, len(pods))
-	names := make([]string, 0, len(pods))
-	for _, pod := range pods {
-		if podReady(pod) {
-			ready = append(ready, pod)
-			names = append(names, pod.Name)
-		}
-	}
-	if len(ready) == 0 {
+	if len(set.Pods) == 0 {
 		return nil, nil
 	}
-	vals, err := p.cfg.Values.Pods(ctx, namespace, ready, def.metric(), sel)
+	vals, err := p.cfg.Values.Pods(ctx, set, def.metric(), sel)
 	if err != nil {
 		return nil, err
 	}
-	if len(vals) != len(ready) {
-		return nil, fmt.Errorf("%d values for %d pods", len(vals), len(ready))
+	if len(vals) != len(set.Pods) {
+		return nil, fmt.Errorf("%d values for %d pods", len(vals), len(set.Pods))
 	}
 	n := 0
 	for _, v := range vals {
@@ -261,6 +258,7 @@ func (p *Provider) podsBySelector(ctx context.Context, namespace string, selecto
 	// temporary showed in profiles.
 	items := make([]custom_metrics.MetricValue, n)
 	fill := p.itemFiller(def)
+	names := set.Names()
 	n = 0
 	for i, v := range vals {
 		if !v.Valid() {
@@ -268,7 +266,7 @@ func (p *Provider) podsBySelector(ctx context.Context, namespace string, selecto
 		}
 		ns := namespace // the lister's: every pod listed is in it
 		if ns == "" {
-			ns = ready[i].Namespace
+			ns = set.Pods[i].Namespace
 		}
 		fill(&items[n], ns, names[i], v)
 		n++

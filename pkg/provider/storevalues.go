@@ -39,18 +39,23 @@ func (s *storeValues) def(m Metric) (metricDef, error) {
 	return d, nil
 }
 
+// lookupKey keys a PodSet's store.Lookup in its Memo.
+type lookupKey struct{ st *store.Store }
+
 // Pods implements Values.
-func (s *storeValues) Pods(_ context.Context, namespace string, pods []*corev1.Pod, m Metric, sel labels.Selector) ([]Value, error) {
+func (s *storeValues) Pods(_ context.Context, set *PodSet, m Metric, sel labels.Selector) ([]Value, error) {
 	def, err := s.def(m)
 	if err != nil {
 		return nil, err
 	}
 	now := s.now()
-	out := make([]Value, len(pods))
+	out := make([]Value, len(set.Pods))
 	mm := newModelMatcher(sel)
-	if !def.isTTFT() && namespace != "" {
-		// The HPA's list call: one store pass under one lock.
-		s.st.LatestEach(namespace, len(pods), func(i int) string { return pods[i].Name }, def.source, now, s.maxStaleness,
+	if !def.isTTFT() && set.Namespace != "" {
+		// The HPA's list call: one store pass under one lock, with the
+		// pods' places in the store kept as long as the set is.
+		lookup := set.Memo(lookupKey{s.st}, func() any { return store.NewLookup(set.Namespace, set.Names()) }).(*store.Lookup)
+		s.st.LatestEach(lookup, def.source, now, s.maxStaleness,
 			func(i int, smp *store.Sample) {
 				if !mm.matches(smp.Model) {
 					return
@@ -61,7 +66,7 @@ func (s *storeValues) Pods(_ context.Context, namespace string, pods []*corev1.P
 			})
 		return out, nil
 	}
-	for i, pod := range pods {
+	for i, pod := range set.Pods {
 		if v, ok := s.podValue(pod, def, mm, now); ok {
 			out[i] = v
 		}

@@ -13,12 +13,12 @@ import (
 // pod. The provider owns the rules both sources share: it passes only
 // Ready pods, and turns an empty answer into NotFound.
 type Values interface {
-	// Pods returns the value of each pod, aligned with pods: out[i] is
-	// the value of pods[i], or the zero Value (see Value.Valid) when it
-	// has none. A slice rather than a map by name: the HPA's list call
-	// asks about thousands of pods, and a per-call map of that size was a
-	// sixth of its cost.
-	Pods(ctx context.Context, namespace string, pods []*corev1.Pod, m Metric, sel labels.Selector) ([]Value, error)
+	// Pods returns the value of each pod of the set, aligned with
+	// pods.Pods: out[i] is the value of pods.Pods[i], or the zero Value
+	// (see Value.Valid) when it has none. A slice rather than a map by
+	// name: the HPA's list call asks about thousands of pods, and a
+	// per-call map of that size was a sixth of its cost.
+	Pods(ctx context.Context, pods *PodSet, m Metric, sel labels.Selector) ([]Value, error)
 	// Workload returns one value for the pods together, aggregated per
 	// the metric's rule (Metric.Sum, TTFT from merged histograms); false
 	// when none of them has a value.

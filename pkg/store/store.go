@@ -6,6 +6,7 @@ package store
 
 import (
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/gpuscale/gpuscale/pkg/histogram"
@@ -121,6 +122,9 @@ type objects struct {
 	names   []string // by slot
 	entries []*entry // by slot
 	latest  [numSources][]Sample
+	// gen counts changes of membership (an object added or removed, so
+	// slots moved); a Lookup resolved at another gen is resolved again.
+	gen uint64
 }
 
 func newObjects() *objects { return &objects{slots: map[string]int32{}} }
@@ -143,6 +147,7 @@ func (o *objects) slot(name string) int {
 		return int(i)
 	}
 	i := len(o.names)
+	o.gen++
 	o.slots[name] = int32(i)
 	o.names = append(o.names, name)
 	o.entries = append(o.entries, &entry{})
@@ -155,6 +160,7 @@ func (o *objects) slot(name string) int {
 // remove drops the object in slot i; the last object takes its slot.
 func (o *objects) remove(i int) {
 	last := len(o.names) - 1
+	o.gen++
 	delete(o.slots, o.names[i])
 	if i != last {
 		o.slots[o.names[last]] = int32(i)
@@ -256,31 +262,65 @@ func (s *Store) Latest(k Key, src Source, now time.Time, maxAge time.Duration) (
 	return Sample{}, false
 }
 
-// LatestEach calls fn(i, sample) for every i in [0, n) whose pod
-// name(i) in namespace has a fresh newest sample from src, all under one
-// read lock: the Pods-metric path over thousands of pods. fn must be quick
-// and must not keep smp.
-func (s *Store) LatestEach(namespace string, n int, name func(i int) string, src Source, now time.Time, maxAge time.Duration, fn func(i int, smp *Sample)) {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	ns := s.pods[namespace]
-	if ns == nil {
-		return
+// Lookup is a list of pods of one namespace, resolved to their places in
+// the store. A caller that asks about the same pods again and again (the
+// HPA's list call, every 15 seconds, for pods that rarely change) keeps its
+// Lookup, and the store resolves the names again only after the namespace
+// has gained or lost a pod, instead of one map lookup per pod per call.
+// A Lookup is safe for concurrent use.
+type Lookup struct {
+	namespace string
+	names     []string
+	resolved  atomic.Pointer[resolved]
+}
+
+// resolved is a Lookup's slots as of one membership generation of one
+// namespace's objects.
+type resolved struct {
+	objs  *objects
+	gen   uint64
+	slots []int32 // -1 where the store has no such pod
+}
+
+// NewLookup returns a Lookup of names in namespace. names must not be
+// modified afterwards.
+func NewLookup(namespace string, names []string) *Lookup {
+	return &Lookup{namespace: namespace, names: names}
+}
+
+// Len returns the number of names looked up.
+func (l *Lookup) Len() int { return len(l.names) }
+
+// slots returns the slots of l's names in ns. The caller holds the
+// store's lock (read or write), so ns cannot change meanwhile.
+func (l *Lookup) slots(ns *objects) []int32 {
+	if r := l.resolved.Load(); r != nil && r.objs == ns && r.gen == ns.gen {
+		return r.slots
 	}
-	// Two passes, the slots and then the samples: in one pass each pod's
-	// sample load waits on its map lookup, both cache misses at 10,000
-	// pods; the second pass's loads do not depend on each other, so the
-	// CPU overlaps them (18% less CPU for the 10,000-pod list benchmark).
-	slots := make([]int32, n)
-	for i := range slots {
-		j, ok := ns.slots[name(i)]
+	slots := make([]int32, len(l.names))
+	for i, name := range l.names {
+		j, ok := ns.slots[name]
 		if !ok {
 			j = -1
 		}
 		slots[i] = j
 	}
+	l.resolved.Store(&resolved{objs: ns, gen: ns.gen, slots: slots})
+	return slots
+}
+
+// LatestEach calls fn(i, sample) for every name i of l that has a fresh
+// newest sample from src, all under one read lock: the Pods-metric path
+// over thousands of pods. fn must be quick and must not keep smp.
+func (s *Store) LatestEach(l *Lookup, src Source, now time.Time, maxAge time.Duration, fn func(i int, smp *Sample)) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	ns := s.pods[l.namespace]
+	if ns == nil {
+		return
+	}
 	latest := ns.latest[src]
-	for i, j := range slots {
+	for i, j := range l.slots(ns) {
 		if j < 0 {
 			continue
 		}

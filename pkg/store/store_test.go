@@ -2,6 +2,7 @@ package store
 
 import (
 	"fmt"
+	"maps"
 	"math"
 	"math/rand/v2"
 	"slices"
@@ -148,15 +149,68 @@ func TestLatestEach(t *testing.T) {
 	s.PutPod(Key{"ns", "gpu-only"}, SourceGPU, sample(t0, 8, nil))
 	names := []string{"fresh", "stale", "missing", "gpu-only"}
 	got := map[int]float64{}
-	s.LatestEach("ns", len(names), func(i int) string { return names[i] }, SourceInference, t0, 10*time.Second, func(i int, smp *Sample) {
+	s.LatestEach(NewLookup("ns", names), SourceInference, t0, 10*time.Second, func(i int, smp *Sample) {
 		got[i], _ = smp.Get(QueueDepth)
 	})
 	if len(got) != 1 || got[0] != 5 {
 		t.Fatalf("got %v, want only the fresh pod of namespace ns (index 0, value 5)", got)
 	}
-	s.LatestEach("absent", len(names), func(i int) string { return names[i] }, SourceInference, t0, time.Hour, func(int, *Sample) {
+	s.LatestEach(NewLookup("absent", names), SourceInference, t0, time.Hour, func(int, *Sample) {
 		t.Fatal("no pod in an unknown namespace")
 	})
+}
+
+// TestLookupFollowsMembership: a Lookup kept across calls answers what a
+// new one would after pods arrive, are forgotten (moving others into their
+// slots), and after the whole namespace is forgotten and comes back.
+func TestLookupFollowsMembership(t *testing.T) {
+	s := New(4)
+	names := []string{"a", "b", "c", "d"}
+	kept := NewLookup("ns", names)
+	list := func(l *Lookup, now time.Time) map[int]float64 {
+		got := map[int]float64{}
+		s.LatestEach(l, SourceInference, now, 10*time.Second, func(i int, smp *Sample) { got[i], _ = smp.Get(QueueDepth) })
+		return got
+	}
+	steps := []struct {
+		name string
+		do   func()
+		now  time.Time
+		want map[int]float64
+	}{
+		{"a and c", func() {
+			s.PutPod(Key{"ns", "a"}, SourceInference, sample(t0, 1, nil))
+			s.PutPod(Key{"ns", "c"}, SourceInference, sample(t0, 3, nil))
+		}, t0, map[int]float64{0: 1, 2: 3}},
+		{"b, d and a stranger arrive", func() {
+			s.PutPod(Key{"ns", "x"}, SourceInference, sample(t0, 9, nil))
+			s.PutPod(Key{"ns", "b"}, SourceInference, sample(t0, 2, nil))
+			s.PutPod(Key{"ns", "d"}, SourceInference, sample(t0, 4, nil))
+		}, t0, map[int]float64{0: 1, 1: 2, 2: 3, 3: 4}},
+		{"a forgotten, the others move", func() {
+			now := t0.Add(30 * time.Second)
+			for i, n := range []string{"b", "c", "d", "x"} {
+				s.PutPod(Key{"ns", n}, SourceInference, sample(now, float64(20+i), nil))
+			}
+			s.Forget(now, 10*time.Second)
+		}, t0.Add(30 * time.Second), map[int]float64{1: 20, 2: 21, 3: 22}},
+		{"namespace forgotten and back", func() {
+			now := t0.Add(time.Hour)
+			s.Forget(now, 10*time.Second)
+			// As many arrivals as the old namespace had changes, so
+			// that only its identity tells the two apart.
+			for i, n := range []string{"d", "y1", "y2", "y3", "y4", "y5"} {
+				s.PutPod(Key{"ns", n}, SourceInference, sample(now, float64(40+i), nil))
+			}
+		}, t0.Add(time.Hour), map[int]float64{3: 40}},
+	}
+	for _, st := range steps {
+		list(kept, st.now) // resolve before the change, so the change must be noticed
+		st.do()
+		if got, fresh := list(kept, st.now), list(NewLookup("ns", names), st.now); !maps.Equal(got, st.want) || !maps.Equal(fresh, st.want) {
+			t.Errorf("%s: kept lookup %v, new lookup %v, want %v", st.name, got, fresh, st.want)
+		}
+	}
 }
 
 // TestForgetKeepsTheOthers: forgetting pods in the middle of a namespace
@@ -190,7 +244,7 @@ func TestForgetKeepsTheOthers(t *testing.T) {
 		t.Fatalf("%d pods left, want %d", p, len(names)-len(gone))
 	}
 	got := map[int]float64{}
-	s.LatestEach("ns", len(names), func(i int) string { return names[i] }, SourceInference, now, time.Hour, func(i int, smp *Sample) {
+	s.LatestEach(NewLookup("ns", names), SourceInference, now, time.Hour, func(i int, smp *Sample) {
 		got[i], _ = smp.Get(QueueDepth)
 	})
 	for i, n := range names {
@@ -236,7 +290,9 @@ func TestForgetKeepsTheOthers(t *testing.T) {
 
 // BenchmarkLatestEach10k is the store's part of the HPA's Pods-metric call:
 // the newest queue depth of 10,000 pods of one namespace, each with a full
-// window of samples, asked in an order unrelated to insertion.
+// window of samples, asked in an order unrelated to insertion. "kept"
+// reuses one Lookup, as the provider does while the pods do not change;
+// "new" resolves every name on every call, as after a change.
 func BenchmarkLatestEach10k(b *testing.B) {
 	s := New(24)
 	names := make([]string, 10000)
@@ -248,12 +304,23 @@ func BenchmarkLatestEach10k(b *testing.B) {
 		}
 	}
 	rand.New(rand.NewPCG(1, 2)).Shuffle(len(names), func(i, j int) { names[i], names[j] = names[j], names[i] })
-	b.ReportAllocs()
-	for b.Loop() {
-		n := 0
-		s.LatestEach("ml", len(names), func(i int) string { return names[i] }, SourceInference, t0, 15*time.Second, func(int, *Sample) { n++ })
-		if n != len(names) {
-			b.Fatalf("%d fresh, want %d", n, len(names))
-		}
+	kept := NewLookup("ml", names)
+	for _, bc := range []struct {
+		name   string
+		lookup func() *Lookup
+	}{
+		{"kept", func() *Lookup { return kept }},
+		{"new", func() *Lookup { return NewLookup("ml", names) }},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				n := 0
+				s.LatestEach(bc.lookup(), SourceInference, t0, 15*time.Second, func(int, *Sample) { n++ })
+				if n != len(names) {
+					b.Fatalf("%d fresh, want %d", n, len(names))
+				}
+			}
+		})
 	}
 }

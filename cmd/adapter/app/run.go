@@ -67,6 +67,9 @@ func (a *Adapter) Run(ctx context.Context) error {
 		Values: src.values, Pods: pods.Lister(), Nodes: nodes.Lister(), Deployments: deploys.Lister(), StatefulSets: sets.Lister(),
 		MaxStaleness: o.MaxStaleness, TTFTWindow: o.TTFTWindow, Observer: requests,
 	})
+	if err := p.TrackPods(pods.Informer()); err != nil {
+		return err
+	}
 	runScaleDown, err := a.scaleDownController(pods, nodes, src.store, log)
 	if err != nil {
 		return err

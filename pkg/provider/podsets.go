@@ -1,0 +1,293 @@
+package provider
+
+import (
+	"fmt"
+	"sync"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/tools/cache"
+)
+
+// PodSet is the Ready pods one API call asks about. The provider builds it
+// from the informer cache and, while no pod of the namespace changes,
+// hands the same set to every call with the same label selector, so a
+// Values source may keep what it derives from the set (Memo) instead of
+// deriving it on every call. A PodSet is never modified once built.
+type PodSet struct {
+	// Namespace is the namespace of every pod, "" when they span several.
+	Namespace string
+	// Pods are the Ready pods, in no particular order. They are the
+	// informer's objects: read them, never modify them.
+	Pods []*corev1.Pod
+	// names are the pods' names, copied while the pods are listed: at
+	// 10,000 pods, reading each pod object again later is a cache miss
+	// per pod.
+	names []string
+	// gen is the generation of the pods it was built from.
+	gen  uint64
+	memo sync.Map
+}
+
+// NewPodSet returns a set of pods that the caller has already filtered
+// (all Ready, all in namespace unless namespace is "").
+func NewPodSet(namespace string, pods []*corev1.Pod) *PodSet {
+	names := make([]string, len(pods))
+	for i, p := range pods {
+		names[i] = p.Name
+	}
+	return &PodSet{Namespace: namespace, Pods: pods, names: names}
+}
+
+// Names returns the pods' names, aligned with Pods. The caller must not
+// modify the slice.
+func (s *PodSet) Names() []string { return s.names }
+
+// Memo returns what build returned for key the first time it was asked
+// for this set. build may run more than once when calls race; only one
+// result is kept.
+func (s *PodSet) Memo(key any, build func() any) any {
+	if v, ok := s.memo.Load(key); ok {
+		return v
+	}
+	v, _ := s.memo.LoadOrStore(key, build())
+	return v
+}
+
+// PodEvents is where the provider learns that pods changed: the pod
+// informer whose lister it reads.
+type PodEvents interface {
+	AddEventHandler(cache.ResourceEventHandler) (cache.ResourceEventHandlerRegistration, error)
+}
+
+// maxPodSets bounds the memoised sets. There is one per namespace and
+// label selector asked about, about one per HPA; past the bound the sets
+// of namespaces that changed since are dropped first, then all.
+const maxPodSets = 1024
+
+// podSets lists the Ready pods of a namespace that match a selector, and
+// keeps each answer until a pod of that namespace is added, changed or
+// deleted. The HPA asks the same question every 15 seconds, and at 10,000
+// pods listing them from the informer cache and checking each one's
+// readiness was most of the call's cost. Once it hears of pod changes it
+// also keeps its own table of each namespace's pods with their readiness,
+// so that rebuilding a list after a change is one pass over an array
+// rather than a lookup of every pod in the informer's index.
+type podSets struct {
+	lister corelisters.PodLister
+
+	mu sync.Mutex
+	// tracking is false until the provider hears of pod changes: without
+	// it nothing may be reused.
+	tracking bool
+	// tables are the pods of each namespace, as the events told them.
+	tables map[string]*podTable
+	// changes counts every change; a namespace's table takes the count at
+	// its latest change as its generation, so generations are unique
+	// across namespaces, even one deleted and created again.
+	changes uint64
+	sets    map[podSetKey]*PodSet
+}
+
+type podSetKey struct{ namespace, selector string }
+
+// podTable is one namespace's pods. Slots are dense: a deleted pod's slot
+// is taken by the last one.
+type podTable struct {
+	gen   uint64
+	slots map[string]int32
+	pods  []*corev1.Pod
+	ready []bool
+}
+
+func newPodSets(lister corelisters.PodLister) *podSets {
+	return &podSets{lister: lister, tables: map[string]*podTable{}, sets: map[podSetKey]*PodSet{}}
+}
+
+// track subscribes to pod changes, after which sets are reused.
+func (s *podSets) track(events PodEvents) error {
+	if _, err := events.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { s.put(obj) },
+		UpdateFunc: s.updated,
+		DeleteFunc: s.deleted,
+	}); err != nil {
+		return fmt.Errorf("watch pods: %w", err)
+	}
+	s.mu.Lock()
+	s.tracking = true
+	s.mu.Unlock()
+	return nil
+}
+
+// updated ignores the informer's resyncs, which change nothing.
+func (s *podSets) updated(old, cur any) {
+	o, ok1 := old.(*corev1.Pod)
+	c, ok2 := cur.(*corev1.Pod)
+	if ok1 && ok2 && o.ResourceVersion == c.ResourceVersion && o.ResourceVersion != "" {
+		return
+	}
+	s.put(cur)
+}
+
+func (s *podSets) put(obj any) {
+	pod, ok := obj.(*corev1.Pod)
+	if !ok {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	t := s.tables[pod.Namespace]
+	if t == nil {
+		t = &podTable{slots: map[string]int32{}}
+		s.tables[pod.Namespace] = t
+	}
+	s.changes++
+	t.gen = s.changes
+	if i, ok := t.slots[pod.Name]; ok {
+		t.pods[i], t.ready[i] = pod, podReady(pod)
+		return
+	}
+	t.slots[pod.Name] = int32(len(t.pods))
+	t.pods = append(t.pods, pod)
+	t.ready = append(t.ready, podReady(pod))
+}
+
+func (s *podSets) deleted(obj any) {
+	var ns, name string
+	switch o := obj.(type) {
+	case *corev1.Pod:
+		ns, name = o.Namespace, o.Name
+	case cache.DeletedFinalStateUnknown:
+		ns, name, _ = cache.SplitMetaNamespaceKey(o.Key)
+	default:
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.changes++
+	t := s.tables[ns]
+	i, ok := t.slot(name)
+	if !ok {
+		return
+	}
+	t.gen = s.changes
+	last := len(t.pods) - 1
+	delete(t.slots, name)
+	if int(i) != last {
+		t.pods[i], t.ready[i] = t.pods[last], t.ready[last]
+		t.slots[t.pods[i].Name] = i
+	}
+	t.pods[last] = nil
+	t.pods, t.ready = t.pods[:last], t.ready[:last]
+	if last == 0 {
+		// An absent table is generation 0, which only the empty sets
+		// built while it was absent carry.
+		delete(s.tables, ns)
+	}
+}
+
+func (t *podTable) slot(name string) (int32, bool) {
+	if t == nil {
+		return 0, false
+	}
+	i, ok := t.slots[name]
+	return i, ok
+}
+
+// genLocked returns the generation that sets of namespace depend on.
+func (s *podSets) genLocked(namespace string) uint64 {
+	if namespace == "" {
+		return s.changes
+	}
+	if t := s.tables[namespace]; t != nil {
+		return t.gen
+	}
+	return 0
+}
+
+// get returns the Ready pods of namespace ("" for all) that selector
+// matches.
+func (s *podSets) get(namespace string, selector labels.Selector) (*PodSet, error) {
+	key := podSetKey{namespace, selector.String()}
+	s.mu.Lock()
+	if !s.tracking || namespace == "" {
+		s.mu.Unlock()
+		return s.listed(namespace, selector, key)
+	}
+	gen := s.genLocked(namespace)
+	if set := s.sets[key]; set != nil && set.gen == gen {
+		s.mu.Unlock()
+		return set, nil
+	}
+	set := &PodSet{Namespace: namespace, gen: gen}
+	if t := s.tables[namespace]; t != nil {
+		set.Pods, set.names = make([]*corev1.Pod, 0, len(t.pods)), make([]string, 0, len(t.pods))
+		everything := selector.Empty()
+		for i, pod := range t.pods {
+			if t.ready[i] && (everything || selector.Matches(labels.Set(pod.Labels))) {
+				set.Pods = append(set.Pods, pod)
+				set.names = append(set.names, pod.Name)
+			}
+		}
+	}
+	s.keepLocked(key, set)
+	s.mu.Unlock()
+	return set, nil
+}
+
+// listed builds a set from the informer cache: before the provider hears
+// of changes, and for lists across namespaces, which the HPA never asks
+// for. Such sets are kept (when tracking) under the count of all changes.
+func (s *podSets) listed(namespace string, selector labels.Selector, key podSetKey) (*PodSet, error) {
+	s.mu.Lock()
+	tracking, gen := s.tracking, s.changes
+	if set := s.sets[key]; tracking && set != nil && set.gen == gen {
+		s.mu.Unlock()
+		return set, nil
+	}
+	s.mu.Unlock()
+	// The count is read before listing: a change that lands during the
+	// list makes the set look older than it is, never newer.
+	pods, err := s.lister.Pods(namespace).List(selector)
+	if err != nil {
+		return nil, err
+	}
+	set := &PodSet{Namespace: namespace, gen: gen,
+		Pods: make([]*corev1.Pod, 0, len(pods)), names: make([]string, 0, len(pods))}
+	for _, pod := range pods {
+		if podReady(pod) {
+			set.Pods = append(set.Pods, pod)
+			set.names = append(set.names, pod.Name)
+		}
+	}
+	if tracking {
+		s.mu.Lock()
+		s.keepLocked(key, set)
+		s.mu.Unlock()
+	}
+	return set, nil
+}
+
+func (s *podSets) keepLocked(key podSetKey, set *PodSet) {
+	if cur := s.sets[key]; cur != nil && cur.gen >= set.gen {
+		return
+	}
+	if len(s.sets) >= maxPodSets {
+		s.evictLocked()
+	}
+	s.sets[key] = set
+}
+
+// evictLocked drops the sets that changes have made useless, or all of
+// them when every one is current.
+func (s *podSets) evictLocked() {
+	for k, set := range s.sets {
+		if set.gen != s.genLocked(k.namespace) {
+			delete(s.sets, k)
+		}
+	}
+	if len(s.sets) >= maxPodSets {
+		clear(s.sets)
+	}
+}

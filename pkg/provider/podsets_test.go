@@ -1,0 +1,197 @@
+package provider
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sort"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes/fake"
+	corelisters "k8s.io/client-go/listers/core/v1"
+
+	"github.com/gpuscale/gpuscale/pkg/store"
+)
+
+// listed returns the names a Pods list answers, sorted; nil for NotFound.
+func listed(t *testing.T, p *Provider, ns string, selector labels.Selector) []string {
+	t.Helper()
+	list, err := p.GetMetricBySelector(context.Background(), ns, selector, podsInfo(QueueDepth), labels.Everything())
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, it := range list.Items {
+		names = append(names, it.DescribedObject.Namespace+"/"+it.DescribedObject.Name)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// TestPodListsFollowPodChanges: a provider that reuses its lists of Ready
+// pods answers, after every kind of pod change, exactly what a provider
+// that lists afresh on every call answers, and between changes it reuses
+// the same list.
+func TestPodListsFollowPodChanges(t *testing.T) {
+	f := newFixture()
+	fresh := New(Config{Store: f.store, Pods: corelisters.NewPodLister(f.pods), MaxStaleness: 15 * time.Second,
+		Now: func() time.Time { return f.now }}) // no TrackPods: lists every time
+	app := map[string]string{"app": "llm"}
+	for _, ns := range []string{"ml", "other"} {
+		for _, name := range []string{"a", "b", "c", "d"} {
+			f.put(ns, name, store.SourceInference, t0, "m", map[store.Signal]float64{store.QueueDepth: 1}, nil)
+		}
+	}
+	steps := []struct {
+		name string
+		do   func()
+		want []string // the answer for ml with app=llm
+	}{
+		{"start", func() { f.addPod("ml", "a", true, app); f.addPod("ml", "b", true, app) }, []string{"ml/a", "ml/b"}},
+		{"added", func() { f.addPod("ml", "c", true, app) }, []string{"ml/a", "ml/b", "ml/c"}},
+		{"no longer ready", func() { f.addPod("ml", "b", false, app) }, []string{"ml/a", "ml/c"}},
+		{"ready again", func() { f.addPod("ml", "b", true, app) }, []string{"ml/a", "ml/b", "ml/c"}},
+		{"relabelled out", func() { f.addPod("ml", "a", true, map[string]string{"app": "x"}) }, []string{"ml/b", "ml/c"}},
+		{"deleted from the middle", func() { f.deletePod("ml", "a") }, []string{"ml/b", "ml/c"}},
+		{"the pod moved into its place changes", func() { f.addPod("ml", "c", false, app) }, []string{"ml/b"}},
+		{"deleted", func() { f.deletePod("ml", "c") }, []string{"ml/b"}},
+		{"other namespace", func() { f.addPod("other", "d", true, app) }, []string{"ml/b"}},
+		{"all deleted", func() { f.deletePod("ml", "b") }, nil},
+		{"back", func() { f.addPod("ml", "d", true, app) }, []string{"ml/d"}},
+	}
+	for _, st := range steps {
+		for _, ns := range []string{"ml", "other", ""} {
+			listed(t, f.p, ns, labels.SelectorFromSet(app)) // remember the lists before the change
+		}
+		st.do()
+		if got := listed(t, f.p, "ml", labels.SelectorFromSet(app)); !slices.Equal(got, st.want) {
+			t.Errorf("%s: ml lists %v, want %v", st.name, got, st.want)
+		}
+		for _, ns := range []string{"ml", "other", ""} {
+			for _, sel := range []labels.Selector{labels.SelectorFromSet(app), labels.Everything()} {
+				if got, want := listed(t, f.p, ns, sel), listed(t, fresh, ns, sel); !slices.Equal(got, want) {
+					t.Errorf("%s: namespace %q selector %q lists %v, afresh %v", st.name, ns, sel, got, want)
+				}
+			}
+		}
+	}
+
+	first, err := f.p.sets.get("ml", labels.SelectorFromSet(app))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again, _ := f.p.sets.get("ml", labels.SelectorFromSet(app)); again != first {
+		t.Error("no pod changed, yet the list of Ready pods was built again")
+	}
+	f.addPod("other", "a", true, app)
+	if again, _ := f.p.sets.get("ml", labels.SelectorFromSet(app)); again != first {
+		t.Error("a change in another namespace rebuilt this one's list")
+	}
+	if all, _ := f.p.sets.get("", labels.Everything()); len(all.Pods) != 3 { // ml/d, other/a, other/d
+		t.Errorf("all namespaces: %d pods, want 3", len(all.Pods))
+	}
+}
+
+// TestPodSetsBounded: past maxPodSets the sets of changed namespaces go
+// first, and the provider keeps answering.
+func TestPodSetsBounded(t *testing.T) {
+	f := newFixture()
+	f.addPod("ml", "a", true, nil)
+	for i := range 2*maxPodSets + 10 {
+		sel := labels.SelectorFromSet(map[string]string{"n": fmt.Sprint(i)})
+		if _, err := f.p.sets.get("ml", sel); err != nil {
+			t.Fatal(err)
+		}
+		if n := len(f.p.sets.sets); n > maxPodSets {
+			t.Fatalf("%d sets kept, bound %d", n, maxPodSets)
+		}
+	}
+	for i := 0; len(f.p.sets.sets) < maxPodSets; i++ { // fill up to the bound
+		_, _ = f.p.sets.get("ml", labels.SelectorFromSet(map[string]string{"m": fmt.Sprint(i)}))
+	}
+	f.addPod("ml", "b", true, nil) // every set of ml is now stale
+	kept, _ := f.p.sets.get("other", labels.Everything())
+	_, _ = f.p.sets.get("ml", labels.Everything())
+	if n := len(f.p.sets.sets); n != 2 {
+		t.Errorf("%d sets after eviction, want the 2 current ones", n)
+	}
+	if again, _ := f.p.sets.get("other", labels.Everything()); again != kept {
+		t.Error("a current set was evicted while stale ones could go")
+	}
+}
+
+// TestTrackPodsWithInformer: wired to a real client-go informer, the lists
+// follow pods becoming Ready, losing readiness and going away.
+func TestTrackPodsWithInformer(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	client := fake.NewClientset()
+	factory := informers.NewSharedInformerFactory(client, 0)
+	podInf := factory.Core().V1().Pods()
+	st := store.New(4)
+	now := time.Now()
+	p := New(Config{Store: st, Pods: podInf.Lister(), MaxStaleness: time.Hour, Now: func() time.Time { return now }})
+	if err := p.TrackPods(podInf.Informer()); err != nil {
+		t.Fatal(err)
+	}
+	factory.Start(ctx.Done())
+	factory.WaitForCacheSync(ctx.Done())
+
+	pod := func(name string, ready corev1.ConditionStatus) *corev1.Pod {
+		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ml", Name: name},
+			Status: corev1.PodStatus{Phase: corev1.PodRunning, Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: ready}}}}
+	}
+	for _, n := range []string{"a", "b"} {
+		var smp store.Sample
+		smp.Time = now
+		smp.Set(store.QueueDepth, 1)
+		st.PutPod(store.Key{Namespace: "ml", Name: n}, store.SourceInference, smp)
+	}
+	pods := client.CoreV1().Pods("ml")
+	steps := []struct {
+		name string
+		do   func() error
+		want []string
+	}{
+		{"created", func() error {
+			if _, err := pods.Create(ctx, pod("a", corev1.ConditionTrue), metav1.CreateOptions{}); err != nil {
+				return err
+			}
+			_, err := pods.Create(ctx, pod("b", corev1.ConditionFalse), metav1.CreateOptions{})
+			return err
+		}, []string{"ml/a"}},
+		{"b ready", func() error {
+			_, err := pods.UpdateStatus(ctx, pod("b", corev1.ConditionTrue), metav1.UpdateOptions{})
+			return err
+		}, []string{"ml/a", "ml/b"}},
+		{"a not ready", func() error {
+			_, err := pods.UpdateStatus(ctx, pod("a", corev1.ConditionFalse), metav1.UpdateOptions{})
+			return err
+		}, []string{"ml/b"}},
+		{"b deleted", func() error { return pods.Delete(ctx, "b", metav1.DeleteOptions{}) }, nil},
+	}
+	for _, s := range steps {
+		listed(t, p, "ml", labels.Everything())
+		if err := s.do(); err != nil {
+			t.Fatalf("%s: %v", s.name, err)
+		}
+		var got []string
+		for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+			if got = listed(t, p, "ml", labels.Everything()); slices.Equal(got, s.want) {
+				break
+			}
+		}
+		if !slices.Equal(got, s.want) {
+			t.Errorf("%s: lists %v, want %v", s.name, got, s.want)
+		}
+	}
+}
