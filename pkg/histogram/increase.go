@@ -2,6 +2,7 @@ package histogram
 
 import (
 	"fmt"
+	"slices"
 	"time"
 )
 
@@ -115,6 +116,16 @@ func ExtrapolatedIncrease(samples []Sample, at time.Time, window time.Duration) 
 // returns a new histogram, so callers may cache inc and extrapolate it at
 // every evaluation time.
 func Extrapolate(inc, first *Histogram, firstT, lastT time.Time, n int, at time.Time, window time.Duration) *Histogram {
+	out := ExtrapolateInto(&Histogram{}, inc, first, firstT, lastT, n, at, window)
+	out.Bounds = slices.Clone(inc.Bounds)
+	return out
+}
+
+// ExtrapolateInto is Extrapolate writing into dst, whose Counts it reuses
+// and whose Bounds it points at inc's: a caller that extrapolates
+// thousands of histograms in a row needs one scratch histogram, not one
+// allocation each. It returns dst.
+func ExtrapolateInto(dst, inc, first *Histogram, firstT, lastT time.Time, n int, at time.Time, window time.Duration) *Histogram {
 	end := at.UnixMilli()
 	start := end - window.Milliseconds()
 	ft, lt := firstT.UnixMilli(), lastT.UnixMilli()
@@ -124,13 +135,14 @@ func Extrapolate(inc, first *Histogram, firstT, lastT time.Time, n int, at time.
 		sampled: float64(lt-ft) / 1000,
 	}
 	w.avg = w.sampled / float64(n-1)
-	out := inc.Clone()
+	dst.Bounds = inc.Bounds
+	dst.Counts = slices.Grow(dst.Counts[:0], len(inc.Counts))[:len(inc.Counts)]
 	for i, c := range inc.Counts {
-		out.Counts[i] = c * w.factor(first.Counts[i], c)
+		dst.Counts[i] = c * w.factor(first.Counts[i], c)
 	}
-	out.Count = inc.Count * w.factor(first.Count, inc.Count)
-	out.Sum = inc.Sum * w.factor(first.Sum, inc.Sum)
-	return out
+	dst.Count = inc.Count * w.factor(first.Count, inc.Count)
+	dst.Sum = inc.Sum * w.factor(first.Sum, inc.Sum)
+	return dst
 }
 
 // extrapolation holds the durations, in seconds, that PromQL extrapolates a

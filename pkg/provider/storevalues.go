@@ -51,10 +51,21 @@ func (s *storeValues) Pods(_ context.Context, set *PodSet, m Metric, sel labels.
 	now := s.now()
 	out := make([]Value, len(set.Pods))
 	mm := newModelMatcher(sel)
-	if !def.isTTFT() && set.Namespace != "" {
+	if set.Namespace != "" {
 		// The HPA's list call: one store pass under one lock, with the
 		// pods' places in the store kept as long as the set is.
 		lookup := set.Memo(lookupKey{s.st}, func() any { return store.NewLookup(set.Namespace, set.Names()) }).(*store.Lookup)
+		if def.isTTFT() {
+			s.st.TTFTEach(lookup, now, s.ttftWindow, s.maxStaleness, func(i int, newest *store.Sample, inc *histogram.Histogram) {
+				if !mm.matches(newest.Model) {
+					return
+				}
+				if q := histogram.Quantile(def.quantile, inc); !math.IsNaN(q) && !math.IsInf(q, 0) {
+					out[i] = Value{V: q, Time: newest.Time}
+				}
+			})
+			return out, nil
+		}
 		s.st.LatestEach(lookup, def.source, now, s.maxStaleness,
 			func(i int, smp *store.Sample) {
 				if !mm.matches(smp.Model) {

@@ -100,8 +100,9 @@ func (w *window) newest() *Sample {
 type entry struct {
 	windows [numSources]window
 	// ttft memoises the last window increase: it only changes when a
-	// sample enters or leaves the window, not on every API call.
-	ttft ttftCache
+	// sample enters or leaves the window, not on every API call. Readers
+	// fill it while sharing the read lock, hence the atomic swap.
+	ttft atomic.Pointer[ttftCache]
 }
 
 type ttftCache struct {
@@ -360,14 +361,42 @@ func (s *Store) entry(k Key) *entry {
 // inside it.
 func (s *Store) TTFTIncrease(k Key, now time.Time, win, maxAge time.Duration) (*histogram.Histogram, bool) {
 	s.mu.RLock()
+	defer s.mu.RUnlock()
 	e := s.entry(k)
 	if e == nil {
-		s.mu.RUnlock()
 		return nil, false
 	}
+	return e.ttftIncrease(now, win, maxAge, nil)
+}
+
+// TTFTEach calls fn(i, newest, increase) for every name i of l whose TTFT
+// increase TTFTIncrease would give, all under one read lock: the Pods-metric
+// list of a TTFT quantile. newest is the pod's newest inference sample.
+// increase is a scratch histogram overwritten for the next pod: fn must
+// not keep it, nor newest.
+func (s *Store) TTFTEach(l *Lookup, now time.Time, win, maxAge time.Duration, fn func(i int, newest *Sample, increase *histogram.Histogram)) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	ns := s.pods[l.namespace]
+	if ns == nil {
+		return
+	}
+	var scratch histogram.Histogram
+	for i, j := range l.slots(ns) {
+		if j < 0 {
+			continue
+		}
+		if inc, ok := ns.entries[j].ttftIncrease(now, win, maxAge, &scratch); ok {
+			fn(i, &ns.latest[SourceInference][j], inc)
+		}
+	}
+}
+
+// ttftIncrease is TTFTIncrease of one entry, extrapolated into dst, or into
+// a new histogram when dst is nil. The caller holds the read lock.
+func (e *entry) ttftIncrease(now time.Time, win, maxAge time.Duration, dst *histogram.Histogram) (*histogram.Histogram, bool) {
 	w := &e.windows[SourceInference]
 	if n := w.newest(); n == nil || now.Sub(n.Time) > maxAge {
-		s.mu.RUnlock()
 		return nil, false
 	}
 	from := now.Add(-win)
@@ -383,38 +412,32 @@ func (s *Store) TTFTIncrease(k Key, now time.Time, win, maxAge time.Duration) (*
 		}
 	}
 	if count < 2 {
-		s.mu.RUnlock()
 		return nil, false
 	}
 	firstT, lastT := w.at(first).Time, w.at(last).Time
-	if c := e.ttft; c.first.Equal(firstT) && c.last.Equal(lastT) && (c.inc != nil || c.err != nil) {
-		s.mu.RUnlock()
-		if c.err != nil {
-			return nil, false
-		}
-		return histogram.Extrapolate(c.inc, c.firstHist, firstT, lastT, c.n, now, win), true
-	}
-	hs := make([]*histogram.Histogram, 0, count)
-	for i := first; i <= last; i++ {
-		if smp := w.at(i); smp.TTFT != nil {
-			hs = append(hs, smp.TTFT)
-		}
-	}
-	s.mu.RUnlock()
-
 	// The increase between samples only changes when a sample enters or
 	// leaves the window, so it is memoised; the extrapolation depends on
-	// now and is redone on every call.
-	inc, err := histogram.WindowIncrease(hs)
-	s.mu.Lock()
-	if s.entry(k) == e {
-		e.ttft = ttftCache{first: firstT, last: lastT, n: len(hs), firstHist: hs[0], inc: inc, err: err}
+	// now and is redone on every call. Readers that race compute the same
+	// increase, and either may keep it.
+	c := e.ttft.Load()
+	if c == nil || !c.first.Equal(firstT) || !c.last.Equal(lastT) {
+		hs := make([]*histogram.Histogram, 0, count)
+		for i := first; i <= last; i++ {
+			if smp := w.at(i); smp.TTFT != nil {
+				hs = append(hs, smp.TTFT)
+			}
+		}
+		inc, err := histogram.WindowIncrease(hs)
+		c = &ttftCache{first: firstT, last: lastT, n: len(hs), firstHist: hs[0], inc: inc, err: err}
+		e.ttft.Store(c)
 	}
-	s.mu.Unlock()
-	if err != nil {
+	if c.err != nil {
 		return nil, false
 	}
-	return histogram.Extrapolate(inc, hs[0], firstT, lastT, len(hs), now, win), true
+	if dst == nil {
+		return histogram.Extrapolate(c.inc, c.firstHist, firstT, lastT, c.n, now, win), true
+	}
+	return histogram.ExtrapolateInto(dst, c.inc, c.firstHist, firstT, lastT, c.n, now, win), true
 }
 
 // Forget drops pods and nodes whose newest sample of every source is older
