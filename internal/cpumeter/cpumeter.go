@@ -11,17 +11,32 @@ import (
 )
 
 // Meter holds the CPU time at the start of a measurement.
-type Meter time.Duration
+type Meter struct {
+	start, paused, excluded time.Duration
+}
 
 // Start resets the benchmark timer and starts measuring.
-func Start(b *testing.B) Meter {
+func Start(b *testing.B) *Meter {
 	b.ResetTimer()
-	return Meter(processCPU(b))
+	return &Meter{start: processCPU(b)}
+}
+
+// Pause stops the benchmark timer and the meter, for set-up work inside
+// the loop that is not part of the operation.
+func (m *Meter) Pause(b *testing.B) {
+	b.StopTimer()
+	m.paused = processCPU(b)
+}
+
+// Resume restarts both after Pause.
+func (m *Meter) Resume(b *testing.B) {
+	m.excluded += processCPU(b) - m.paused
+	b.StartTimer()
 }
 
 // Report adds the cpu-ns/op metric.
-func (m Meter) Report(b *testing.B) {
-	b.ReportMetric(float64(processCPU(b)-time.Duration(m))/float64(b.N), "cpu-ns/op")
+func (m *Meter) Report(b *testing.B) {
+	b.ReportMetric(float64(processCPU(b)-m.start-m.excluded)/float64(b.N), "cpu-ns/op")
 }
 
 func processCPU(b *testing.B) time.Duration {

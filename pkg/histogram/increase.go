@@ -34,13 +34,24 @@ func Increase(older, newer *Histogram) (*Histogram, error) {
 // recently) is then extrapolated less than the others, and the quantiles
 // differ. ExtrapolatedIncrease reproduces PromQL exactly, including that.
 func WindowIncrease(samples []*Histogram) (*Histogram, error) {
-	if len(samples) < 2 {
-		return nil, fmt.Errorf("%w: got %d", ErrTooFewSamples, len(samples))
-	}
 	for i, h := range samples {
 		if err := h.Validate(); err != nil {
 			return nil, fmt.Errorf("sample %d: %w", i, err)
 		}
+	}
+	return WindowIncreaseOfValid(samples)
+}
+
+// WindowIncreaseOfValid is WindowIncrease for samples that have each
+// passed Validate already, as a store's samples did when it took them:
+// validating every sample of a window again on every evaluation was half
+// the cost of a 10,000-pod TTFT list. It still checks that the bucket
+// layouts agree.
+func WindowIncreaseOfValid(samples []*Histogram) (*Histogram, error) {
+	if len(samples) < 2 {
+		return nil, fmt.Errorf("%w: got %d", ErrTooFewSamples, len(samples))
+	}
+	for i, h := range samples {
 		if !sameBounds(samples[0], h) {
 			return nil, fmt.Errorf("sample %d: %w", i, ErrBoundsMismatch)
 		}
@@ -124,7 +135,7 @@ func Extrapolate(inc, first *Histogram, firstT, lastT time.Time, n int, at time.
 // ExtrapolateInto is Extrapolate writing into dst, whose Counts it reuses
 // and whose Bounds it points at inc's: a caller that extrapolates
 // thousands of histograms in a row needs one scratch histogram, not one
-// allocation each. It returns dst.
+// allocation each. dst may be inc itself. It returns dst.
 func ExtrapolateInto(dst, inc, first *Histogram, firstT, lastT time.Time, n int, at time.Time, window time.Duration) *Histogram {
 	end := at.UnixMilli()
 	start := end - window.Milliseconds()

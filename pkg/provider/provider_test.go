@@ -336,42 +336,53 @@ func TestListAllMetrics(t *testing.T) {
 }
 
 // BenchmarkPodsBySelector10k is the HPA's call for a Pods metric over a
-// namespace of 10,000 pods. "unchanged" asks again about the same pods, as
-// the HPA does every 15 seconds; "pod-changed" changes one pod's readiness
-// before each call, so that the list of Ready pods is built afresh.
+// namespace of 10,000 pods, each with a minute of samples at 5 s:
+//   - unchanged: the same pods and samples as the call before;
+//   - pod-changed: one pod's readiness flips before each call, so the
+//     list of Ready pods is built afresh;
+//   - rescraped: every pod has a new sample since the call before, as in
+//     an adapter that scrapes every 5 s (each pod's TTFT window increase
+//     is computed again). The scrape itself is not timed.
 func BenchmarkPodsBySelector10k(b *testing.B) {
 	for _, metric := range []string{QueueDepth, TTFTP90} {
-		for _, changing := range []bool{false, true} {
-			name := metric + "/unchanged"
-			if changing {
-				name = metric + "/pod-changed"
-			}
-			b.Run(name, func(b *testing.B) { benchPodsBySelector(b, metric, changing) })
+		for _, change := range []string{"unchanged", "pod-changed", "rescraped"} {
+			b.Run(metric+"/"+change, func(b *testing.B) { benchPodsBySelector(b, metric, change) })
 		}
 	}
 }
 
-func benchPodsBySelector(b *testing.B, metric string, changing bool) {
+func benchPodsBySelector(b *testing.B, metric, change string) {
 	f := newFixture()
 	sel := map[string]string{"app": "llm"}
-	for i := 0; i < 10000; i++ {
-		name := fmt.Sprintf("llm-%05d", i)
-		f.addPod("ml", name, true, sel)
+	names := make([]string, 10000)
+	scrape := func(i, s int) {
+		f.put("ml", names[i], store.SourceInference, t0.Add(time.Duration(s-11)*5*time.Second), "m",
+			map[store.Signal]float64{store.QueueDepth: float64(i % 9), store.RequestsRunning: 3}, hist(float64(s*10), float64(s)))
+	}
+	for i := range names {
+		names[i] = fmt.Sprintf("llm-%05d", i)
+		f.addPod("ml", names[i], true, sel)
 		for s := 0; s < 12; s++ {
-			at := t0.Add(time.Duration(s-11) * 5 * time.Second)
-			f.put("ml", name, store.SourceInference, at, "m",
-				map[store.Signal]float64{store.QueueDepth: float64(i % 9), store.RequestsRunning: 3}, hist(float64(s*10), float64(s)))
+			scrape(i, s)
 		}
 	}
 	selector := labels.SelectorFromSet(sel)
 	b.ReportAllocs()
 	cpu := cpumeter.Start(b)
-	for i := 0; i < b.N; i++ {
+	for n := 0; n < b.N; n++ {
 		want := 10000
-		if changing {
-			// One pod flips readiness: 9,999 and 10,000 Ready pods in turn.
-			f.addPod("ml", "llm-00000", i%2 == 0, sel)
-			want -= i % 2
+		switch change {
+		case "pod-changed":
+			// One pod flips readiness: 10,000 and 9,999 Ready pods in turn.
+			f.addPod("ml", names[0], n%2 == 0, sel)
+			want -= n % 2
+		case "rescraped":
+			cpu.Pause(b)
+			for i := range names {
+				scrape(i, 12+n)
+			}
+			f.now = t0.Add(time.Duration(n+1) * 5 * time.Second)
+			cpu.Resume(b)
 		}
 		list, err := f.p.GetMetricBySelector(context.Background(), "ml", selector, podsInfo(metric), labels.Everything())
 		if err != nil || len(list.Items) != want {

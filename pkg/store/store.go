@@ -5,6 +5,7 @@
 package store
 
 import (
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -45,10 +46,25 @@ type Sample struct {
 	values  [NumSignals]float64
 	present uint16
 	// TTFT is the cumulative time-to-first-token histogram, if the server
-	// has one.
+	// has one. PutPod drops one that fails histogram.Validate.
 	TTFT *histogram.Histogram
 	// Model is the served model, for per-model external metrics.
 	Model string
+	// ttft places TTFT in its window's series; set when it is stored.
+	ttft ttftPlace
+}
+
+// ttftPlace is what a window's TTFT increase needs of a sample besides its
+// histogram, so that the increase over any window comes from its two end
+// samples (histogram.IncreaseBetween) rather than from all of them.
+type ttftPlace struct {
+	// seq numbers the window's samples that have a TTFT.
+	seq uint32
+	// layout numbers the bucket layouts the window has seen: an increase
+	// across two layouts is meaningless.
+	layout uint32
+	// resets are the series' running reset totals at this sample.
+	resets *histogram.Resets
 }
 
 // Set records a signal's value.
@@ -73,6 +89,29 @@ type window struct {
 	buf   []Sample
 	start int
 	n     int
+	// seq and layouts are the last ttftPlace numbers handed out.
+	seq, layouts uint32
+}
+
+// place sets smp's ttftPlace as the successor of the window's newest
+// sample with a TTFT histogram.
+func (w *window) place(smp *Sample) {
+	w.seq++
+	smp.ttft = ttftPlace{seq: w.seq}
+	for i := w.n - 1; i >= 0; i-- {
+		prev := w.at(i)
+		if prev.TTFT == nil {
+			continue
+		}
+		if histogram.SameBounds(prev.TTFT, smp.TTFT) {
+			smp.ttft.layout = prev.ttft.layout
+			smp.ttft.resets = histogram.NextResets(prev.ttft.resets, prev.TTFT, smp.TTFT)
+			return
+		}
+		break
+	}
+	w.layouts++
+	smp.ttft.layout = w.layouts
 }
 
 func (w *window) push(s Sample, capacity int) {
@@ -97,20 +136,33 @@ func (w *window) newest() *Sample {
 	return w.at(w.n - 1)
 }
 
-type entry struct {
-	windows [numSources]window
-	// ttft memoises the last window increase: it only changes when a
-	// sample enters or leaves the window, not on every API call. Readers
-	// fill it while sharing the read lock, hence the atomic swap.
-	ttft atomic.Pointer[ttftCache]
+// run returns the first and last samples with a TTFT histogram in
+// (from, to], false unless there are two such. Samples are in time order
+// (put drops any that is not newer), so the window's samples are one run,
+// found by a binary search rather than by reading every sample: at 10,000
+// pods each sample read is a cache miss.
+func (w *window) run(from, to time.Time) (first, last int, ok bool) {
+	lo, hi := 0, w.n
+	for lo < hi { // the first sample after from
+		mid := int(uint(lo+hi) >> 1)
+		if w.at(mid).Time.After(from) {
+			hi = mid
+		} else {
+			lo = mid + 1
+		}
+	}
+	first, last = lo, w.n-1
+	for last >= first && (w.at(last).Time.After(to) || w.at(last).TTFT == nil) {
+		last--
+	}
+	for first < last && w.at(first).TTFT == nil {
+		first++
+	}
+	return first, last, first < last
 }
 
-type ttftCache struct {
-	first, last time.Time
-	n           int
-	firstHist   *histogram.Histogram
-	inc         *histogram.Histogram
-	err         error
+type entry struct {
+	windows [numSources]window
 }
 
 // objects holds the pods of one namespace, or the nodes. Each object has a
@@ -225,6 +277,12 @@ func New(capacity int) *Store {
 // PutPod appends a pod's sample. Samples must arrive in time order per
 // pod and source; an older one is dropped.
 func (s *Store) PutPod(k Key, src Source, smp Sample) {
+	if smp.TTFT != nil && smp.TTFT.Validate() != nil {
+		// Checked once here so that the window's arithmetic need not
+		// check it on every API call; the pipeline's parser rejects
+		// such histograms before they get here.
+		smp.TTFT = nil
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	ns := s.pods[k.Namespace]
@@ -246,6 +304,9 @@ func (s *Store) PutNode(name string, smp Sample) {
 func put(w *window, smp Sample, capacity int) bool {
 	if last := w.newest(); last != nil && !smp.Time.After(last.Time) {
 		return false
+	}
+	if smp.TTFT != nil {
+		w.place(&smp)
 	}
 	w.push(smp, capacity)
 	return true
@@ -399,45 +460,25 @@ func (e *entry) ttftIncrease(now time.Time, win, maxAge time.Duration, dst *hist
 	if n := w.newest(); n == nil || now.Sub(n.Time) > maxAge {
 		return nil, false
 	}
-	from := now.Add(-win)
-	first, last, count := -1, -1, 0
-	for i := 0; i < w.n; i++ {
-		smp := w.at(i)
-		if smp.Time.After(from) && !smp.Time.After(now) && smp.TTFT != nil {
-			if first < 0 {
-				first = i
-			}
-			last = i
-			count++
-		}
-	}
-	if count < 2 {
+	first, last, ok := w.run(now.Add(-win), now)
+	if !ok {
 		return nil, false
 	}
-	firstT, lastT := w.at(first).Time, w.at(last).Time
-	// The increase between samples only changes when a sample enters or
-	// leaves the window, so it is memoised; the extrapolation depends on
-	// now and is redone on every call. Readers that race compute the same
-	// increase, and either may keep it.
-	c := e.ttft.Load()
-	if c == nil || !c.first.Equal(firstT) || !c.last.Equal(lastT) {
-		hs := make([]*histogram.Histogram, 0, count)
-		for i := first; i <= last; i++ {
-			if smp := w.at(i); smp.TTFT != nil {
-				hs = append(hs, smp.TTFT)
-			}
-		}
-		inc, err := histogram.WindowIncrease(hs)
-		c = &ttftCache{first: firstT, last: lastT, n: len(hs), firstHist: hs[0], inc: inc, err: err}
-		e.ttft.Store(c)
+	f, l := w.at(first), w.at(last)
+	if f.ttft.layout != l.ttft.layout {
+		return nil, false // the buckets changed inside the window
 	}
-	if c.err != nil {
-		return nil, false
+	out := dst
+	if out == nil {
+		out = &histogram.Histogram{}
 	}
+	histogram.IncreaseBetween(out, f.TTFT, l.TTFT, f.ttft.resets, l.ttft.resets)
+	n := int(l.ttft.seq - f.ttft.seq + 1)
+	histogram.ExtrapolateInto(out, out, f.TTFT, f.Time, l.Time, n, now, win)
 	if dst == nil {
-		return histogram.Extrapolate(c.inc, c.firstHist, firstT, lastT, c.n, now, win), true
+		out.Bounds = slices.Clone(out.Bounds) // the caller keeps it; not the stored sample's
 	}
-	return histogram.ExtrapolateInto(dst, c.inc, c.firstHist, firstT, lastT, c.n, now, win), true
+	return out, true
 }
 
 // Forget drops pods and nodes whose newest sample of every source is older

@@ -99,19 +99,22 @@ func TestTTFTIncreaseMatchesPromQL(t *testing.T) {
 		h := hist(c...)
 		s.PutPod(k, SourceInference, sample(at, 0, h))
 		all = append(all, histogram.Sample{T: at, H: h})
+		if i%2 == 1 {
+			// A scrape without the histogram: Prometheus would have no
+			// sample of the bucket series then.
+			s.PutPod(k, SourceInference, sample(at.Add(2*time.Second), 0, nil))
+		}
 	}
-	for _, at := range []time.Duration{26 * time.Second, 27 * time.Second, 40 * time.Second} {
+	for at := 12 * time.Second; at <= 40*time.Second; at += 250 * time.Millisecond {
 		now := t0.Add(at)
-		for pass := 0; pass < 2; pass++ { // the second pass hits the memo
-			got, ok := s.TTFTIncrease(k, now, 20*time.Second, time.Minute)
-			want, err := histogram.ExtrapolatedIncrease(all, now, 20*time.Second)
-			if !ok || err != nil {
-				t.Fatalf("at %v: ok=%v err=%v", at, ok, err)
-			}
-			for i := range want.Counts {
-				if math.Abs(got.Counts[i]-want.Counts[i]) > 1e-9 {
-					t.Fatalf("at %v pass %d bucket %d: %v, want %v", at, pass, i, got.Counts[i], want.Counts[i])
-				}
+		got, ok := s.TTFTIncrease(k, now, 20*time.Second, time.Minute)
+		want, err := histogram.ExtrapolatedIncrease(all, now, 20*time.Second)
+		if !ok || err != nil {
+			t.Fatalf("at %v: ok=%v err=%v", at, ok, err)
+		}
+		for i := range want.Counts {
+			if math.Abs(got.Counts[i]-want.Counts[i]) > 1e-9 {
+				t.Fatalf("at %v bucket %d: %v, want %v", at, i, got.Counts[i], want.Counts[i])
 			}
 		}
 	}
@@ -364,5 +367,113 @@ func TestTTFTEach(t *testing.T) {
 	}
 	if len(got) != 4 {
 		t.Errorf("%d pods listed, want narrow, wide twice and narrow-reset", len(got))
+	}
+}
+
+// TestWindowRun: the binary search finds what reading every sample finds,
+// over random windows with gaps in the TTFT and wrapped rings.
+func TestWindowRun(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	for range 5000 {
+		capacity := 2 + rng.IntN(10)
+		var w window
+		at := t0
+		for range rng.IntN(3 * capacity) {
+			at = at.Add(time.Duration(1+rng.IntN(5)) * time.Second)
+			smp := Sample{Time: at}
+			if rng.IntN(4) > 0 {
+				smp.TTFT = hist(1, 2, 3)
+			}
+			w.push(smp, capacity)
+		}
+		from := t0.Add(time.Duration(rng.IntN(60)) * time.Second)
+		to := from.Add(time.Duration(rng.IntN(60)) * time.Second)
+
+		wantFirst, wantLast, count := -1, -1, 0
+		for i := 0; i < w.n; i++ {
+			if smp := w.at(i); smp.Time.After(from) && !smp.Time.After(to) && smp.TTFT != nil {
+				if wantFirst < 0 {
+					wantFirst = i
+				}
+				wantLast = i
+				count++
+			}
+		}
+		first, last, ok := w.run(from, to)
+		if ok != (count >= 2) || ok && (first != wantFirst || last != wantLast) {
+			t.Fatalf("run(%v, %v) over %d samples = %d, %d, %v; want %d, %d (%d with TTFT)",
+				from.Sub(t0), to.Sub(t0), w.n, first, last, ok, wantFirst, wantLast, count)
+		}
+	}
+}
+
+// TestInvalidTTFTDropped: a histogram that fails validation is dropped when
+// the sample is stored, its scalars kept; the window's increase is then
+// taken over the valid samples around it.
+func TestInvalidTTFTDropped(t *testing.T) {
+	for _, bad := range []*histogram.Histogram{
+		{Bounds: []float64{0.1, 1, math.Inf(1)}, Counts: []float64{1, math.NaN(), 3}, Count: 3},
+		{Bounds: []float64{0.1, 1, 2}, Counts: []float64{1, 2, 3}, Count: 3},
+		{Bounds: []float64{1, 0.1, math.Inf(1)}, Counts: []float64{1, 2, 3}, Count: 3},
+		{Bounds: []float64{0.1, math.Inf(1)}, Counts: []float64{1, 2, 3}, Count: 3},
+	} {
+		s := New(8)
+		k := Key{"ns", "p"}
+		s.PutPod(k, SourceInference, sample(t0, 1, hist(1, 2, 3)))
+		s.PutPod(k, SourceInference, sample(t0.Add(5*time.Second), 2, bad))
+		s.PutPod(k, SourceInference, sample(t0.Add(10*time.Second), 3, hist(2, 4, 6)))
+		smp, ok := s.Latest(k, SourceInference, t0.Add(10*time.Second), time.Minute)
+		if !ok {
+			t.Fatal("no newest sample")
+		}
+		if q, _ := smp.Get(QueueDepth); q != 3 {
+			t.Errorf("newest queue %v, want 3", q)
+		}
+		s.PutPod(k, SourceInference, sample(t0.Add(15*time.Second), 4, bad))
+		if smp, _ := s.Latest(k, SourceInference, t0.Add(15*time.Second), time.Minute); smp.TTFT != nil {
+			t.Errorf("%v: kept", bad)
+		}
+		inc, ok := s.TTFTIncrease(k, t0.Add(15*time.Second), time.Minute, time.Minute)
+		if !ok || inc.Count <= 0 {
+			t.Errorf("%v: increase %v, %v; want the valid samples' increase", bad, inc, ok)
+		}
+	}
+}
+
+// TestTTFTLayoutChange: a server redeployed with other buckets has no TTFT
+// increase while both layouts are in the window, and has one again once
+// the old layout has left it.
+func TestTTFTLayoutChange(t *testing.T) {
+	s := New(30)
+	k := Key{"ns", "p"}
+	other := func(c ...float64) *histogram.Histogram {
+		return &histogram.Histogram{Bounds: []float64{0.5, math.Inf(1)}, Counts: c, Count: c[len(c)-1]}
+	}
+	for i := range 4 {
+		s.PutPod(k, SourceInference, sample(t0.Add(time.Duration(i)*10*time.Second), 0, hist(float64(i), float64(2*i), float64(3*i))))
+	}
+	for i := range 4 {
+		s.PutPod(k, SourceInference, sample(t0.Add(time.Duration(4+i)*10*time.Second), 0, other(float64(i), float64(3*i))))
+	}
+	for _, tc := range []struct {
+		at   time.Duration
+		want bool
+	}{
+		{35 * time.Second, true},  // 10..30: the first layout only
+		{55 * time.Second, false}, // 30..50: both
+		{75 * time.Second, true},  // 50..70: the second only
+	} {
+		inc, ok := s.TTFTIncrease(k, t0.Add(tc.at), 30*time.Second, time.Minute)
+		if ok != tc.want {
+			t.Errorf("at %v: ok = %v, want %v", tc.at, ok, tc.want)
+			continue
+		}
+		if ok {
+			inc.Bounds[0] = -1 // the caller's own copy
+		}
+	}
+	smp, _ := s.Latest(k, SourceInference, t0.Add(70*time.Second), time.Minute)
+	if smp.TTFT.Bounds[0] != 0.5 {
+		t.Errorf("a caller's change reached the stored histogram: %v", smp.TTFT.Bounds)
 	}
 }
