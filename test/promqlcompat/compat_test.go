@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/prometheus/storage"
 
 	"github.com/gpuscale/gpuscale/pkg/histogram"
+	"github.com/gpuscale/gpuscale/pkg/store"
 )
 
 const window = time.Minute
@@ -26,7 +27,9 @@ const window = time.Minute
 //   - Quantile(q, WindowIncrease(samples in (T-1m, T])) must match whenever
 //     rate's extrapolation factor is the same for every bucket (the factor
 //     then cancels out); where PromQL's zero-point clamp gives some buckets a
-//     smaller factor, the difference is counted and logged, not failed.
+//     smaller factor, the difference is counted and logged, not failed;
+//   - the adapter's store, holding the same samples, must always match
+//     (store.TTFTIncrease, what the metrics API serves).
 func TestQuantileMatchesPromQL(t *testing.T) {
 	engine := promqltest.NewTestEngine(t, false, 0, promqltest.DefaultMaxSamplesPerQuery)
 	var evals, uniform, diverged int
@@ -35,15 +38,24 @@ func TestQuantileMatchesPromQL(t *testing.T) {
 		t.Run(fmt.Sprintf("%d-%s-%s", seed, sc.layout.name, sc.step), func(t *testing.T) {
 			storage := promqltest.LoadedStorage(t, sc.load())
 			samples := sc.seconds()
+			st := store.New(len(samples))
+			key := store.Key{Namespace: "ns", Name: "pod"}
+			for _, smp := range samples {
+				st.PutPod(key, store.SourceInference, store.Sample{Time: smp.T, TTFT: smp.H})
+			}
 			rng := rand.New(rand.NewPCG(seed, 1))
 			for range 16 {
 				at := evalTime(rng, sc)
 				for _, q := range []float64{0.5, 0.9, 0.99} {
 					want, ok := engineQuantile(t, engine, storage, q, at)
 					got, uni, err := ours(samples, q, at)
+					inc, stored := st.TTFTIncrease(key, at, window, time.Hour)
 					if !ok {
 						if !errors.Is(err, histogram.ErrTooFewSamples) {
 							t.Fatalf("at %v q=%g: engine returned nothing, we returned err=%v", at, q, err)
+						}
+						if stored {
+							t.Fatalf("at %v q=%g: engine returned nothing, the store an increase", at, q)
 						}
 						continue
 					}
@@ -54,6 +66,11 @@ func TestQuantileMatchesPromQL(t *testing.T) {
 					evals++
 					if !same(got.extrapolated, want) {
 						t.Errorf("at %v q=%g: ExtrapolatedIncrease gives %g, PromQL %g", at, q, got.extrapolated, want)
+					}
+					if !stored {
+						t.Errorf("at %v q=%g: the store has no increase, PromQL %g", at, q, want)
+					} else if v := histogram.Quantile(q, inc); !same(v, want) {
+						t.Errorf("at %v q=%g: the store gives %g, PromQL %g", at, q, v, want)
 					}
 					if uni {
 						uniform++
