@@ -68,20 +68,26 @@ func WindowIncreaseOfValid(samples []*Histogram) (*Histogram, error) {
 	}
 	// PromQL's formulation: last - first, plus the value before every drop.
 	for k := 1; k < len(samples); k++ {
-		prev, cur := samples[k-1], samples[k]
-		for i, c := range cur.Counts {
-			if c < prev.Counts[i] {
-				out.Counts[i] += prev.Counts[i]
-			}
-		}
-		if cur.Sum < prev.Sum {
-			out.Sum += prev.Sum
-		}
-		if cur.Count < prev.Count {
-			out.Count += prev.Count
-		}
+		addDrops(out.Counts, &out.Sum, &out.Count, samples[k-1], samples[k])
 	}
 	return out, nil
+}
+
+// addDrops adds to counts, sum and count the value that each counter of
+// prev had if it dropped by cur: a counter reset, after which PromQL counts
+// the new value as increase on top of the old one.
+func addDrops(counts []float64, sum, count *float64, prev, cur *Histogram) {
+	for i, c := range cur.Counts {
+		if c < prev.Counts[i] {
+			counts[i] += prev.Counts[i]
+		}
+	}
+	if cur.Sum < prev.Sum {
+		*sum += prev.Sum
+	}
+	if cur.Count < prev.Count {
+		*count += prev.Count
+	}
 }
 
 // Sample is one scrape of a histogram series.

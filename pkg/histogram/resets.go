@@ -55,17 +55,7 @@ func NextResets(r *Resets, prev, cur *Histogram) *Resets {
 		copy(next.Counts, r.Counts)
 		next.Sum, next.Count = r.Sum, r.Count
 	}
-	for i, c := range cur.Counts {
-		if c < prev.Counts[i] {
-			next.Counts[i] += prev.Counts[i]
-		}
-	}
-	if cur.Sum < prev.Sum {
-		next.Sum += prev.Sum
-	}
-	if cur.Count < prev.Count {
-		next.Count += prev.Count
-	}
+	addDrops(next.Counts, &next.Sum, &next.Count, prev, cur)
 	return next
 }
 
