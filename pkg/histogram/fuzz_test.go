@@ -125,6 +125,20 @@ func FuzzIncrease(f *testing.F) {
 				t.Fatalf("bucket %d: window %g != %g + %g", i, win.Counts[i], inc.Counts[i], step2.Counts[i])
 			}
 		}
+		// The running reset totals give the same window increase from
+		// its two ends.
+		r1 := NextResets(nil, older, newer)
+		r2 := NextResets(r1, newer, newest)
+		var ends Histogram
+		IncreaseBetween(&ends, older, newest, nil, r2)
+		for i := range win.Counts {
+			if ends.Counts[i] != win.Counts[i] {
+				t.Fatalf("bucket %d: from the ends %g, window %g", i, ends.Counts[i], win.Counts[i])
+			}
+		}
+		if ends.Count != win.Count {
+			t.Fatalf("count: from the ends %g, window %g", ends.Count, win.Count)
+		}
 		// A layout with one more bucket in front. (Prepending bytes to
 		// layout is not enough: layoutFrom caps the buckets, and equal
 		// increments can rebuild the very same bounds.)
