@@ -67,6 +67,15 @@ func (e *Env) StartAdapterWith(ctx context.Context, extraArgs []string) error {
 	return nil
 }
 
+// AdapterPID is the running adapter's process ID (0 if none), for
+// measuring its CPU time and memory.
+func (e *Env) AdapterPID() int {
+	if e.adapter == nil {
+		return 0
+	}
+	return e.adapter.cmd.Process.Pid
+}
+
 // StopAdapter stops the adapter (SIGTERM, then SIGKILL after 5s).
 func (e *Env) StopAdapter() error {
 	if e.adapter == nil {

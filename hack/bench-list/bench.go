@@ -1,0 +1,366 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/util/flowcontrol"
+
+	"github.com/gpuscale/gpuscale/internal/devenv"
+	"github.com/gpuscale/gpuscale/internal/localcluster"
+	"github.com/gpuscale/gpuscale/pkg/discovery"
+)
+
+const (
+	// metricsPort is where every bench pod serves its metrics, on its own
+	// loopback pod IP.
+	metricsPort = 8000
+	// image is none the simulated world runs, so it leaves the pods to
+	// this program.
+	image    = "gpuscale.io/bench-static-metrics"
+	node     = "gpu-node-1"
+	appLabel = "bench-llm"
+)
+
+// bench creates namespaces of Ready pods, serves their metrics and times
+// the API's answer about them.
+type bench struct {
+	env    *devenv.Env
+	client kubernetes.Interface
+	log    *slog.Logger
+	start  time.Time
+
+	mu        sync.Mutex
+	listeners []net.Listener
+}
+
+func newBench(env *devenv.Env, log *slog.Logger) (*bench, error) {
+	cfg := env.Cluster.RESTConfig()
+	// The harness, not the client, decides the pace: creating thousands
+	// of pods and timing back-to-back requests.
+	cfg.RateLimiter = flowcontrol.NewFakeAlwaysRateLimiter()
+	client, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return &bench{env: env, client: client, log: log, start: time.Now()}, nil
+}
+
+func (b *bench) close() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for _, l := range b.listeners {
+		_ = l.Close()
+	}
+}
+
+// result is what one namespace size measured.
+type result struct {
+	Pods, Requests       int
+	Metric               string
+	Latencies            []time.Duration // sorted
+	AnswerBytes          int
+	AdapterCPUPerList    time.Duration
+	AdapterRSSMiB        float64
+	PodsReady, FirstFull time.Duration
+}
+
+func (r result) quantile(q float64) time.Duration {
+	return r.Latencies[min(len(r.Latencies)-1, int(q*float64(len(r.Latencies))))]
+}
+
+func (r result) line() string {
+	return fmt.Sprintf("%d pods %s: median %v p90 %v p99 %v max %v; %d bytes; adapter CPU %v per list, RSS %.0f MiB; pods Ready after %v, full list after %v",
+		r.Pods, r.Metric, r.quantile(0.5).Round(time.Microsecond*100), r.quantile(0.9).Round(time.Microsecond*100),
+		r.quantile(0.99).Round(time.Microsecond*100), r.Latencies[len(r.Latencies)-1].Round(time.Microsecond*100),
+		r.AnswerBytes, r.AdapterCPUPerList.Round(time.Microsecond*100), r.AdapterRSSMiB, r.PodsReady.Round(time.Second), r.FirstFull.Round(time.Second))
+}
+
+// measure creates a namespace of n Ready pods, serves their metrics, and
+// times requests lists of each metric.
+func (b *bench) measure(ctx context.Context, n int, metrics []string, requests int) ([]result, error) {
+	ns := fmt.Sprintf("list-%d", n)
+	if _, err := b.client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+		return nil, err
+	}
+	created := time.Now()
+	if err := b.createPods(ctx, ns, n); err != nil {
+		return nil, err
+	}
+	pods, err := b.waitReady(ctx, ns, n)
+	if err != nil {
+		return nil, err
+	}
+	ready := time.Since(created)
+	b.log.Info("pods Ready", "namespace", ns, "pods", n, "after", ready)
+	if err := b.serve(pods); err != nil {
+		return nil, err
+	}
+	serving := time.Now()
+	var out []result
+	for _, metric := range metrics {
+		r := result{Pods: n, Requests: requests, Metric: metric, PodsReady: ready}
+		if err := b.waitFull(ctx, ns, metric, n); err != nil {
+			return nil, err
+		}
+		r.FirstFull = time.Since(serving)
+		b.log.Info("full list served", "namespace", ns, "metric", metric, "after", r.FirstFull)
+		if err := b.time(ctx, ns, &r); err != nil {
+			return nil, err
+		}
+		out = append(out, r)
+	}
+	return out, nil
+}
+
+// time runs r.Requests sequential lists after 5 untimed ones (the
+// connection, the adapter's caches), recording their latencies and the
+// adapter's CPU time and memory.
+func (b *bench) time(ctx context.Context, ns string, r *result) error {
+	for range 5 {
+		if _, err := b.list(ctx, ns, r.Metric); err != nil {
+			return err
+		}
+	}
+	pid := b.env.AdapterPID()
+	cpu0, err := processCPU(pid)
+	if err != nil {
+		return err
+	}
+	for range r.Requests {
+		t := time.Now()
+		body, err := b.list(ctx, ns, r.Metric)
+		r.Latencies = append(r.Latencies, time.Since(t))
+		if err != nil {
+			return err
+		}
+		r.AnswerBytes = len(body)
+	}
+	cpu1, err := processCPU(pid)
+	if err != nil {
+		return err
+	}
+	r.AdapterCPUPerList = (cpu1 - cpu0) / time.Duration(r.Requests)
+	slices.Sort(r.Latencies)
+	r.AdapterRSSMiB, err = rssMiB(pid)
+	return err
+}
+
+func (b *bench) createPods(ctx context.Context, ns string, n int) error {
+	names := make(chan int)
+	errs := make(chan error, 32)
+	var wg sync.WaitGroup
+	for range 32 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range names {
+				if _, err := b.client.CoreV1().Pods(ns).Create(ctx, benchPod(ns, i), metav1.CreateOptions{}); err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	var err error
+	for i := 0; i < n && err == nil; i++ {
+		select {
+		case names <- i:
+		case err = <-errs:
+		}
+	}
+	close(names)
+	wg.Wait()
+	close(errs)
+	return errors.Join(err, <-errs)
+}
+
+func benchPod(ns string, i int) *corev1.Pod {
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{
+			Name: fmt.Sprintf("llm-%05d", i), Namespace: ns,
+			Labels: map[string]string{"app": appLabel},
+			Annotations: map[string]string{discovery.AnnotationScrape: "true",
+				discovery.AnnotationPort: strconv.Itoa(metricsPort)},
+		},
+		Spec: corev1.PodSpec{
+			// Placed directly, as the scheduler would: kwok does not limit
+			// a node's pods.
+			NodeName:    node,
+			Tolerations: []corev1.Toleration{localcluster.GPUToleration()},
+			Containers:  []corev1.Container{{Name: "server", Image: image}},
+		},
+	}
+}
+
+// waitReady waits until n pods of ns are Ready with an IP and returns them.
+func (b *bench) waitReady(ctx context.Context, ns string, n int) ([]corev1.Pod, error) {
+	var ready []corev1.Pod
+	err := wait.PollUntilContextTimeout(ctx, 2*time.Second, 10*time.Minute, true, func(ctx context.Context) (bool, error) {
+		list, err := b.client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, nil
+		}
+		ready = ready[:0]
+		for _, p := range list.Items {
+			if p.Status.PodIP != "" && isReady(&p) {
+				ready = append(ready, p)
+			}
+		}
+		return len(ready) == n, nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("%d of %d pods Ready: %w", len(ready), n, err)
+	}
+	return ready, nil
+}
+
+func isReady(p *corev1.Pod) bool {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+// serve listens on every pod's IP and answers its scrapes with a vLLM
+// exposition: gauges fixed per pod, and a TTFT histogram whose counts grow
+// with time, so that TTFT quantiles have an increase to work on.
+func (b *bench) serve(pods []corev1.Pod) error {
+	for i := range pods {
+		l, err := net.Listen("tcp", net.JoinHostPort(pods[i].Status.PodIP, strconv.Itoa(metricsPort)))
+		if err != nil {
+			return fmt.Errorf("listen for pod %s: %w", pods[i].Name, err)
+		}
+		b.mu.Lock()
+		b.listeners = append(b.listeners, l)
+		b.mu.Unlock()
+		srv := &http.Server{Handler: b.exposition(i), ReadHeaderTimeout: 10 * time.Second}
+		// One connection per scrape: kept alive, 10,000 targets would
+		// hold 10,000 more sockets here than the open files limit allows.
+		srv.SetKeepAlivesEnabled(false)
+		go func() { _ = srv.Serve(l) }()
+	}
+	return nil
+}
+
+// vllmBounds is vLLM's TTFT bucket layout.
+var vllmBounds = []string{"0.001", "0.005", "0.01", "0.02", "0.04", "0.06", "0.08", "0.1", "0.25", "0.5", "0.75", "1.0",
+	"2.5", "5.0", "7.5", "10.0", "20.0", "40.0", "80.0", "160.0", "640.0", "2560.0", "+Inf"}
+
+func (b *bench) exposition(i int) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		// About 2 requests a second, a tenth of them per bucket from le=0.1 up.
+		total := int(time.Since(b.start).Seconds() * 2)
+		var sb strings.Builder
+		fmt.Fprintf(&sb, "# TYPE vllm:num_requests_waiting gauge\nvllm:num_requests_waiting{model_name=\"llama\"} %d\n", i%9)
+		fmt.Fprintf(&sb, "# TYPE vllm:num_requests_running gauge\nvllm:num_requests_running{model_name=\"llama\"} %d\n", 8+i%5)
+		fmt.Fprintf(&sb, "# TYPE vllm:kv_cache_usage_perc gauge\nvllm:kv_cache_usage_perc{model_name=\"llama\"} 0.%02d\n", i%100)
+		sb.WriteString("# TYPE vllm:time_to_first_token_seconds histogram\n")
+		for k, le := range vllmBounds {
+			c := min(total, max(0, (k-6)*total/10))
+			if le == "+Inf" {
+				c = total
+			}
+			fmt.Fprintf(&sb, "vllm:time_to_first_token_seconds_bucket{le=%q,model_name=\"llama\"} %d\n", le, c)
+		}
+		fmt.Fprintf(&sb, "vllm:time_to_first_token_seconds_sum{model_name=\"llama\"} %d\nvllm:time_to_first_token_seconds_count{model_name=\"llama\"} %d\n", total/2, total)
+		w.Header().Set("Content-Type", "text/plain; version=0.0.4")
+		_, _ = w.Write([]byte(sb.String()))
+	})
+}
+
+// waitFull waits until the list names all n pods.
+func (b *bench) waitFull(ctx context.Context, ns, metric string, n int) error {
+	got := 0
+	err := wait.PollUntilContextTimeout(ctx, 2*time.Second, 10*time.Minute, true, func(ctx context.Context) (bool, error) {
+		body, err := b.list(ctx, ns, metric)
+		if err != nil {
+			return false, nil // NotFound until the first scrape lands
+		}
+		var l struct {
+			Items []json.RawMessage `json:"items"`
+		}
+		if err := json.Unmarshal(body, &l); err != nil {
+			return false, err
+		}
+		got = len(l.Items)
+		return got == n, nil
+	})
+	if err != nil {
+		return fmt.Errorf("list of %s names %d of %d pods: %w", metric, got, n, err)
+	}
+	return nil
+}
+
+// list is the HPA's request for a Pods metric.
+func (b *bench) list(ctx context.Context, ns, metric string) ([]byte, error) {
+	return b.client.CoreV1().RESTClient().Get().
+		AbsPath("/apis/custom.metrics.k8s.io/v1beta2/namespaces", ns, "pods", "*", metric).
+		Param("labelSelector", "app="+appLabel).DoRaw(ctx)
+}
+
+// processCPU is a process's user and system CPU time so far.
+func processCPU(pid int) (time.Duration, error) {
+	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, err
+	}
+	// Fields after the parenthesised command name; utime and stime are
+	// the 14th and 15th fields of the whole line, in clock ticks (100/s).
+	f := strings.Fields(string(raw[strings.LastIndexByte(string(raw), ')')+2:]))
+	if len(f) < 13 {
+		return 0, fmt.Errorf("/proc/%d/stat: %d fields", pid, len(f))
+	}
+	u, err1 := strconv.ParseInt(f[11], 10, 64)
+	s, err2 := strconv.ParseInt(f[12], 10, 64)
+	if err := errors.Join(err1, err2); err != nil {
+		return 0, fmt.Errorf("/proc/%d/stat: %w", pid, err)
+	}
+	return time.Duration(u+s) * 10 * time.Millisecond, nil
+}
+
+// rssMiB is a process's resident memory.
+func rssMiB(pid int) (float64, error) {
+	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0, err
+	}
+	for _, line := range strings.Split(string(raw), "\n") {
+		if rest, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			kb, err := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 64)
+			return kb / 1024, err
+		}
+	}
+	return 0, fmt.Errorf("/proc/%d/status: no VmRSS", pid)
+}
+
+// markdown is the report: one row per size.
+func markdown(rs []result, interval time.Duration) string {
+	var sb strings.Builder
+	fmt.Fprintf(&sb, "# List latency through the aggregation layer\n\n`GET .../namespaces/NS/pods/*/METRIC?labelSelector=app=%s`, sequential, one kept-alive HTTP/2 connection to a real kube-apiserver; the adapter scrapes every pod itself every %v.\n\n", appLabel, interval)
+	sb.WriteString("| pods | metric | requests | median | p90 | p99 | max | answer | adapter CPU per list | adapter RSS | pods Ready after | full list after |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+	for _, r := range rs {
+		fmt.Fprintf(&sb, "| %d | %s | %d | %v | %v | %v | %v | %.2f MB | %v | %.0f MiB | %v | %v |\n", r.Pods, r.Metric, r.Requests,
+			r.quantile(0.5).Round(100*time.Microsecond), r.quantile(0.9).Round(100*time.Microsecond), r.quantile(0.99).Round(100*time.Microsecond),
+			r.Latencies[len(r.Latencies)-1].Round(100*time.Microsecond), float64(r.AnswerBytes)/1e6, r.AdapterCPUPerList.Round(100*time.Microsecond),
+			r.AdapterRSSMiB, r.PodsReady.Round(time.Second), r.FirstFull.Round(time.Second))
+	}
+	return sb.String()
+}

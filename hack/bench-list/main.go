@@ -1,0 +1,124 @@
+// Command bench-list measures the HPA's Pods-metric call as users make it:
+// `GET /apis/custom.metrics.k8s.io/v1beta2/namespaces/NS/pods/*/METRIC`
+// with a label selector, through a real kube-apiserver and its aggregation
+// layer to the adapter, sequential requests over one kept-alive HTTP/2
+// connection, for namespaces of 1,000 and 10,000 Ready pods that the
+// adapter scrapes itself. These are the conditions of prometheus-adapter's
+// figures in ../shared/anchors.md (make bench-list; docs/performance.md).
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/gpuscale/gpuscale/internal/devenv"
+)
+
+func main() {
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "bench-list:", err)
+		os.Exit(1)
+	}
+}
+
+func run() error {
+	var (
+		sizes    = flag.String("pods", "1000,10000", "Comma-separated namespace sizes to measure, in Ready pods.")
+		requests = flag.Int("requests", 50, "Timed list requests per size, after 5 untimed ones.")
+		metrics  = flag.String("metrics", "inference_queue_depth,inference_ttft_seconds_p90", "Comma-separated Pods metrics to list.")
+		interval = flag.Duration("scrape-interval", 30*time.Second, "The adapter's --scrape-interval: long, so that scrape cycles disturb the timed requests little.")
+		out      = flag.String("out", "_output/bench-list", "Directory for the environment's logs and report.md.")
+	)
+	flag.Parse()
+	var ns []int
+	for _, s := range strings.Split(*sizes, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(s))
+		if err != nil || n <= 0 {
+			return fmt.Errorf("--pods: %q is not a pod count", s)
+		}
+		ns = append(ns, n)
+	}
+	// A listening socket per pod (the servers close each scrape's
+	// connection, so that those do not add up too).
+	if err := raiseFileLimit(sum(ns) + 4096); err != nil {
+		return err
+	}
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer cancel()
+
+	dir, err := filepath.Abs(*out)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	log.Info("starting the control plane and the adapter", "dir", dir)
+	env, err := devenv.Up(ctx, devenv.Options{Dir: filepath.Join(dir, "env"), Nodes: 1, Logger: log,
+		AdapterArgs: []string{"--scrape-interval=" + interval.String(), "--max-staleness=" + (10 * *interval).String(),
+			"--ttft-window=" + (4 * *interval).String(), "--window=" + (4 * *interval).String()}})
+	if err != nil {
+		return err
+	}
+	defer env.Down()
+
+	b, err := newBench(env, log)
+	if err != nil {
+		return err
+	}
+	defer b.close()
+	var results []result
+	for _, n := range ns {
+		rs, err := b.measure(ctx, n, strings.Split(*metrics, ","), *requests)
+		if err != nil {
+			return fmt.Errorf("%d pods: %w", n, err)
+		}
+		for _, r := range rs {
+			fmt.Println(r.line())
+		}
+		results = append(results, rs...)
+	}
+	report := filepath.Join(dir, "report.md")
+	if err := os.WriteFile(report, []byte(markdown(results, *interval)), 0o644); err != nil {
+		return err
+	}
+	fmt.Println("report:", report)
+	return nil
+}
+
+func sum(ns []int) int {
+	t := 0
+	for _, n := range ns {
+		t += n
+	}
+	return t
+}
+
+// raiseFileLimit lifts RLIMIT_NOFILE to at least n (root may raise the
+// hard limit too); children inherit it.
+func raiseFileLimit(n int) error {
+	var lim syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
+		return fmt.Errorf("open files limit: %w", err)
+	}
+	if lim.Cur >= uint64(n) {
+		return nil
+	}
+	old := lim.Max
+	lim.Cur = uint64(n)
+	lim.Max = max(lim.Max, uint64(n))
+	if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
+		return fmt.Errorf("raise the open files limit from %d to %d (one socket per pod; raise the hard limit first, or measure fewer pods): %w", old, n, err)
+	}
+	return nil
+}
