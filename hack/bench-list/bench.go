@@ -5,10 +5,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
 	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -19,6 +21,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/util/flowcontrol"
 
 	"github.com/gpuscale/gpuscale/internal/devenv"
@@ -44,12 +47,16 @@ type bench struct {
 	client kubernetes.Interface
 	log    *slog.Logger
 	start  time.Time
+	// window is the adapter's history: memory is measured once it is full.
+	window time.Duration
+	// dir receives the adapter's heap profiles.
+	dir string
 
 	mu        sync.Mutex
 	listeners []net.Listener
 }
 
-func newBench(env *devenv.Env, log *slog.Logger) (*bench, error) {
+func newBench(env *devenv.Env, log *slog.Logger, window time.Duration, dir string) (*bench, error) {
 	cfg := env.Cluster.RESTConfig()
 	// The harness, not the client, decides the pace: creating thousands
 	// of pods and timing back-to-back requests.
@@ -58,7 +65,7 @@ func newBench(env *devenv.Env, log *slog.Logger) (*bench, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &bench{env: env, client: client, log: log, start: time.Now()}, nil
+	return &bench{env: env, client: client, log: log, start: time.Now(), window: window, dir: dir}, nil
 }
 
 func (b *bench) close() {
@@ -71,12 +78,16 @@ func (b *bench) close() {
 
 // result is what one namespace size measured.
 type result struct {
-	Pods, Requests       int
-	Metric               string
-	Latencies            []time.Duration // sorted
-	AnswerBytes          int
-	AdapterCPUPerList    time.Duration
-	AdapterRSSMiB        float64
+	Pods, Requests    int
+	Metric            string
+	Latencies         []time.Duration // sorted
+	AnswerBytes       int
+	AdapterCPUPerList time.Duration
+	// AdapterIdleCPU is the adapter's CPU, in cores, while it only scrapes.
+	AdapterIdleCPU float64
+	AdapterRSSMiB  float64
+	// AdapterHeapMiB is the Go heap in use, from the adapter's /metrics.
+	AdapterHeapMiB       float64
 	PodsReady, FirstFull time.Duration
 }
 
@@ -85,10 +96,10 @@ func (r result) quantile(q float64) time.Duration {
 }
 
 func (r result) line() string {
-	return fmt.Sprintf("%d pods %s: median %v p90 %v p99 %v max %v; %d bytes; adapter CPU %v per list, RSS %.0f MiB; pods Ready after %v, full list after %v",
+	return fmt.Sprintf("%d pods %s: median %v p90 %v p99 %v max %v; %d bytes; adapter CPU %v per list (%.2f cores scraping), RSS %.0f MiB, heap %.0f MiB; pods Ready after %v, full list after %v",
 		r.Pods, r.Metric, r.quantile(0.5).Round(time.Microsecond*100), r.quantile(0.9).Round(time.Microsecond*100),
 		r.quantile(0.99).Round(time.Microsecond*100), r.Latencies[len(r.Latencies)-1].Round(time.Microsecond*100),
-		r.AnswerBytes, r.AdapterCPUPerList.Round(time.Microsecond*100), r.AdapterRSSMiB, r.PodsReady.Round(time.Second), r.FirstFull.Round(time.Second))
+		r.AnswerBytes, r.AdapterCPUPerList.Round(time.Microsecond*100), r.AdapterIdleCPU, r.AdapterRSSMiB, r.AdapterHeapMiB, r.PodsReady.Round(time.Second), r.FirstFull.Round(time.Second))
 }
 
 // measure creates a namespace of n Ready pods, serves their metrics, and
@@ -112,14 +123,24 @@ func (b *bench) measure(ctx context.Context, n int, metrics []string, requests i
 		return nil, err
 	}
 	serving := time.Now()
-	var out []result
+	full := map[string]time.Duration{}
 	for _, metric := range metrics {
-		r := result{Pods: n, Requests: requests, Metric: metric, PodsReady: ready}
 		if err := b.waitFull(ctx, ns, metric, n); err != nil {
 			return nil, err
 		}
-		r.FirstFull = time.Since(serving)
-		b.log.Info("full list served", "namespace", ns, "metric", metric, "after", r.FirstFull)
+		full[metric] = time.Since(serving)
+		b.log.Info("full list served", "namespace", ns, "metric", metric, "after", full[metric])
+	}
+	// Steady state: every pod's window full of samples.
+	b.log.Info("waiting for the adapter's window to fill", "window", b.window)
+	select {
+	case <-time.After(time.Until(serving.Add(b.window))):
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	var out []result
+	for _, metric := range metrics {
+		r := result{Pods: n, Requests: requests, Metric: metric, PodsReady: ready, FirstFull: full[metric]}
 		if err := b.time(ctx, ns, &r); err != nil {
 			return nil, err
 		}
@@ -138,10 +159,19 @@ func (b *bench) time(ctx context.Context, ns string, r *result) error {
 		}
 	}
 	pid := b.env.AdapterPID()
+	// The adapter's CPU while it only scrapes, to subtract from its CPU
+	// while it also answers: at a short scrape interval the scraping is
+	// most of it.
+	idle, err := cpuRate(ctx, pid, 10*time.Second)
+	if err != nil {
+		return err
+	}
+	r.AdapterIdleCPU = idle
 	cpu0, err := processCPU(pid)
 	if err != nil {
 		return err
 	}
+	start := time.Now()
 	for range r.Requests {
 		t := time.Now()
 		body, err := b.list(ctx, ns, r.Metric)
@@ -155,10 +185,62 @@ func (b *bench) time(ctx context.Context, ns string, r *result) error {
 	if err != nil {
 		return err
 	}
-	r.AdapterCPUPerList = (cpu1 - cpu0) / time.Duration(r.Requests)
+	scraping := time.Duration(idle * float64(time.Since(start)))
+	r.AdapterCPUPerList = max(0, cpu1-cpu0-scraping) / time.Duration(r.Requests)
 	slices.Sort(r.Latencies)
-	r.AdapterRSSMiB, err = rssMiB(pid)
-	return err
+	if r.AdapterRSSMiB, err = rssMiB(pid); err != nil {
+		return err
+	}
+	if r.AdapterHeapMiB, err = b.adapterHeapMiB(ctx); err != nil {
+		return err
+	}
+	// What holds the heap, for `go tool pprof`.
+	prof, err := b.adapterGet(ctx, "/debug/pprof/heap")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(b.dir, fmt.Sprintf("heap-%d-%s.pb.gz", r.Pods, r.Metric)), prof, 0o644)
+}
+
+// adapterGet fetches a path of the adapter's own server as the cluster's
+// admin (the adapter delegates the check to the kube-apiserver).
+func (b *bench) adapterGet(ctx context.Context, path string) ([]byte, error) {
+	cfg := b.env.Cluster.RESTConfig()
+	cfg.Host = "https://localhost:" + strconv.Itoa(devenv.AdapterPort)
+	client, err := rest.HTTPClientFor(cfg)
+	if err != nil {
+		return nil, err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, cfg.Host+path, nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("adapter %s: %w", path, err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("adapter %s: %s: %w", path, resp.Status, err)
+	}
+	return body, nil
+}
+
+// adapterHeapMiB reads go_memstats_heap_inuse_bytes from the adapter's own
+// /metrics.
+func (b *bench) adapterHeapMiB(ctx context.Context) (float64, error) {
+	body, err := b.adapterGet(ctx, "/metrics")
+	if err != nil {
+		return 0, err
+	}
+	for _, line := range strings.Split(string(body), "\n") {
+		if v, ok := strings.CutPrefix(line, "go_memstats_heap_inuse_bytes "); ok {
+			f, err := strconv.ParseFloat(v, 64)
+			return f / (1 << 20), err
+		}
+	}
+	return 0, errors.New("adapter /metrics: no go_memstats_heap_inuse_bytes")
 }
 
 func (b *bench) createPods(ctx context.Context, ns string, n int) error {
@@ -336,6 +418,22 @@ func processCPU(pid int) (time.Duration, error) {
 	return time.Duration(u+s) * 10 * time.Millisecond, nil
 }
 
+// cpuRate is the CPU, in cores, a process uses over d.
+func cpuRate(ctx context.Context, pid int, d time.Duration) (float64, error) {
+	c0, err := processCPU(pid)
+	if err != nil {
+		return 0, err
+	}
+	t0 := time.Now()
+	select {
+	case <-time.After(d):
+	case <-ctx.Done():
+		return 0, ctx.Err()
+	}
+	c1, err := processCPU(pid)
+	return float64(c1-c0) / float64(time.Since(t0)), err
+}
+
 // rssMiB is a process's resident memory.
 func rssMiB(pid int) (float64, error) {
 	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
@@ -355,12 +453,12 @@ func rssMiB(pid int) (float64, error) {
 func markdown(rs []result, interval time.Duration) string {
 	var sb strings.Builder
 	fmt.Fprintf(&sb, "# List latency through the aggregation layer\n\n`GET .../namespaces/NS/pods/*/METRIC?labelSelector=app=%s`, sequential, one kept-alive HTTP/2 connection to a real kube-apiserver; the adapter scrapes every pod itself every %v.\n\n", appLabel, interval)
-	sb.WriteString("| pods | metric | requests | median | p90 | p99 | max | answer | adapter CPU per list | adapter RSS | pods Ready after | full list after |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+	sb.WriteString("| pods | metric | requests | median | p90 | p99 | max | answer | adapter CPU per list | adapter CPU scraping | adapter RSS | adapter heap in use | pods Ready after | full list after |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, r := range rs {
-		fmt.Fprintf(&sb, "| %d | %s | %d | %v | %v | %v | %v | %.2f MB | %v | %.0f MiB | %v | %v |\n", r.Pods, r.Metric, r.Requests,
+		fmt.Fprintf(&sb, "| %d | %s | %d | %v | %v | %v | %v | %.2f MB | %v | %.2f cores | %.0f MiB | %.0f MiB | %v | %v |\n", r.Pods, r.Metric, r.Requests,
 			r.quantile(0.5).Round(100*time.Microsecond), r.quantile(0.9).Round(100*time.Microsecond), r.quantile(0.99).Round(100*time.Microsecond),
-			r.Latencies[len(r.Latencies)-1].Round(100*time.Microsecond), float64(r.AnswerBytes)/1e6, r.AdapterCPUPerList.Round(100*time.Microsecond),
-			r.AdapterRSSMiB, r.PodsReady.Round(time.Second), r.FirstFull.Round(time.Second))
+			r.Latencies[len(r.Latencies)-1].Round(100*time.Microsecond), float64(r.AnswerBytes)/1e6, r.AdapterCPUPerList.Round(100*time.Microsecond), r.AdapterIdleCPU,
+			r.AdapterRSSMiB, r.AdapterHeapMiB, r.PodsReady.Round(time.Second), r.FirstFull.Round(time.Second))
 	}
 	return sb.String()
 }

@@ -36,9 +36,14 @@ func run() error {
 		requests = flag.Int("requests", 50, "Timed list requests per size, after 5 untimed ones.")
 		metrics  = flag.String("metrics", "inference_queue_depth,inference_ttft_seconds_p90", "Comma-separated Pods metrics to list.")
 		interval = flag.Duration("scrape-interval", 30*time.Second, "The adapter's --scrape-interval: long, so that scrape cycles disturb the timed requests little.")
+		window   = flag.Duration("window", 2*time.Minute, "The adapter's --window, the history kept per pod; the timed requests start once it has filled.")
+		adEnv    = flag.String("adapter-env", "", "Comma-separated NAME=value environment of the adapter, e.g. GOMEMLIMIT=270MiB.")
 		out      = flag.String("out", "_output/bench-list", "Directory for the environment's logs and report.md.")
 	)
 	flag.Parse()
+	// Two samples at least in the TTFT window, and no less than the
+	// adapter's default minute.
+	ttft := max(time.Minute, 4**interval)
 	var ns []int
 	for _, s := range strings.Split(*sizes, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(s))
@@ -64,15 +69,19 @@ func run() error {
 		return err
 	}
 	log.Info("starting the control plane and the adapter", "dir", dir)
-	env, err := devenv.Up(ctx, devenv.Options{Dir: filepath.Join(dir, "env"), Nodes: 1, Logger: log,
+	var adapterEnv []string
+	if *adEnv != "" {
+		adapterEnv = strings.Split(*adEnv, ",")
+	}
+	env, err := devenv.Up(ctx, devenv.Options{Dir: filepath.Join(dir, "env"), Nodes: 1, Logger: log, AdapterEnv: adapterEnv,
 		AdapterArgs: []string{"--scrape-interval=" + interval.String(), "--max-staleness=" + (10 * *interval).String(),
-			"--ttft-window=" + (4 * *interval).String(), "--window=" + (4 * *interval).String()}})
+			"--ttft-window=" + ttft.String(), "--window=" + max(*window, ttft).String()}})
 	if err != nil {
 		return err
 	}
 	defer env.Down()
 
-	b, err := newBench(env, log)
+	b, err := newBench(env, log, max(*window, ttft), dir)
 	if err != nil {
 		return err
 	}

@@ -51,12 +51,12 @@ func (e *Env) StartAdapterWith(ctx context.Context, extraArgs []string) error {
 	}
 	logPath := filepath.Join(e.opts.Dir, "logs", "adapter.log")
 	args := append([]string{
-		"--secure-port=" + strconv.Itoa(adapterPort), "--bind-address=127.0.0.1",
+		"--secure-port=" + strconv.Itoa(AdapterPort), "--bind-address=127.0.0.1",
 		"--tls-cert-file=" + certFile, "--tls-private-key-file=" + keyFile,
 		"--lister-kubeconfig=" + kubeconfig, "--authentication-kubeconfig=" + kubeconfig, "--authorization-kubeconfig=" + kubeconfig,
 		"--exporter-selector=" + exporterLabel + "=" + ExporterName,
 	}, extraArgs...)
-	p, err := startChild(logPath, e.opts.AdapterBinary, args...)
+	p, err := startChildEnv(logPath, e.opts.AdapterEnv, e.opts.AdapterBinary, args...)
 	if err != nil {
 		return fmt.Errorf("devenv: adapter: %w", err)
 	}

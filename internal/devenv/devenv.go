@@ -29,7 +29,7 @@ const (
 	Namespace     = "gpuscale"
 	AdapterName   = "gpuscale-adapter"
 	ExporterName  = "gpuscale-exporter"
-	adapterPort   = 443 // the APIService's service port in deploy/manifests
+	AdapterPort   = 443 // the APIService's service port in deploy/manifests
 	manifestsDir  = "deploy/manifests"
 	readyTimeout  = 90 * time.Second
 	exporterLabel = "app.kubernetes.io/name"
@@ -50,6 +50,9 @@ type Options struct {
 	AdapterBinary string
 	// AdapterArgs are extra adapter flags (scrape interval and the like).
 	AdapterArgs []string
+	// AdapterEnv are extra NAME=value environment variables of the
+	// adapter (GOMEMLIMIT, say), on top of this process's.
+	AdapterEnv []string
 	// HPASyncPeriod is the HPA controller's sync period (default 5s).
 	HPASyncPeriod time.Duration
 	// ConfigureWorld, if set, adjusts the simulated world's options (its
@@ -159,7 +162,7 @@ func (e *Env) applyManifests(ctx context.Context) error {
 	svc := &corev1.Service{
 		ObjectMeta: metav1.ObjectMeta{Name: AdapterName, Namespace: Namespace},
 		Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeExternalName, ExternalName: "localhost",
-			Ports: []corev1.ServicePort{{Name: "https", Port: adapterPort}}},
+			Ports: []corev1.ServicePort{{Name: "https", Port: AdapterPort}}},
 	}
 	if _, err := e.Cluster.Client().CoreV1().Services(Namespace).Create(ctx, svc, metav1.CreateOptions{}); err != nil {
 		return fmt.Errorf("devenv: adapter service: %w", err)

@@ -22,11 +22,20 @@ type child struct {
 
 // startChild starts bin with args, logging to logPath.
 func startChild(logPath, bin string, args ...string) (*child, error) {
+	return startChildEnv(logPath, nil, bin, args...)
+}
+
+// startChildEnv is startChild with env added to this process's
+// environment.
+func startChildEnv(logPath string, env []string, bin string, args ...string) (*child, error) {
 	logFile, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return nil, err
 	}
 	cmd := exec.Command(bin, args...)
+	if len(env) > 0 {
+		cmd.Env = append(os.Environ(), env...)
+	}
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"runtime"
+	"slices"
 	"testing"
 	"time"
 
@@ -16,7 +17,8 @@ import (
 	"github.com/gpuscale/gpuscale/pkg/store"
 )
 
-// vLLM's TTFT bucket layout, shared by every sample as a scrape shares it.
+// vLLM's TTFT bucket layout. Each sample gets its own copy, as each scrape
+// parses one.
 var vllmBounds = []float64{0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0,
 	2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0, 160.0, 640.0, 2560.0, math.Inf(1)}
 
@@ -55,7 +57,7 @@ func BenchmarkMemory10kPods(b *testing.B) {
 				for sig := store.QueueDepth; sig <= store.KVCacheUtilization; sig++ {
 					inf.Set(sig, float64(s))
 				}
-				h := &histogram.Histogram{Bounds: vllmBounds, Counts: make([]float64, len(vllmBounds)), Count: float64(s), Sum: float64(s)}
+				h := &histogram.Histogram{Bounds: slices.Clone(vllmBounds), Counts: make([]float64, len(vllmBounds)), Count: float64(s), Sum: float64(s)}
 				inf.TTFT = h
 				st.PutPod(k, store.SourceGPU, g)
 				st.PutPod(k, store.SourceInference, inf)

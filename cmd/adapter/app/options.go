@@ -5,6 +5,7 @@ package app
 import (
 	"errors"
 	"fmt"
+	"math"
 	"net/url"
 	"time"
 
@@ -26,6 +27,7 @@ type Options struct {
 	ExporterSelector string
 	ExporterPort     int
 	ExporterPath     string
+	MemoryLimitRatio float64
 	ScaleDown        ScaleDownOptions
 	Prometheus       PrometheusOptions
 }
@@ -57,6 +59,7 @@ func NewOptions() *Options {
 		ExporterSelector: "app.kubernetes.io/name=gpuscale-exporter",
 		ExporterPort:     9400,
 		ExporterPath:     "/metrics",
+		MemoryLimitRatio: 0.9,
 		ScaleDown:        defaultScaleDownOptions(),
 		Prometheus:       PrometheusOptions{Timeout: 5 * time.Second},
 	}
@@ -80,6 +83,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.ExporterSelector, "exporter-selector", o.ExporterSelector, "Label selector of the GPU exporter pods.")
 	fs.IntVar(&o.ExporterPort, "exporter-port", o.ExporterPort, "Port of the exporter's metrics endpoint.")
 	fs.StringVar(&o.ExporterPath, "exporter-path", o.ExporterPath, "Path of the exporter's metrics endpoint.")
+	fs.Float64Var(&o.MemoryLimitRatio, "memory-limit-ratio", o.MemoryLimitRatio, "Share of the container's memory limit (from its cgroup) given to the Go runtime as its soft limit (GOMEMLIMIT), so that garbage collection tightens before the OOM killer acts; 0 disables. An explicit GOMEMLIMIT wins.")
 	o.ScaleDown.AddFlags(fs)
 }
 
@@ -111,6 +115,9 @@ func (o *Options) Validate() error {
 	}
 	if o.ScrapeTimeout <= 0 || o.ScrapeTimeout > o.ScrapeInterval {
 		errs = append(errs, fmt.Errorf("--scrape-timeout must be positive and at most --scrape-interval, got %v", o.ScrapeTimeout))
+	}
+	if o.MemoryLimitRatio < 0 || o.MemoryLimitRatio > 1 || math.IsNaN(o.MemoryLimitRatio) {
+		errs = append(errs, fmt.Errorf("--memory-limit-ratio must be in [0, 1], got %v", o.MemoryLimitRatio))
 	}
 	if o.ScrapeWorkers < 1 {
 		errs = append(errs, errors.New("--scrape-workers must be at least 1"))

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"sync/atomic"
 
+	"github.com/KimMachineGun/automemlimit/memlimit"
 	"github.com/go-logr/logr"
 	"k8s.io/apiserver/pkg/server/healthz"
 	"k8s.io/client-go/tools/cache"
@@ -41,6 +42,7 @@ func (a *Adapter) Run(ctx context.Context) error {
 		return fmt.Errorf("invalid flags: %w", err)
 	}
 	log := slog.New(logr.ToSlogHandler(klog.Background()))
+	setMemoryLimit(ctx, o.MemoryLimitRatio, memlimit.FromCgroup, log)
 
 	factory, err := a.Informers()
 	if err != nil {
