@@ -251,9 +251,9 @@ func (o *objects) remove(i int) {
 	}
 }
 
-func (o *objects) put(name string, src Source, smp Sample, capacity int) {
+func (o *objects) put(name string, src Source, smp Sample, keep retention) {
 	i := o.slot(name)
-	if put(&o.entries[i].windows[src], smp, capacity) {
+	if put(&o.entries[i].windows[src], smp, keep) {
 		o.latest[src][i] = smp
 	}
 }
@@ -277,21 +277,43 @@ func isFresh(smp *Sample, now time.Time, maxAge time.Duration) bool {
 // Store is safe for concurrent use. Writers hold the lock for one Put;
 // readers for one lookup, so API calls never wait on a scrape cycle.
 type Store struct {
-	capacity int
-	mu       sync.RWMutex
+	keep retention
+	mu   sync.RWMutex
 	// pods is indexed by namespace: a Pods-metric request walks one
 	// namespace.
 	pods  map[string]*objects
 	nodes *objects
 }
 
+// retention is how much of its history a window keeps.
+type retention struct {
+	// samples is the window's capacity.
+	samples int
+	// ttft, when positive, is how far back from the newest sample TTFT
+	// histograms are kept; older samples keep their scalars only.
+	ttft time.Duration
+}
+
+// Option configures a Store.
+type Option func(*retention)
+
+// WithTTFTRetention drops the TTFT histogram of every sample more than d
+// older than its window's newest: no TTFT window of length d or less,
+// evaluated at or after the newest sample, reaches it. The histograms are
+// most of a window's memory, and the window is usually longer than the
+// TTFT window.
+func WithTTFTRetention(d time.Duration) Option {
+	return func(r *retention) { r.ttft = d }
+}
+
 // New returns a store keeping at most capacity samples per object and
 // source (the window length divided by the scrape interval, plus one).
-func New(capacity int) *Store {
-	if capacity < 2 {
-		capacity = 2
+func New(capacity int, opts ...Option) *Store {
+	keep := retention{samples: max(capacity, 2)}
+	for _, o := range opts {
+		o(&keep)
 	}
-	return &Store{capacity: capacity, pods: map[string]*objects{}, nodes: newObjects()}
+	return &Store{keep: keep, pods: map[string]*objects{}, nodes: newObjects()}
 }
 
 // PutPod appends a pod's sample. Samples must arrive in time order per
@@ -312,26 +334,41 @@ func (s *Store) PutPod(k Key, src Source, smp Sample) {
 		ns = newObjects()
 		s.pods[k.Namespace] = ns
 	}
-	ns.put(k.Name, src, smp, s.capacity)
+	ns.put(k.Name, src, smp, s.keep)
 }
 
 // PutNode appends a node's GPU sample.
 func (s *Store) PutNode(name string, smp Sample) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.nodes.put(name, SourceGPU, smp, s.capacity)
+	s.nodes.put(name, SourceGPU, smp, s.keep)
 }
 
 // put appends smp unless it is not newer than the window's newest.
-func put(w *window, smp Sample, capacity int) bool {
+func put(w *window, smp Sample, keep retention) bool {
 	if last := w.newest(); last != nil && !smp.Time.After(last.Time) {
 		return false
 	}
 	if smp.TTFT != nil {
 		w.place(&smp)
 	}
-	w.push(smp, capacity)
+	w.push(smp, keep.samples)
+	if keep.ttft > 0 {
+		w.dropTTFTBefore(smp.Time.Add(-keep.ttft))
+	}
 	return true
+}
+
+// dropTTFTBefore drops the TTFT histograms of the samples at or before t,
+// never the newest's.
+func (w *window) dropTTFTBefore(t time.Time) {
+	for i := 0; i < w.n-1; i++ {
+		smp := w.at(i)
+		if smp.Time.After(t) {
+			return
+		}
+		smp.TTFT, smp.ttft.resets = nil, nil
+	}
 }
 
 // Latest returns the newest sample of a pod from a source, if it is no

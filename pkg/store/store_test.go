@@ -477,3 +477,64 @@ func TestTTFTLayoutChange(t *testing.T) {
 		t.Errorf("a caller's change reached the stored histogram: %v", smp.TTFT.Bounds)
 	}
 }
+
+// TestTTFTRetention: a store that drops histograms older than the TTFT
+// window answers every TTFT increase, at any time from the newest sample
+// on, exactly as one that keeps them all, while holding fewer histograms.
+func TestTTFTRetention(t *testing.T) {
+	const win = 30 * time.Second
+	rng := rand.New(rand.NewPCG(5, 6))
+	for series := range 200 {
+		all, trimmed := New(30), New(30, WithTTFTRetention(win))
+		k := Key{"ns", "p"}
+		at := t0
+		c := []float64{0, 0, 0}
+		for range 5 + rng.IntN(25) {
+			at = at.Add(time.Duration(1+rng.IntN(10)) * time.Second)
+			var h *histogram.Histogram
+			if rng.IntN(5) > 0 {
+				if rng.IntN(8) == 0 {
+					c = []float64{0, 0, 0} // restart
+				}
+				c[0] += float64(rng.IntN(3))
+				c[1] = c[0] + float64(rng.IntN(3))
+				c[2] = c[1] + float64(rng.IntN(3))
+				h = hist(c...)
+			}
+			for _, st := range []*Store{all, trimmed} {
+				var hh *histogram.Histogram
+				if h != nil {
+					hh = hist(slices.Clone(h.Counts)...)
+				}
+				st.PutPod(k, SourceInference, sample(at, 1, hh))
+			}
+			for _, d := range []time.Duration{0, time.Second, 7 * time.Second, 29 * time.Second} {
+				now := at.Add(d)
+				want, wantOK := all.TTFTIncrease(k, now, win, time.Minute)
+				got, gotOK := trimmed.TTFTIncrease(k, now, win, time.Minute)
+				if gotOK != wantOK || gotOK && (!slices.Equal(got.Counts, want.Counts) || got.Count != want.Count) {
+					t.Fatalf("series %d at %v+%v: trimmed %v (%v), all %v (%v)", series, at.Sub(t0), d, got, gotOK, want, wantOK)
+				}
+			}
+		}
+		held := func(st *Store) int {
+			n := 0
+			w := &st.entry(k).windows[SourceInference]
+			for i := 0; i < w.n; i++ {
+				if w.at(i).TTFT != nil {
+					n++
+				}
+			}
+			return n
+		}
+		if held(trimmed) > held(all) {
+			t.Fatalf("series %d: trimmed store holds %d histograms, the other %d", series, held(trimmed), held(all))
+		}
+		w := &trimmed.entry(k).windows[SourceInference]
+		for i := 0; i < w.n-1; i++ {
+			if smp := w.at(i); smp.TTFT != nil && !smp.Time.After(w.newest().Time.Add(-win)) {
+				t.Fatalf("series %d: a histogram %v before the newest sample kept", series, w.newest().Time.Sub(smp.Time))
+			}
+		}
+	}
+}

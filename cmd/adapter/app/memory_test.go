@@ -41,7 +41,7 @@ func BenchmarkMemory10kPods(b *testing.B) {
 	for i := 0; i < b.N; i++ {
 		base := heapInUse()
 		idx := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
-		st := store.New(o.samplesKept())
+		st := o.newStore()
 		t0 := time.Now()
 		for p := 0; p < pods; p++ {
 			slim, _ := slimPod(realisticPod(p))

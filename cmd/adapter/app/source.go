@@ -29,11 +29,18 @@ type source struct {
 	loop func(ctx context.Context, ready func())
 }
 
+// newStore returns the embedded source's store: --window of samples, and
+// TTFT histograms for the TTFT window and a scrape more (for the time a
+// scrape takes), all the TTFT history any request reads.
+func (o *Options) newStore() *store.Store {
+	return store.New(o.samplesKept(), store.WithTTFTRetention(o.TTFTWindow+o.ScrapeInterval))
+}
+
 func (o *Options) newSource(pods coreinformers.PodInformer, log *slog.Logger) (*source, error) {
 	if o.Source == SourcePrometheus {
 		return o.prometheusSource(log)
 	}
-	st := store.New(o.samplesKept())
+	st := o.newStore()
 	exporterSel, err := labels.Parse(o.ExporterSelector)
 	if err != nil {
 		return nil, err
