@@ -52,7 +52,6 @@ type bench struct {
 	// dir receives the adapter's heap profiles.
 	dir string
 
-	mu        sync.Mutex
 	listeners []net.Listener
 }
 
@@ -69,8 +68,6 @@ func newBench(env *devenv.Env, log *slog.Logger, window time.Duration, dir strin
 }
 
 func (b *bench) close() {
-	b.mu.Lock()
-	defer b.mu.Unlock()
 	for _, l := range b.listeners {
 		_ = l.Close()
 	}
@@ -330,9 +327,7 @@ func (b *bench) serve(pods []corev1.Pod) error {
 		if err != nil {
 			return fmt.Errorf("listen for pod %s: %w", pods[i].Name, err)
 		}
-		b.mu.Lock()
 		b.listeners = append(b.listeners, l)
-		b.mu.Unlock()
 		srv := &http.Server{Handler: b.exposition(i), ReadHeaderTimeout: 10 * time.Second}
 		// One connection per scrape: kept alive, 10,000 targets would
 		// hold 10,000 more sockets here than the open files limit allows.

@@ -253,14 +253,8 @@ func (s *podSets) listed(namespace string, selector labels.Selector, key podSetK
 	if err != nil {
 		return nil, err
 	}
-	set := &PodSet{Namespace: namespace, gen: gen,
-		Pods: make([]*corev1.Pod, 0, len(pods)), names: make([]string, 0, len(pods))}
-	for _, pod := range pods {
-		if podReady(pod) {
-			set.Pods = append(set.Pods, pod)
-			set.names = append(set.names, pod.Name)
-		}
-	}
+	set := NewPodSet(namespace, readyPods(pods))
+	set.gen = gen
 	if tracking {
 		s.mu.Lock()
 		s.keepLocked(key, set)
