@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -191,12 +192,21 @@ func (b *bench) time(ctx context.Context, ns string, r *result) error {
 	if r.AdapterHeapMiB, err = b.adapterHeapMiB(ctx); err != nil {
 		return err
 	}
-	// What holds the heap, for `go tool pprof`.
+	// What holds the heap, for `go tool pprof`, and where the rest of the
+	// resident memory is (the MemStats that close the text profile).
 	prof, err := b.adapterGet(ctx, "/debug/pprof/heap")
 	if err != nil {
 		return err
 	}
-	return os.WriteFile(filepath.Join(b.dir, fmt.Sprintf("heap-%d-%s.pb.gz", r.Pods, r.Metric)), prof, 0o644)
+	if err := os.WriteFile(filepath.Join(b.dir, fmt.Sprintf("heap-%d-%s.pb.gz", r.Pods, r.Metric)), prof, 0o644); err != nil {
+		return err
+	}
+	text, err := b.adapterGet(ctx, "/debug/pprof/heap?debug=1")
+	if err != nil {
+		return err
+	}
+	_, stats, _ := bytes.Cut(text, []byte("\n# runtime.MemStats\n"))
+	return os.WriteFile(filepath.Join(b.dir, fmt.Sprintf("memstats-%d-%s.txt", r.Pods, r.Metric)), stats, 0o644)
 }
 
 // adapterGet fetches a path of the adapter's own server as the cluster's

@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/gpuscale/gpuscale/pkg/discovery"
+	"github.com/gpuscale/gpuscale/pkg/inference"
 	"github.com/gpuscale/gpuscale/pkg/ingest"
 	"github.com/gpuscale/gpuscale/pkg/scrape"
 	"github.com/gpuscale/gpuscale/pkg/store"
@@ -94,6 +95,14 @@ func (g *Gatherer) Run(ctx context.Context) {
 	}
 }
 
+// readFamilies are what ingest reads of each kind of target: the scraper
+// parses only those, which at thousands of inference servers, each with
+// dozens of histograms nobody here reads, is most of the scraping work.
+var readFamilies = map[discovery.Kind]*scrape.Families{
+	discovery.KindExporter:  scrape.NewFamilies(ingest.GPUFamilies(), nil),
+	discovery.KindInference: scrape.NewFamilies(inference.Families()),
+}
+
 // Cycle runs one discovery and scrape round.
 func (g *Gatherer) Cycle(ctx context.Context) {
 	start := g.now()
@@ -108,7 +117,7 @@ func (g *Gatherer) Cycle(ctx context.Context) {
 
 	st := make([]scrape.Target, len(targets))
 	for i, t := range targets {
-		st[i] = scrape.Target{Key: t.Key(), URL: t.URL}
+		st[i] = scrape.Target{Key: t.Key(), URL: t.URL, Families: readFamilies[t.Kind]}
 	}
 	g.cfg.Scraper.Cycle(ctx, st, func(r scrape.Result) {
 		if t, ok := byKey[r.Target.Key]; ok {

@@ -71,3 +71,22 @@ var mappings = []mapping{
 		ttftScale:   0.001,
 	},
 }
+
+// Families returns what Detect reads of a scrape: the families of every
+// dialect's signals, and the dialects' prefixes, of which
+// Detect needs one family to tell the dialect when none of the signals is
+// there. A scraper may skip everything else.
+func Families() (names, prefixes []string) {
+	for _, m := range mappings {
+		prefixes = append(prefixes, m.prefix)
+		names = append(names, m.queue)
+		if m.running != "" {
+			names = append(names, m.running)
+		}
+		names = append(names, m.kvCache...)
+		if m.ttft != "" {
+			names = append(names, m.ttft)
+		}
+	}
+	return names, prefixes
+}

@@ -41,6 +41,15 @@ var gpuFields = []struct {
 	{"DCGM_FI_DEV_POWER_USAGE", hasPower},
 }
 
+// GPUFamilies returns the families GPU reads; a scraper may skip the rest.
+func GPUFamilies() []string {
+	names := make([]string, len(gpuFields))
+	for i, f := range gpuFields {
+		names[i] = f.name
+	}
+	return names
+}
+
 // GPU computes, from one exporter scrape, the GPU signals of every pod the
 // exporter attributes devices to, and of the node as a whole. It reads
 // dcgm-exporter's names and labels, so it works on NVIDIA's exporter too.

@@ -70,7 +70,7 @@ func BenchmarkCycle1000(b *testing.B) {
 				key := fmt.Sprintf("ns/vllm-%d", i)
 				ts[i] = Target{Key: key, URL: fmt.Sprintf("%s/pods/%d/metrics", srv.URL, i)}
 			}
-			tr := newTransport(nil)
+			tr := newTransport(nil, DefaultMaxIdleConns)
 			tr.MaxIdleConnsPerHost = DefaultWorkers
 			s := New(Config{Client: &http.Client{Transport: tr}})
 			var failed atomic.Int64

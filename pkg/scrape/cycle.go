@@ -15,6 +15,9 @@ type Target struct {
 	Key string
 	// URL is the full endpoint URL, http(s)://ip:port/path.
 	URL string
+	// Families limits what is parsed of the target's exposition; nil
+	// parses all of it.
+	Families *Families
 }
 
 // Result is the outcome of scraping one Target.
@@ -60,6 +63,6 @@ func (s *Scraper) Cycle(ctx context.Context, targets []Target, sink func(Result)
 
 func (s *Scraper) scrapeTarget(ctx context.Context, t Target) Result {
 	start := time.Now()
-	fams, err := s.Scrape(ctx, t.URL)
+	fams, err := s.ScrapeFamilies(ctx, t.URL, t.Families)
 	return Result{Target: t, Families: fams, Time: start, Duration: time.Since(start), Err: err}
 }

@@ -77,7 +77,7 @@ func (c *capReader) note(err error) error {
 // decodeBody reads a response body of the given Content-Encoding and
 // Content-Type into metric families, reading at most maxBytes+1 bytes of the
 // body and of its decompressed form.
-func decodeBody(body io.Reader, h http.Header, maxBytes int64) (map[string]*dto.MetricFamily, error) {
+func decodeBody(body io.Reader, h http.Header, maxBytes int64, sel *Families) (map[string]*dto.MetricFamily, error) {
 	raw := &capReader{r: body, left: maxBytes}
 	src := io.Reader(raw)
 	decomp := raw
@@ -97,7 +97,7 @@ func decodeBody(body io.Reader, h http.Header, maxBytes int64) (map[string]*dto.
 	default:
 		return nil, &parseError{format: "body", err: fmt.Errorf("unsupported Content-Encoding %q", enc)}
 	}
-	fams, err := decode(src, expfmt.ResponseFormat(h), maxBytes)
+	fams, err := decode(src, expfmt.ResponseFormat(h), maxBytes, sel)
 	if err != nil {
 		return nil, bodyError(raw, decomp, err)
 	}
@@ -118,6 +118,17 @@ func bodyError(raw, decomp *capReader, err error) error {
 	}
 }
 
+func getBuf(r io.Reader) *bufio.Reader {
+	br := bufPool.Get().(*bufio.Reader)
+	br.Reset(r)
+	return br
+}
+
+func putBuf(br *bufio.Reader) {
+	br.Reset(nil)
+	bufPool.Put(br)
+}
+
 func getGzip(r io.Reader) (*gzip.Reader, error) {
 	if gz, ok := gzipPool.Get().(*gzip.Reader); ok {
 		if err := gz.Reset(r); err != nil {
@@ -134,14 +145,11 @@ func getGzip(r io.Reader) (*gzip.Reader, error) {
 // colons (vllm:num_requests_waiting) and quoted UTF-8 names are accepted.
 // Unknown formats are parsed as the classic text format, which is what
 // exporters that send a bare or wrong Content-Type almost always serve.
-// An empty input yields no families and no error.
-func decode(r io.Reader, format expfmt.Format, maxBytes int64) (map[string]*dto.MetricFamily, error) {
-	br := bufPool.Get().(*bufio.Reader)
-	br.Reset(r)
-	defer func() {
-		br.Reset(nil)
-		bufPool.Put(br)
-	}()
+// An empty input yields no families and no error. A non-nil sel limits the
+// text format to the families it selects.
+func decode(r io.Reader, format expfmt.Format, maxBytes int64, sel *Families) (map[string]*dto.MetricFamily, error) {
+	br := getBuf(r)
+	defer putBuf(br)
 	if _, err := br.Peek(1); err != nil {
 		if errors.Is(err, io.EOF) {
 			return map[string]*dto.MetricFamily{}, nil
@@ -154,8 +162,15 @@ func decode(r io.Reader, format expfmt.Format, maxBytes int64) (map[string]*dto.
 	case expfmt.TypeProtoDelim:
 		return decodeProto(br, maxBytes)
 	default:
+		in := br
+		if sel != nil {
+			// The parser reads through a buffer of its own; a pooled
+			// one of at least its default size is used as is.
+			in = getBuf(&familyFilter{src: br, sel: sel})
+			defer putBuf(in)
+		}
 		p := expfmt.NewTextParser(model.UTF8Validation)
-		fams, err := p.TextToMetricFamilies(br)
+		fams, err := p.TextToMetricFamilies(in)
 		if err != nil {
 			return nil, &parseError{format: "text", err: err}
 		}

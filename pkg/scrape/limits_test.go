@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -39,7 +40,7 @@ func (b *countingBody) Read(p []byte) (int, error) {
 }
 
 func countingScraper(cfg Config) (*Scraper, *countingTransport) {
-	ct := &countingTransport{base: newTransport(nil)}
+	ct := &countingTransport{base: newTransport(nil, DefaultMaxIdleConns)}
 	cfg.Client = &http.Client{Transport: ct}
 	return New(cfg), ct
 }
@@ -165,6 +166,65 @@ func TestScrapeReusesConnections(t *testing.T) {
 			}
 			if got := conns.Load(); got != 1 {
 				t.Errorf("5 scrapes used %d connections", got)
+			}
+		})
+	}
+}
+
+// TestCycleBoundsIdleConnections checks that the connections kept open
+// between cycles never exceed MaxIdleConns, however many targets there are,
+// and that all are reused when the targets fit.
+func TestCycleBoundsIdleConnections(t *testing.T) {
+	const targets = 6
+	tests := []struct {
+		name     string
+		maxIdle  int
+		wantOpen int // connections open after each cycle
+		wantNew  int // connections made over three cycles
+	}{
+		{"targets fit", targets, targets, targets},
+		{"more targets than the bound", 2, 2, -1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var opened, open atomic.Int64
+			var ts []Target
+			for i := range targets {
+				srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+					w.Header().Set("Content-Type", ctText)
+					_, _ = w.Write([]byte("up 1\n"))
+				}))
+				srv.Config.ConnState = func(_ net.Conn, st http.ConnState) {
+					switch st {
+					case http.StateNew:
+						opened.Add(1)
+						open.Add(1)
+					case http.StateClosed, http.StateHijacked:
+						open.Add(-1)
+					}
+				}
+				srv.Start()
+				t.Cleanup(srv.Close)
+				ts = append(ts, Target{Key: strconv.Itoa(i), URL: srv.URL})
+			}
+			s := New(Config{MaxIdleConns: tt.maxIdle, Workers: 2})
+			for range 3 {
+				s.Cycle(t.Context(), ts, func(r Result) {
+					if r.Err != nil {
+						t.Errorf("%s: %v", r.Target.Key, r.Err)
+					}
+				})
+				// Closes reach the servers asynchronously.
+				deadline := time.Now().Add(5 * time.Second)
+				for open.Load() > int64(tt.wantOpen) && time.Now().Before(deadline) {
+					time.Sleep(5 * time.Millisecond)
+				}
+				if got := open.Load(); got != int64(tt.wantOpen) {
+					t.Fatalf("%d connections open after a cycle, want %d", got, tt.wantOpen)
+				}
+			}
+			if tt.wantNew >= 0 && opened.Load() != int64(tt.wantNew) {
+				t.Errorf("three cycles opened %d connections, want %d", opened.Load(), tt.wantNew)
 			}
 		})
 	}

@@ -24,6 +24,11 @@ const (
 	DefaultTimeout   = 3 * time.Second
 	DefaultMaxBytes  = 10 << 20
 	DefaultWorkers   = 64
+	// DefaultMaxIdleConns bounds the connections kept alive between
+	// cycles. An idle HTTP/1.1 connection costs about 19 KiB of buffers
+	// and goroutine stacks, so keeping one to each of 10,000 targets
+	// would cost 190 MiB; beyond this many targets scrapes reconnect.
+	DefaultMaxIdleConns = 256
 	DefaultUserAgent = "gpuscale-adapter"
 )
 
@@ -41,6 +46,9 @@ type Config struct {
 	MaxBytes int64
 	// Workers bounds the scrapes in flight during a Cycle. Default 64.
 	Workers int
+	// MaxIdleConns bounds the connections the default client keeps alive
+	// between scrapes, over all targets. Default DefaultMaxIdleConns.
+	MaxIdleConns int
 	// Client, when set, is used as is; TLSConfig is then ignored. It must
 	// not follow a proxy to reach pod IPs and should not decompress bodies
 	// itself (the Scraper asks for gzip and decodes it under the cap).
@@ -64,17 +72,22 @@ func (c Config) withDefaults() Config {
 	if c.UserAgent == "" {
 		c.UserAgent = DefaultUserAgent
 	}
+	if c.MaxIdleConns <= 0 {
+		c.MaxIdleConns = DefaultMaxIdleConns
+	}
 	if c.Client == nil {
-		c.Client = &http.Client{Transport: newTransport(c.TLSConfig)}
+		c.Client = &http.Client{Transport: newTransport(c.TLSConfig, c.MaxIdleConns)}
 	}
 	return c
 }
 
 // newTransport returns a transport for scraping pods directly: no proxy from
 // the environment (targets are pod IPs), compression left to the Scraper, and
-// a small idle pool per host, since each target is its own host and is
-// visited once per cycle. Deadlines come from the request context.
-func newTransport(tlsConfig *tls.Config) *http.Transport {
+// a bounded idle pool: each target is its own host, visited once per cycle,
+// so a small cluster's scrapes all reuse connections and a large one's
+// memory does not grow with its targets. Deadlines come from the request
+// context.
+func newTransport(tlsConfig *tls.Config, maxIdle int) *http.Transport {
 	if tlsConfig != nil {
 		tlsConfig = tlsConfig.Clone()
 	}
@@ -84,8 +97,8 @@ func newTransport(tlsConfig *tls.Config) *http.Transport {
 		DialContext:            dialer.DialContext,
 		TLSClientConfig:        tlsConfig,
 		DisableCompression:     true,
-		MaxIdleConns:           0, // no global limit: one idle conn per live target is the point
-		MaxIdleConnsPerHost:    2,
+		MaxIdleConns:           maxIdle,
+		MaxIdleConnsPerHost:    1,
 		IdleConnTimeout:        90 * time.Second,
 		MaxResponseHeaderBytes: 64 << 10,
 	}
@@ -113,6 +126,12 @@ func New(cfg Config) *Scraper {
 // Content-Type, within Config.Timeout. An empty body yields no families and
 // no error. Errors name the URL; Reason classifies them.
 func (s *Scraper) Scrape(ctx context.Context, rawURL string) (map[string]*dto.MetricFamily, error) {
+	return s.ScrapeFamilies(ctx, rawURL, nil)
+}
+
+// ScrapeFamilies is Scrape limited to the families sel selects (all of them
+// when sel is nil).
+func (s *Scraper) ScrapeFamilies(ctx context.Context, rawURL string, sel *Families) (map[string]*dto.MetricFamily, error) {
 	attempt, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(attempt, http.MethodGet, rawURL, nil)
@@ -124,14 +143,14 @@ func (s *Scraper) Scrape(ctx context.Context, rawURL string) (map[string]*dto.Me
 		return nil, newError(ctx, attempt, req.URL.Redacted(), err)
 	}
 	req.Header = s.header.Clone()
-	fams, err := s.do(req)
+	fams, err := s.do(req, sel)
 	if err != nil {
 		return nil, newError(ctx, attempt, req.URL.Redacted(), err)
 	}
 	return fams, nil
 }
 
-func (s *Scraper) do(req *http.Request) (map[string]*dto.MetricFamily, error) {
+func (s *Scraper) do(req *http.Request, sel *Families) (map[string]*dto.MetricFamily, error) {
 	resp, err := s.cfg.Client.Do(req)
 	if err != nil {
 		// Drop *url.Error: the URL is added once, by scrapeError.
@@ -146,7 +165,7 @@ func (s *Scraper) do(req *http.Request) (map[string]*dto.MetricFamily, error) {
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		return nil, &StatusError{Code: resp.StatusCode}
 	}
-	fams, err := decodeBody(resp.Body, resp.Header, s.cfg.MaxBytes)
+	fams, err := decodeBody(resp.Body, resp.Header, s.cfg.MaxBytes, sel)
 	if err != nil {
 		// Whatever is left of an oversized body is not worth reading.
 		drain = !errors.Is(err, ErrTooLarge)

@@ -1,0 +1,97 @@
+package gather
+
+import (
+	"net/http"
+	"os"
+	"path/filepath"
+	"reflect"
+	"testing"
+
+	"github.com/gpuscale/gpuscale/pkg/discovery"
+	"github.com/gpuscale/gpuscale/pkg/ingest"
+	"github.com/gpuscale/gpuscale/pkg/scrape"
+)
+
+// textServer serves body as the classic text format.
+func textServer(t *testing.T, body []byte) string {
+	t.Helper()
+	srv, _ := serve(t, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; version=0.0.4")
+		_, _ = w.Write(body)
+	}))
+	return srv.URL
+}
+
+func readFile(t *testing.T, path string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// TestReadFamiliesKeepWhatIngestReads scrapes real expositions whole and as
+// the gatherer does, skipping the families ingest does not read: ingest
+// must make the same samples of both, warnings and errors included.
+func TestReadFamiliesKeepWhatIngestReads(t *testing.T) {
+	s := scrape.New(scrape.Config{})
+	inference := []struct {
+		name string
+		body []byte
+	}{
+		{"vLLM", readFile(t, "../inference/testdata/vllm.txt")},
+		{"vLLM v0", readFile(t, "../inference/testdata/vllm_v0.txt")},
+		{"SGLang", readFile(t, "../inference/testdata/sglang.txt")},
+		{"TGI", readFile(t, "../inference/testdata/tgi.txt")},
+		{"Triton", readFile(t, "../inference/testdata/triton.txt")},
+		{"vLLM without any signal", []byte("# TYPE vllm:prompt_tokens_total counter\nvllm:prompt_tokens_total 5\n")},
+		{"TTFT without a TYPE line", []byte("vllm:num_requests_waiting 1\nvllm:time_to_first_token_seconds_bucket{le=\"+Inf\"} 3\n")},
+		{"TTFT not a histogram", []byte("# TYPE vllm:time_to_first_token_seconds gauge\nvllm:time_to_first_token_seconds 3\nvllm:num_requests_waiting 1\n")},
+		{"two dialects", []byte("tgi_queue_size 2\nvllm:num_requests_waiting 1\nvllm:num_requests_running 3\n")},
+		{"no dialect", []byte("process_cpu_seconds_total 3\n")},
+	}
+	for _, tt := range inference {
+		t.Run(tt.name, func(t *testing.T) {
+			url := textServer(t, tt.body)
+			all, err := s.Scrape(t.Context(), url)
+			if err != nil {
+				t.Fatal(err)
+			}
+			read, err := s.ScrapeFamilies(t.Context(), url, readFamilies[discovery.KindInference])
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(read) > len(all) {
+				t.Errorf("parsed %d families of %d", len(read), len(all))
+			}
+			wantS, wantD, wantErr := ingest.Inference(all)
+			gotS, gotD, gotErr := ingest.Inference(read)
+			if (gotErr == nil) != (wantErr == nil) || gotErr != nil && gotErr.Error() != wantErr.Error() {
+				t.Fatalf("error %v, want %v", gotErr, wantErr)
+			}
+			if gotD != wantD || !reflect.DeepEqual(gotS, wantS) {
+				t.Errorf("got %s %+v, want %s %+v", gotD, gotS, wantD, wantS)
+			}
+		})
+	}
+	t.Run("exporter", func(t *testing.T) {
+		url := textServer(t, readFile(t, filepath.Join("..", "metrics", "testdata", "node.golden")))
+		all, err := s.Scrape(t.Context(), url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		read, err := s.ScrapeFamilies(t.Context(), url, readFamilies[discovery.KindExporter])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(read) >= len(all) {
+			t.Errorf("parsed %d families of %d", len(read), len(all))
+		}
+		wantPods, wantNode, wantOK := ingest.GPU(all)
+		gotPods, gotNode, gotOK := ingest.GPU(read)
+		if !wantOK || gotOK != wantOK || !reflect.DeepEqual(gotPods, wantPods) || !reflect.DeepEqual(gotNode, wantNode) {
+			t.Errorf("got %v %+v %+v, want %v %+v %+v", gotOK, gotPods, gotNode, wantOK, wantPods, wantNode)
+		}
+	})
+}
