@@ -61,6 +61,8 @@ type exposition struct {
 	// successVec, when set, is registered in place of success, which is
 	// one of its children.
 	successVec prometheus.Collector
+	// requests, for vLLM, are its request-level histograms.
+	requests *vllmRequestStats
 }
 
 func newExposition(d Dialect, model string, ttftBuckets []float64, reg prometheus.Registerer) (*exposition, error) {
@@ -106,6 +108,7 @@ func vllmExposition(model string, buckets []float64) *exposition {
 		promptTokens: counter("vllm:prompt_tokens_total", "Number of prefill tokens processed.", labels),
 		genTokens:    counter("vllm:generation_tokens_total", "Number of generation tokens processed.", labels),
 		preemptions:  counter("vllm:num_preemptions_total", "Cumulative number of preemption from the engine.", labels),
+		requests:     newVLLMRequestStats(labels),
 	}
 }
 
@@ -164,7 +167,16 @@ func (x *exposition) collectors() []prometheus.Collector {
 			out = append(out, c)
 		}
 	}
+	if x.requests != nil {
+		out = append(out, x.requests.collectors()...)
+	}
 	return out
+}
+
+func (x *exposition) observeFinished(c Completion) {
+	if x.requests != nil {
+		x.requests.finished(c)
+	}
 }
 
 func (x *exposition) observeTTFT(d time.Duration) {

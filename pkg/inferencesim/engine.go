@@ -44,7 +44,16 @@ type Hooks struct {
 	// its time to first token.
 	FirstToken func(ttft time.Duration)
 	// Finished is called when a request has generated all its tokens.
-	Finished func(r Request)
+	Finished func(c Completion)
+}
+
+// Completion is a finished request and how long each of its phases took.
+type Completion struct {
+	Request
+	// Queued is the time from arrival to admission into the batch,
+	// FirstToken from arrival to the first token, Total from arrival to
+	// the last token.
+	Queued, FirstToken, Total time.Duration
 }
 
 // Stats is the engine's state at one simulated instant.
@@ -112,6 +121,9 @@ type seq struct {
 	decoding  bool // decodes one token in the in-flight step
 	admitted  bool
 	sawFirst  bool
+	// queued and firstToken are the times to admission and to the first
+	// token, once reached.
+	queued, firstToken time.Duration
 	// onFirstToken, when set, hears this request's time to first token.
 	onFirstToken func(ttft time.Duration)
 }
@@ -280,8 +292,9 @@ func (e *Engine) admit(budget int) {
 		e.running = append(e.running, s)
 		if !s.admitted {
 			s.admitted = true
+			s.queued = e.now.Sub(s.arrival)
 			if e.hooks.Admitted != nil {
-				e.hooks.Admitted(e.now.Sub(s.arrival))
+				e.hooks.Admitted(s.queued)
 			}
 		}
 	}
@@ -309,7 +322,7 @@ func (e *Engine) finishStep() {
 			e.kvUsed -= s.kvHeld
 			e.completed++
 			if e.hooks.Finished != nil {
-				e.hooks.Finished(s.req)
+				e.hooks.Finished(Completion{Request: s.req, Queued: s.queued, FirstToken: s.firstToken, Total: e.now.Sub(s.arrival)})
 			}
 			continue
 		}
@@ -326,11 +339,12 @@ func (e *Engine) emit(s *seq) {
 	e.generationTokens++
 	if !s.sawFirst {
 		s.sawFirst = true
+		s.firstToken = e.now.Sub(s.arrival)
 		if s.onFirstToken != nil {
-			s.onFirstToken(e.now.Sub(s.arrival))
+			s.onFirstToken(s.firstToken)
 		}
 		if e.hooks.FirstToken != nil {
-			e.hooks.FirstToken(e.now.Sub(s.arrival))
+			e.hooks.FirstToken(s.firstToken)
 		}
 	}
 }

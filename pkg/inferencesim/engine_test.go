@@ -216,7 +216,7 @@ func TestKVOverflowPreemptsNewest(t *testing.T) {
 	var finished []int
 	e.SetHooks(Hooks{
 		FirstToken: func(time.Duration) { firstTokens++ },
-		Finished:   func(r Request) { finished = append(finished, r.ContextTokens) },
+		Finished:   func(c Completion) { finished = append(finished, c.ContextTokens) },
 	})
 	// Three requests that fit at admission but outgrow the cache at
 	// 3 x (3000 + 333) tokens.

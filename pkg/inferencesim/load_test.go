@@ -71,7 +71,7 @@ func TestEmpiricalSizes(t *testing.T) {
 		t.Fatal(err)
 	}
 	var seen = map[Request]int{}
-	e.SetHooks(Hooks{Finished: func(r Request) { seen[r]++ }})
+	e.SetHooks(Hooks{Finished: func(c Completion) { seen[c.Request]++ }})
 	l := NewLoad(3, sizes)
 	if err := l.SetRate(t0, 2); err != nil {
 		t.Fatal(err)

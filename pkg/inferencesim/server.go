@@ -89,7 +89,7 @@ func NewServer(opts Options) (*Server, error) {
 			EnableOpenMetrics: true,
 		}),
 	}
-	engine.SetHooks(Hooks{Admitted: x.observeQueue, FirstToken: x.observeTTFT})
+	engine.SetHooks(Hooks{Admitted: x.observeQueue, FirstToken: x.observeTTFT, Finished: x.observeFinished})
 	s.last = engine.Peek()
 	x.update(Stats{}, s.last)
 	s.mux = s.routes()

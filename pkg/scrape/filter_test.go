@@ -2,13 +2,18 @@ package scrape
 
 import (
 	"bytes"
+	"net/http"
+	"net/http/httptest"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"google.golang.org/protobuf/proto"
+
+	"github.com/gpuscale/gpuscale/pkg/inferencesim"
 )
 
 // testFamilies selects as an inference reader would: two named families,
@@ -154,22 +159,44 @@ func FuzzFamilies(f *testing.F) {
 	})
 }
 
-// BenchmarkDecodeVLLM parses a vLLM exposition whole and as the adapter
-// reads it.
+// simulatedVLLM is a loaded simulated vLLM's exposition: every family a
+// real vLLM has, and a minute of requests in its histograms.
+func simulatedVLLM(b *testing.B) []byte {
+	now := time.Unix(1_700_000_000, 0)
+	srv, err := inferencesim.NewServer(inferencesim.Options{Dialect: inferencesim.VLLM, Rate: 10, Seed: 1,
+		Now: func() time.Time { return now }})
+	if err != nil {
+		b.Fatal(err)
+	}
+	now = now.Add(time.Minute)
+	rec := httptest.NewRecorder()
+	req := httptest.NewRequest(http.MethodGet, "/metrics", nil)
+	req.Header.Set("Accept", acceptHeader)
+	srv.ServeHTTP(rec, req)
+	return rec.Body.Bytes()
+}
+
+// BenchmarkDecodeVLLM parses vLLM expositions whole and as the adapter
+// reads them: the trimmed fixture, and a simulated server's full one.
 func BenchmarkDecodeVLLM(b *testing.B) {
-	body := readTestdata(b, "vllm.prom")
-	for _, bc := range []struct {
+	bodies := []struct {
 		name string
-		sel  *Families
-	}{{"all", nil}, {"selected", testFamilies}} {
-		b.Run(bc.name, func(b *testing.B) {
-			b.ReportAllocs()
-			b.SetBytes(int64(len(body)))
-			for b.Loop() {
-				if _, err := decode(bytes.NewReader(body), expfmt.FmtText, 1<<20, bc.sel); err != nil {
-					b.Fatal(err)
+		body []byte
+	}{{"fixture", readTestdata(b, "vllm.prom")}, {"simulated", simulatedVLLM(b)}}
+	for _, in := range bodies {
+		for _, bc := range []struct {
+			name string
+			sel  *Families
+		}{{"all", nil}, {"selected", testFamilies}} {
+			b.Run(in.name+"/"+bc.name, func(b *testing.B) {
+				b.ReportAllocs()
+				b.SetBytes(int64(len(in.body)))
+				for b.Loop() {
+					if _, err := decode(bytes.NewReader(in.body), expfmt.FmtText, 1<<20, bc.sel); err != nil {
+						b.Fatal(err)
+					}
 				}
-			}
-		})
+			})
+		}
 	}
 }

@@ -1,0 +1,83 @@
+package inferencesim
+
+import (
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Bucket layouts of vLLM's per-request histograms (vllm/v1/metrics/
+// loggers.py), so that a simulated vLLM exposition is as large, and as
+// costly to scrape, as a real one.
+var (
+	vllmRequestLatencyBuckets = []float64{0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0,
+		40.0, 50.0, 60.0, 120.0, 240.0, 480.0, 960.0, 1920.0, 7680.0}
+	vllmTokenLatencyBuckets = []float64{0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75,
+		1.0, 2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0}
+	// build_1_2_5_buckets up to a 32k-token max_model_len.
+	vllmTokenCountBuckets = []float64{1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10000, 20000}
+	vllmParamsNBuckets    = []float64{1, 2, 5, 10, 20}
+)
+
+// vllmRequestStats are the request-level histograms vLLM keeps beside its
+// TTFT: what the adapter does not read, but every real scrape carries.
+type vllmRequestStats struct {
+	e2e, queue, inference, prefill, decode prometheus.Histogram
+	perOutputToken, interToken             prometheus.Histogram
+	promptTokens, genTokens, maxTokens     prometheus.Histogram
+	maxGenTokens, paramsN                  prometheus.Histogram
+	prefixQueries                          prometheus.Counter
+	prefixHits                             prometheus.Counter
+	cacheConfig                            prometheus.Gauge
+}
+
+func newVLLMRequestStats(labels prometheus.Labels) *vllmRequestStats {
+	info := prometheus.Labels{"block_size": "16", "cache_dtype": "auto", "enable_prefix_caching": "True",
+		"gpu_memory_utilization": "0.9", "num_gpu_blocks": "27000", "swap_space": "4"}
+	v := &vllmRequestStats{
+		e2e:            histogram("vllm:e2e_request_latency_seconds", "Histogram of e2e request latency in seconds.", labels, vllmRequestLatencyBuckets),
+		queue:          histogram("vllm:request_queue_time_seconds", "Histogram of time spent in WAITING phase for request.", labels, vllmRequestLatencyBuckets),
+		inference:      histogram("vllm:request_inference_time_seconds", "Histogram of time spent in RUNNING phase for request.", labels, vllmRequestLatencyBuckets),
+		prefill:        histogram("vllm:request_prefill_time_seconds", "Histogram of time spent in PREFILL phase for request.", labels, vllmRequestLatencyBuckets),
+		decode:         histogram("vllm:request_decode_time_seconds", "Histogram of time spent in DECODE phase for request.", labels, vllmRequestLatencyBuckets),
+		perOutputToken: histogram("vllm:time_per_output_token_seconds", "Histogram of time per output token in seconds.", labels, vllmTokenLatencyBuckets),
+		interToken:     histogram("vllm:inter_token_latency_seconds", "Histogram of inter-token latency in seconds.", labels, vllmTokenLatencyBuckets),
+		promptTokens:   histogram("vllm:request_prompt_tokens", "Number of prefill tokens processed.", labels, vllmTokenCountBuckets),
+		genTokens:      histogram("vllm:request_generation_tokens", "Number of generation tokens processed.", labels, vllmTokenCountBuckets),
+		maxTokens:      histogram("vllm:request_params_max_tokens", "Histogram of the max_tokens request parameter.", labels, vllmTokenCountBuckets),
+		maxGenTokens:   histogram("vllm:request_max_num_generation_tokens", "Histogram of maximum number of requested generation tokens.", labels, vllmTokenCountBuckets),
+		paramsN:        histogram("vllm:request_params_n", "Histogram of the n request parameter.", labels, vllmParamsNBuckets),
+		prefixQueries:  counter("vllm:prefix_cache_queries_total", "Prefix cache queries, in terms of number of queried tokens.", labels),
+		prefixHits:     counter("vllm:prefix_cache_hits_total", "Prefix cache hits, in terms of number of cached tokens.", labels),
+		cacheConfig:    gauge("vllm:cache_config_info", "Information of the LLMEngine CacheConfig.", info),
+	}
+	v.cacheConfig.Set(1)
+	return v
+}
+
+func (v *vllmRequestStats) collectors() []prometheus.Collector {
+	return []prometheus.Collector{v.e2e, v.queue, v.inference, v.prefill, v.decode, v.perOutputToken, v.interToken,
+		v.promptTokens, v.genTokens, v.maxTokens, v.maxGenTokens, v.paramsN, v.prefixQueries, v.prefixHits, v.cacheConfig}
+}
+
+// finished records a completed request as vLLM does when it finishes one.
+// vLLM observes inter-token latency per token; the simulator observes the
+// request's mean once, which gives the histogram its shape, not its count.
+func (v *vllmRequestStats) finished(c Completion) {
+	v.e2e.Observe(c.Total.Seconds())
+	v.queue.Observe(c.Queued.Seconds())
+	v.inference.Observe((c.Total - c.Queued).Seconds())
+	v.prefill.Observe((c.FirstToken - c.Queued).Seconds())
+	v.decode.Observe((c.Total - c.FirstToken).Seconds())
+	if c.GeneratedTokens > 1 {
+		perToken := (c.Total - c.FirstToken) / time.Duration(c.GeneratedTokens-1)
+		v.perOutputToken.Observe(perToken.Seconds())
+		v.interToken.Observe(perToken.Seconds())
+	}
+	v.promptTokens.Observe(float64(c.ContextTokens))
+	v.genTokens.Observe(float64(c.GeneratedTokens))
+	v.maxTokens.Observe(float64(c.GeneratedTokens))
+	v.maxGenTokens.Observe(float64(c.GeneratedTokens))
+	v.paramsN.Observe(1)
+	v.prefixQueries.Add(float64(c.ContextTokens))
+}
