@@ -21,15 +21,15 @@ import (
 
 // Defaults for the zero fields of Config.
 const (
-	DefaultTimeout   = 3 * time.Second
-	DefaultMaxBytes  = 10 << 20
-	DefaultWorkers   = 64
+	DefaultTimeout  = 3 * time.Second
+	DefaultMaxBytes = 10 << 20
+	DefaultWorkers  = 64
 	// DefaultMaxIdleConns bounds the connections kept alive between
 	// cycles. An idle HTTP/1.1 connection costs about 19 KiB of buffers
 	// and goroutine stacks, so keeping one to each of 10,000 targets
 	// would cost 190 MiB; beyond this many targets scrapes reconnect.
 	DefaultMaxIdleConns = 256
-	DefaultUserAgent = "gpuscale-adapter"
+	DefaultUserAgent    = "gpuscale-adapter"
 )
 
 // drainLimit is how much of an unread body is discarded before closing it,
