@@ -54,6 +54,8 @@ type bench struct {
 	dir string
 
 	listeners []net.Listener
+	// rest is the part of every pod's exposition that is the same for all.
+	rest []byte
 }
 
 func newBench(env *devenv.Env, log *slog.Logger, window time.Duration, dir string) (*bench, error) {
@@ -329,19 +331,25 @@ func isReady(p *corev1.Pod) bool {
 }
 
 // serve listens on every pod's IP and answers its scrapes with a vLLM
-// exposition: gauges fixed per pod, and a TTFT histogram whose counts grow
-// with time, so that TTFT quantiles have an increase to work on.
+// exposition: gauges fixed per pod, a TTFT histogram whose counts grow
+// with time, so that TTFT quantiles have an increase to work on, and the
+// rest of a real vLLM's families. Connections are kept alive, as vLLM's
+// server does; the adapter bounds how many it keeps.
 func (b *bench) serve(pods []corev1.Pod) error {
+	if b.rest == nil {
+		rest, err := vllmRest()
+		if err != nil {
+			return err
+		}
+		b.rest = rest
+	}
 	for i := range pods {
 		l, err := net.Listen("tcp", net.JoinHostPort(pods[i].Status.PodIP, strconv.Itoa(metricsPort)))
 		if err != nil {
 			return fmt.Errorf("listen for pod %s: %w", pods[i].Name, err)
 		}
 		b.listeners = append(b.listeners, l)
-		srv := &http.Server{Handler: b.exposition(i), ReadHeaderTimeout: 10 * time.Second}
-		// One connection per scrape: kept alive, 10,000 targets would
-		// hold 10,000 more sockets here than the open files limit allows.
-		srv.SetKeepAlivesEnabled(false)
+		srv := &http.Server{Handler: b.exposition(i), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: time.Minute}
 		go func() { _ = srv.Serve(l) }()
 	}
 	return nil
@@ -369,7 +377,8 @@ func (b *bench) exposition(i int) http.Handler {
 		}
 		fmt.Fprintf(&sb, "vllm:time_to_first_token_seconds_sum{model_name=\"llama\"} %d\nvllm:time_to_first_token_seconds_count{model_name=\"llama\"} %d\n", total/2, total)
 		w.Header().Set("Content-Type", "text/plain; version=0.0.4")
-		_, _ = w.Write([]byte(sb.String()))
+		_, _ = io.WriteString(w, sb.String())
+		_, _ = w.Write(b.rest)
 	})
 }
 

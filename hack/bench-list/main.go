@@ -52,8 +52,8 @@ func run() error {
 		}
 		ns = append(ns, n)
 	}
-	// A listening socket per pod (the servers close each scrape's
-	// connection, so that those do not add up too).
+	// A listening socket per pod, and the connections the adapter keeps
+	// alive (scrape.DefaultMaxIdleConns) or has in flight.
 	if err := raiseFileLimit(sum(ns) + 4096); err != nil {
 		return err
 	}
