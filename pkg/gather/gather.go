@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -54,7 +55,7 @@ type Gatherer struct {
 	now func() time.Time
 
 	mu    sync.Mutex
-	known map[string]discovery.Target // by target key, to forget vanished ones
+	known map[string]*target // by target key, to forget vanished ones
 	// problems are the discovery problems of the previous cycle, so that
 	// each is logged when it appears and when it is fixed, not every cycle.
 	problems map[string]bool
@@ -71,13 +72,21 @@ func New(cfg Config) (*Gatherer, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	m := newGatherMetrics()
+	g := &Gatherer{cfg: cfg, log: cfg.Logger, m: newGatherMetrics(), now: time.Now, known: map[string]*target{}}
 	if cfg.Registerer != nil {
-		if err := m.register(cfg.Registerer); err != nil {
+		if err := g.m.register(cfg.Registerer, lastSuccessCollector{g}); err != nil {
 			return nil, fmt.Errorf("gather: register metrics: %w", err)
 		}
 	}
-	return &Gatherer{cfg: cfg, log: cfg.Logger, m: m, now: time.Now, known: map[string]discovery.Target{}}, nil
+	return g, nil
+}
+
+// target is a discovered target and when it last answered.
+type target struct {
+	discovery.Target
+	// lastSuccess is when its last successful scrape started, in Unix
+	// nanoseconds; 0 until one has.
+	lastSuccess atomic.Int64
 }
 
 // Run scrapes every interval until ctx is done. Cycles never overlap: a
@@ -152,17 +161,23 @@ func (g *Gatherer) reportProblems(problems []error) {
 
 // track remembers the current targets and drops the per-target series of
 // those that vanished, so the adapter's own metrics do not grow forever.
-func (g *Gatherer) track(targets []discovery.Target) map[string]discovery.Target {
-	byKey := make(map[string]discovery.Target, len(targets))
+func (g *Gatherer) track(targets []discovery.Target) map[string]*target {
+	byKey := make(map[string]*target, len(targets))
 	counts := map[discovery.Kind]int{}
+	g.mu.Lock()
 	for _, t := range targets {
-		byKey[t.Key()] = t
+		k := t.Key()
+		tt, ok := g.known[k]
+		if !ok {
+			tt = &target{}
+		}
+		tt.Target = t
+		byKey[k] = tt
 		counts[t.Kind]++
 	}
-	g.mu.Lock()
 	for k, old := range g.known {
 		if _, ok := byKey[k]; !ok {
-			g.m.forget(old)
+			g.m.forget(old.Target)
 		}
 	}
 	g.known = byKey
@@ -174,7 +189,8 @@ func (g *Gatherer) track(targets []discovery.Target) map[string]discovery.Target
 }
 
 // ingest stores one scrape's samples. It runs on the scraper's workers.
-func (g *Gatherer) ingest(t discovery.Target, r scrape.Result) {
+func (g *Gatherer) ingest(tt *target, r scrape.Result) {
+	t := tt.Target
 	g.m.duration.WithLabelValues(t.Kind.String()).Observe(r.Duration.Seconds())
 	if r.Err != nil {
 		g.fail(t, scrape.Reason(r.Err), r.Err)
@@ -205,7 +221,7 @@ func (g *Gatherer) ingest(t discovery.Target, r scrape.Result) {
 		g.cfg.Store.PutPod(store.Key{Namespace: t.Namespace, Name: t.Pod}, store.SourceInference, s)
 		g.m.dialects.WithLabelValues(string(dialect)).Inc()
 	}
-	g.m.success.WithLabelValues(t.Namespace, t.Pod).Set(float64(r.Time.UnixNano()) / 1e9)
+	tt.lastSuccess.Store(r.Time.UnixNano())
 }
 
 func (g *Gatherer) fail(t discovery.Target, reason string, err error) {

@@ -203,12 +203,16 @@ func TestCounterResetAndVanishing(t *testing.T) {
 			t.Fatalf("bucket %d increase %v: a reset must not produce negative increases", i, c)
 		}
 	}
-	if testutil.CollectAndCount(g.m.success) != 1 {
+	success := lastSuccessCollector{g}
+	if testutil.CollectAndCount(success) != 1 {
 		t.Fatal("want one success series")
+	}
+	if v, now := testutil.ToFloat64(success), float64(time.Now().Unix()); v < now-5 || v > now+1 {
+		t.Errorf("last success at %v, now is %v", v, now)
 	}
 	pods.pods = nil
 	g.Cycle(ctx)
-	if n := testutil.CollectAndCount(g.m.success); n != 0 {
+	if n := testutil.CollectAndCount(success); n != 0 {
 		t.Fatalf("vanished target still has %d success series", n)
 	}
 }

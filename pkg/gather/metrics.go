@@ -10,7 +10,6 @@ import (
 // why a pod's metric is missing.
 type gatherMetrics struct {
 	errors        *prometheus.CounterVec
-	success       *prometheus.GaugeVec
 	duration      *prometheus.HistogramVec
 	targets       *prometheus.GaugeVec
 	dialects      *prometheus.CounterVec
@@ -24,10 +23,6 @@ func newGatherMetrics() *gatherMetrics {
 			Name: "gpuscale_adapter_scrape_errors_total",
 			Help: "Failed scrapes by target pod and reason (timeout, connect, http_status, too_large, parse, unknown_dialect, no_gpu_series, ...).",
 		}, []string{"namespace", "pod", "reason"}),
-		success: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "gpuscale_adapter_scrape_last_success_timestamp_seconds",
-			Help: "Unix time of the last successful scrape of each target pod.",
-		}, []string{"namespace", "pod"}),
 		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "gpuscale_adapter_scrape_duration_seconds",
 			Help:    "Duration of one target scrape, by target kind.",
@@ -53,8 +48,8 @@ func newGatherMetrics() *gatherMetrics {
 	}
 }
 
-func (m *gatherMetrics) register(r prometheus.Registerer) error {
-	for _, c := range []prometheus.Collector{m.errors, m.success, m.duration, m.targets, m.dialects, m.cycle, m.misconfigured} {
+func (m *gatherMetrics) register(r prometheus.Registerer, more ...prometheus.Collector) error {
+	for _, c := range append([]prometheus.Collector{m.errors, m.duration, m.targets, m.dialects, m.cycle, m.misconfigured}, more...) {
 		if err := r.Register(c); err != nil {
 			return err
 		}
@@ -64,5 +59,25 @@ func (m *gatherMetrics) register(r prometheus.Registerer) error {
 
 func (m *gatherMetrics) forget(t discovery.Target) {
 	m.errors.DeletePartialMatch(prometheus.Labels{"namespace": t.Namespace, "pod": t.Pod})
-	m.success.DeleteLabelValues(t.Namespace, t.Pod)
+}
+
+var lastSuccessDesc = prometheus.NewDesc("gpuscale_adapter_scrape_last_success_timestamp_seconds",
+	"Unix time of the last successful scrape of each target pod.", []string{"namespace", "pod"}, nil)
+
+// lastSuccessCollector reports each target's last success from the
+// gatherer's own record at collection time. A GaugeVec would keep a second
+// copy of every target's labels, about 850 bytes each: 8 MiB at 10,000
+// inference pods.
+type lastSuccessCollector struct{ g *Gatherer }
+
+func (c lastSuccessCollector) Describe(ch chan<- *prometheus.Desc) { ch <- lastSuccessDesc }
+
+func (c lastSuccessCollector) Collect(ch chan<- prometheus.Metric) {
+	c.g.mu.Lock()
+	defer c.g.mu.Unlock()
+	for _, t := range c.g.known {
+		if ns := t.lastSuccess.Load(); ns != 0 {
+			ch <- prometheus.MustNewConstMetric(lastSuccessDesc, prometheus.GaugeValue, float64(ns)/1e9, t.Namespace, t.Pod)
+		}
+	}
 }
