@@ -74,7 +74,7 @@ func New(cfg Config) (*Gatherer, error) {
 	}
 	g := &Gatherer{cfg: cfg, log: cfg.Logger, m: newGatherMetrics(), now: time.Now, known: map[string]*target{}}
 	if cfg.Registerer != nil {
-		if err := g.m.register(cfg.Registerer, lastSuccessCollector{g}); err != nil {
+		if err := g.m.register(cfg.Registerer, targetCollector{g}); err != nil {
 			return nil, fmt.Errorf("gather: register metrics: %w", err)
 		}
 	}
@@ -87,6 +87,8 @@ type target struct {
 	// lastSuccess is when its last successful scrape started, in Unix
 	// nanoseconds; 0 until one has.
 	lastSuccess atomic.Int64
+	// failures counts its failed scrapes by failReasons.
+	failures [len(failReasons)]atomic.Uint64
 }
 
 // Run scrapes every interval until ctx is done. Cycles never overlap: a
@@ -175,11 +177,6 @@ func (g *Gatherer) track(targets []discovery.Target) map[string]*target {
 		byKey[k] = tt
 		counts[t.Kind]++
 	}
-	for k, old := range g.known {
-		if _, ok := byKey[k]; !ok {
-			g.m.forget(old.Target)
-		}
-	}
 	g.known = byKey
 	g.mu.Unlock()
 	for _, k := range []discovery.Kind{discovery.KindExporter, discovery.KindInference} {
@@ -193,14 +190,14 @@ func (g *Gatherer) ingest(tt *target, r scrape.Result) {
 	t := tt.Target
 	g.m.duration.WithLabelValues(t.Kind.String()).Observe(r.Duration.Seconds())
 	if r.Err != nil {
-		g.fail(t, scrape.Reason(r.Err), r.Err)
+		g.fail(tt, scrape.Reason(r.Err), r.Err)
 		return
 	}
 	switch t.Kind {
 	case discovery.KindExporter:
 		pods, node, ok := ingest.GPU(r.Families)
 		if !ok {
-			g.fail(t, "no_gpu_series", errors.New("the exporter reported no GPU series"))
+			g.fail(tt, reasonNoGPUSeries, errors.New("the exporter reported no GPU series"))
 			return
 		}
 		for k, s := range pods {
@@ -214,7 +211,7 @@ func (g *Gatherer) ingest(tt *target, r scrape.Result) {
 	case discovery.KindInference:
 		s, dialect, err := ingest.Inference(r.Families)
 		if err != nil {
-			g.fail(t, "unknown_dialect", err)
+			g.fail(tt, reasonUnknownDialect, err)
 			return
 		}
 		s.Time = r.Time
@@ -224,7 +221,8 @@ func (g *Gatherer) ingest(tt *target, r scrape.Result) {
 	tt.lastSuccess.Store(r.Time.UnixNano())
 }
 
-func (g *Gatherer) fail(t discovery.Target, reason string, err error) {
-	g.m.errors.WithLabelValues(t.Namespace, t.Pod, reason).Inc()
+func (g *Gatherer) fail(tt *target, reason string, err error) {
+	t := tt.Target
+	tt.failures[failReason(reason)].Add(1)
 	g.log.Debug("scrape failed", "target", t.Key(), "kind", t.Kind.String(), "url", t.URL, "reason", reason, "err", err)
 }

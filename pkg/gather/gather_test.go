@@ -152,7 +152,7 @@ func TestCycleEndToEnd(t *testing.T) {
 		}
 	}
 	for reason, pod := range map[string]string{"parse": "garbage", "timeout": "slow", "connect": "gone"} {
-		if n := testutil.ToFloat64(g.m.errors.WithLabelValues("ml", pod, reason)); n != 4 {
+		if n := scrapeErrors(t, g, pod, reason); n != 4 {
 			t.Errorf("errors{pod=%s,reason=%s} = %v, want 4", pod, reason, n)
 		}
 	}
@@ -203,8 +203,8 @@ func TestCounterResetAndVanishing(t *testing.T) {
 			t.Fatalf("bucket %d increase %v: a reset must not produce negative increases", i, c)
 		}
 	}
-	success := lastSuccessCollector{g}
-	if testutil.CollectAndCount(success) != 1 {
+	success := targetCollector{g}
+	if testutil.CollectAndCount(success, "gpuscale_adapter_scrape_last_success_timestamp_seconds") != 1 {
 		t.Fatal("want one success series")
 	}
 	if v, now := testutil.ToFloat64(success), float64(time.Now().Unix()); v < now-5 || v > now+1 {
@@ -213,6 +213,7 @@ func TestCounterResetAndVanishing(t *testing.T) {
 	pods.pods = nil
 	g.Cycle(ctx)
 	if n := testutil.CollectAndCount(success); n != 0 {
+		// errors included: the restarted server's scrapes failed
 		t.Fatalf("vanished target still has %d success series", n)
 	}
 }
@@ -270,5 +271,47 @@ func TestProblemsLoggedOnChange(t *testing.T) {
 	}
 	if v := testutil.ToFloat64(g.m.misconfigured); v != 0 {
 		t.Errorf("misconfigured gauge %v after the fix, want 0", v)
+	}
+}
+
+// scrapeErrors reads gpuscale_adapter_scrape_errors_total of one pod and
+// reason as a scrape of the adapter would.
+func scrapeErrors(t *testing.T, g *Gatherer, pod, reason string) float64 {
+	t.Helper()
+	reg := prometheus.NewPedanticRegistry()
+	reg.MustRegister(targetCollector{g})
+	fams, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range fams {
+		if mf.GetName() != "gpuscale_adapter_scrape_errors_total" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			lbl := map[string]string{}
+			for _, lp := range m.GetLabel() {
+				lbl[lp.GetName()] = lp.GetValue()
+			}
+			if lbl["namespace"] == "ml" && lbl["pod"] == pod && lbl["reason"] == reason {
+				return m.GetCounter().GetValue()
+			}
+		}
+	}
+	return 0
+}
+
+func TestFailReason(t *testing.T) {
+	for _, tt := range []struct {
+		reason, want string
+	}{
+		{scrape.ReasonTimeout, "timeout"},
+		{reasonUnknownDialect, "unknown_dialect"},
+		{reasonNoGPUSeries, "no_gpu_series"},
+		{"a reason added later", "other"},
+	} {
+		if got := failReasons[failReason(tt.reason)]; got != tt.want {
+			t.Errorf("failReason(%q) is %q, want %q", tt.reason, got, tt.want)
+		}
 	}
 }

@@ -1,15 +1,16 @@
 package gather
 
 import (
+	"slices"
+
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/gpuscale/gpuscale/pkg/discovery"
+	"github.com/gpuscale/gpuscale/pkg/scrape"
 )
 
 // gatherMetrics show the health of every target, so an operator can see
 // why a pod's metric is missing.
 type gatherMetrics struct {
-	errors        *prometheus.CounterVec
 	duration      *prometheus.HistogramVec
 	targets       *prometheus.GaugeVec
 	dialects      *prometheus.CounterVec
@@ -19,10 +20,6 @@ type gatherMetrics struct {
 
 func newGatherMetrics() *gatherMetrics {
 	return &gatherMetrics{
-		errors: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "gpuscale_adapter_scrape_errors_total",
-			Help: "Failed scrapes by target pod and reason (timeout, connect, http_status, too_large, parse, unknown_dialect, no_gpu_series, ...).",
-		}, []string{"namespace", "pod", "reason"}),
 		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "gpuscale_adapter_scrape_duration_seconds",
 			Help:    "Duration of one target scrape, by target kind.",
@@ -49,7 +46,7 @@ func newGatherMetrics() *gatherMetrics {
 }
 
 func (m *gatherMetrics) register(r prometheus.Registerer, more ...prometheus.Collector) error {
-	for _, c := range append([]prometheus.Collector{m.errors, m.duration, m.targets, m.dialects, m.cycle, m.misconfigured}, more...) {
+	for _, c := range append([]prometheus.Collector{m.duration, m.targets, m.dialects, m.cycle, m.misconfigured}, more...) {
 		if err := r.Register(c); err != nil {
 			return err
 		}
@@ -57,27 +54,57 @@ func (m *gatherMetrics) register(r prometheus.Registerer, more ...prometheus.Col
 	return nil
 }
 
-func (m *gatherMetrics) forget(t discovery.Target) {
-	m.errors.DeletePartialMatch(prometheus.Labels{"namespace": t.Namespace, "pod": t.Pod})
+// failReasons are the values of the errors' reason label: the scraper's
+// reasons, then the gatherer's own.
+var failReasons = [...]string{scrape.ReasonTimeout, scrape.ReasonConnect, scrape.ReasonHTTPStatus, scrape.ReasonTooLarge,
+	scrape.ReasonParse, scrape.ReasonCanceled, scrape.ReasonOther, reasonUnknownDialect, reasonNoGPUSeries}
+
+const (
+	reasonUnknownDialect = "unknown_dialect"
+	reasonNoGPUSeries    = "no_gpu_series"
+)
+
+// failReason returns the index of reason in failReasons, "other" for one
+// it does not know.
+func failReason(reason string) int {
+	if i := slices.Index(failReasons[:], reason); i >= 0 {
+		return i
+	}
+	return slices.Index(failReasons[:], scrape.ReasonOther)
 }
 
-var lastSuccessDesc = prometheus.NewDesc("gpuscale_adapter_scrape_last_success_timestamp_seconds",
-	"Unix time of the last successful scrape of each target pod.", []string{"namespace", "pod"}, nil)
+var (
+	lastSuccessDesc = prometheus.NewDesc("gpuscale_adapter_scrape_last_success_timestamp_seconds",
+		"Unix time of the last successful scrape of each target pod.", []string{"namespace", "pod"}, nil)
+	scrapeErrorsDesc = prometheus.NewDesc("gpuscale_adapter_scrape_errors_total",
+		"Failed scrapes by target pod and reason (timeout, connect, http_status, too_large, parse, unknown_dialect, no_gpu_series, ...).",
+		[]string{"namespace", "pod", "reason"}, nil)
+)
 
-// lastSuccessCollector reports each target's last success from the
-// gatherer's own record at collection time. A GaugeVec would keep a second
-// copy of every target's labels, about 850 bytes each: 8 MiB at 10,000
-// inference pods.
-type lastSuccessCollector struct{ g *Gatherer }
+// targetCollector reports each target's last success and failures from
+// the gatherer's own record of its targets, at collection time. Metric
+// vectors would keep a second copy of every target's labels, about 850
+// bytes a series: 8 MiB for the last successes of 10,000 inference pods,
+// as much again once each has failed once. A vanished target's series go
+// with its record.
+type targetCollector struct{ g *Gatherer }
 
-func (c lastSuccessCollector) Describe(ch chan<- *prometheus.Desc) { ch <- lastSuccessDesc }
+func (c targetCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- lastSuccessDesc
+	ch <- scrapeErrorsDesc
+}
 
-func (c lastSuccessCollector) Collect(ch chan<- prometheus.Metric) {
+func (c targetCollector) Collect(ch chan<- prometheus.Metric) {
 	c.g.mu.Lock()
 	defer c.g.mu.Unlock()
 	for _, t := range c.g.known {
 		if ns := t.lastSuccess.Load(); ns != 0 {
 			ch <- prometheus.MustNewConstMetric(lastSuccessDesc, prometheus.GaugeValue, float64(ns)/1e9, t.Namespace, t.Pod)
+		}
+		for i := range t.failures {
+			if n := t.failures[i].Load(); n > 0 {
+				ch <- prometheus.MustNewConstMetric(scrapeErrorsDesc, prometheus.CounterValue, float64(n), t.Namespace, t.Pod, failReasons[i])
+			}
 		}
 	}
 }
