@@ -50,8 +50,6 @@ type Sample struct {
 	TTFT *histogram.Histogram
 	// Model is the served model, for per-model external metrics.
 	Model string
-	// ttft places TTFT in its window's series; set when it is stored.
-	ttft ttftPlace
 }
 
 // ttftPlace is what a window's TTFT increase needs of a sample besides its
@@ -84,9 +82,13 @@ func (s *Sample) Get(sig Signal) (float64, bool) {
 // Key identifies a pod ("namespace/name") or a node ("name").
 type Key struct{ Namespace, Name string }
 
-// window is a ring of samples, oldest first.
+// window is a ring of what an object's samples from one source leave
+// behind, oldest first. Scalar signals are read from the newest sample only
+// (objects.latest), so the window keeps of each sample just what a TTFT
+// increase reads: a quarter of a Sample's size, which at 10,000 pods and
+// 25 samples each is 24 MiB a source.
 type window struct {
-	buf   []Sample
+	buf   []point
 	start int
 	n     int
 	// seq and layouts are the last ttftPlace numbers handed out.
@@ -95,50 +97,61 @@ type window struct {
 	step time.Duration
 }
 
-// place sets smp's ttftPlace as the successor of the window's newest
-// sample with a TTFT histogram.
-func (w *window) place(smp *Sample) {
+// point is a window's record of one sample.
+type point struct {
+	// time is the sample's, in Unix nanoseconds.
+	time int64
+	// ttft is the sample's TTFT histogram, nil once it is past retention.
+	ttft  *histogram.Histogram
+	place ttftPlace
+}
+
+func (p *point) Time() time.Time { return time.Unix(0, p.time) }
+
+// place sets p's ttftPlace as the successor of the window's newest point
+// with a TTFT histogram.
+func (w *window) place(p *point) {
 	w.seq++
-	smp.ttft = ttftPlace{seq: w.seq}
+	p.place = ttftPlace{seq: w.seq}
 	for i := w.n - 1; i >= 0; i-- {
 		prev := w.at(i)
-		if prev.TTFT == nil {
+		if prev.ttft == nil {
 			continue
 		}
-		if histogram.SameBounds(prev.TTFT, smp.TTFT) {
+		if histogram.SameBounds(prev.ttft, p.ttft) {
 			// Every scrape parses the bounds afresh; keeping one copy
 			// per series saves a third of a window's memory (23
 			// bounds of vLLM's layout in every sample).
-			smp.TTFT.Bounds = prev.TTFT.Bounds
-			smp.ttft.layout = prev.ttft.layout
-			smp.ttft.resets = histogram.NextResets(prev.ttft.resets, prev.TTFT, smp.TTFT)
+			p.ttft.Bounds = prev.ttft.Bounds
+			p.place.layout = prev.place.layout
+			p.place.resets = histogram.NextResets(prev.place.resets, prev.ttft, p.ttft)
 			return
 		}
 		break
 	}
 	w.layouts++
-	smp.ttft.layout = w.layouts
+	p.place.layout = w.layouts
 }
 
-func (w *window) push(s Sample, capacity int) {
+func (w *window) push(p point, capacity int) {
 	if w.buf == nil {
-		w.buf = make([]Sample, capacity)
+		w.buf = make([]point, capacity)
 	}
 	if w.n > 0 {
-		w.step = s.Time.Sub(w.newest().Time)
+		w.step = time.Duration(p.time - w.newest().time)
 	}
 	if w.n < len(w.buf) {
-		w.buf[(w.start+w.n)%len(w.buf)] = s
+		w.buf[(w.start+w.n)%len(w.buf)] = p
 		w.n++
 		return
 	}
-	w.buf[w.start] = s
+	w.buf[w.start] = p
 	w.start = (w.start + 1) % len(w.buf)
 }
 
-func (w *window) at(i int) *Sample { return &w.buf[(w.start+i)%len(w.buf)] }
+func (w *window) at(i int) *point { return &w.buf[(w.start+i)%len(w.buf)] }
 
-func (w *window) newest() *Sample {
+func (w *window) newest() *point {
 	if w.n == 0 {
 		return nil
 	}
@@ -149,11 +162,11 @@ func (w *window) newest() *Sample {
 // (from, to], false unless there are two such. Samples are in time order
 // (put drops any that is not newer), so the window's samples are one run.
 func (w *window) run(from, to time.Time) (first, last int, ok bool) {
-	first, last = w.firstAfter(from), w.n-1
-	for last >= first && (w.at(last).Time.After(to) || w.at(last).TTFT == nil) {
+	first, last = w.firstAfter(from.UnixNano()), w.n-1
+	for end := to.UnixNano(); last >= first && (w.at(last).time > end || w.at(last).ttft == nil); {
 		last--
 	}
-	for first < last && w.at(first).TTFT == nil {
+	for first < last && w.at(first).ttft == nil {
 		first++
 	}
 	return first, last, first < last
@@ -164,18 +177,18 @@ func (w *window) run(from, to time.Time) (first, last int, ok bool) {
 // puts t and walks from there: at 10,000 pods each sample read is a cache
 // miss, and a binary search's scattered reads were a third of a TTFT
 // list's time; this reads one or two neighbours.
-func (w *window) firstAfter(t time.Time) int {
-	if w.n == 0 || !w.at(w.n-1).Time.After(t) {
+func (w *window) firstAfter(t int64) int {
+	if w.n == 0 || w.at(w.n-1).time <= t {
 		return w.n
 	}
 	i := w.n - 1
 	if w.step > 0 {
-		i = max(0, i-int(w.at(i).Time.Sub(t)/w.step))
+		i = max(0, i-int(time.Duration(w.at(i).time-t)/w.step))
 	}
-	for i > 0 && w.at(i-1).Time.After(t) {
+	for i > 0 && w.at(i-1).time > t {
 		i--
 	}
-	for !w.at(i).Time.After(t) {
+	for w.at(i).time <= t {
 		i++
 	}
 	return i
@@ -346,28 +359,29 @@ func (s *Store) PutNode(name string, smp Sample) {
 
 // put appends smp unless it is not newer than the window's newest.
 func put(w *window, smp Sample, keep retention) bool {
-	if last := w.newest(); last != nil && !smp.Time.After(last.Time) {
+	p := point{time: smp.Time.UnixNano(), ttft: smp.TTFT}
+	if last := w.newest(); last != nil && p.time <= last.time {
 		return false
 	}
-	if smp.TTFT != nil {
-		w.place(&smp)
+	if p.ttft != nil {
+		w.place(&p)
 	}
-	w.push(smp, keep.samples)
+	w.push(p, keep.samples)
 	if keep.ttft > 0 {
-		w.dropTTFTBefore(smp.Time.Add(-keep.ttft))
+		w.dropTTFTBefore(p.time - int64(keep.ttft))
 	}
 	return true
 }
 
-// dropTTFTBefore drops the TTFT histograms of the samples at or before t,
+// dropTTFTBefore drops the TTFT histograms of the points at or before t,
 // never the newest's.
-func (w *window) dropTTFTBefore(t time.Time) {
+func (w *window) dropTTFTBefore(t int64) {
 	for i := 0; i < w.n-1; i++ {
-		smp := w.at(i)
-		if smp.Time.After(t) {
+		p := w.at(i)
+		if p.time > t {
 			return
 		}
-		smp.TTFT, smp.ttft.resets = nil, nil
+		p.ttft, p.place.resets = nil, nil
 	}
 }
 
@@ -516,7 +530,7 @@ func (s *Store) TTFTEach(l *Lookup, now time.Time, win, maxAge time.Duration, fn
 // a new histogram when dst is nil. The caller holds the read lock.
 func (e *entry) ttftIncrease(now time.Time, win, maxAge time.Duration, dst *histogram.Histogram) (*histogram.Histogram, bool) {
 	w := &e.windows[SourceInference]
-	if n := w.newest(); n == nil || now.Sub(n.Time) > maxAge {
+	if n := w.newest(); n == nil || now.Sub(n.Time()) > maxAge {
 		return nil, false
 	}
 	first, last, ok := w.run(now.Add(-win), now)
@@ -524,16 +538,16 @@ func (e *entry) ttftIncrease(now time.Time, win, maxAge time.Duration, dst *hist
 		return nil, false
 	}
 	f, l := w.at(first), w.at(last)
-	if f.ttft.layout != l.ttft.layout {
+	if f.place.layout != l.place.layout {
 		return nil, false // the buckets changed inside the window
 	}
 	out := dst
 	if out == nil {
 		out = &histogram.Histogram{}
 	}
-	histogram.IncreaseBetween(out, f.TTFT, l.TTFT, f.ttft.resets, l.ttft.resets)
-	n := int(l.ttft.seq - f.ttft.seq + 1)
-	histogram.ExtrapolateInto(out, out, f.TTFT, f.Time, l.Time, n, now, win)
+	histogram.IncreaseBetween(out, f.ttft, l.ttft, f.place.resets, l.place.resets)
+	n := int(l.place.seq - f.place.seq + 1)
+	histogram.ExtrapolateInto(out, out, f.ttft, f.Time(), l.Time(), n, now, win)
 	if dst == nil {
 		out.Bounds = slices.Clone(out.Bounds) // the caller keeps it; not the stored sample's
 	}
@@ -569,7 +583,7 @@ func (o *objects) forget(now time.Time, maxAge time.Duration) int {
 
 func stale(e *entry, now time.Time, maxAge time.Duration) bool {
 	for i := range e.windows {
-		if n := e.windows[i].newest(); n != nil && now.Sub(n.Time) <= maxAge {
+		if n := e.windows[i].newest(); n != nil && now.Sub(n.Time()) <= maxAge {
 			return false
 		}
 	}

@@ -380,18 +380,18 @@ func TestWindowRun(t *testing.T) {
 		at := t0
 		for range rng.IntN(3 * capacity) {
 			at = at.Add(time.Duration(1+rng.IntN(5)) * time.Second)
-			smp := Sample{Time: at}
+			p := point{time: at.UnixNano()}
 			if rng.IntN(4) > 0 {
-				smp.TTFT = hist(1, 2, 3)
+				p.ttft = hist(1, 2, 3)
 			}
-			w.push(smp, capacity)
+			w.push(p, capacity)
 		}
 		from := t0.Add(time.Duration(rng.IntN(60)) * time.Second)
 		to := from.Add(time.Duration(rng.IntN(60)) * time.Second)
 
 		wantFirst, wantLast, count := -1, -1, 0
 		for i := 0; i < w.n; i++ {
-			if smp := w.at(i); smp.Time.After(from) && !smp.Time.After(to) && smp.TTFT != nil {
+			if p := w.at(i); p.Time().After(from) && !p.Time().After(to) && p.ttft != nil {
 				if wantFirst < 0 {
 					wantFirst = i
 				}
@@ -521,7 +521,7 @@ func TestTTFTRetention(t *testing.T) {
 			n := 0
 			w := &st.entry(k).windows[SourceInference]
 			for i := 0; i < w.n; i++ {
-				if w.at(i).TTFT != nil {
+				if w.at(i).ttft != nil {
 					n++
 				}
 			}
@@ -532,8 +532,8 @@ func TestTTFTRetention(t *testing.T) {
 		}
 		w := &trimmed.entry(k).windows[SourceInference]
 		for i := 0; i < w.n-1; i++ {
-			if smp := w.at(i); smp.TTFT != nil && !smp.Time.After(w.newest().Time.Add(-win)) {
-				t.Fatalf("series %d: a histogram %v before the newest sample kept", series, w.newest().Time.Sub(smp.Time))
+			if p := w.at(i); p.ttft != nil && !p.Time().After(w.newest().Time().Add(-win)) {
+				t.Fatalf("series %d: a histogram %v before the newest sample kept", series, w.newest().Time().Sub(p.Time()))
 			}
 		}
 	}
