@@ -29,8 +29,12 @@ const acceptHeader = "text/plain;version=0.0.4;q=1,*/*;q=0.1"
 const readBufSize = 32 << 10
 
 var (
-	bufPool  = sync.Pool{New: func() any { return bufio.NewReaderSize(nil, readBufSize) }}
-	gzipPool sync.Pool // *gzip.Reader; empty until the first gzip response
+	bufPool = sync.Pool{New: func() any { return bufio.NewReaderSize(nil, readBufSize) }}
+	// parserBufPool feeds the text parser from the family filter, in the
+	// parser's own small reads; its default size is the least it uses
+	// as is.
+	parserBufPool = sync.Pool{New: func() any { return bufio.NewReaderSize(nil, 4096) }}
+	gzipPool      sync.Pool // *gzip.Reader; empty until the first gzip response
 )
 
 // capReader passes at most limit bytes through and fails with ErrTooLarge when
@@ -164,10 +168,12 @@ func decode(r io.Reader, format expfmt.Format, maxBytes int64, sel *Families) (m
 	default:
 		in := br
 		if sel != nil {
-			// The parser reads through a buffer of its own; a pooled
-			// one of at least its default size is used as is.
-			in = getBuf(&familyFilter{src: br, sel: sel})
-			defer putBuf(in)
+			in = parserBufPool.Get().(*bufio.Reader)
+			in.Reset(&familyFilter{src: br, sel: sel})
+			defer func() {
+				in.Reset(nil)
+				parserBufPool.Put(in)
+			}()
 		}
 		p := expfmt.NewTextParser(model.UTF8Validation)
 		fams, err := p.TextToMetricFamilies(in)
