@@ -95,6 +95,12 @@ type window struct {
 	seq, layouts uint32
 	// step is the time between the two newest samples.
 	step time.Duration
+	// lastTTFT is the newest point with a TTFT histogram's histogram,
+	// unpacked (the newest sample's, which objects.latest holds too),
+	// and lastTTFTAt that point's time; nil once the point is gone or
+	// past retention.
+	lastTTFT   *histogram.Histogram
+	lastTTFTAt int64
 }
 
 // point is a window's record of one sample.
@@ -102,35 +108,40 @@ type point struct {
 	// time is the sample's, in Unix nanoseconds.
 	time int64
 	// ttft is the sample's TTFT histogram, nil once it is past retention.
-	ttft  *histogram.Histogram
+	ttft  *packedTTFT
 	place ttftPlace
 }
 
 func (p *point) Time() time.Time { return time.Unix(0, p.time) }
 
-// place sets p's ttftPlace as the successor of the window's newest point
-// with a TTFT histogram.
-func (w *window) place(p *point) {
+// place stores h as p's TTFT histogram, the successor in its series of
+// the window's newest point with one.
+func (w *window) place(p *point, h *histogram.Histogram) {
 	w.seq++
 	p.place = ttftPlace{seq: w.seq}
+	defer func() { w.lastTTFT, w.lastTTFTAt = h, p.time }()
 	for i := w.n - 1; i >= 0; i-- {
 		prev := w.at(i)
 		if prev.ttft == nil {
 			continue
 		}
-		if histogram.SameBounds(prev.ttft, p.ttft) {
+		// prev is the newest point with a histogram, so lastTTFT is
+		// its histogram.
+		if histogram.SameBounds(w.lastTTFT, h) {
 			// Every scrape parses the bounds afresh; keeping one copy
 			// per series saves a third of a window's memory (23
 			// bounds of vLLM's layout in every sample).
-			p.ttft.Bounds = prev.ttft.Bounds
+			h.Bounds = w.lastTTFT.Bounds
 			p.place.layout = prev.place.layout
-			p.place.resets = histogram.NextResets(prev.place.resets, prev.ttft, p.ttft)
+			p.place.resets = histogram.NextResets(prev.place.resets, w.lastTTFT, h)
+			p.ttft = pack(h, prev.ttft.base)
 			return
 		}
 		break
 	}
 	w.layouts++
 	p.place.layout = w.layouts
+	p.ttft = pack(h, nil)
 }
 
 func (w *window) push(p point, capacity int) {
@@ -145,8 +156,16 @@ func (w *window) push(p point, capacity int) {
 		w.n++
 		return
 	}
+	w.forgetLastTTFT(&w.buf[w.start])
 	w.buf[w.start] = p
 	w.start = (w.start + 1) % len(w.buf)
+}
+
+// forgetLastTTFT lets lastTTFT go with the point it belongs to.
+func (w *window) forgetLastTTFT(p *point) {
+	if p.ttft != nil && p.time == w.lastTTFTAt {
+		w.lastTTFT = nil
+	}
 }
 
 func (w *window) at(i int) *point { return &w.buf[(w.start+i)%len(w.buf)] }
@@ -359,12 +378,12 @@ func (s *Store) PutNode(name string, smp Sample) {
 
 // put appends smp unless it is not newer than the window's newest.
 func put(w *window, smp Sample, keep retention) bool {
-	p := point{time: smp.Time.UnixNano(), ttft: smp.TTFT}
+	p := point{time: smp.Time.UnixNano()}
 	if last := w.newest(); last != nil && p.time <= last.time {
 		return false
 	}
-	if p.ttft != nil {
-		w.place(&p)
+	if smp.TTFT != nil {
+		w.place(&p, smp.TTFT)
 	}
 	w.push(p, keep.samples)
 	if keep.ttft > 0 {
@@ -381,6 +400,7 @@ func (w *window) dropTTFTBefore(t int64) {
 		if p.time > t {
 			return
 		}
+		w.forgetLastTTFT(p)
 		p.ttft, p.place.resets = nil, nil
 	}
 }
@@ -503,6 +523,12 @@ func (s *Store) TTFTIncrease(k Key, now time.Time, win, maxAge time.Duration) (*
 	return e.ttftIncrease(now, win, maxAge, nil)
 }
 
+// ttftScratch is where a list of TTFT increases unpacks each window's end
+// histograms and computes its increase, one pod after another.
+type ttftScratch struct {
+	first, last, increase histogram.Histogram
+}
+
 // TTFTEach calls fn(i, newest, increase) for every name i of l whose TTFT
 // increase TTFTIncrease would give, all under one read lock: the Pods-metric
 // list of a TTFT quantile. newest is the pod's newest inference sample.
@@ -515,7 +541,7 @@ func (s *Store) TTFTEach(l *Lookup, now time.Time, win, maxAge time.Duration, fn
 	if ns == nil {
 		return
 	}
-	var scratch histogram.Histogram
+	var scratch ttftScratch
 	for i, j := range l.slots(ns) {
 		if j < 0 {
 			continue
@@ -526,9 +552,9 @@ func (s *Store) TTFTEach(l *Lookup, now time.Time, win, maxAge time.Duration, fn
 	}
 }
 
-// ttftIncrease is TTFTIncrease of one entry, extrapolated into dst, or into
-// a new histogram when dst is nil. The caller holds the read lock.
-func (e *entry) ttftIncrease(now time.Time, win, maxAge time.Duration, dst *histogram.Histogram) (*histogram.Histogram, bool) {
+// ttftIncrease is TTFTIncrease of one entry, worked out in scratch, or in
+// new histograms when scratch is nil. The caller holds the read lock.
+func (e *entry) ttftIncrease(now time.Time, win, maxAge time.Duration, scratch *ttftScratch) (*histogram.Histogram, bool) {
 	w := &e.windows[SourceInference]
 	if n := w.newest(); n == nil || now.Sub(n.Time()) > maxAge {
 		return nil, false
@@ -541,14 +567,15 @@ func (e *entry) ttftIncrease(now time.Time, win, maxAge time.Duration, dst *hist
 	if f.place.layout != l.place.layout {
 		return nil, false // the buckets changed inside the window
 	}
-	out := dst
-	if out == nil {
-		out = &histogram.Histogram{}
+	keep := scratch == nil
+	if keep {
+		scratch = &ttftScratch{}
 	}
-	histogram.IncreaseBetween(out, f.ttft, l.ttft, f.place.resets, l.place.resets)
+	fh, lh, out := f.ttft.unpack(&scratch.first), l.ttft.unpack(&scratch.last), &scratch.increase
+	histogram.IncreaseBetween(out, fh, lh, f.place.resets, l.place.resets)
 	n := int(l.place.seq - f.place.seq + 1)
-	histogram.ExtrapolateInto(out, out, f.ttft, f.Time(), l.Time(), n, now, win)
-	if dst == nil {
+	histogram.ExtrapolateInto(out, out, fh, f.Time(), l.Time(), n, now, win)
+	if keep {
 		out.Bounds = slices.Clone(out.Bounds) // the caller keeps it; not the stored sample's
 	}
 	return out, true

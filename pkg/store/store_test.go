@@ -382,7 +382,7 @@ func TestWindowRun(t *testing.T) {
 			at = at.Add(time.Duration(1+rng.IntN(5)) * time.Second)
 			p := point{time: at.UnixNano()}
 			if rng.IntN(4) > 0 {
-				p.ttft = hist(1, 2, 3)
+				p.ttft = pack(hist(1, 2, 3), nil)
 			}
 			w.push(p, capacity)
 		}
