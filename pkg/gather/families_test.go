@@ -7,6 +7,8 @@ import (
 	"reflect"
 	"testing"
 
+	dto "github.com/prometheus/client_model/go"
+
 	"github.com/gpuscale/gpuscale/pkg/discovery"
 	"github.com/gpuscale/gpuscale/pkg/ingest"
 	"github.com/gpuscale/gpuscale/pkg/scrape"
@@ -31,6 +33,22 @@ func readFile(t *testing.T, path string) []byte {
 	return b
 }
 
+// scrapeBoth serves body and scrapes it whole and as the gatherer scrapes
+// a target of kind.
+func scrapeBoth(t *testing.T, s *scrape.Scraper, body []byte, kind discovery.Kind) (all, read map[string]*dto.MetricFamily) {
+	t.Helper()
+	url := textServer(t, body)
+	all, err := s.Scrape(t.Context(), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	read, err = s.ScrapeFamilies(t.Context(), url, readFamilies[kind])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return all, read
+}
+
 // TestReadFamiliesKeepWhatIngestReads scrapes real expositions whole and as
 // the gatherer does, skipping the families ingest does not read: ingest
 // must make the same samples of both, warnings and errors included.
@@ -53,15 +71,7 @@ func TestReadFamiliesKeepWhatIngestReads(t *testing.T) {
 	}
 	for _, tt := range inference {
 		t.Run(tt.name, func(t *testing.T) {
-			url := textServer(t, tt.body)
-			all, err := s.Scrape(t.Context(), url)
-			if err != nil {
-				t.Fatal(err)
-			}
-			read, err := s.ScrapeFamilies(t.Context(), url, readFamilies[discovery.KindInference])
-			if err != nil {
-				t.Fatal(err)
-			}
+			all, read := scrapeBoth(t, s, tt.body, discovery.KindInference)
 			if len(read) > len(all) {
 				t.Errorf("parsed %d families of %d", len(read), len(all))
 			}
@@ -76,15 +86,7 @@ func TestReadFamiliesKeepWhatIngestReads(t *testing.T) {
 		})
 	}
 	t.Run("exporter", func(t *testing.T) {
-		url := textServer(t, readFile(t, filepath.Join("..", "metrics", "testdata", "node.golden")))
-		all, err := s.Scrape(t.Context(), url)
-		if err != nil {
-			t.Fatal(err)
-		}
-		read, err := s.ScrapeFamilies(t.Context(), url, readFamilies[discovery.KindExporter])
-		if err != nil {
-			t.Fatal(err)
-		}
+		all, read := scrapeBoth(t, s, readFile(t, filepath.Join("..", "metrics", "testdata", "node.golden")), discovery.KindExporter)
 		if len(read) >= len(all) {
 			t.Errorf("parsed %d families of %d", len(read), len(all))
 		}
