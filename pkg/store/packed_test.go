@@ -27,14 +27,15 @@ func TestPackUnpack(t *testing.T) {
 		{"a count not an integer", hist(10.5, 20, 30), base, false},
 		{"other layout", hist(10, 20, 30, 40), base, false},
 		{"large integers", hist(1<<52+3, 1<<52+9, 1<<52+9), hist(1<<52, 1<<52, 1<<52), true},
+		{"more buckets than packed", hist(make([]float64, maxPackedBuckets+1)...), hist(make([]float64, maxPackedBuckets+1)...), false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			tt.h.Sum = 7.25
 			want := &histogram.Histogram{Bounds: tt.h.Bounds, Counts: slices.Clone(tt.h.Counts), Sum: tt.h.Sum, Count: tt.h.Count}
 			p := pack(tt.h, tt.base)
-			if packed := p.off != nil; packed != tt.wantPacked {
-				t.Fatalf("packed = %v, want %v", packed, tt.wantPacked)
+			if p.packed != tt.wantPacked {
+				t.Fatalf("packed = %v, want %v", p.packed, tt.wantPacked)
 			}
 			got := p.unpack(&histogram.Histogram{Counts: make([]float64, 1)})
 			if !slices.Equal(got.Counts, want.Counts) || got.Sum != want.Sum || got.Count != want.Count || !slices.Equal(got.Bounds, want.Bounds) {
