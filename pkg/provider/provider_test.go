@@ -6,9 +6,11 @@ import (
 	"maps"
 	"math"
 	"reflect"
+	"runtime"
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -22,6 +24,7 @@ import (
 	appslisters "k8s.io/client-go/listers/apps/v1"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/metrics/pkg/apis/custom_metrics"
 	cmprovider "sigs.k8s.io/custom-metrics-apiserver/pkg/provider"
 
 	"github.com/gpuscale/gpuscale/internal/cpumeter"
@@ -537,5 +540,78 @@ func TestPodsAllNamespaces(t *testing.T) {
 	want := map[string]float64{"a/p": 1 + 'a', "b/p": 1 + 'b'}
 	if !maps.Equal(got, want) {
 		t.Errorf("items %v, want %v", got, want)
+	}
+}
+
+func TestInParallel(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(4))
+	for _, n := range []int{0, 1, parallelMin, 2*parallelMin - 1, 2 * parallelMin, 10001} {
+		var mu sync.Mutex
+		seen := make([]int, n)
+		calls := 0
+		inParallel(n, func(lo, hi int) {
+			mu.Lock()
+			defer mu.Unlock()
+			calls++
+			for i := lo; i < hi; i++ {
+				seen[i]++
+			}
+		})
+		for i, c := range seen {
+			if c != 1 {
+				t.Fatalf("n=%d: index %d visited %d times", n, i, c)
+			}
+		}
+		if want := max(1, min(4, n/parallelMin)); calls != want {
+			t.Errorf("n=%d: %d shares, want %d", n, calls, want)
+		}
+	}
+}
+
+// TestTTFTListInParallel: a TTFT list long enough to be split among
+// goroutines answers exactly as one goroutine does, model selector,
+// missing histograms and stale pods included.
+func TestTTFTListInParallel(t *testing.T) {
+	f := newFixture()
+	sel := map[string]string{"app": "llm"}
+	const pods = 3*parallelMin + 17
+	for i := range pods {
+		name := fmt.Sprintf("llm-%05d", i)
+		f.addPod("ml", name, true, sel)
+		model := []string{"a", "b"}[i%2]
+		for s := range 12 {
+			at := t0.Add(time.Duration(s-11) * 5 * time.Second)
+			if i%7 == 0 {
+				at = at.Add(-time.Hour) // stale
+			}
+			var h *histogram.Histogram
+			if i%5 != 0 {
+				h = hist(float64(s*(i%13)), float64(s*(1+i%3)))
+			}
+			f.put("ml", name, store.SourceInference, at, model, map[store.Signal]float64{store.QueueDepth: 1}, h)
+		}
+	}
+	list := func(procs int, metricSel labels.Selector) []custom_metrics.MetricValue {
+		defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(procs))
+		l, err := f.p.GetMetricBySelector(context.Background(), "ml", labels.SelectorFromSet(sel), podsInfo(TTFTP90), metricSel)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return l.Items
+	}
+	for _, metricSel := range []labels.Selector{labels.Everything(), labels.SelectorFromSet(map[string]string{ModelLabel: "a"})} {
+		want, got := list(1, metricSel), list(4, metricSel)
+		if len(want) == 0 || len(want) == pods {
+			t.Fatalf("%d items of %d pods: the fixture should leave some pods out", len(want), pods)
+		}
+		if len(got) != len(want) {
+			t.Fatalf("selector %q: %d items in parallel, %d alone", metricSel, len(got), len(want))
+		}
+		for i := range want {
+			if got[i].DescribedObject.Name != want[i].DescribedObject.Name || got[i].Value.Cmp(want[i].Value) != 0 {
+				t.Fatalf("item %d: %s=%s in parallel, %s=%s alone", i, got[i].DescribedObject.Name, got[i].Value.String(),
+					want[i].DescribedObject.Name, want[i].Value.String())
+			}
+		}
 	}
 }

@@ -535,6 +535,12 @@ type ttftScratch struct {
 // increase is a scratch histogram overwritten for the next pod: fn must
 // not keep it, nor newest.
 func (s *Store) TTFTEach(l *Lookup, now time.Time, win, maxAge time.Duration, fn func(i int, newest *Sample, increase *histogram.Histogram)) {
+	s.TTFTEachIn(l, 0, l.Len(), now, win, maxAge, fn)
+}
+
+// TTFTEachIn is TTFTEach over names lo to hi-1 of l, so that a long list
+// can be split among goroutines, each with its own call and fn.
+func (s *Store) TTFTEachIn(l *Lookup, lo, hi int, now time.Time, win, maxAge time.Duration, fn func(i int, newest *Sample, increase *histogram.Histogram)) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	ns := s.pods[l.namespace]
@@ -542,7 +548,9 @@ func (s *Store) TTFTEach(l *Lookup, now time.Time, win, maxAge time.Duration, fn
 		return
 	}
 	var scratch ttftScratch
-	for i, j := range l.slots(ns) {
+	slots := l.slots(ns)
+	for i := lo; i < hi; i++ {
+		j := slots[i]
 		if j < 0 {
 			continue
 		}
