@@ -11,6 +11,8 @@ import (
 
 	"github.com/spf13/pflag"
 	"k8s.io/apimachinery/pkg/labels"
+
+	"github.com/gpuscale/gpuscale/pkg/scrape"
 )
 
 // Options are the adapter's own flags; the API server's (TLS, delegated
@@ -20,6 +22,7 @@ type Options struct {
 	ScrapeInterval   time.Duration
 	ScrapeTimeout    time.Duration
 	ScrapeWorkers    int
+	MaxIdleConns     int
 	MaxScrapeBytes   int64
 	MaxStaleness     time.Duration
 	TTFTWindow       time.Duration
@@ -53,6 +56,7 @@ func NewOptions() *Options {
 		Source:           SourceEmbedded,
 		ScrapeInterval:   5 * time.Second,
 		ScrapeWorkers:    64,
+		MaxIdleConns:     scrape.DefaultMaxIdleConns,
 		MaxScrapeBytes:   10 << 20,
 		TTFTWindow:       60 * time.Second,
 		Window:           2 * time.Minute,
@@ -76,6 +80,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.ScrapeInterval, "scrape-interval", o.ScrapeInterval, "How often every target is scraped.")
 	fs.DurationVar(&o.ScrapeTimeout, "scrape-timeout", o.ScrapeTimeout, "Deadline of one target scrape (default: 80% of --scrape-interval, at most 10s).")
 	fs.IntVar(&o.ScrapeWorkers, "scrape-workers", o.ScrapeWorkers, "Targets scraped concurrently.")
+	fs.IntVar(&o.MaxIdleConns, "scrape-max-idle-conns", o.MaxIdleConns, "Connections to targets kept alive between scrapes, over all targets (about 19 KiB each); beyond as many targets, scrapes reconnect.")
 	fs.Int64Var(&o.MaxScrapeBytes, "max-scrape-bytes", o.MaxScrapeBytes, "Largest accepted response body of one target, after decompression.")
 	fs.DurationVar(&o.MaxStaleness, "max-staleness", o.MaxStaleness, "Age past which a pod's newest sample gives no value (default: three scrape intervals).")
 	fs.DurationVar(&o.TTFTWindow, "ttft-window", o.TTFTWindow, "Window of the time-to-first-token quantiles.")
@@ -121,6 +126,9 @@ func (o *Options) Validate() error {
 	}
 	if o.ScrapeWorkers < 1 {
 		errs = append(errs, errors.New("--scrape-workers must be at least 1"))
+	}
+	if o.MaxIdleConns < 1 {
+		errs = append(errs, errors.New("--scrape-max-idle-conns must be at least 1"))
 	}
 	if o.MaxScrapeBytes < 1024 {
 		errs = append(errs, errors.New("--max-scrape-bytes must be at least 1024"))

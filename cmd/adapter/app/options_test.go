@@ -25,6 +25,7 @@ func TestValidateSource(t *testing.T) {
 			o.Source, o.Prometheus.URL, o.ScaleDown.Enabled = SourcePrometheus, "http://p:9090", true
 		}, "--scale-down-controller needs --source=embedded"},
 		{"unknown source", func(o *Options) { o.Source = "thanos" }, "--source must be embedded or prometheus"},
+		{"no idle connections", func(o *Options) { o.MaxIdleConns = 0 }, "--scrape-max-idle-conns must be at least 1"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

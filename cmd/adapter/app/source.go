@@ -49,7 +49,7 @@ func (o *Options) newSource(pods coreinformers.PodInformer, log *slog.Logger) (*
 		Pods: pods.Lister(),
 		Discovery: discovery.Config{ExporterSelector: exporterSel, ExporterPort: o.ExporterPort,
 			ExporterPath: o.ExporterPath},
-		Scraper:    scrape.New(scrape.Config{Timeout: o.ScrapeTimeout, MaxBytes: o.MaxScrapeBytes, Workers: o.ScrapeWorkers}),
+		Scraper:    scrape.New(scrape.Config{Timeout: o.ScrapeTimeout, MaxBytes: o.MaxScrapeBytes, Workers: o.ScrapeWorkers, MaxIdleConns: o.MaxIdleConns}),
 		Store:      st,
 		Interval:   o.ScrapeInterval,
 		RetainFor:  o.Window,
