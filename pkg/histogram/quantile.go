@@ -53,21 +53,27 @@ func Quantile(q float64, h *Histogram) float64 {
 	}
 	var buf [32]bucket
 	buckets := buf[:0]
+	sorted := true
 	for i, b := range h.Bounds {
 		if math.IsNaN(b) {
 			return math.NaN()
 		}
+		sorted = sorted && (i == 0 || b >= h.Bounds[i-1])
 		buckets = append(buckets, bucket{upper: b, count: h.Counts[i]})
 	}
-	slices.SortFunc(buckets, func(a, b bucket) int {
-		switch {
-		case a.upper < b.upper:
-			return -1
-		case a.upper > b.upper:
-			return +1
-		}
-		return 0
-	})
+	// Stored histograms are validated, so their bounds already ascend;
+	// sorting them anyway was a tenth of a 10,000-pod TTFT list.
+	if !sorted {
+		slices.SortFunc(buckets, func(a, b bucket) int {
+			switch {
+			case a.upper < b.upper:
+				return -1
+			case a.upper > b.upper:
+				return +1
+			}
+			return 0
+		})
+	}
 	if !math.IsInf(buckets[len(buckets)-1].upper, +1) {
 		return math.NaN()
 	}
