@@ -95,12 +95,6 @@ type window struct {
 	seq, layouts uint32
 	// step is the time between the two newest samples.
 	step time.Duration
-	// lastTTFT is the newest point with a TTFT histogram's histogram,
-	// unpacked (the newest sample's, which objects.latest holds too),
-	// and lastTTFTAt that point's time; nil once the point is gone or
-	// past retention.
-	lastTTFT   *histogram.Histogram
-	lastTTFTAt int64
 }
 
 // point is a window's record of one sample.
@@ -119,21 +113,19 @@ func (p *point) Time() time.Time { return time.Unix(0, p.time) }
 func (w *window) place(p *point, h *histogram.Histogram) {
 	w.seq++
 	p.place = ttftPlace{seq: w.seq}
-	defer func() { w.lastTTFT, w.lastTTFTAt = h, p.time }()
 	for i := w.n - 1; i >= 0; i-- {
 		prev := w.at(i)
 		if prev.ttft == nil {
 			continue
 		}
-		// prev is the newest point with a histogram, so lastTTFT is
-		// its histogram.
-		if histogram.SameBounds(w.lastTTFT, h) {
+		var scratch histogram.Histogram
+		if prevH := prev.ttft.unpack(&scratch); histogram.SameBounds(prevH, h) {
 			// Every scrape parses the bounds afresh; keeping one copy
 			// per series saves a third of a window's memory (23
 			// bounds of vLLM's layout in every sample).
-			h.Bounds = w.lastTTFT.Bounds
+			h.Bounds = prevH.Bounds
 			p.place.layout = prev.place.layout
-			p.place.resets = histogram.NextResets(prev.place.resets, w.lastTTFT, h)
+			p.place.resets = histogram.NextResets(prev.place.resets, prevH, h)
 			p.ttft = pack(h, prev.ttft.base)
 			return
 		}
@@ -156,16 +148,8 @@ func (w *window) push(p point, capacity int) {
 		w.n++
 		return
 	}
-	w.forgetLastTTFT(&w.buf[w.start])
 	w.buf[w.start] = p
 	w.start = (w.start + 1) % len(w.buf)
-}
-
-// forgetLastTTFT lets lastTTFT go with the point it belongs to.
-func (w *window) forgetLastTTFT(p *point) {
-	if p.ttft != nil && p.time == w.lastTTFTAt {
-		w.lastTTFT = nil
-	}
 }
 
 func (w *window) at(i int) *point { return &w.buf[(w.start+i)%len(w.buf)] }
@@ -400,7 +384,6 @@ func (w *window) dropTTFTBefore(t int64) {
 		if p.time > t {
 			return
 		}
-		w.forgetLastTTFT(p)
 		p.ttft, p.place.resets = nil, nil
 	}
 }
@@ -529,17 +512,12 @@ type ttftScratch struct {
 	first, last, increase histogram.Histogram
 }
 
-// TTFTEach calls fn(i, newest, increase) for every name i of l whose TTFT
-// increase TTFTIncrease would give, all under one read lock: the Pods-metric
-// list of a TTFT quantile. newest is the pod's newest inference sample.
-// increase is a scratch histogram overwritten for the next pod: fn must
-// not keep it, nor newest.
-func (s *Store) TTFTEach(l *Lookup, now time.Time, win, maxAge time.Duration, fn func(i int, newest *Sample, increase *histogram.Histogram)) {
-	s.TTFTEachIn(l, 0, l.Len(), now, win, maxAge, fn)
-}
-
-// TTFTEachIn is TTFTEach over names lo to hi-1 of l, so that a long list
-// can be split among goroutines, each with its own call and fn.
+// TTFTEachIn calls fn(i, newest, increase) for every name i from lo to
+// hi-1 of l whose TTFT increase TTFTIncrease would give, all under one read
+// lock: the Pods-metric list of a TTFT quantile, or a share of it, so that
+// a long list can be split among goroutines, each with its own call and
+// fn. newest is the pod's newest inference sample. increase is a scratch
+// histogram overwritten for the next pod: fn must not keep it, nor newest.
 func (s *Store) TTFTEachIn(l *Lookup, lo, hi int, now time.Time, win, maxAge time.Duration, fn func(i int, newest *Sample, increase *histogram.Histogram)) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()

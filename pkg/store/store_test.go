@@ -328,10 +328,10 @@ func BenchmarkLatestEach10k(b *testing.B) {
 	}
 }
 
-// TestTTFTEach: the batch answers, pod by pod, what TTFTIncrease answers,
+// TestTTFTEachIn: the batch answers, pod by pod, what TTFTIncrease answers,
 // with bucket layouts of different sizes in a row (the scratch histogram
 // is reused), and skips the pods TTFTIncrease has no answer for.
-func TestTTFTEach(t *testing.T) {
+func TestTTFTEachIn(t *testing.T) {
 	s := New(8)
 	wide := func(c ...float64) *histogram.Histogram {
 		return &histogram.Histogram{Bounds: []float64{0.05, 0.1, 0.5, 1, 5, math.Inf(1)}, Counts: c, Count: c[len(c)-1], Sum: c[len(c)-1]}
@@ -350,7 +350,7 @@ func TestTTFTEach(t *testing.T) {
 	put("one-sample", now.Add(-5*time.Second), hist(1, 2, 3))
 	names := []string{"narrow", "wide", "missing", "stale", "narrow-reset", "one-sample", "wide"}
 	got := map[int][]float64{}
-	s.TTFTEach(NewLookup("ns", names), now, time.Minute, 30*time.Second, func(i int, newest *Sample, inc *histogram.Histogram) {
+	s.TTFTEachIn(NewLookup("ns", names), 0, len(names), now, time.Minute, 30*time.Second, func(i int, newest *Sample, inc *histogram.Histogram) {
 		if q, _ := newest.Get(QueueDepth); q != 1 {
 			t.Errorf("%s: newest sample %v", names[i], newest)
 		}
