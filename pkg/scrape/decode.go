@@ -122,15 +122,16 @@ func bodyError(raw, decomp *capReader, err error) error {
 	}
 }
 
-func getBuf(r io.Reader) *bufio.Reader {
-	br := bufPool.Get().(*bufio.Reader)
+// getBuf takes a reader of r from pool; putBuf returns it.
+func getBuf(pool *sync.Pool, r io.Reader) *bufio.Reader {
+	br := pool.Get().(*bufio.Reader)
 	br.Reset(r)
 	return br
 }
 
-func putBuf(br *bufio.Reader) {
+func putBuf(pool *sync.Pool, br *bufio.Reader) {
 	br.Reset(nil)
-	bufPool.Put(br)
+	pool.Put(br)
 }
 
 func getGzip(r io.Reader) (*gzip.Reader, error) {
@@ -152,8 +153,8 @@ func getGzip(r io.Reader) (*gzip.Reader, error) {
 // An empty input yields no families and no error. A non-nil sel limits the
 // text format to the families it selects.
 func decode(r io.Reader, format expfmt.Format, maxBytes int64, sel *Families) (map[string]*dto.MetricFamily, error) {
-	br := getBuf(r)
-	defer putBuf(br)
+	br := getBuf(&bufPool, r)
+	defer putBuf(&bufPool, br)
 	if _, err := br.Peek(1); err != nil {
 		if errors.Is(err, io.EOF) {
 			return map[string]*dto.MetricFamily{}, nil
@@ -168,12 +169,8 @@ func decode(r io.Reader, format expfmt.Format, maxBytes int64, sel *Families) (m
 	default:
 		in := br
 		if sel != nil {
-			in = parserBufPool.Get().(*bufio.Reader)
-			in.Reset(&familyFilter{src: br, sel: sel})
-			defer func() {
-				in.Reset(nil)
-				parserBufPool.Put(in)
-			}()
+			in = getBuf(&parserBufPool, &familyFilter{src: br, sel: sel})
+			defer putBuf(&parserBufPool, in)
 		}
 		p := expfmt.NewTextParser(model.UTF8Validation)
 		fams, err := p.TextToMetricFamilies(in)
