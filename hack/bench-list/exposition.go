@@ -3,9 +3,6 @@ package main
 import (
 	"bufio"
 	"bytes"
-	"fmt"
-	"net/http"
-	"net/http/httptest"
 	"strings"
 	"time"
 
@@ -17,20 +14,12 @@ import (
 // counters that the adapter skips, but that every real scrape carries and
 // the adapter must read past.
 func vllmRest() ([]byte, error) {
-	now := time.Unix(1_700_000_000, 0)
-	srv, err := inferencesim.NewServer(inferencesim.Options{Dialect: inferencesim.VLLM, Rate: 10, Seed: 1,
-		Now: func() time.Time { return now }})
+	body, err := inferencesim.Snapshot(inferencesim.Options{Dialect: inferencesim.VLLM, Rate: 10, Seed: 1}, time.Minute)
 	if err != nil {
 		return nil, err
 	}
-	now = now.Add(time.Minute)
-	rec := httptest.NewRecorder()
-	srv.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
-	if rec.Code != http.StatusOK {
-		return nil, fmt.Errorf("simulated vLLM /metrics: status %d", rec.Code)
-	}
 	var out bytes.Buffer
-	sc := bufio.NewScanner(rec.Body)
+	sc := bufio.NewScanner(bytes.NewReader(body))
 	for sc.Scan() {
 		if !ownFamily(sc.Text()) {
 			out.Write(sc.Bytes())

@@ -15,6 +15,7 @@ import (
 
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 )
 
 type fakeClock struct {
@@ -346,5 +347,23 @@ func TestTTFTBucketOverride(t *testing.T) {
 		buckets: []float64{50, 100, 250}}, map[string]string{"model": DefaultModel, "version": "1"}, Stats{})
 	if _, err := NewServer(Options{TTFTBuckets: []float64{1, 1}}); err == nil {
 		t.Errorf("NewServer accepted non-increasing buckets")
+	}
+}
+
+// TestSnapshot: a snapshot is the text exposition of a server that served
+// requests for the time asked.
+func TestSnapshot(t *testing.T) {
+	body, err := Snapshot(Options{Dialect: VLLM, Rate: 10, Seed: 1}, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	fams, err := parser.TextToMetricFamilies(strings.NewReader(string(body)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e2e := fams["vllm:e2e_request_latency_seconds"].GetMetric()
+	if len(e2e) != 1 || e2e[0].GetHistogram().GetSampleCount() < 100 {
+		t.Fatalf("a minute at 10 requests/s should finish well over 100 requests: %v", e2e)
 	}
 }

@@ -2,8 +2,6 @@ package scrape
 
 import (
 	"bytes"
-	"net/http"
-	"net/http/httptest"
 	"slices"
 	"strings"
 	"testing"
@@ -162,18 +160,11 @@ func FuzzFamilies(f *testing.F) {
 // simulatedVLLM is a loaded simulated vLLM's exposition: every family a
 // real vLLM has, and a minute of requests in its histograms.
 func simulatedVLLM(b *testing.B) []byte {
-	now := time.Unix(1_700_000_000, 0)
-	srv, err := inferencesim.NewServer(inferencesim.Options{Dialect: inferencesim.VLLM, Rate: 10, Seed: 1,
-		Now: func() time.Time { return now }})
+	body, err := inferencesim.Snapshot(inferencesim.Options{Dialect: inferencesim.VLLM, Rate: 10, Seed: 1}, time.Minute)
 	if err != nil {
 		b.Fatal(err)
 	}
-	now = now.Add(time.Minute)
-	rec := httptest.NewRecorder()
-	req := httptest.NewRequest(http.MethodGet, "/metrics", nil)
-	req.Header.Set("Accept", acceptHeader)
-	srv.ServeHTTP(rec, req)
-	return rec.Body.Bytes()
+	return body
 }
 
 // BenchmarkDecodeVLLM parses vLLM expositions whole and as the adapter
