@@ -18,7 +18,10 @@ namespace=gpuscale
 # render prints the default install, then the scale-down controller's RBAC
 # alone: it is opt-in, so it gets its own file.
 render() {
-  "$helm" template "$release" "$chart" --namespace "$namespace" --set createNamespace=true
+  # A render that generates its certificate differs every time: the plain
+  # manifests name a Secret the user makes instead (30-apiservice.yaml).
+  "$helm" template "$release" "$chart" --namespace "$namespace" --set createNamespace=true \
+    --set adapter.tls.secretName=gpuscale-adapter-tls
   "$helm" template "$release" "$chart" --namespace "$namespace" --set scaleDown.enabled=true \
     --show-only templates/scaledown-rbac.yaml
 }
@@ -33,11 +36,11 @@ split_docs() { # dir
       file["adapter-rbac.yaml"] = "10-adapter-rbac.yaml"
       head["adapter-rbac.yaml"] = "The adapter'"'"'s identity and least-privilege access: read pods, nodes and\n# the workloads it aggregates over; delegate authentication and\n# authorization of its callers to the kube-apiserver."
       file["scaledown-rbac.yaml"] = "15-scaledown-rbac.yaml"
-      head["scaledown-rbac.yaml"] = "OPT-IN: apply only when the adapter runs the scale-down controller\n# (add --scale-down-controller to the args in 40-adapter.yaml). Its only\n# write access: pod annotations, and its leader-election Lease in gpuscale."
+      head["scaledown-rbac.yaml"] = "OPT-IN: apply only when the adapter runs the scale-down controller\n# (add --scale-down-controller to the args in 40-adapter.yaml). Its only\n# write access: pod annotations, and its leader-election Lease in gpuscale.\n# RBAC cannot narrow patch to annotations; the ValidatingAdmissionPolicy\n# here refuses any other change by the adapter (Kubernetes 1.30+)."
       file["metrics-reader-rbac.yaml"] = "20-metrics-readers-rbac.yaml"
       head["metrics-reader-rbac.yaml"] = "Who may read the metrics gpuscale serves: the HPA controller, and any\n# subject bound to gpuscale:metrics-reader. Everyone else gets 403."
       file["apiservice.yaml"] = "30-apiservice.yaml"
-      head["apiservice.yaml"] = "Registers the adapter with the aggregation layer for the custom (v1beta2,\n# v1beta1) and external (v1beta1) metrics APIs. The adapter serves a\n# self-signed certificate unless given one; to verify it, set caBundle and\n# drop insecureSkipTLSVerify (the chart'"'"'s apiService.caBundle does this)."
+      head["apiservice.yaml"] = "Registers the adapter with the aggregation layer for the custom (v1beta2,\n# v1beta1) and external (v1beta1) metrics APIs. The aggregator verifies the\n# adapter: before applying, create the kubernetes.io/tls Secret\n# gpuscale-adapter-tls in gpuscale for gpuscale-adapter.gpuscale.svc, and set\n# each APIService'"'"'s spec.caBundle to the base64 PEM of the CA that signed it\n# (or let cert-manager'"'"'s CA injector do so: annotation\n# cert-manager.io/inject-ca-from). The Helm chart does all of this itself."
       file["adapter.yaml"] = "40-adapter.yaml"
       head["adapter.yaml"] = "The adapter Deployment and its Service. (The end-to-end suite runs the\n# adapter as a local process and replaces this file with an ExternalName\n# Service of the same name.)"
       file["exporter.yaml"] = "50-exporter.yaml"

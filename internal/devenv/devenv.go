@@ -8,6 +8,7 @@ package devenv
 
 import (
 	"context"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"io"
@@ -39,6 +40,9 @@ const (
 // in-cluster Deployment and ClusterIP Service) is replaced by a local
 // process and an ExternalName Service of the same name.
 var manifests = []string{"00-namespace.yaml", "10-adapter-rbac.yaml", "15-scaledown-rbac.yaml", "20-metrics-readers-rbac.yaml", "30-apiservice.yaml"}
+
+// apiServices are the APIServices 30-apiservice.yaml registers.
+var apiServices = []string{"v1beta2.custom.metrics.k8s.io", "v1beta1.custom.metrics.k8s.io", "v1beta1.external.metrics.k8s.io"}
 
 // Options configure Up.
 type Options struct {
@@ -157,6 +161,9 @@ func (e *Env) applyManifests(ctx context.Context) error {
 	if out, err := e.Cluster.Kubectl(ctx, args...); err != nil {
 		return fmt.Errorf("devenv: kubectl apply deploy/manifests: %w: %s", err, out)
 	}
+	if err := e.trustAdapterCA(ctx); err != nil {
+		return err
+	}
 	// The aggregator reaches a local process through an ExternalName
 	// Service: loopback Endpoints are refused by validation.
 	svc := &corev1.Service{
@@ -209,6 +216,24 @@ func (e *Env) WaitAPIAvailable(ctx context.Context, timeout time.Duration) error
 	})
 	if err != nil {
 		return fmt.Errorf("devenv: metrics APIs not available through the aggregator after %v: %w (last: %v)", timeout, err, last)
+	}
+	return nil
+}
+
+// trustAdapterCA does what 30-apiservice.yaml asks of whoever applies it:
+// it puts the CA that signs the adapter's certificate (here the cluster
+// CA, see StartAdapterWith) in each APIService's caBundle, so the
+// aggregator verifies the adapter as it does in a cluster.
+func (e *Env) trustAdapterCA(ctx context.Context) error {
+	_, _, caPEM, err := e.Cluster.ServingCerts(AdapterName + "." + Namespace + ".svc")
+	if err != nil {
+		return fmt.Errorf("devenv: cluster CA: %w", err)
+	}
+	patch := fmt.Sprintf(`{"spec":{"caBundle":%q,"insecureSkipTLSVerify":false}}`, base64.StdEncoding.EncodeToString(caPEM))
+	for _, name := range apiServices {
+		if out, err := e.Cluster.Kubectl(ctx, "patch", "apiservice", name, "--type=merge", "-p", patch); err != nil {
+			return fmt.Errorf("devenv: caBundle of APIService %s: %w: %s", name, err, out)
+		}
 	}
 	return nil
 }

@@ -3,6 +3,10 @@ package e2e
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/base64"
+	"encoding/pem"
 	"errors"
 	"io"
 	"os"
@@ -37,12 +41,20 @@ func TestHelmChart(t *testing.T) {
 	}{
 		{
 			name: "defaults", release: "gpuscale",
-			want:   []string{"ServiceAccount", "ClusterRole", "ClusterRoleBinding", "RoleBinding", "Service", "Deployment", "DaemonSet", "APIService"},
-			absent: []string{"PodDisruptionBudget", "Role", "ServiceMonitor", "PrometheusRule", "Namespace"},
+			want:   []string{"ServiceAccount", "ClusterRole", "ClusterRoleBinding", "RoleBinding", "Service", "Deployment", "DaemonSet", "APIService", "Secret"},
+			absent: []string{"PodDisruptionBudget", "Role", "ServiceMonitor", "PrometheusRule", "Namespace", "ValidatingAdmissionPolicy", "NetworkPolicy"},
+			check:  checkGeneratedTLS,
+		},
+		{
+			// The unverified certificate is there only when asked for twice.
+			name: "self-signed opt-in", release: "gs-self-signed",
+			args:   []string{"--set", "adapter.tls.source=selfSigned", "--set", "apiService.insecureSkipTLSVerify=true"},
+			want:   []string{"APIService", "Deployment"},
+			absent: []string{"Secret"},
 			check: func(t *testing.T, objs []*unstructured.Unstructured) {
 				for _, o := range byKind(objs, "APIService") {
 					if skip, _, _ := unstructured.NestedBool(o.Object, "spec", "insecureSkipTLSVerify"); !skip {
-						t.Errorf("APIService %s does not skip verification of the self-signed certificate", o.GetName())
+						t.Errorf("APIService %s does not skip verification though asked to", o.GetName())
 					}
 				}
 			},
@@ -50,7 +62,7 @@ func TestHelmChart(t *testing.T) {
 		{
 			// Two replicas, scale-down on, caBundle set, monitors asked for.
 			name: "all on", release: "gs-all-on", args: []string{"-f", allOn},
-			want:   []string{"PodDisruptionBudget", "Role", "RoleBinding", "APIService", "Deployment"},
+			want:   []string{"PodDisruptionBudget", "Role", "RoleBinding", "APIService", "Deployment", "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding", "NetworkPolicy"},
 			absent: []string{"ServiceMonitor", "PrometheusRule"},
 			check: func(t *testing.T, objs []*unstructured.Unstructured) {
 				for _, o := range byKind(objs, "APIService") {
@@ -85,6 +97,99 @@ func TestHelmChart(t *testing.T) {
 			out := kubectlStdin(t, manifest, "apply", "--dry-run=server", "-f", "-")
 			if got := strings.Count(out, "(server dry run)"); got != len(objs) {
 				t.Errorf("server dry run accepted %d of %d objects:\n%s", got, len(objs), out)
+			}
+		})
+	}
+}
+
+// checkGeneratedTLS: by default the chart generates a CA and a serving
+// certificate, and every APIService verifies the adapter with that CA: the
+// Secret's certificate must chain to the caBundle for the Service's DNS
+// name, and nothing may skip verification.
+func checkGeneratedTLS(t *testing.T, objs []*unstructured.Unstructured) {
+	t.Helper()
+	secrets := byKind(objs, "Secret")
+	if len(secrets) != 1 {
+		t.Fatalf("%d Secrets rendered, want the adapter's TLS Secret", len(secrets))
+	}
+	data, _, _ := unstructured.NestedStringMap(secrets[0].Object, "data")
+	pemOf := func(key string) []byte {
+		b, err := base64.StdEncoding.DecodeString(data[key])
+		if err != nil || len(b) == 0 {
+			t.Fatalf("Secret %s: %s: %v", secrets[0].GetName(), key, err)
+		}
+		return b
+	}
+	if _, err := tls.X509KeyPair(pemOf("tls.crt"), pemOf("tls.key")); err != nil {
+		t.Errorf("the generated certificate and key do not match: %v", err)
+	}
+	var svc string
+	for _, o := range byKind(objs, "Service") {
+		if strings.HasSuffix(o.GetName(), "-adapter") {
+			svc = o.GetName() + "." + o.GetNamespace() + ".svc"
+		}
+	}
+	for _, o := range byKind(objs, "APIService") {
+		if skip, _, _ := unstructured.NestedBool(o.Object, "spec", "insecureSkipTLSVerify"); skip {
+			t.Errorf("APIService %s skips TLS verification by default", o.GetName())
+		}
+		ca, _, _ := unstructured.NestedString(o.Object, "spec", "caBundle")
+		if ca != data["ca.crt"] {
+			t.Errorf("APIService %s: caBundle is not the generated Secret's CA", o.GetName())
+			continue
+		}
+		roots := x509.NewCertPool()
+		if !roots.AppendCertsFromPEM(pemOf("ca.crt")) {
+			t.Fatal("caBundle holds no certificate")
+		}
+		block, _ := pem.Decode(pemOf("tls.crt"))
+		if block == nil {
+			t.Fatal("tls.crt holds no PEM block")
+		}
+		cert, err := x509.ParseCertificate(block.Bytes)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := cert.Verify(x509.VerifyOptions{DNSName: svc, Roots: roots}); err != nil {
+			t.Errorf("APIService %s would not verify the adapter at %s: %v", o.GetName(), svc, err)
+		}
+	}
+}
+
+// TestHelmChartTLSChoices: the TLS modes that cannot be applied here (no
+// cert-manager) or must not render at all.
+func TestHelmChartTLSChoices(t *testing.T) {
+	needEnv(t)
+	root, helm := chartTools(t)
+	t.Run("cert-manager", func(t *testing.T) {
+		objs := decodeObjects(t, helmTemplate(t, helm, root, "gs-cm", "gs-cm",
+			"--set", "adapter.tls.source=certManager", "--api-versions", "cert-manager.io/v1"))
+		if n := len(byKind(objs, "Certificate")); n != 2 {
+			t.Errorf("%d Certificates, want the release's CA and the serving certificate", n)
+		}
+		for _, o := range byKind(objs, "APIService") {
+			if got := o.GetAnnotations()["cert-manager.io/inject-ca-from"]; got != "gs-cm/gs-cm-gpuscale-adapter-tls" {
+				t.Errorf("APIService %s: inject-ca-from %q", o.GetName(), got)
+			}
+			if skip, _, _ := unstructured.NestedBool(o.Object, "spec", "insecureSkipTLSVerify"); skip {
+				t.Errorf("APIService %s skips verification", o.GetName())
+			}
+		}
+	})
+	for _, tc := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"self-signed without the opt-in", []string{"--set", "adapter.tls.source=selfSigned"}, "cannot be verified"},
+		{"cert-manager absent", []string{"--set", "adapter.tls.source=certManager"}, "needs cert-manager"},
+		{"unknown source", []string{"--set", "adapter.tls.source=acme"}, "use generate, certManager or selfSigned"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			args := append([]string{"template", "gs", filepath.Join(root, chartDir)}, tc.args...)
+			out, err := exec.Command(helm, args...).CombinedOutput()
+			if err == nil || !strings.Contains(string(out), tc.want) {
+				t.Errorf("helm %v: err %v, want a failure saying %q:\n%s", tc.args, err, tc.want, out)
 			}
 		})
 	}

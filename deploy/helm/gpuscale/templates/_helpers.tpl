@@ -91,11 +91,11 @@ app.kubernetes.io/component: gpu-exporter
 {{- define "gpuscale.adapter.args" -}}
 {{- $c := .Values.adapter.config -}}
 - --secure-port={{ .Values.adapter.securePort }}
-{{- if .Values.adapter.tls.secretName }}
+{{- if eq (include "gpuscale.adapter.tlsSource" .) "selfSigned" }}
+- --cert-dir=/tmp/certs
+{{- else }}
 - --tls-cert-file=/etc/gpuscale/tls/tls.crt
 - --tls-private-key-file=/etc/gpuscale/tls/tls.key
-{{- else }}
-- --cert-dir=/tmp/certs
 {{- end }}
 {{- range $flag, $key := dict "scrape-interval" "scrapeInterval" "scrape-timeout" "scrapeTimeout" "max-staleness" "maxStaleness" "ttft-window" "ttftWindow" "window" "window" }}
 {{- with index $c $key }}
@@ -120,12 +120,66 @@ app.kubernetes.io/component: gpu-exporter
 {{- end }}
 {{- end }}
 
-{{/* APIService TLS settings; caBundle wins over insecureSkipTLSVerify. */}}
+{{/*
+Where the adapter's serving certificate comes from:
+  secret       adapter.tls.secretName, made by the user; apiService.caBundle
+               (or a CA injector) tells the aggregator the CA that signed it
+  generate     the chart makes a CA and a certificate once, keeps them in
+               the Secret <adapter>-tls across upgrades, and sets caBundle
+  certManager  cert-manager issues <adapter>-tls from a CA of its own and
+               injects that CA into the APIServices
+  selfSigned   the adapter signs its own at start-up: nothing can verify it
+*/}}
+{{- define "gpuscale.adapter.tlsSource" -}}
+{{- if .Values.adapter.tls.secretName }}secret
+{{- else if has .Values.adapter.tls.source (list "generate" "certManager" "selfSigned") }}
+{{- .Values.adapter.tls.source }}
+{{- else }}
+{{- fail (printf "adapter.tls.source is %q: use generate, certManager or selfSigned (or set adapter.tls.secretName)" .Values.adapter.tls.source) }}
+{{- end }}
+{{- end }}
+
+{{- define "gpuscale.adapter.tlsSecretName" -}}
+{{- default (printf "%s-tls" (include "gpuscale.adapter.fullname" .)) .Values.adapter.tls.secretName }}
+{{- end }}
+
+{{/*
+The generated CA and serving certificate, as JSON of base64 PEM (ca, crt,
+key). The first call makes them, or reuses the Secret an earlier install
+left, so that upgrades keep the CA the APIServices trust; later calls in
+the same render return the same pair, so the Secret and every APIService
+agree.
+*/}}
+{{- define "gpuscale.adapter.generatedTLS" -}}
+{{- $cache := .Values.adapter.tls -}}
+{{- if not (hasKey $cache "generated") }}
+{{- $name := include "gpuscale.adapter.fullname" . }}
+{{- $existing := lookup "v1" "Secret" .Release.Namespace (include "gpuscale.adapter.tlsSecretName" .) }}
+{{- $data := dig "data" dict $existing }}
+{{- if and (index $data "ca.crt") (index $data "tls.crt") (index $data "tls.key") }}
+{{- $_ := set $cache "generated" (dict "ca" (index $data "ca.crt") "crt" (index $data "tls.crt") "key" (index $data "tls.key")) }}
+{{- else }}
+{{- $svc := printf "%s.%s.svc" $name .Release.Namespace }}
+{{- $ca := genCA (printf "%s-ca" $name) 3650 }}
+{{- $cert := genSignedCert $svc nil (list $name (printf "%s.%s" $name .Release.Namespace) $svc (printf "%s.cluster.local" $svc)) 3650 $ca }}
+{{- $_ := set $cache "generated" (dict "ca" ($ca.Cert | b64enc) "crt" ($cert.Cert | b64enc) "key" ($cert.Key | b64enc)) }}
+{{- end }}
+{{- end }}
+{{- toJson (index $cache "generated") }}
+{{- end }}
+
+{{/* APIService TLS settings: the aggregator verifies the adapter unless
+insecureSkipTLSVerify is chosen. */}}
 {{- define "gpuscale.apiService.tls" -}}
+{{- $src := include "gpuscale.adapter.tlsSource" . -}}
 {{- if .Values.apiService.caBundle }}
 caBundle: {{ .Values.apiService.caBundle }}
+{{- else if eq $src "generate" }}
+caBundle: {{ (include "gpuscale.adapter.generatedTLS" . | fromJson).ca }}
 {{- else if .Values.apiService.insecureSkipTLSVerify }}
 insecureSkipTLSVerify: true
+{{- else if eq $src "selfSigned" }}
+{{- fail "adapter.tls.source=selfSigned cannot be verified by the aggregator: also set apiService.insecureSkipTLSVerify=true to accept that, or use generate or certManager" }}
 {{- end }}
 {{- end }}
 
