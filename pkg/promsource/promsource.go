@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"net/http"
 	"net/url"
 	"strconv"
 	"time"
@@ -31,6 +32,11 @@ import (
 // longer queries (they are POSTed), but one regex of thousands of pods is
 // better split than sent to a proxy with a small body limit.
 const DefaultMaxQueryBytes = 16 << 10
+
+// DefaultMaxResponseBytes bounds one query's answer. A vector naming
+// 10,000 pods is about 2 MB; a server that sends far more is broken or
+// hostile, and must not take the adapter's memory with it.
+const DefaultMaxResponseBytes = 32 << 20
 
 // Config wires a Source.
 type Config struct {
@@ -51,6 +57,8 @@ type Config struct {
 	Queries *Queries
 	// MaxQueryBytes bounds one query; 0 means DefaultMaxQueryBytes.
 	MaxQueryBytes int
+	// MaxResponseBytes bounds one answer; 0 means DefaultMaxResponseBytes.
+	MaxResponseBytes int64
 	// Now is the query time; nil means time.Now.
 	Now func() time.Time
 }
@@ -79,6 +87,10 @@ func New(cfg Config) (*Source, error) {
 	if err != nil {
 		return nil, fmt.Errorf("prometheus http client: %w", err)
 	}
+	if cfg.MaxResponseBytes <= 0 {
+		cfg.MaxResponseBytes = DefaultMaxResponseBytes
+	}
+	hc.Transport = cappedTransport{next: hc.Transport, limit: cfg.MaxResponseBytes}
 	c, err := api.NewClient(api.Config{Address: cfg.URL, Client: hc})
 	if err != nil {
 		return nil, fmt.Errorf("prometheus client: %w", err)
@@ -309,4 +321,21 @@ func (s *Source) query(ctx context.Context, q string, at time.Time) (model.Vecto
 		return nil, fmt.Errorf("query prometheus at %s: got a %s, want an instant vector: %s", s.where, val.Type(), q)
 	}
 	return vec, nil
+}
+
+// cappedTransport fails the read of any answer body past limit bytes
+// (*http.MaxBytesError), so the client's JSON decoding stops there instead
+// of holding whatever the server sends.
+type cappedTransport struct {
+	next  http.RoundTripper
+	limit int64
+}
+
+func (t cappedTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	resp, err := t.next.RoundTrip(req)
+	if err != nil {
+		return nil, err
+	}
+	resp.Body = http.MaxBytesReader(nil, resp.Body, t.limit)
+	return resp, nil
 }
