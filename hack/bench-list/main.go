@@ -15,6 +15,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -39,6 +40,8 @@ func run() error {
 		window   = flag.Duration("window", 2*time.Minute, "The adapter's --window, the history kept per pod; the timed requests start once it has filled.")
 		adEnv    = flag.String("adapter-env", "", "Comma-separated NAME=value environment of the adapter, e.g. GOMEMLIMIT=270MiB.")
 		out      = flag.String("out", "_output/bench-list", "Directory for the environment's logs and report.md.")
+		soakFor  = flag.Duration("soak", 0, "Instead of timing lists, keep the largest --pods size and a hostile fleet scraped this long, and report the adapter's memory, scrape cycles and the healthy pods' staleness (make soak).")
+		hostile  = flag.Int("soak-hostile-per-kind", 10, "With --soak, pods of each hostile kind (ten kinds).")
 	)
 	flag.Parse()
 	// Two samples at least in the TTFT window, and no less than the
@@ -73,8 +76,14 @@ func run() error {
 	if *adEnv != "" {
 		adapterEnv = strings.Split(*adEnv, ",")
 	}
+	// Timing lists tolerates late scrapes; the soak judges freshness at
+	// the adapter's default staleness, three intervals.
+	staleness := 10 * *interval
+	if *soakFor > 0 {
+		staleness = 3 * *interval
+	}
 	env, err := devenv.Up(ctx, devenv.Options{Dir: filepath.Join(dir, "env"), Nodes: 1, Logger: log, AdapterEnv: adapterEnv,
-		AdapterArgs: []string{"--scrape-interval=" + interval.String(), "--max-staleness=" + (10 * *interval).String(),
+		AdapterArgs: []string{"--scrape-interval=" + interval.String(), "--max-staleness=" + staleness.String(),
 			"--ttft-window=" + ttft.String(), "--window=" + max(*window, ttft).String()}})
 	if err != nil {
 		return err
@@ -86,6 +95,19 @@ func run() error {
 		return err
 	}
 	defer b.close()
+	if *soakFor > 0 {
+		rep, err := b.soak(ctx, slices.Max(ns), *hostile, *interval, *soakFor, 10*time.Second)
+		if err != nil {
+			return fmt.Errorf("soak: %w", err)
+		}
+		path, err := rep.write(dir)
+		if err != nil {
+			return err
+		}
+		report, _ := os.ReadFile(path)
+		fmt.Printf("%s\nreport: %s\n", report, path)
+		return nil
+	}
 	var results []result
 	for _, n := range ns {
 		rs, err := b.measure(ctx, n, strings.Split(*metrics, ","), *requests)

@@ -1,0 +1,64 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"strconv"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/gpuscale/gpuscale/internal/hostile"
+	"github.com/gpuscale/gpuscale/internal/localcluster"
+	"github.com/gpuscale/gpuscale/pkg/discovery"
+)
+
+// hostilePod is a pod annotated for scraping like any inference server.
+func hostilePod(ns, kind string, i int) *corev1.Pod {
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{
+			Name: fmt.Sprintf("%s-%03d", kind, i), Namespace: ns,
+			Labels: map[string]string{"app": appLabel, "hostile": kind},
+			Annotations: map[string]string{discovery.AnnotationScrape: "true",
+				discovery.AnnotationPort: strconv.Itoa(metricsPort)},
+		},
+		Spec: corev1.PodSpec{
+			NodeName:    node,
+			Tolerations: []corev1.Toleration{localcluster.GPUToleration()},
+			Containers:  []corev1.Container{{Name: "server", Image: image}},
+		},
+	}
+}
+
+// createHostile creates perKind pods of every kind in ns, waits for them
+// to be Ready, and serves each kind's misbehaviour on its pod IPs.
+func (b *bench) createHostile(ctx context.Context, ns string, kinds []hostile.Kind, perKind int) error {
+	if _, err := b.client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+		return err
+	}
+	for _, k := range kinds {
+		for i := range perKind {
+			if _, err := b.client.CoreV1().Pods(ns).Create(ctx, hostilePod(ns, k.Name, i), metav1.CreateOptions{}); err != nil {
+				return err
+			}
+		}
+	}
+	pods, err := b.waitReady(ctx, ns, perKind*len(kinds))
+	if err != nil {
+		return err
+	}
+	byKind := make(map[string]hostile.Kind, len(kinds))
+	for _, k := range kinds {
+		byKind[k.Name] = k
+	}
+	for _, p := range pods {
+		l, err := net.Listen("tcp", net.JoinHostPort(p.Status.PodIP, strconv.Itoa(metricsPort)))
+		if err != nil {
+			return fmt.Errorf("listen for pod %s: %w", p.Name, err)
+		}
+		b.listeners = append(b.listeners, l)
+		go hostile.Serve(l, byKind[p.Labels["hostile"]])
+	}
+	return nil
+}

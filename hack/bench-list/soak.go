@@ -1,0 +1,270 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/gpuscale/gpuscale/internal/hostile"
+)
+
+// soakSample is what one look at the adapter found.
+type soakSample struct {
+	At      time.Duration // since the soak began
+	RSSMiB  float64
+	HeapMiB float64
+	// Fresh counts the healthy pods with a successful scrape so far;
+	// WorstStaleness is the age of the oldest newest sample among them.
+	Fresh          int
+	WorstStaleness time.Duration
+	// Cycles is the scrape cycles so far, CycleSeconds their total time.
+	Cycles       uint64
+	CycleSeconds float64
+	cycleBuckets []*dto.Bucket
+	// HostileErrors sums the hostile pods' scrape errors by reason.
+	HostileErrors map[string]float64
+}
+
+// soakReport is the soak's outcome.
+type soakReport struct {
+	Healthy, Hostile int
+	Interval, For    time.Duration
+	Samples          []soakSample
+	// CycleP99 is the upper bound of the bucket holding the 99th
+	// percentile of the cycles run during the soak.
+	CycleP99 float64
+	// HealthyListed and HostileListed are what the last queue-depth
+	// lists named; HostileMax is the largest value served for a hostile pod.
+	HealthyListed, HostileListed int
+	HostileMax                   float64
+}
+
+const (
+	soakHealthyNS = "soak-healthy"
+	soakHostileNS = "soak-hostile"
+)
+
+// soak keeps n healthy pods and perKind pods of every hostile kind scraped
+// for d, looking at the adapter every step: its resident memory, its
+// scrape cycles, and how stale the healthy pods' newest samples are.
+func (b *bench) soak(ctx context.Context, n, perKind int, interval, d, step time.Duration) (*soakReport, error) {
+	if _, err := b.client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: soakHealthyNS}}, metav1.CreateOptions{}); err != nil {
+		return nil, err
+	}
+	if err := b.createPods(ctx, soakHealthyNS, n); err != nil {
+		return nil, err
+	}
+	pods, err := b.waitReady(ctx, soakHealthyNS, n)
+	if err != nil {
+		return nil, err
+	}
+	if err := b.serve(pods); err != nil {
+		return nil, err
+	}
+	if err := b.waitFull(ctx, soakHealthyNS, "inference_queue_depth", n); err != nil {
+		return nil, err
+	}
+	b.log.Info("healthy pods served; adding the hostile fleet", "healthy", n)
+	kinds, err := hostile.Kinds("http://127.0.0.1:1/", 256<<20)
+	if err != nil {
+		return nil, err
+	}
+	if err := b.createHostile(ctx, soakHostileNS, kinds, perKind); err != nil {
+		return nil, err
+	}
+	rep := &soakReport{Healthy: n, Hostile: perKind * len(kinds), Interval: interval, For: d}
+	start := time.Now()
+	tick := time.NewTicker(step)
+	defer tick.Stop()
+	for {
+		s, err := b.lookAtAdapter(ctx, start)
+		if err != nil {
+			return nil, err
+		}
+		rep.Samples = append(rep.Samples, s)
+		b.log.Info("soak", "at", s.At.Round(time.Second), "rssMiB", math.Round(s.RSSMiB), "heapMiB", math.Round(s.HeapMiB),
+			"fresh", s.Fresh, "worstStaleness", s.WorstStaleness.Round(100*time.Millisecond), "cycles", s.Cycles)
+		if time.Since(start) >= d {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-tick.C:
+		}
+	}
+	rep.CycleP99 = bucketQuantile(0.99, rep.Samples[0].cycleBuckets, rep.Samples[len(rep.Samples)-1].cycleBuckets)
+	if rep.HealthyListed, _, err = b.listValues(ctx, soakHealthyNS); err != nil {
+		return nil, err
+	}
+	if rep.HostileListed, rep.HostileMax, err = b.listValues(ctx, soakHostileNS); err != nil {
+		return nil, err
+	}
+	return rep, nil
+}
+
+// lookAtAdapter samples the adapter's process and its own /metrics.
+func (b *bench) lookAtAdapter(ctx context.Context, start time.Time) (soakSample, error) {
+	s := soakSample{At: time.Since(start), HostileErrors: map[string]float64{}}
+	pid := b.env.AdapterPID()
+	var err error
+	if s.RSSMiB, err = statusMiB(pid, "VmRSS"); err != nil {
+		return s, err
+	}
+	body, err := b.adapterGet(ctx, "/metrics")
+	if err != nil {
+		return s, err
+	}
+	now := time.Now()
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	fams, err := parser.TextToMetricFamilies(bytes.NewReader(body))
+	if err != nil {
+		return s, fmt.Errorf("adapter /metrics: %w", err)
+	}
+	if f := fams["go_memstats_heap_inuse_bytes"]; f != nil && len(f.Metric) > 0 {
+		s.HeapMiB = f.Metric[0].GetGauge().GetValue() / (1 << 20)
+	}
+	if f := fams["gpuscale_adapter_scrape_cycle_duration_seconds"]; f != nil && len(f.Metric) > 0 {
+		h := f.Metric[0].GetHistogram()
+		s.Cycles, s.CycleSeconds, s.cycleBuckets = h.GetSampleCount(), h.GetSampleSum(), h.GetBucket()
+	}
+	oldest := now
+	for _, m := range fams["gpuscale_adapter_scrape_last_success_timestamp_seconds"].GetMetric() {
+		if label(m, "namespace") != soakHealthyNS {
+			continue
+		}
+		s.Fresh++
+		if t := time.Unix(0, int64(m.GetGauge().GetValue()*1e9)); t.Before(oldest) {
+			oldest = t
+		}
+	}
+	s.WorstStaleness = now.Sub(oldest)
+	for _, m := range fams["gpuscale_adapter_scrape_errors_total"].GetMetric() {
+		if label(m, "namespace") == soakHostileNS {
+			s.HostileErrors[label(m, "reason")] += m.GetCounter().GetValue()
+		}
+	}
+	return s, nil
+}
+
+func label(m *dto.Metric, name string) string {
+	for _, l := range m.GetLabel() {
+		if l.GetName() == name {
+			return l.GetValue()
+		}
+	}
+	return ""
+}
+
+// listValues lists inference_queue_depth for every pod of ns as the HPA
+// would, returning how many pods got a value and the largest; a namespace
+// where none has one answers NotFound, which is zero pods.
+func (b *bench) listValues(ctx context.Context, ns string) (int, float64, error) {
+	body, err := b.list(ctx, ns, "inference_queue_depth")
+	if err != nil {
+		if strings.Contains(err.Error(), "not found") {
+			return 0, 0, nil
+		}
+		return 0, 0, err
+	}
+	var l struct {
+		Items []struct {
+			Value string `json:"value"`
+		} `json:"items"`
+	}
+	if err := json.Unmarshal(body, &l); err != nil {
+		return 0, 0, err
+	}
+	most := 0.0
+	for _, it := range l.Items {
+		var v float64
+		if _, err := fmt.Sscan(strings.TrimSuffix(it.Value, "m"), &v); err == nil {
+			if strings.HasSuffix(it.Value, "m") {
+				v /= 1000
+			}
+			most = max(most, v)
+		}
+	}
+	return len(l.Items), most, nil
+}
+
+// bucketQuantile is the upper bound of the bucket that holds quantile q
+// of the observations between two readings of one cumulative histogram.
+func bucketQuantile(q float64, before, after []*dto.Bucket) float64 {
+	counts := make([]float64, len(after))
+	for i, bk := range after {
+		counts[i] = float64(bk.GetCumulativeCount())
+		if i < len(before) {
+			counts[i] -= float64(before[i].GetCumulativeCount())
+		}
+	}
+	if len(counts) == 0 {
+		return math.NaN()
+	}
+	total := counts[len(counts)-1]
+	for i, c := range counts {
+		if total > 0 && c >= q*total {
+			return after[i].GetUpperBound()
+		}
+	}
+	return math.Inf(1)
+}
+
+// write saves the soak's report as Markdown and its samples as CSV.
+func (r *soakReport) write(dir string) (string, error) {
+	var csv strings.Builder
+	csv.WriteString("seconds,rss_mib,heap_mib,fresh_healthy,worst_staleness_seconds,cycles,cycle_seconds_total\n")
+	peakRSS, worst := 0.0, time.Duration(0)
+	for _, s := range r.Samples {
+		fmt.Fprintf(&csv, "%.0f,%.1f,%.1f,%d,%.2f,%d,%.2f\n", s.At.Seconds(), s.RSSMiB, s.HeapMiB, s.Fresh, s.WorstStaleness.Seconds(), s.Cycles, s.CycleSeconds)
+		peakRSS = max(peakRSS, s.RSSMiB)
+		worst = max(worst, s.WorstStaleness)
+	}
+	first, last := r.Samples[0], r.Samples[len(r.Samples)-1]
+	cycles := last.Cycles - first.Cycles
+	mean := math.NaN()
+	if cycles > 0 {
+		mean = (last.CycleSeconds - first.CycleSeconds) / float64(cycles)
+	}
+	reasons := make([]string, 0, len(last.HostileErrors))
+	for k := range last.HostileErrors {
+		reasons = append(reasons, k)
+	}
+	slices.Sort(reasons)
+	var md strings.Builder
+	fmt.Fprintf(&md, "# Soak: %d healthy pods and %d hostile targets for %v\n\n", r.Healthy, r.Hostile, r.For)
+	fmt.Fprintf(&md, "Scrape interval %v. One look at the adapter every %v (%d looks).\n\n", r.Interval, r.For/time.Duration(max(1, len(r.Samples)-1)), len(r.Samples))
+	fmt.Fprintf(&md, "| peak RSS | worst healthy staleness | scrape cycles | cycle mean | cycle p99 (bucket bound) | healthy pods listed | hostile pods listed | largest hostile value served |\n|---|---|---|---|---|---|---|---|\n")
+	fmt.Fprintf(&md, "| %.0f MiB | %v | %d | %.2f s | <= %g s | %d of %d | %d of %d | %g |\n\n", peakRSS, worst.Round(100*time.Millisecond), cycles, mean, r.CycleP99,
+		r.HealthyListed, r.Healthy, r.HostileListed, r.Hostile, r.HostileMax)
+	md.WriteString("Hostile scrape errors by reason, over the soak:\n\n| reason | errors |\n|---|---|\n")
+	for _, k := range reasons {
+		fmt.Fprintf(&md, "| %s | %.0f |\n", k, last.HostileErrors[k]-first.HostileErrors[k])
+	}
+	md.WriteString("\n| minute | RSS MiB | heap MiB | healthy pods fresh | worst staleness |\n|---|---|---|---|---|\n")
+	next := time.Duration(0)
+	for _, s := range r.Samples {
+		if s.At >= next {
+			fmt.Fprintf(&md, "| %.0f | %.0f | %.0f | %d | %v |\n", s.At.Minutes(), s.RSSMiB, s.HeapMiB, s.Fresh, s.WorstStaleness.Round(100*time.Millisecond))
+			next += time.Minute
+		}
+	}
+	if err := os.WriteFile(filepath.Join(dir, "soak.csv"), []byte(csv.String()), 0o644); err != nil {
+		return "", err
+	}
+	path := filepath.Join(dir, "soak.md")
+	return path, os.WriteFile(path, []byte(md.String()), 0o644)
+}
