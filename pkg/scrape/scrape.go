@@ -49,8 +49,10 @@ type Config struct {
 	// MaxIdleConns bounds the connections the default client keeps alive
 	// between scrapes, over all targets. Default DefaultMaxIdleConns.
 	MaxIdleConns int
-	// Client, when set, is used as is; TLSConfig is then ignored. It must
-	// not follow a proxy to reach pod IPs and should not decompress bodies
+	// Client, when set, is used for its transport; TLSConfig is then
+	// ignored. Its redirect policy and cookie jar are not: the Scraper
+	// follows no redirect and sends no cookie. The transport must not
+	// follow a proxy to reach pod IPs and should not decompress bodies
 	// itself (the Scraper asks for gzip and decodes it under the cap).
 	Client *http.Client
 	// TLSConfig is used for https targets by the default client.
@@ -77,7 +79,12 @@ func (c Config) withDefaults() Config {
 	}
 	if c.Client == nil {
 		c.Client = &http.Client{Transport: newTransport(c.TLSConfig, c.MaxIdleConns)}
+	} else {
+		c.Client = &http.Client{Transport: c.Client.Transport, Timeout: c.Client.Timeout}
 	}
+	// A target's answer decides where a redirect goes; following it would
+	// let a tenant point the scraper at any host the adapter can reach.
+	c.Client.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
 	return c
 }
 
@@ -141,6 +148,10 @@ func (s *Scraper) ScrapeFamilies(ctx context.Context, rawURL string, sel *Famili
 	if err := ctx.Err(); err != nil {
 		// Cycle lands here for every target left when ctx ends.
 		return nil, newError(ctx, attempt, req.URL.Redacted(), err)
+	}
+	if req.URL.User != nil {
+		// Go would send them as basic auth, to whatever the URL names.
+		return nil, &scrapeError{url: req.URL.Redacted(), reason: ReasonOther, err: errCredentials}
 	}
 	req.Header = s.header.Clone()
 	fams, err := s.do(req, sel)
