@@ -22,6 +22,13 @@ const (
 	// ReasonRedirect is a 3xx answer: redirects are never followed, so a
 	// target cannot send the scraper to another host.
 	ReasonRedirect = "redirect"
+	// ReasonLimit is an exposition over one of the Limits, or one whose
+	// parsed size the in-flight budget could not cover.
+	ReasonLimit = "limit"
+	// ReasonCycleDeadline is a target a Cycle's deadline (or its
+	// context's) left unscraped or cut short: it says nothing about the
+	// target itself.
+	ReasonCycleDeadline = "cycle_deadline"
 )
 
 // ErrTooLarge is wrapped by scrape errors whose response body, after
@@ -85,6 +92,8 @@ func classify(err error) string {
 		dnserr *net.DNSError
 	)
 	switch {
+	case errors.Is(err, ErrLimit):
+		return ReasonLimit
 	case errors.Is(err, ErrTooLarge):
 		return ReasonTooLarge
 	case errors.As(err, &status) && isRedirect(status.Code):
@@ -113,11 +122,13 @@ func classify(err error) string {
 func newError(parent, attempt context.Context, url string, cause error) *scrapeError {
 	reason := classify(cause)
 	switch reason {
-	case ReasonTooLarge, ReasonHTTPStatus, ReasonRedirect, ReasonParse:
+	case ReasonTooLarge, ReasonLimit, ReasonHTTPStatus, ReasonRedirect, ReasonParse:
 		// The body was judged on its merits; a deadline racing with
 		// that judgement does not change it.
 	default:
 		switch {
+		case errors.Is(parent.Err(), context.DeadlineExceeded):
+			reason = ReasonCycleDeadline
 		case parent.Err() != nil:
 			reason = ReasonCanceled
 		case errors.Is(attempt.Err(), context.DeadlineExceeded):
