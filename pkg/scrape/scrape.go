@@ -3,6 +3,12 @@
 // per-target deadline, a cap on every response body and a bound on
 // concurrency, so that one slow, huge or broken target cannot hold up or
 // exhaust the process that scrapes the others.
+//
+// Targets are untrusted. Redirects are not followed and no credentials are
+// sent; what a scrape may parse is bounded (Limits) before it is kept, and
+// what all scrapes hold at once by an in-flight budget in which every
+// worker has a share of its own; a Cycle scrapes failing targets last, on a
+// bounded share of the workers, and ends at its deadline.
 package scrape
 
 import (
@@ -52,7 +58,7 @@ type Config struct {
 	// below the scrape interval. Default 3s.
 	Timeout time.Duration
 	// MaxBytes caps a response body after decompression; larger bodies fail
-	// with ErrTooLarge. Default 10 MiB.
+	// with ErrTooLarge. Default DefaultMaxBytes.
 	MaxBytes int64
 	// Workers bounds the scrapes in flight during a Cycle. Default 64.
 	Workers int
