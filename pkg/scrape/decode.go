@@ -86,6 +86,7 @@ func (c *capReader) note(err error) error {
 func decodeBody(body io.Reader, h http.Header, maxBytes int64, sel *Families, lim *limiter) (map[string]*dto.MetricFamily, error) {
 	if lim == nil {
 		lim = newLimiter(Limits{}.withDefaults(), nil)
+		defer lim.done()
 	}
 	raw := &capReader{r: body, left: maxBytes}
 	src := io.Reader(raw)
@@ -164,6 +165,7 @@ func getGzip(r io.Reader) (*gzip.Reader, error) {
 func decode(r io.Reader, format expfmt.Format, maxBytes int64, sel *Families, lim *limiter) (map[string]*dto.MetricFamily, error) {
 	if lim == nil {
 		lim = newLimiter(Limits{}.withDefaults(), nil)
+		defer lim.done()
 	}
 	fams, err := decodeFormat(r, format, maxBytes, sel, lim)
 	if err != nil && lim.err != nil {

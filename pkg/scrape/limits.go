@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/maphash"
+	"sync"
 	"sync/atomic"
 
 	"google.golang.org/protobuf/encoding/protowire"
@@ -79,17 +80,46 @@ type limiter struct {
 	lim    Limits
 	lease  *lease // nil: no budget
 	series int
-	// values holds a hash of every (label name, value) pair seen, and
-	// perName the number of distinct values of each label name's hash.
-	values  map[uint64]struct{}
-	perName map[uint64]int
-	err     error
+	sets   *labelSets // nil until a label is seen
+	err    error
 }
 
-var hashSeed = maphash.MakeSeed()
+// labelSets holds a hash of every (label name, value) pair a scrape has
+// seen, and the number of distinct values of each label name's hash. They
+// are pooled: at thousands of scrapes a second, fresh maps would be most of
+// the limiter's garbage.
+type labelSets struct {
+	values  map[uint64]struct{}
+	perName map[uint64]int
+}
+
+// maxPooledPairs keeps the maps of a scrape with more distinct pairs than a
+// real exposition has out of the pool, so that one hostile scrape's maps do
+// not stay allocated.
+const maxPooledPairs = 4096
+
+var (
+	hashSeed      = maphash.MakeSeed()
+	labelSetsPool = sync.Pool{New: func() any {
+		return &labelSets{values: make(map[uint64]struct{}), perName: make(map[uint64]int)}
+	}}
+)
 
 func newLimiter(lim Limits, l *lease) *limiter {
 	return &limiter{lim: lim, lease: l}
+}
+
+// done releases what the limiter holds; it must not be used afterwards.
+func (l *limiter) done() {
+	if l.sets == nil {
+		return
+	}
+	if len(l.sets.values) <= maxPooledPairs {
+		clear(l.sets.values)
+		clear(l.sets.perName)
+		labelSetsPool.Put(l.sets)
+	}
+	l.sets = nil
 }
 
 // fail records err as the limiter's verdict and returns it.
@@ -209,9 +239,8 @@ func (l *limiter) label(name, value []byte, n int) error {
 	case len(value) > l.lim.MaxLabelValueLen:
 		return l.fail("a label value longer than %d bytes", l.lim.MaxLabelValueLen)
 	}
-	if l.values == nil {
-		l.values = make(map[uint64]struct{})
-		l.perName = make(map[uint64]int)
+	if l.sets == nil {
+		l.sets = labelSetsPool.Get().(*labelSets)
 	}
 	var h maphash.Hash
 	h.SetSeed(hashSeed)
@@ -220,12 +249,12 @@ func (l *limiter) label(name, value []byte, n int) error {
 	_ = h.WriteByte(0xff) // not valid UTF-8, so no name runs into its value
 	_, _ = h.Write(value)
 	pair := h.Sum64()
-	if _, ok := l.values[pair]; ok {
+	if _, ok := l.sets.values[pair]; ok {
 		return nil
 	}
-	l.values[pair] = struct{}{}
-	l.perName[nameHash]++
-	if l.perName[nameHash] > l.lim.MaxLabelValues {
+	l.sets.values[pair] = struct{}{}
+	l.sets.perName[nameHash]++
+	if l.sets.perName[nameHash] > l.lim.MaxLabelValues {
 		return l.fail("more than %d distinct values of one label", l.lim.MaxLabelValues)
 	}
 	return nil

@@ -202,7 +202,9 @@ func (s *Scraper) scrape(ctx context.Context, rawURL string, sel *Families, l *l
 		return nil, &scrapeError{url: req.URL.Redacted(), reason: ReasonOther, err: errCredentials}
 	}
 	req.Header = s.header.Clone()
-	fams, err := s.do(req, sel, newLimiter(s.cfg.Limits, l))
+	lim := newLimiter(s.cfg.Limits, l)
+	defer lim.done()
+	fams, err := s.do(req, sel, lim)
 	if err != nil {
 		return nil, newError(ctx, attempt, req.URL.Redacted(), err)
 	}
