@@ -314,8 +314,9 @@ func TestCycleSilentTargetsDoNotStarveHealthyOnes(t *testing.T) {
 	const (
 		timeout = 200 * time.Millisecond
 		// Long enough for the first cycle to try every target once
-		// (272 targets, 64 workers: five rounds of one timeout).
-		cycleTimeout = 1200 * time.Millisecond
+		// (272 targets, 64 workers: five rounds of one timeout, the
+		// healthy ones last), with room for a loaded machine.
+		cycleTimeout = 1500 * time.Millisecond
 		// Room for a cycle's goroutines to see its end; not a timing
 		// allowance for the scrapes themselves.
 		slack = 150 * time.Millisecond
