@@ -89,6 +89,9 @@ type target struct {
 	lastSuccess atomic.Int64
 	// failures counts its failed scrapes by failReasons.
 	failures [len(failReasons)]atomic.Uint64
+	// health is its scrape.Health after its last scrape, which the
+	// scraper schedules by: failing targets go last, few at a time.
+	health atomic.Uint32
 }
 
 // Run scrapes every interval until ctx is done. Cycles never overlap: a
@@ -128,7 +131,8 @@ func (g *Gatherer) Cycle(ctx context.Context) {
 
 	st := make([]scrape.Target, len(targets))
 	for i, t := range targets {
-		st[i] = scrape.Target{Key: t.Key(), URL: t.URL, Families: readFamilies[t.Kind]}
+		st[i] = scrape.Target{Key: t.Key(), URL: t.URL, Families: readFamilies[t.Kind],
+			Health: scrape.Health(byKey[t.Key()].health.Load())}
 	}
 	g.cfg.Scraper.Cycle(ctx, st, func(r scrape.Result) {
 		if t, ok := byKey[r.Target.Key]; ok {
@@ -219,10 +223,17 @@ func (g *Gatherer) ingest(tt *target, r scrape.Result) {
 		g.m.dialects.WithLabelValues(string(dialect)).Inc()
 	}
 	tt.lastSuccess.Store(r.Time.UnixNano())
+	tt.health.Store(uint32(scrape.HealthUp))
 }
 
 func (g *Gatherer) fail(tt *target, reason string, err error) {
 	t := tt.Target
 	tt.failures[failReason(reason)].Add(1)
+	switch reason {
+	case scrape.ReasonCycleDeadline, scrape.ReasonCanceled:
+		// Not tried, or cut short: nothing learnt about the target.
+	default:
+		tt.health.Store(uint32(scrape.HealthDown))
+	}
 	g.log.Debug("scrape failed", "target", t.Key(), "kind", t.Kind.String(), "url", t.URL, "reason", reason, "err", err)
 }

@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -312,6 +313,52 @@ func TestFailReason(t *testing.T) {
 	} {
 		if got := failReasons[failReason(tt.reason)]; got != tt.want {
 			t.Errorf("failReason(%q) is %q, want %q", tt.reason, got, tt.want)
+		}
+	}
+}
+
+// recordingScraper records the targets of every cycle it passes on.
+type recordingScraper struct {
+	*scrape.Scraper
+	cycles [][]scrape.Target
+}
+
+func (r *recordingScraper) Cycle(ctx context.Context, ts []scrape.Target, sink func(scrape.Result)) {
+	r.cycles = append(r.cycles, slices.Clone(ts))
+	r.Scraper.Cycle(ctx, ts, sink)
+}
+
+// TestCycleTellsTheScraperTargetHealth checks that targets are passed to the
+// scraper as unknown until scraped, then up or down by their last scrape, so
+// that it can scrape failing ones last; one the cycle's deadline cut short
+// stays as it was.
+func TestCycleTellsTheScraperTargetHealth(t *testing.T) {
+	_, up := serve(t, newSim(t, 10))
+	_, down := serve(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Error(w, "no", http.StatusInternalServerError)
+	}))
+	_, silent := serve(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		<-r.Context().Done()
+	}))
+	// The cycle ends long before the silent target's own timeout: it is
+	// cut short, which says nothing about it.
+	rec := &recordingScraper{Scraper: scrape.New(scrape.Config{Timeout: time.Minute, CycleTimeout: 500 * time.Millisecond})}
+	g, err := New(Config{Pods: podList{annotatedPod("up", up), annotatedPod("down", down), annotatedPod("silent", silent)}, Scraper: rec,
+		Store: store.New(30), Interval: time.Second, Registerer: prometheus.NewRegistry()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g.Cycle(t.Context())
+	g.Cycle(t.Context())
+	want := []map[string]scrape.Health{
+		{"ml/up": scrape.HealthUnknown, "ml/down": scrape.HealthUnknown, "ml/silent": scrape.HealthUnknown},
+		{"ml/up": scrape.HealthUp, "ml/down": scrape.HealthDown, "ml/silent": scrape.HealthUnknown},
+	}
+	for i, w := range want {
+		for _, tg := range rec.cycles[i] {
+			if tg.Health != w[tg.Key] {
+				t.Errorf("cycle %d: %s passed with health %d, want %d", i, tg.Key, tg.Health, w[tg.Key])
+			}
 		}
 	}
 }

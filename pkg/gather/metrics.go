@@ -57,7 +57,9 @@ func (m *gatherMetrics) register(r prometheus.Registerer, more ...prometheus.Col
 // failReasons are the values of the errors' reason label: the scraper's
 // reasons, then the gatherer's own.
 var failReasons = [...]string{scrape.ReasonTimeout, scrape.ReasonConnect, scrape.ReasonHTTPStatus, scrape.ReasonTooLarge,
-	scrape.ReasonParse, scrape.ReasonCanceled, scrape.ReasonOther, reasonUnknownDialect, reasonNoGPUSeries}
+	scrape.ReasonParse, scrape.ReasonCanceled, scrape.ReasonOther, scrape.ReasonRedirect,
+	scrape.ReasonLimit, scrape.ReasonCycleDeadline,
+	reasonUnknownDialect, reasonNoGPUSeries}
 
 const (
 	reasonUnknownDialect = "unknown_dialect"
@@ -77,7 +79,7 @@ var (
 	lastSuccessDesc = prometheus.NewDesc("gpuscale_adapter_scrape_last_success_timestamp_seconds",
 		"Unix time of the last successful scrape of each target pod.", []string{"namespace", "pod"}, nil)
 	scrapeErrorsDesc = prometheus.NewDesc("gpuscale_adapter_scrape_errors_total",
-		"Failed scrapes by target pod and reason (timeout, connect, http_status, too_large, parse, unknown_dialect, no_gpu_series, ...).",
+		"Failed scrapes by target pod and reason (timeout, connect, http_status, redirect, too_large, limit, parse, cycle_deadline, unknown_dialect, no_gpu_series, ...).",
 		[]string{"namespace", "pod", "reason"}, nil)
 )
 

@@ -3,6 +3,7 @@ package scrape
 import (
 	"context"
 	"fmt"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"runtime"
@@ -300,5 +301,99 @@ func TestCycleLeavesNoGoroutines(t *testing.T) {
 			t.Fatalf("%d goroutines before, %d after:\n%s", before, runtime.NumGoroutine(), buf[:runtime.Stack(buf, true)])
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestCycleSilentTargetsDoNotStarveHealthyOnes scrapes 256 targets that
+// accept a connection and never answer, listed before 16 healthy ones, cycle
+// after cycle, keeping each target's health as the gatherer does. From the
+// second cycle on, when the silent ones are known to fail, every healthy
+// target must be scraped within one per-target timeout of the cycle's start,
+// and no cycle may outlast its deadline.
+func TestCycleSilentTargetsDoNotStarveHealthyOnes(t *testing.T) {
+	const (
+		timeout = 200 * time.Millisecond
+		// Long enough for the first cycle to try every target once
+		// (272 targets, 64 workers: five rounds of one timeout, the
+		// healthy ones last), with room for a loaded machine.
+		cycleTimeout = 1500 * time.Millisecond
+		// Room for a cycle's goroutines to see its end; not a timing
+		// allowance for the scrapes themselves.
+		slack = 150 * time.Millisecond
+	)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var (
+		mu    sync.Mutex
+		conns []net.Conn
+	)
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			conns = append(conns, c) // held open, never answered
+			mu.Unlock()
+		}
+	}()
+	t.Cleanup(func() {
+		_ = ln.Close()
+		mu.Lock()
+		defer mu.Unlock()
+		for _, c := range conns {
+			_ = c.Close()
+		}
+	})
+	healthy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = w.Write([]byte("up 1\n"))
+	}))
+	t.Cleanup(healthy.Close)
+	ts := append(targets("http://"+ln.Addr().String(), 256, "silent"), targets(healthy.URL, 16, "healthy")...)
+
+	s := New(Config{Timeout: timeout, CycleTimeout: cycleTimeout, MaxIdleConns: 16})
+	var rmu sync.Mutex
+	for cycle := range 3 {
+		start := time.Now()
+		var results []Result
+		s.Cycle(t.Context(), ts, func(r Result) {
+			rmu.Lock()
+			results = append(results, r)
+			rmu.Unlock()
+		})
+		if d := time.Since(start); d > cycleTimeout+slack {
+			t.Errorf("cycle %d took %v, deadline %v", cycle, d, cycleTimeout)
+		}
+		checkOncePerTarget(t, ts, results)
+		health := make(map[string]Health, len(results))
+		abandoned := 0
+		for _, r := range results {
+			switch reason := Reason(r.Err); {
+			case reason == "":
+				health[r.Target.Key] = HealthUp
+			case reason == ReasonCycleDeadline:
+				abandoned++
+				health[r.Target.Key] = r.Target.Health // not tried: nothing learnt
+			default:
+				health[r.Target.Key] = HealthDown
+			}
+			if !strings.HasPrefix(r.Target.Key, "healthy") {
+				continue
+			}
+			if r.Err != nil {
+				t.Errorf("cycle %d: %s: %v", cycle, r.Target.Key, r.Err)
+			} else if end := r.Time.Add(r.Duration).Sub(start); cycle > 0 && end > timeout {
+				t.Errorf("cycle %d: %s scraped %v after the cycle's start", cycle, r.Target.Key, end)
+			}
+		}
+		if cycle > 0 && abandoned == 0 {
+			t.Errorf("cycle %d: no silent target was left to the deadline; the test proves nothing", cycle)
+		}
+		for i := range ts {
+			ts[i].Health = health[ts[i].Key]
+		}
 	}
 }

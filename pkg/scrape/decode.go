@@ -3,6 +3,7 @@ package scrape
 import (
 	"bufio"
 	"compress/gzip"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -14,7 +15,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
-	"google.golang.org/protobuf/encoding/protodelim"
+	"google.golang.org/protobuf/proto"
 )
 
 // acceptHeader asks for the classic text format, which expfmt parses fast.
@@ -80,8 +81,13 @@ func (c *capReader) note(err error) error {
 
 // decodeBody reads a response body of the given Content-Encoding and
 // Content-Type into metric families, reading at most maxBytes+1 bytes of the
-// body and of its decompressed form.
-func decodeBody(body io.Reader, h http.Header, maxBytes int64, sel *Families) (map[string]*dto.MetricFamily, error) {
+// body and of its decompressed form, within the limits lim applies (the
+// default Limits without a budget when lim is nil).
+func decodeBody(body io.Reader, h http.Header, maxBytes int64, sel *Families, lim *limiter) (map[string]*dto.MetricFamily, error) {
+	if lim == nil {
+		lim = newLimiter(Limits{}.withDefaults(), nil)
+		defer lim.done()
+	}
 	raw := &capReader{r: body, left: maxBytes}
 	src := io.Reader(raw)
 	decomp := raw
@@ -93,7 +99,7 @@ func decodeBody(body io.Reader, h http.Header, maxBytes int64, sel *Families) (m
 			return map[string]*dto.MetricFamily{}, nil // empty body
 		}
 		if err != nil {
-			return nil, bodyError(raw, raw, &parseError{format: "gzip", err: err})
+			return nil, bodyError(raw, raw, lim, &parseError{format: "gzip", err: err})
 		}
 		defer gzipPool.Put(gz)
 		decomp = &capReader{r: gz, left: maxBytes}
@@ -101,18 +107,21 @@ func decodeBody(body io.Reader, h http.Header, maxBytes int64, sel *Families) (m
 	default:
 		return nil, &parseError{format: "body", err: fmt.Errorf("unsupported Content-Encoding %q", enc)}
 	}
-	fams, err := decode(src, expfmt.ResponseFormat(h), maxBytes, sel)
+	fams, err := decode(src, expfmt.ResponseFormat(h), maxBytes, sel, lim)
 	if err != nil {
-		return nil, bodyError(raw, decomp, err)
+		return nil, bodyError(raw, decomp, lim, err)
 	}
 	return fams, nil
 }
 
-// bodyError decides what a decode failure really was: a body over the cap and
-// a failing transport both make the parser stop early, and either explains
-// the failure better than the parser's complaint about the cut-off input.
-func bodyError(raw, decomp *capReader, err error) error {
+// bodyError decides what a decode failure really was: a breached limit, a
+// body over the cap and a failing transport all make the parser stop early,
+// and each explains the failure better than the parser's complaint about the
+// cut-off input.
+func bodyError(raw, decomp *capReader, lim *limiter, err error) error {
 	switch {
+	case lim.err != nil:
+		return lim.err
 	case raw.exceeded || decomp.exceeded:
 		return ErrTooLarge
 	case raw.readErr != nil:
@@ -151,8 +160,21 @@ func getGzip(r io.Reader) (*gzip.Reader, error) {
 // Unknown formats are parsed as the classic text format, which is what
 // exporters that send a bare or wrong Content-Type almost always serve.
 // An empty input yields no families and no error. A non-nil sel limits the
-// text format to the families it selects.
-func decode(r io.Reader, format expfmt.Format, maxBytes int64, sel *Families) (map[string]*dto.MetricFamily, error) {
+// text format to the families it selects. lim sees every line (or protobuf
+// message) before the parser does; nil applies the default Limits.
+func decode(r io.Reader, format expfmt.Format, maxBytes int64, sel *Families, lim *limiter) (map[string]*dto.MetricFamily, error) {
+	if lim == nil {
+		lim = newLimiter(Limits{}.withDefaults(), nil)
+		defer lim.done()
+	}
+	fams, err := decodeFormat(r, format, maxBytes, sel, lim)
+	if err != nil && lim.err != nil {
+		return nil, lim.err
+	}
+	return fams, err
+}
+
+func decodeFormat(r io.Reader, format expfmt.Format, maxBytes int64, sel *Families, lim *limiter) (map[string]*dto.MetricFamily, error) {
 	br := getBuf(&bufPool, r)
 	defer putBuf(&bufPool, br)
 	if _, err := br.Peek(1); err != nil {
@@ -163,15 +185,12 @@ func decode(r io.Reader, format expfmt.Format, maxBytes int64, sel *Families) (m
 	}
 	switch format.FormatType() {
 	case expfmt.TypeOpenMetrics:
-		return decodeOpenMetrics(br)
+		return decodeOpenMetrics(br, lim)
 	case expfmt.TypeProtoDelim:
-		return decodeProto(br, maxBytes)
+		return decodeProto(br, maxBytes, lim)
 	default:
-		in := br
-		if sel != nil {
-			in = getBuf(&parserBufPool, &familyFilter{src: br, sel: sel})
-			defer putBuf(&parserBufPool, in)
-		}
+		in := getBuf(&parserBufPool, &familyFilter{src: br, sel: sel, lim: lim})
+		defer putBuf(&parserBufPool, in)
 		p := expfmt.NewTextParser(model.UTF8Validation)
 		fams, err := p.TextToMetricFamilies(in)
 		if err != nil {
@@ -184,16 +203,34 @@ func decode(r io.Reader, format expfmt.Format, maxBytes int64, sel *Families) (m
 // decodeProto decodes delimited protobuf, which only servers that ignore
 // the Accept header send. expfmt's decoder is not used: it lets a message's
 // length prefix size an allocation without limit, so ten bytes of input
-// could demand gigabytes. Here no message may exceed the body cap.
-func decodeProto(br *bufio.Reader, maxBytes int64) (map[string]*dto.MetricFamily, error) {
-	opts := protodelim.UnmarshalOptions{MaxSize: maxBytes}
+// could demand gigabytes. Here no message may exceed the body cap, its bytes
+// are charged to the budget before they are read, and its series and labels
+// are checked against the limits before it is unmarshalled.
+func decodeProto(br *bufio.Reader, maxBytes int64, lim *limiter) (map[string]*dto.MetricFamily, error) {
 	fams := make(map[string]*dto.MetricFamily)
 	for {
-		mf := new(dto.MetricFamily)
-		err := opts.UnmarshalFrom(br, mf)
+		size, err := binary.ReadUvarint(br)
 		if errors.Is(err, io.EOF) {
 			return fams, nil
 		}
+		if err == nil && size > uint64(maxBytes) {
+			err = fmt.Errorf("message of %d bytes exceeds the body cap", size)
+		}
+		if err != nil {
+			return nil, &parseError{format: "protobuf", err: err}
+		}
+		if err := lim.charge(int(size)); err != nil {
+			return nil, err
+		}
+		msg := make([]byte, size)
+		if _, err := io.ReadFull(br, msg); err != nil {
+			return nil, &parseError{format: "protobuf", err: err}
+		}
+		if err := lim.family(msg); err != nil {
+			return nil, err
+		}
+		mf := new(dto.MetricFamily)
+		err = proto.Unmarshal(msg, mf)
 		if err == nil {
 			err = validateFamily(mf)
 		}

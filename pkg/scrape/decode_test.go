@@ -43,7 +43,7 @@ func FuzzParse(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		for _, h := range headers {
-			fams, err := decodeBody(bytes.NewReader(data), h, 1<<20, nil)
+			fams, err := decodeBody(bytes.NewReader(data), h, 1<<20, nil, nil)
 			if err != nil {
 				if r := Reason(err); r != ReasonParse {
 					t.Fatalf("%s: error %v classified %q, want parse", h.Get("Content-Type"), err, r)
@@ -60,7 +60,7 @@ func FuzzParse(f *testing.F) {
 }
 
 func TestDecodeProtobuf(t *testing.T) {
-	want, err := decode(bytes.NewReader(readTestdata(t, "vllm.prom")), expfmt.FmtText, 1<<20, nil)
+	want, err := decode(bytes.NewReader(readTestdata(t, "vllm.prom")), expfmt.FmtText, 1<<20, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -71,7 +71,7 @@ func TestDecodeProtobuf(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	got, err := decode(&buf, expfmt.FmtProtoDelim, 1<<20, nil)
+	got, err := decode(&buf, expfmt.FmtProtoDelim, 1<<20, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -89,7 +89,7 @@ func TestDecodeProtobuf(t *testing.T) {
 // be refused, not allocated.
 func TestDecodeProtobufHugeLengthPrefix(t *testing.T) {
 	body := protowire.AppendVarint(nil, 1<<40)
-	_, err := decode(bytes.NewReader(append(body, "tiny"...)), expfmt.FmtProtoDelim, 1<<20, nil)
+	_, err := decode(bytes.NewReader(append(body, "tiny"...)), expfmt.FmtProtoDelim, 1<<20, nil, nil)
 	if Reason(err) != ReasonParse {
 		t.Errorf("err = %v, want a parse error", err)
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"strings"
 	"unicode/utf8"
 )
 
@@ -18,6 +19,16 @@ const (
 	ReasonParse      = "parse"
 	ReasonCanceled   = "canceled"
 	ReasonOther      = "other"
+	// ReasonRedirect is a 3xx answer: redirects are never followed, so a
+	// target cannot send the scraper to another host.
+	ReasonRedirect = "redirect"
+	// ReasonLimit is an exposition over one of the Limits, or one whose
+	// parsed size the in-flight budget could not cover.
+	ReasonLimit = "limit"
+	// ReasonCycleDeadline is a target a Cycle's deadline (or its
+	// context's) left unscraped or cut short: it says nothing about the
+	// target itself.
+	ReasonCycleDeadline = "cycle_deadline"
 )
 
 // ErrTooLarge is wrapped by scrape errors whose response body, after
@@ -31,8 +42,17 @@ type StatusError struct {
 
 // Error implements error.
 func (e *StatusError) Error() string {
+	if isRedirect(e.Code) {
+		return fmt.Sprintf("HTTP status %d: redirects are not followed", e.Code)
+	}
 	return fmt.Sprintf("unexpected HTTP status %d", e.Code)
 }
+
+func isRedirect(code int) bool { return code >= 300 && code <= 399 }
+
+// errCredentials refuses a URL with userinfo: the scraper never sends
+// credentials to a target, whose address a tenant chose.
+var errCredentials = errors.New("URL carries credentials (user:password@); refused")
 
 // scrapeError is what Scrape returns and Result.Err carries: the (redacted)
 // target URL, the cause, and the reason decided when the scrape failed.
@@ -72,8 +92,12 @@ func classify(err error) string {
 		dnserr *net.DNSError
 	)
 	switch {
+	case errors.Is(err, ErrLimit):
+		return ReasonLimit
 	case errors.Is(err, ErrTooLarge):
 		return ReasonTooLarge
+	case errors.As(err, &status) && isRedirect(status.Code):
+		return ReasonRedirect
 	case errors.As(err, &status):
 		return ReasonHTTPStatus
 	case errors.As(err, &perr):
@@ -98,11 +122,13 @@ func classify(err error) string {
 func newError(parent, attempt context.Context, url string, cause error) *scrapeError {
 	reason := classify(cause)
 	switch reason {
-	case ReasonTooLarge, ReasonHTTPStatus, ReasonParse:
+	case ReasonTooLarge, ReasonLimit, ReasonHTTPStatus, ReasonRedirect, ReasonParse:
 		// The body was judged on its merits; a deadline racing with
 		// that judgement does not change it.
 	default:
 		switch {
+		case errors.Is(parent.Err(), context.DeadlineExceeded):
+			reason = ReasonCycleDeadline
 		case parent.Err() != nil:
 			reason = ReasonCanceled
 		case errors.Is(attempt.Err(), context.DeadlineExceeded):
@@ -112,8 +138,10 @@ func newError(parent, attempt context.Context, url string, cause error) *scrapeE
 	return &scrapeError{url: url, reason: reason, err: cause}
 }
 
-// parseError reports an exposition the decoder rejected. Its message is cut
-// short because parser messages may quote arbitrary (attacker-sized) input.
+// parseError reports an exposition the decoder rejected. Parser messages
+// quote the input they choke on, which is the target's to choose: it could
+// smuggle text into logs or make them huge. Quoted input is replaced by
+// <redacted>; line numbers and what was expected stay.
 type parseError struct {
 	format string
 	err    error
@@ -123,7 +151,7 @@ type parseError struct {
 const maxParseMsg = 256
 
 func (e *parseError) Error() string {
-	msg := e.err.Error()
+	msg := redactQuoted(e.err.Error())
 	if len(msg) > maxParseMsg {
 		n := maxParseMsg
 		for n > 0 && !utf8.RuneStart(msg[n]) {
@@ -135,3 +163,30 @@ func (e *parseError) Error() string {
 }
 
 func (e *parseError) Unwrap() error { return e.err }
+
+// redactQuoted replaces every double- or single-quoted string of msg (as
+// %q writes them, escapes included) with a placeholder. An unterminated
+// quote redacts the rest of msg.
+func redactQuoted(msg string) string {
+	if !strings.ContainsAny(msg, `"'`) {
+		return msg
+	}
+	var b strings.Builder
+	for i := 0; i < len(msg); i++ {
+		q := msg[i]
+		if q != '"' && q != '\'' {
+			b.WriteByte(q)
+			continue
+		}
+		j := i + 1
+		for j < len(msg) && msg[j] != q {
+			if msg[j] == '\\' {
+				j++
+			}
+			j++
+		}
+		b.WriteString("<redacted>")
+		i = j
+	}
+	return b.String()
+}

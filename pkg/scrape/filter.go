@@ -43,11 +43,14 @@ func NewFamilies(names, prefixes []string) *Families {
 // histogram or summary family's own name.
 var histogramSuffixes = [][]byte{[]byte("_bucket"), []byte("_sum"), []byte("_count")}
 
-// familyFilter passes on the lines of the families sel selects, and every
-// line it cannot attribute to a family.
+// familyFilter passes on the lines of the families sel selects (all of them
+// when sel is nil), and every line it cannot attribute to a family, each
+// checked by lim first. A line it passes must fit in src's buffer: the
+// limits cannot judge a line they cannot see whole.
 type familyFilter struct {
 	src *bufio.Reader
 	sel *Families
+	lim *limiter
 	// markers[i] is the family kept for sel.prefixes[i], once there is one.
 	markers [][]byte
 	// current is the family of the last HELP or TYPE line, or of the last
@@ -90,15 +93,31 @@ func (f *familyFilter) Read(p []byte) (int, error) {
 		default:
 			f.inLine = false
 		}
-		if f.keepLine {
-			f.pending = line
+		if !f.keepLine {
+			continue
 		}
+		if f.lim != nil {
+			var lerr error
+			if f.inLine {
+				lerr = f.lim.fail("a line longer than %d bytes", f.src.Size())
+			} else {
+				lerr = f.lim.line(line)
+			}
+			if lerr != nil {
+				f.err, f.inLine = lerr, false
+				continue
+			}
+		}
+		f.pending = line
 	}
 	return n, nil
 }
 
 // keep decides a line from its start.
 func (f *familyFilter) keep(line []byte) bool {
+	if f.sel == nil {
+		return true
+	}
 	if rest, ok := bytes.CutPrefix(line, []byte("#")); ok {
 		rest = bytes.TrimLeft(rest, " \t")
 		kw, rest, _ := cutToken(rest)

@@ -22,7 +22,7 @@ var testFamilies = NewFamilies(
 
 func parseText(t testing.TB, in string, sel *Families) (map[string]*dto.MetricFamily, error) {
 	t.Helper()
-	return decode(strings.NewReader(in), expfmt.FmtText, 1<<20, sel)
+	return decode(strings.NewReader(in), expfmt.FmtText, 1<<20, sel, nil)
 }
 
 func TestFamiliesSelect(t *testing.T) {
@@ -74,9 +74,14 @@ func TestFamiliesSelect(t *testing.T) {
 		in:   "# TYPE \"gpu.util\" gauge\n{\"gpu.util\"} 97\nvllm:num_requests_waiting 4\n",
 		want: []string{"gpu.util", "vllm:num_requests_waiting"},
 	}, {
-		name: "lines longer than the read buffer, skipped and selected",
-		in:   "skipped{l=\"" + long + "\"} 1\nvllm:num_requests_waiting{l=\"" + long + "\"} 4\n",
+		name: "a skipped line longer than the read buffer",
+		in:   "skipped{l=\"" + long + "\"} 1\nvllm:num_requests_waiting{l=\"x\"} 4\n",
 		want: []string{"vllm:num_requests_waiting"},
+	}, {
+		// the limits cannot judge what they cannot see whole
+		name:    "a selected line longer than the read buffer",
+		in:      "skipped 1\nvllm:num_requests_waiting{l=\"" + long + "\"} 4\n",
+		wantErr: "a line longer than",
 	}, {
 		name: "comments and blank lines",
 		in:   "# just a comment\n\n   \nskipped 1\n# TYPE vllm:num_requests_waiting gauge\nvllm:num_requests_waiting 4\n",
@@ -159,7 +164,7 @@ func FuzzFamilies(f *testing.F) {
 
 // simulatedVLLM is a loaded simulated vLLM's exposition: every family a
 // real vLLM has, and a minute of requests in its histograms.
-func simulatedVLLM(b *testing.B) []byte {
+func simulatedVLLM(b testing.TB) []byte {
 	body, err := inferencesim.Snapshot(inferencesim.Options{Dialect: inferencesim.VLLM, Rate: 10, Seed: 1}, time.Minute)
 	if err != nil {
 		b.Fatal(err)
@@ -183,7 +188,7 @@ func BenchmarkDecodeVLLM(b *testing.B) {
 				b.ReportAllocs()
 				b.SetBytes(int64(len(in.body)))
 				for b.Loop() {
-					if _, err := decode(bytes.NewReader(in.body), expfmt.FmtText, 1<<20, bc.sel); err != nil {
+					if _, err := decode(bytes.NewReader(in.body), expfmt.FmtText, 1<<20, bc.sel, nil); err != nil {
 						b.Fatal(err)
 					}
 				}

@@ -66,7 +66,8 @@ func TestScrapeHugeBody(t *testing.T) {
 		}
 	}))
 	t.Cleanup(srv.Close)
-	s, ct := countingScraper(Config{MaxBytes: maxBytes, Timeout: time.Minute})
+	// Limits that do not trip first, so that the cap is what stops it.
+	s, ct := countingScraper(Config{MaxBytes: maxBytes, Timeout: time.Minute, Limits: Limits{MaxSeries: 1 << 30}, MaxInflightBytes: 1 << 40})
 	_, err := s.Scrape(t.Context(), srv.URL)
 	if !errors.Is(err, ErrTooLarge) || Reason(err) != ReasonTooLarge {
 		t.Fatalf("err = %v, want ErrTooLarge", err)
@@ -90,8 +91,9 @@ func waitErr(t *testing.T, ch <-chan error) {
 // TestScrapeGzipBomb serves 64 MiB that gzip to 64 KiB: the cap applies to
 // the decompressed stream, and reading stops long before the compressed end.
 func TestScrapeGzipBomb(t *testing.T) {
-	// A comment line of blanks is cheap to parse, so only the cap stops it.
-	member := gzipBytes(t, append([]byte("#"), bytes.Repeat([]byte(" "), 1<<20)...))
+	// Comment lines are cheap to parse and cost nothing kept, so only the
+	// cap stops them.
+	member := gzipBytes(t, bytes.Repeat([]byte("#\n"), 1<<19))
 	bomb := bytes.Repeat(member, 64) // concatenated gzip members are one stream
 	srv, _ := serve(t, 200, http.Header{"Content-Type": {ctText}, "Content-Encoding": {"gzip"}}, bomb)
 	s, ct := countingScraper(Config{MaxBytes: 1 << 20, Timeout: time.Minute})

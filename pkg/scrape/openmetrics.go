@@ -43,9 +43,9 @@ var (
 )
 
 // decodeOpenMetrics parses OpenMetrics 1.0 (or 0.0.1) text from br, whose
-// buffer size bounds the accepted line length.
-func decodeOpenMetrics(br *bufio.Reader) (map[string]*dto.MetricFamily, error) {
-	om := &omReader{br: br}
+// buffer size bounds the accepted line length, within the limits of lim.
+func decodeOpenMetrics(br *bufio.Reader, lim *limiter) (map[string]*dto.MetricFamily, error) {
+	om := &omReader{br: br, lim: lim}
 	p := expfmt.NewTextParser(model.UTF8Validation)
 	fams, err := p.TextToMetricFamilies(om)
 	if err == nil && !om.sawEOF {
@@ -61,6 +61,7 @@ func decodeOpenMetrics(br *bufio.Reader) (map[string]*dto.MetricFamily, error) {
 // omReader is an io.Reader of classic text translated from OpenMetrics.
 type omReader struct {
 	br      *bufio.Reader
+	lim     *limiter
 	pending []byte // translated output not yet returned
 	out     []byte // scratch for rewritten lines
 	meta    omMeta
@@ -96,6 +97,20 @@ func (o *omReader) next() {
 		line = append(append(make([]byte, 0, len(line)+1), line...), '\n')
 	}
 	o.pending = o.translate(line)
+	if o.lim == nil {
+		return
+	}
+	// Checked as translated, as the parser will see it; HELP and UNIT
+	// lines, kept aside, are charged as comments.
+	var lerr error
+	if len(o.pending) > 0 {
+		lerr = o.lim.line(o.pending)
+	} else if !o.sawEOF && len(line) > 1 && line[0] == '#' {
+		lerr = o.lim.charge(costComment + len(line))
+	}
+	if lerr != nil {
+		o.pending, o.err = nil, lerr
+	}
 }
 
 // translate returns the text-format equivalent of one newline-terminated

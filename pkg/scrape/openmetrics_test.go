@@ -10,7 +10,7 @@ import (
 
 func decodeOM(t *testing.T, in string) (map[string]*dto.MetricFamily, error) {
 	t.Helper()
-	return decode(strings.NewReader(in), expfmt.FmtOpenMetrics_1_0_0, 1<<20, nil)
+	return decode(strings.NewReader(in), expfmt.FmtOpenMetrics_1_0_0, 1<<20, nil, nil)
 }
 
 func TestOpenMetricsTranslation(t *testing.T) {

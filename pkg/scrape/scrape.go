@@ -3,6 +3,12 @@
 // per-target deadline, a cap on every response body and a bound on
 // concurrency, so that one slow, huge or broken target cannot hold up or
 // exhaust the process that scrapes the others.
+//
+// Targets are untrusted. Redirects are not followed and no credentials are
+// sent; what a scrape may parse is bounded (Limits) before it is kept, and
+// what all scrapes hold at once by an in-flight budget in which every
+// worker has a share of its own; a Cycle scrapes failing targets last, on a
+// bounded share of the workers, and ends at its deadline.
 package scrape
 
 import (
@@ -21,9 +27,19 @@ import (
 
 // Defaults for the zero fields of Config.
 const (
-	DefaultTimeout  = 3 * time.Second
-	DefaultMaxBytes = 10 << 20
+	DefaultTimeout = 3 * time.Second
+	// DefaultMaxBytes is 4 MiB: a real vLLM exposition is about 33 KB, a
+	// busy GPU exporter's a few hundred KB. Bodies are streamed through
+	// the parser, so the cap bounds reading time more than memory, which
+	// Limits and the in-flight budget bound.
+	DefaultMaxBytes = 4 << 20
 	DefaultWorkers  = 64
+	// DefaultMaxInflightBytes bounds the estimated memory of everything
+	// all scrapes have parsed and not yet handed over (see budget): with
+	// the default 64 workers, each has 512 KiB to itself, which a fully
+	// parsed vLLM exposition fits several times over, and a 32 MiB pool
+	// is shared by larger ones, each borrowing at most half of it.
+	DefaultMaxInflightBytes = 64 << 20
 	// DefaultMaxIdleConns bounds the connections kept alive between
 	// cycles. An idle HTTP/1.1 connection costs about 19 KiB of buffers
 	// and goroutine stacks, so keeping one to each of 10,000 targets
@@ -42,15 +58,31 @@ type Config struct {
 	// below the scrape interval. Default 3s.
 	Timeout time.Duration
 	// MaxBytes caps a response body after decompression; larger bodies fail
-	// with ErrTooLarge. Default 10 MiB.
+	// with ErrTooLarge. Default DefaultMaxBytes.
 	MaxBytes int64
 	// Workers bounds the scrapes in flight during a Cycle. Default 64.
 	Workers int
+	// Limits bound what one scrape may parse; zero fields take defaults.
+	Limits Limits
+	// MaxInflightBytes bounds the estimated memory of what all scrapes
+	// hold parsed at once; see budget. Default DefaultMaxInflightBytes.
+	MaxInflightBytes int64
+	// CycleTimeout bounds a Cycle: targets not scraped by then are
+	// abandoned and reported with ReasonCycleDeadline. Keep it at most
+	// the scrape interval. Zero: no bound but ctx's.
+	CycleTimeout time.Duration
+	// SuspectWorkers bounds the workers that scrape suspect targets (those
+	// whose last scrape failed) at once, so that targets which never
+	// answer cannot hold every worker. Default a quarter of Workers, at
+	// least one.
+	SuspectWorkers int
 	// MaxIdleConns bounds the connections the default client keeps alive
 	// between scrapes, over all targets. Default DefaultMaxIdleConns.
 	MaxIdleConns int
-	// Client, when set, is used as is; TLSConfig is then ignored. It must
-	// not follow a proxy to reach pod IPs and should not decompress bodies
+	// Client, when set, is used for its transport; TLSConfig is then
+	// ignored. Its redirect policy and cookie jar are not: the Scraper
+	// follows no redirect and sends no cookie. The transport must not
+	// follow a proxy to reach pod IPs and should not decompress bodies
 	// itself (the Scraper asks for gzip and decodes it under the cap).
 	Client *http.Client
 	// TLSConfig is used for https targets by the default client.
@@ -69,6 +101,14 @@ func (c Config) withDefaults() Config {
 	if c.Workers <= 0 {
 		c.Workers = DefaultWorkers
 	}
+	c.Limits = c.Limits.withDefaults()
+	if c.MaxInflightBytes <= 0 {
+		c.MaxInflightBytes = DefaultMaxInflightBytes
+	}
+	if c.SuspectWorkers <= 0 {
+		c.SuspectWorkers = max(1, c.Workers/4)
+	}
+	c.SuspectWorkers = min(c.SuspectWorkers, c.Workers)
 	if c.UserAgent == "" {
 		c.UserAgent = DefaultUserAgent
 	}
@@ -77,7 +117,12 @@ func (c Config) withDefaults() Config {
 	}
 	if c.Client == nil {
 		c.Client = &http.Client{Transport: newTransport(c.TLSConfig, c.MaxIdleConns)}
+	} else {
+		c.Client = &http.Client{Transport: c.Client.Transport, Timeout: c.Client.Timeout}
 	}
+	// A target's answer decides where a redirect goes; following it would
+	// let a tenant point the scraper at any host the adapter can reach.
+	c.Client.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
 	return c
 }
 
@@ -108,6 +153,7 @@ func newTransport(tlsConfig *tls.Config, maxIdle int) *http.Transport {
 type Scraper struct {
 	cfg    Config
 	header http.Header
+	budget *budget
 }
 
 // New returns a Scraper for cfg, with defaults filled in.
@@ -119,7 +165,7 @@ func New(cfg Config) *Scraper {
 	h.Set("User-Agent", cfg.UserAgent)
 	// Prometheus sends this too; some exporters size their work by it.
 	h.Set("X-Prometheus-Scrape-Timeout-Seconds", strconv.FormatFloat(cfg.Timeout.Seconds(), 'f', -1, 64))
-	return &Scraper{cfg: cfg, header: h}
+	return &Scraper{cfg: cfg, header: h, budget: newBudget(cfg.MaxInflightBytes, cfg.Workers)}
 }
 
 // Scrape fetches rawURL and parses the exposition according to the response's
@@ -130,8 +176,17 @@ func (s *Scraper) Scrape(ctx context.Context, rawURL string) (map[string]*dto.Me
 }
 
 // ScrapeFamilies is Scrape limited to the families sel selects (all of them
-// when sel is nil).
+// when sel is nil). Outside a Cycle, a scrape has no guaranteed share of
+// the in-flight budget: it borrows all it parses from the shared pool.
 func (s *Scraper) ScrapeFamilies(ctx context.Context, rawURL string, sel *Families) (map[string]*dto.MetricFamily, error) {
+	l := s.budget.lease(0)
+	defer l.release()
+	return s.scrape(ctx, rawURL, sel, l)
+}
+
+// scrape is ScrapeFamilies charging what it parses to l; the caller
+// releases l once the families are no longer needed.
+func (s *Scraper) scrape(ctx context.Context, rawURL string, sel *Families, l *lease) (map[string]*dto.MetricFamily, error) {
 	attempt, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(attempt, http.MethodGet, rawURL, nil)
@@ -142,15 +197,21 @@ func (s *Scraper) ScrapeFamilies(ctx context.Context, rawURL string, sel *Famili
 		// Cycle lands here for every target left when ctx ends.
 		return nil, newError(ctx, attempt, req.URL.Redacted(), err)
 	}
+	if req.URL.User != nil {
+		// Go would send them as basic auth, to whatever the URL names.
+		return nil, &scrapeError{url: req.URL.Redacted(), reason: ReasonOther, err: errCredentials}
+	}
 	req.Header = s.header.Clone()
-	fams, err := s.do(req, sel)
+	lim := newLimiter(s.cfg.Limits, l)
+	defer lim.done()
+	fams, err := s.do(req, sel, lim)
 	if err != nil {
 		return nil, newError(ctx, attempt, req.URL.Redacted(), err)
 	}
 	return fams, nil
 }
 
-func (s *Scraper) do(req *http.Request, sel *Families) (map[string]*dto.MetricFamily, error) {
+func (s *Scraper) do(req *http.Request, sel *Families, lim *limiter) (map[string]*dto.MetricFamily, error) {
 	resp, err := s.cfg.Client.Do(req)
 	if err != nil {
 		// Drop *url.Error: the URL is added once, by scrapeError.
@@ -165,10 +226,10 @@ func (s *Scraper) do(req *http.Request, sel *Families) (map[string]*dto.MetricFa
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		return nil, &StatusError{Code: resp.StatusCode}
 	}
-	fams, err := decodeBody(resp.Body, resp.Header, s.cfg.MaxBytes, sel)
+	fams, err := decodeBody(resp.Body, resp.Header, s.cfg.MaxBytes, sel, lim)
 	if err != nil {
 		// Whatever is left of an oversized body is not worth reading.
-		drain = !errors.Is(err, ErrTooLarge)
+		drain = !errors.Is(err, ErrTooLarge) && !errors.Is(err, ErrLimit)
 		return nil, err
 	}
 	return fams, nil

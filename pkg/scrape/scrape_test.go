@@ -196,7 +196,7 @@ func TestScrapeErrors(t *testing.T) {
 }
 
 func TestScrapeParseErrorIsShort(t *testing.T) {
-	body := []byte("metric " + strings.Repeat("x", 1<<20) + "\n")
+	body := []byte("metric " + strings.Repeat("x", 16<<10) + "\n")
 	srv, _ := serve(t, 200, nil, body)
 	_, err := New(Config{}).Scrape(t.Context(), srv.URL)
 	if Reason(err) != ReasonParse {

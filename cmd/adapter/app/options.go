@@ -24,6 +24,7 @@ type Options struct {
 	ScrapeWorkers    int
 	MaxIdleConns     int
 	MaxScrapeBytes   int64
+	MaxInflightBytes int64
 	MaxStaleness     time.Duration
 	TTFTWindow       time.Duration
 	Window           time.Duration
@@ -57,7 +58,8 @@ func NewOptions() *Options {
 		ScrapeInterval:   5 * time.Second,
 		ScrapeWorkers:    64,
 		MaxIdleConns:     scrape.DefaultMaxIdleConns,
-		MaxScrapeBytes:   10 << 20,
+		MaxScrapeBytes:   scrape.DefaultMaxBytes,
+		MaxInflightBytes: scrape.DefaultMaxInflightBytes,
 		TTFTWindow:       60 * time.Second,
 		Window:           2 * time.Minute,
 		ExporterSelector: "app.kubernetes.io/name=gpuscale-exporter",
@@ -82,6 +84,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.IntVar(&o.ScrapeWorkers, "scrape-workers", o.ScrapeWorkers, "Targets scraped concurrently.")
 	fs.IntVar(&o.MaxIdleConns, "scrape-max-idle-conns", o.MaxIdleConns, "Connections to targets kept alive between scrapes, over all targets (about 19 KiB each); beyond as many targets, scrapes reconnect.")
 	fs.Int64Var(&o.MaxScrapeBytes, "max-scrape-bytes", o.MaxScrapeBytes, "Largest accepted response body of one target, after decompression.")
+	fs.Int64Var(&o.MaxInflightBytes, "scrape-max-inflight-bytes", o.MaxInflightBytes, "Estimated memory all scrapes may hold parsed at once; half is split evenly among --scrape-workers, half shared. A scrape that needs more than it can get fails with reason limit (docs/performance.md).")
 	fs.DurationVar(&o.MaxStaleness, "max-staleness", o.MaxStaleness, "Age past which a pod's newest sample gives no value (default: three scrape intervals).")
 	fs.DurationVar(&o.TTFTWindow, "ttft-window", o.TTFTWindow, "Window of the time-to-first-token quantiles.")
 	fs.DurationVar(&o.Window, "window", o.Window, "How much history is kept per pod (at least --ttft-window).")
@@ -101,6 +104,10 @@ func (o *Options) Complete() {
 		o.MaxStaleness = 3 * o.ScrapeInterval
 	}
 }
+
+// minInflightPerWorker is the least --scrape-max-inflight-bytes per worker:
+// shares of 256 KiB hold a fully parsed vLLM exposition (about 200 KiB).
+const minInflightPerWorker = 512 << 10
 
 // Validate reports every invalid option at once.
 func (o *Options) Validate() error {
@@ -132,6 +139,12 @@ func (o *Options) Validate() error {
 	}
 	if o.MaxScrapeBytes < 1024 {
 		errs = append(errs, errors.New("--max-scrape-bytes must be at least 1024"))
+	}
+	// Below this, a worker's share would not hold one parsed vLLM
+	// exposition, and every scrape would borrow.
+	if minInflight := int64(max(o.ScrapeWorkers, 1)) * minInflightPerWorker; o.MaxInflightBytes < minInflight {
+		errs = append(errs, fmt.Errorf("--scrape-max-inflight-bytes must be at least %d (%d KiB per scrape worker), got %d",
+			minInflight, minInflightPerWorker>>10, o.MaxInflightBytes))
 	}
 	if o.MaxStaleness < o.ScrapeInterval {
 		errs = append(errs, fmt.Errorf("--max-staleness (%v) must be at least --scrape-interval", o.MaxStaleness))

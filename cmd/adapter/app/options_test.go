@@ -26,6 +26,9 @@ func TestValidateSource(t *testing.T) {
 		}, "--scale-down-controller needs --source=embedded"},
 		{"unknown source", func(o *Options) { o.Source = "thanos" }, "--source must be embedded or prometheus"},
 		{"no idle connections", func(o *Options) { o.MaxIdleConns = 0 }, "--scrape-max-idle-conns must be at least 1"},
+		{"in-flight budget at its least", func(o *Options) { o.MaxInflightBytes = 64 * 512 << 10 }, ""},
+		{"in-flight budget too small", func(o *Options) { o.MaxInflightBytes = 64*512<<10 - 1 }, "--scrape-max-inflight-bytes must be at least 33554432"},
+		{"more workers than the default budget serves", func(o *Options) { o.ScrapeWorkers = 256 }, "--scrape-max-inflight-bytes must be at least"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -49,7 +49,11 @@ func (o *Options) newSource(pods coreinformers.PodInformer, log *slog.Logger) (*
 		Pods: pods.Lister(),
 		Discovery: discovery.Config{ExporterSelector: exporterSel, ExporterPort: o.ExporterPort,
 			ExporterPath: o.ExporterPath},
-		Scraper:    scrape.New(scrape.Config{Timeout: o.ScrapeTimeout, MaxBytes: o.MaxScrapeBytes, Workers: o.ScrapeWorkers, MaxIdleConns: o.MaxIdleConns}),
+		Scraper: scrape.New(scrape.Config{Timeout: o.ScrapeTimeout, MaxBytes: o.MaxScrapeBytes, Workers: o.ScrapeWorkers,
+			MaxIdleConns: o.MaxIdleConns, MaxInflightBytes: o.MaxInflightBytes,
+			// Cycles never overlap (gather.Run): one that outlasts the
+			// interval delays the next for every target.
+			CycleTimeout: o.ScrapeInterval}),
 		Store:      st,
 		Interval:   o.ScrapeInterval,
 		RetainFor:  o.Window,
