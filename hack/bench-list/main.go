@@ -84,7 +84,9 @@ func run() error {
 	}
 	env, err := devenv.Up(ctx, devenv.Options{Dir: filepath.Join(dir, "env"), Nodes: 1, Logger: log, AdapterEnv: adapterEnv,
 		AdapterArgs: []string{"--scrape-interval=" + interval.String(), "--max-staleness=" + staleness.String(),
-			"--ttft-window=" + ttft.String(), "--window=" + max(*window, ttft).String()}})
+			"--ttft-window=" + ttft.String(), "--window=" + max(*window, ttft).String(),
+			// Each size is one namespace, past the default per-namespace cap.
+			"--max-targets-per-namespace=" + strconv.Itoa(slices.Max(ns))}})
 	if err != nil {
 		return err
 	}

@@ -55,6 +55,7 @@ func (e *Env) StartAdapterWith(ctx context.Context, extraArgs []string) error {
 		"--tls-cert-file=" + certFile, "--tls-private-key-file=" + keyFile,
 		"--lister-kubeconfig=" + kubeconfig, "--authentication-kubeconfig=" + kubeconfig, "--authorization-kubeconfig=" + kubeconfig,
 		"--exporter-selector=" + exporterLabel + "=" + ExporterName,
+		"--exporter-namespace=" + Namespace, "--exporter-daemonset=" + ExporterName,
 	}, extraArgs...)
 	p, err := startChildEnv(logPath, e.opts.AdapterEnv, e.opts.AdapterBinary, args...)
 	if err != nil {

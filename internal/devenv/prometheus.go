@@ -182,7 +182,7 @@ func (e *Env) syncTargets(ctx context.Context, dir string, interval time.Duratio
 // exporterDiscovery finds targets as the adapter started by StartAdapter does.
 func exporterDiscovery() discovery.Config {
 	return discovery.Config{ExporterSelector: labels.SelectorFromSet(labels.Set{exporterLabel: ExporterName}),
-		ExporterPort: 9400, ExporterPath: "/metrics"}
+		ExporterNamespace: Namespace, ExporterDaemonSet: ExporterName, ExporterPort: 9400, ExporterPath: "/metrics"}
 }
 
 func (e *Env) writeTargets(ctx context.Context, dir string, cfg discovery.Config) error {

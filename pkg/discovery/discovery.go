@@ -1,16 +1,29 @@
 // Package discovery turns the pods the adapter's informer sees into scrape
-// targets: the GPU exporters (by label selector) and the inference servers
-// that ask to be scraped (by annotation).
+// targets: the GPU exporters (by label selector, in the exporter's namespace
+// and controlled by its DaemonSet) and the inference servers that ask to be
+// scraped (by annotation).
+//
+// Every label and annotation of a pod is written by whoever may create pods
+// in its namespace, so none of it is trusted to say what a pod is or where
+// to connect: an exporter is known by who controls it, not by its labels,
+// and an annotated URL is built only from the pod's own IP, a port number
+// and a plain path. See docs/trust-model.md.
 package discovery
 
 import (
+	"cmp"
+	"errors"
 	"fmt"
+	"maps"
 	"net"
+	"net/url"
+	"slices"
 	"strconv"
-	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 )
 
 // Annotations an inference pod uses to ask to be scraped. The
@@ -55,13 +68,33 @@ type Target struct {
 // Key is the target's identity, "namespace/pod".
 func (t Target) Key() string { return t.Namespace + "/" + t.Pod }
 
-// Config says how to find exporters.
+// AnyNamespace as Config.ExporterNamespace trusts exporter pods of the
+// DaemonSet in every namespace. It must be asked for by name: an empty
+// namespace, the likely result of a templating slip, trusts none.
+const AnyNamespace = "*"
+
+// Config says how to find exporters and what to refuse.
 type Config struct {
 	// ExporterSelector matches the exporter DaemonSet's pods.
 	ExporterSelector labels.Selector
-	ExporterPort     int
-	ExporterPath     string
-	ExporterScheme   string
+	// ExporterNamespace is the namespace the exporter DaemonSet runs in;
+	// a pod matching the selector elsewhere is no exporter. AnyNamespace
+	// lifts the restriction; empty allows no exporter at all.
+	ExporterNamespace string
+	// ExporterDaemonSet names the DaemonSet (apps) that must be an exporter
+	// pod's controller; empty allows no exporter at all.
+	ExporterDaemonSet string
+	ExporterPort      int
+	ExporterPath      string
+	ExporterScheme    string
+	// ScrapeHostNetwork lets inference pods on the host network be scraped.
+	// Their pod IP is the node's, so their annotations would point the
+	// adapter at any port of the node (the kubelet's, say).
+	ScrapeHostNetwork bool
+	// MaxTargetsPerNamespace caps the inference targets of one namespace;
+	// 0: no cap. Over it, the targets first by pod name are kept, so the
+	// set does not change from one cycle to the next.
+	MaxTargetsPerNamespace int
 }
 
 // Targets returns the scrape targets among pods, and a note per pod that
@@ -69,16 +102,29 @@ type Config struct {
 // misconfiguration is visible instead of silent.
 func Targets(pods []*corev1.Pod, cfg Config) (targets []Target, problems []error) {
 	targets = make([]Target, 0, len(pods))
+	selector := cfg.ExporterSelector
+	if selector != nil && selector.Empty() {
+		selector = nil // an empty selector would make every pod an exporter
+	}
 	for _, p := range pods {
 		if !scrapable(p) {
 			continue
 		}
-		if cfg.ExporterSelector != nil && !cfg.ExporterSelector.Empty() && cfg.ExporterSelector.Matches(labels.Set(p.Labels)) {
-			targets = append(targets, Target{Kind: KindExporter, Namespace: p.Namespace, Pod: p.Name, Node: p.Spec.NodeName,
-				URL: endpoint(defaultString(cfg.ExporterScheme, "http"), p.Status.PodIP, cfg.ExporterPort, defaultString(cfg.ExporterPath, "/metrics"))})
-			continue
+		if selector != nil && selector.Matches(labels.Set(p.Labels)) {
+			err := cfg.exporter(p)
+			if err == nil {
+				var t Target
+				t, err = exporterTarget(p, cfg)
+				if err == nil {
+					targets = append(targets, t)
+					continue
+				}
+			}
+			// A tenant's pod labelled like the exporter is said so; if it
+			// also asks to be scraped, it is scraped for itself only.
+			problems = append(problems, fmt.Errorf("pod %s/%s: matches the exporter selector but is not scraped as an exporter: %w", p.Namespace, p.Name, err))
 		}
-		t, ok, err := inferenceTarget(p)
+		t, ok, err := inferenceTarget(p, cfg)
 		if err != nil {
 			problems = append(problems, fmt.Errorf("pod %s/%s: %w", p.Namespace, p.Name, err))
 			continue
@@ -86,6 +132,9 @@ func Targets(pods []*corev1.Pod, cfg Config) (targets []Target, problems []error
 		if ok {
 			targets = append(targets, t)
 		}
+	}
+	if cfg.MaxTargetsPerNamespace > 0 {
+		targets, problems = capNamespaces(targets, problems, cfg.MaxTargetsPerNamespace)
 	}
 	return targets, problems
 }
@@ -96,7 +145,36 @@ func scrapable(p *corev1.Pod) bool {
 	return p.Status.Phase == corev1.PodRunning && p.Status.PodIP != "" && p.DeletionTimestamp == nil
 }
 
-func inferenceTarget(p *corev1.Pod) (Target, bool, error) {
+// exporter says why a pod matching the exporter selector may not speak for
+// its node's GPUs, nil if it may. Labels are the pod author's to choose;
+// the namespace and the controller are not, short of rights in the
+// exporter's namespace.
+func (cfg Config) exporter(p *corev1.Pod) error {
+	if cfg.ExporterNamespace == "" || cfg.ExporterDaemonSet == "" {
+		return errors.New("no exporter namespace and DaemonSet configured")
+	}
+	if cfg.ExporterNamespace != AnyNamespace && p.Namespace != cfg.ExporterNamespace {
+		return fmt.Errorf("exporters run in namespace %s", cfg.ExporterNamespace)
+	}
+	ref := metav1.GetControllerOf(p)
+	if ref == nil || ref.Kind != "DaemonSet" || ref.Name != cfg.ExporterDaemonSet {
+		return fmt.Errorf("not controlled by the DaemonSet %s", cfg.ExporterDaemonSet)
+	}
+	if gv, err := schema.ParseGroupVersion(ref.APIVersion); err != nil || gv.Group != "apps" {
+		return fmt.Errorf("controller %s/%s is not an apps DaemonSet", ref.APIVersion, ref.Name)
+	}
+	return nil
+}
+
+func exporterTarget(p *corev1.Pod, cfg Config) (Target, error) {
+	u, err := endpoint(defaultString(cfg.ExporterScheme, "http"), p.Status.PodIP, cfg.ExporterPort, defaultString(cfg.ExporterPath, "/metrics"))
+	if err != nil {
+		return Target{}, err
+	}
+	return Target{Kind: KindExporter, Namespace: p.Namespace, Pod: p.Name, Node: p.Spec.NodeName, URL: u}, nil
+}
+
+func inferenceTarget(p *corev1.Pod, cfg Config) (Target, bool, error) {
 	a := p.Annotations
 	scrape, portKey, pathKey, schemeKey := a[AnnotationScrape], AnnotationPort, AnnotationPath, AnnotationScheme
 	if scrape == "" {
@@ -104,6 +182,9 @@ func inferenceTarget(p *corev1.Pod) (Target, bool, error) {
 	}
 	if scrape != "true" {
 		return Target{}, false, nil
+	}
+	if p.Spec.HostNetwork && !cfg.ScrapeHostNetwork {
+		return Target{}, false, errors.New("on the host network, whose ports are the node's: not scraped (--scrape-host-network allows it)")
 	}
 	port, err := targetPort(p, a[portKey])
 	if err != nil {
@@ -114,11 +195,64 @@ func inferenceTarget(p *corev1.Pod) (Target, bool, error) {
 		return Target{}, false, fmt.Errorf("%s: %q is neither http nor https", schemeKey, scheme)
 	}
 	path := defaultString(a[pathKey], "/metrics")
-	if !strings.HasPrefix(path, "/") {
+	if path[0] != '/' {
 		path = "/" + path
 	}
-	return Target{Kind: KindInference, Namespace: p.Namespace, Pod: p.Name, Node: p.Spec.NodeName,
-		URL: endpoint(scheme, p.Status.PodIP, port, path)}, true, nil
+	if err := CheckPath(path); err != nil {
+		return Target{}, false, fmt.Errorf("%s: %w", pathKey, err)
+	}
+	u, err := endpoint(scheme, p.Status.PodIP, port, path)
+	if err != nil {
+		return Target{}, false, err
+	}
+	return Target{Kind: KindInference, Namespace: p.Namespace, Pod: p.Name, Node: p.Spec.NodeName, URL: u}, true, nil
+}
+
+// maxPathLen bounds an annotated path: each target keeps its URL for as
+// long as the pod lives, and no metrics path is longer.
+const maxPathLen = 256
+
+// CheckPath accepts an absolute URL path of letters, digits, "-._~/",
+// the sub-delimiters "!$&'()*+,;=", ":" and %-escapes: it is appended to
+// scheme://ip:port, so anything that would end the path ("?", "#"), begin
+// an authority ("//", "@", "\"), or break the request line (spaces,
+// control characters) is refused rather than escaped.
+func CheckPath(path string) error {
+	switch {
+	case path == "" || path[0] != '/':
+		return fmt.Errorf("path %q does not start with /", path)
+	case len(path) > maxPathLen:
+		return fmt.Errorf("path is %d bytes, more than %d", len(path), maxPathLen)
+	case len(path) > 1 && path[1] == '/':
+		return fmt.Errorf("path %q starts with //", path)
+	}
+	for i := 0; i < len(path); i++ {
+		c := path[i]
+		switch {
+		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
+		case c == '%':
+			if i+2 >= len(path) || !isHex(path[i+1]) || !isHex(path[i+2]) {
+				return fmt.Errorf("path %q has a %% that is no escape", path)
+			}
+			i += 2
+		case isPathPunct(c):
+		default:
+			return fmt.Errorf("path %q contains %q", path, c)
+		}
+	}
+	return nil
+}
+
+func isPathPunct(c byte) bool {
+	switch c {
+	case '-', '.', '_', '~', '/', '!', '$', '&', '\'', '(', ')', '*', '+', ',', ';', '=', ':':
+		return true
+	}
+	return false
+}
+
+func isHex(c byte) bool {
+	return '0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F'
 }
 
 // targetPort is the annotated port, else the first declared container port.
@@ -132,7 +266,7 @@ func targetPort(p *corev1.Pod, annotated string) (int, error) {
 	}
 	for _, c := range p.Spec.Containers {
 		for _, cp := range c.Ports {
-			if cp.ContainerPort > 0 {
+			if cp.ContainerPort > 0 && cp.ContainerPort <= 65535 {
 				return int(cp.ContainerPort), nil
 			}
 		}
@@ -140,8 +274,66 @@ func targetPort(p *corev1.Pod, annotated string) (int, error) {
 	return 0, fmt.Errorf("no port annotation and no container port declared")
 }
 
-func endpoint(scheme, ip string, port int, path string) string {
-	return scheme + "://" + net.JoinHostPort(ip, strconv.Itoa(port)) + path
+// endpoint builds the URL and checks that it says what it was built from:
+// the pod's IP and port as host, no user, the path whole.
+func endpoint(scheme, ip string, port int, path string) (string, error) {
+	if net.ParseIP(ip) == nil {
+		return "", fmt.Errorf("pod IP %q is not an IP address", ip)
+	}
+	s := scheme + "://" + net.JoinHostPort(ip, strconv.Itoa(port)) + path
+	u, err := url.Parse(s)
+	if err != nil {
+		return "", fmt.Errorf("endpoint %q: %w", s, err)
+	}
+	if u.Hostname() != ip || u.Port() != strconv.Itoa(port) || u.User != nil || u.RawQuery != "" || u.Fragment != "" || u.Path == "" {
+		return "", fmt.Errorf("endpoint %q does not parse back to the pod's own address", s)
+	}
+	return s, nil
+}
+
+// capNamespaces keeps at most limit inference targets of each namespace,
+// those first by pod name, and says which namespaces lost some. Exporters
+// are not counted: one per node, in the exporter's namespace.
+func capNamespaces(targets []Target, problems []error, limit int) ([]Target, []error) {
+	perNS := map[string]int{}
+	for _, t := range targets {
+		if t.Kind == KindInference {
+			perNS[t.Namespace]++
+		}
+	}
+	over := map[string]bool{}
+	for ns, n := range perNS {
+		if n > limit {
+			over[ns] = true
+		}
+	}
+	if len(over) == 0 {
+		return targets, problems
+	}
+	kept, capped := targets[:0], []Target(nil)
+	for _, t := range targets {
+		if t.Kind == KindInference && over[t.Namespace] {
+			capped = append(capped, t)
+		} else {
+			kept = append(kept, t)
+		}
+	}
+	// The informer lists in no particular order; by name, the same pods
+	// are kept every cycle.
+	slices.SortFunc(capped, func(a, b Target) int {
+		return cmp.Or(cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Pod, b.Pod))
+	})
+	for i, t := range capped {
+		if i == 0 || t.Namespace != capped[i-1].Namespace {
+			kept = append(kept, capped[i:i+limit]...)
+		}
+	}
+	namespaces := slices.Sorted(maps.Keys(over))
+	for _, ns := range namespaces {
+		problems = append(problems, fmt.Errorf("namespace %s: %d pods ask to be scraped, more than the %d allowed per namespace: the last %d by name are not scraped",
+			ns, perNS[ns], limit, perNS[ns]-limit))
+	}
+	return kept, problems
 }
 
 func defaultString(s, def string) string {

@@ -59,6 +59,8 @@ type Gatherer struct {
 	// problems are the discovery problems of the previous cycle, so that
 	// each is logged when it appears and when it is fixed, not every cycle.
 	problems map[string]bool
+	// placed is where the pods of the current cycle run (trust.go).
+	placed atomic.Pointer[placement]
 }
 
 // New returns a Gatherer. Its metrics are registered on cfg.Registerer.
@@ -74,7 +76,7 @@ func New(cfg Config) (*Gatherer, error) {
 	}
 	g := &Gatherer{cfg: cfg, log: cfg.Logger, m: newGatherMetrics(), now: time.Now, known: map[string]*target{}}
 	if cfg.Registerer != nil {
-		if err := g.m.register(cfg.Registerer, targetCollector{g}); err != nil {
+		if err := g.m.register(cfg.Registerer, targetCollector{g}, trustCollector{g}); err != nil {
 			return nil, fmt.Errorf("gather: register metrics: %w", err)
 		}
 	}
@@ -92,6 +94,8 @@ type target struct {
 	// health is its scrape.Health after its last scrape, which the
 	// scraper schedules by: failing targets go last, few at a time.
 	health atomic.Uint32
+	// rejected counts the pods an exporter may not speak for, by trustReasons.
+	rejected [len(trustReasons)]atomic.Uint64
 }
 
 // Run scrapes every interval until ctx is done. Cycles never overlap: a
@@ -127,6 +131,7 @@ func (g *Gatherer) Cycle(ctx context.Context) {
 	}
 	targets, problems := discovery.Targets(pods, g.cfg.Discovery)
 	g.reportProblems(problems)
+	g.placed.Store(newPlacement(pods, targets))
 	byKey := g.track(targets)
 
 	st := make([]scrape.Target, len(targets))
@@ -204,6 +209,7 @@ func (g *Gatherer) ingest(tt *target, r scrape.Result) {
 			g.fail(tt, reasonNoGPUSeries, errors.New("the exporter reported no GPU series"))
 			return
 		}
+		g.admitGPU(tt, r.Families, pods)
 		for k, s := range pods {
 			s.Time = r.Time
 			g.cfg.Store.PutPod(k, store.SourceGPU, s)

@@ -109,18 +109,14 @@ func TestCycleEndToEnd(t *testing.T) {
 	gone, gonePort := serve(t, newSim(t, 1))
 	gone.Close()
 
-	exporterPod := annotatedPod("exporter-xyz", 0)
-	exporterPod.Namespace, exporterPod.Labels, exporterPod.Annotations = "gpuscale", map[string]string{"app": "exporter"}, nil
 	pods := podList{annotatedPod("busy", busyPort), annotatedPod("garbage", garbagePort),
-		annotatedPod("slow", slowPort), annotatedPod("gone", gonePort), exporterPod}
+		annotatedPod("slow", slowPort), annotatedPod("gone", gonePort), exporterPod("exporter-xyz", "node-a")}
 
 	st := store.New(30)
 	reg2 := prometheus.NewRegistry()
 	g, err := New(Config{
 		Pods: pods, Scraper: scrape.New(scrape.Config{Timeout: 300 * time.Millisecond}), Store: st,
-		Interval: time.Second, Registerer: reg2,
-		Discovery: discovery.Config{ExporterSelector: labels.SelectorFromSet(map[string]string{"app": "exporter"}),
-			ExporterPort: exporterPort},
+		Interval: time.Second, Registerer: reg2, Discovery: exporterDiscovery(exporterPort),
 	})
 	if err != nil {
 		t.Fatal(err)

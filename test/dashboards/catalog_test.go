@@ -44,6 +44,7 @@ var ownMetrics = []ownMetric{
 	{"gpuscale_adapter_inference_scrapes_total", counter, "pkg/gather"},
 	{"gpuscale_adapter_scrape_cycle_duration_seconds", histogram, "pkg/gather"},
 	{"gpuscale_adapter_misconfigured_targets", gauge, "pkg/gather"},
+	{"gpuscale_adapter_gpu_attributions_rejected_total", counter, "pkg/gather"},
 
 	{"gpuscale_scaledown_node_gpu_utilization", gauge, "pkg/scaledown"},
 	{"gpuscale_scaledown_node_gpu_pods", gauge, "pkg/scaledown"},

@@ -11,7 +11,9 @@ import (
 
 	"github.com/spf13/pflag"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/util/validation"
 
+	"github.com/gpuscale/gpuscale/pkg/discovery"
 	"github.com/gpuscale/gpuscale/pkg/scrape"
 )
 
@@ -31,6 +33,16 @@ type Options struct {
 	ExporterSelector string
 	ExporterPort     int
 	ExporterPath     string
+
+	// ExporterNamespace and ExporterDaemonSet say which pods are exporters:
+	// those of that DaemonSet in that namespace; the selector only narrows.
+	ExporterNamespace string
+	ExporterDaemonSet string
+	// ScrapeHostNetwork lets inference pods on the host network be scraped.
+	ScrapeHostNetwork bool
+	// MaxTargetsPerNamespace caps the inference targets of one namespace.
+	MaxTargetsPerNamespace int
+
 	MemoryLimitRatio float64
 	ScaleDown        ScaleDownOptions
 	Prometheus       PrometheusOptions
@@ -65,6 +77,12 @@ func NewOptions() *Options {
 		ExporterSelector: "app.kubernetes.io/name=gpuscale-exporter",
 		ExporterPort:     9400,
 		ExporterPath:     "/metrics",
+
+		// The plain manifests' names (release and namespace gpuscale).
+		ExporterNamespace:      "gpuscale",
+		ExporterDaemonSet:      "gpuscale-exporter",
+		MaxTargetsPerNamespace: 2000,
+
 		MemoryLimitRatio: 0.9,
 		ScaleDown:        defaultScaleDownOptions(),
 		Prometheus:       PrometheusOptions{Timeout: 5 * time.Second},
@@ -88,7 +106,11 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.MaxStaleness, "max-staleness", o.MaxStaleness, "Age past which a pod's newest sample gives no value (default: three scrape intervals).")
 	fs.DurationVar(&o.TTFTWindow, "ttft-window", o.TTFTWindow, "Window of the time-to-first-token quantiles.")
 	fs.DurationVar(&o.Window, "window", o.Window, "How much history is kept per pod (at least --ttft-window).")
-	fs.StringVar(&o.ExporterSelector, "exporter-selector", o.ExporterSelector, "Label selector of the GPU exporter pods.")
+	fs.StringVar(&o.ExporterSelector, "exporter-selector", o.ExporterSelector, "Label selector of the GPU exporter pods; only pods of --exporter-daemonset in --exporter-namespace qualify.")
+	fs.StringVar(&o.ExporterNamespace, "exporter-namespace", o.ExporterNamespace, "Namespace of the exporter DaemonSet: pods elsewhere are never scraped as exporters, whatever their labels. '*' trusts that DaemonSet's pods in every namespace, so anyone who may create a DaemonSet of that name could report any pod's GPUs.")
+	fs.StringVar(&o.ExporterDaemonSet, "exporter-daemonset", o.ExporterDaemonSet, "Name of the DaemonSet (apps) that must control an exporter pod.")
+	fs.BoolVar(&o.ScrapeHostNetwork, "scrape-host-network", o.ScrapeHostNetwork, "Scrape annotated inference pods on the host network. Their IP is the node's, so their annotations could point the adapter at any port of the node; off, they are reported and skipped.")
+	fs.IntVar(&o.MaxTargetsPerNamespace, "max-targets-per-namespace", o.MaxTargetsPerNamespace, "Most inference pods scraped in one namespace; beyond it, those last by name are reported and skipped. 0: no cap.")
 	fs.IntVar(&o.ExporterPort, "exporter-port", o.ExporterPort, "Port of the exporter's metrics endpoint.")
 	fs.StringVar(&o.ExporterPath, "exporter-path", o.ExporterPath, "Path of the exporter's metrics endpoint.")
 	fs.Float64Var(&o.MemoryLimitRatio, "memory-limit-ratio", o.MemoryLimitRatio, "Share of the container's memory limit (from its cgroup) given to the Go runtime as its soft limit (GOMEMLIMIT), so that garbage collection tightens before the OOM killer acts; 0 disables. An explicit GOMEMLIMIT wins.")
@@ -160,6 +182,20 @@ func (o *Options) Validate() error {
 	}
 	if o.ExporterPort < 1 || o.ExporterPort > 65535 {
 		errs = append(errs, fmt.Errorf("--exporter-port %d is not a port", o.ExporterPort))
+	}
+	if err := discovery.CheckPath(o.ExporterPath); err != nil {
+		errs = append(errs, fmt.Errorf("--exporter-path: %w", err))
+	}
+	if o.ExporterNamespace != discovery.AnyNamespace {
+		for _, msg := range validation.IsDNS1123Label(o.ExporterNamespace) {
+			errs = append(errs, fmt.Errorf("--exporter-namespace %q: %s (use '*' for every namespace)", o.ExporterNamespace, msg))
+		}
+	}
+	for _, msg := range validation.IsDNS1123Subdomain(o.ExporterDaemonSet) {
+		errs = append(errs, fmt.Errorf("--exporter-daemonset %q: %s", o.ExporterDaemonSet, msg))
+	}
+	if o.MaxTargetsPerNamespace < 0 {
+		errs = append(errs, fmt.Errorf("--max-targets-per-namespace must be 0 (no cap) or more, got %d", o.MaxTargetsPerNamespace))
 	}
 	errs = append(errs, o.ScaleDown.validate()...)
 	return errors.Join(errs...)

@@ -6,6 +6,10 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/spf13/pflag"
+
+	"github.com/gpuscale/gpuscale/pkg/discovery"
 )
 
 func TestValidateSource(t *testing.T) {
@@ -44,6 +48,59 @@ func TestValidateSource(t *testing.T) {
 			}
 			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
 				t.Fatalf("Validate = %v, want %q", err, tc.wantErr)
+			}
+		})
+	}
+}
+
+// TestTrustFlags: the flags that say whom to trust parse, default to the
+// plain manifests' exporter, and refuse what would silently trust no one
+// or everyone.
+func TestTrustFlags(t *testing.T) {
+	cases := []struct {
+		name    string
+		args    []string
+		check   func(*Options) bool
+		wantErr string
+	}{
+		{"defaults", nil, func(o *Options) bool {
+			return o.ExporterNamespace == "gpuscale" && o.ExporterDaemonSet == "gpuscale-exporter" && !o.ScrapeHostNetwork && o.MaxTargetsPerNamespace == 2000
+		}, ""},
+		{"chart's", []string{"--exporter-namespace=gpu-system", "--exporter-daemonset=prod-gpuscale-exporter", "--scrape-host-network", "--max-targets-per-namespace=10000"},
+			func(o *Options) bool {
+				return o.ExporterNamespace == "gpu-system" && o.ExporterDaemonSet == "prod-gpuscale-exporter" && o.ScrapeHostNetwork && o.MaxTargetsPerNamespace == 10000
+			}, ""},
+		{"every namespace, explicitly", []string{"--exporter-namespace=*"}, func(o *Options) bool { return o.ExporterNamespace == discovery.AnyNamespace }, ""},
+		{"no cap", []string{"--max-targets-per-namespace=0"}, func(o *Options) bool { return o.MaxTargetsPerNamespace == 0 }, ""},
+		{"empty namespace", []string{"--exporter-namespace="}, nil, "--exporter-namespace \"\""},
+		{"bad namespace", []string{"--exporter-namespace=GPU_System"}, nil, "--exporter-namespace \"GPU_System\""},
+		{"empty DaemonSet", []string{"--exporter-daemonset="}, nil, "--exporter-daemonset \"\""},
+		{"bad DaemonSet", []string{"--exporter-daemonset=a/b"}, nil, "--exporter-daemonset \"a/b\""},
+		{"negative cap", []string{"--max-targets-per-namespace=-1"}, nil, "--max-targets-per-namespace must be 0 (no cap) or more"},
+		{"exporter path with a query", []string{"--exporter-path=/metrics?x=1"}, nil, "--exporter-path"},
+		{"exporter path without /", []string{"--exporter-path=metrics"}, nil, "--exporter-path"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			o := NewOptions()
+			fs := pflag.NewFlagSet("adapter", pflag.ContinueOnError)
+			o.AddFlags(fs)
+			if err := fs.Parse(tc.args); err != nil {
+				t.Fatal(err)
+			}
+			o.Complete()
+			err := o.Validate()
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("Validate = %v, want %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("Validate: %v", err)
+			}
+			if !tc.check(o) {
+				t.Errorf("options %+v", o)
 			}
 		})
 	}

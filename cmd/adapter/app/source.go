@@ -47,8 +47,9 @@ func (o *Options) newSource(pods coreinformers.PodInformer, log *slog.Logger) (*
 	}
 	g, err := gather.New(gather.Config{
 		Pods: pods.Lister(),
-		Discovery: discovery.Config{ExporterSelector: exporterSel, ExporterPort: o.ExporterPort,
-			ExporterPath: o.ExporterPath},
+		Discovery: discovery.Config{ExporterSelector: exporterSel, ExporterNamespace: o.ExporterNamespace,
+			ExporterDaemonSet: o.ExporterDaemonSet, ExporterPort: o.ExporterPort, ExporterPath: o.ExporterPath,
+			ScrapeHostNetwork: o.ScrapeHostNetwork, MaxTargetsPerNamespace: o.MaxTargetsPerNamespace},
 		Scraper: scrape.New(scrape.Config{Timeout: o.ScrapeTimeout, MaxBytes: o.MaxScrapeBytes, Workers: o.ScrapeWorkers,
 			MaxIdleConns: o.MaxIdleConns, MaxInflightBytes: o.MaxInflightBytes,
 			// Cycles never overlap (gather.Run): one that outlasts the

@@ -23,7 +23,7 @@ func slimPod(obj any) (any, error) {
 			Labels: p.Labels, Annotations: scrapeAnnotations(p.Annotations), OwnerReferences: p.OwnerReferences,
 			CreationTimestamp: p.CreationTimestamp, DeletionTimestamp: p.DeletionTimestamp,
 		},
-		Spec: corev1.PodSpec{NodeName: p.Spec.NodeName},
+		Spec: corev1.PodSpec{NodeName: p.Spec.NodeName, HostNetwork: p.Spec.HostNetwork},
 		Status: corev1.PodStatus{Phase: p.Status.Phase, PodIP: p.Status.PodIP,
 			Conditions: readyCondition(p.Status.Conditions)},
 	}

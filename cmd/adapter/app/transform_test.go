@@ -16,8 +16,10 @@ func TestSlimPodKeepsWhatDiscoveryAndProviderRead(t *testing.T) {
 			Annotations: map[string]string{"gpuscale.io/scrape": "true", "gpuscale.io/port": "8000",
 				"prometheus.io/path": "/m", "kubectl.kubernetes.io/last-applied-configuration": "{huge}"},
 			ManagedFields:     []metav1.ManagedFieldsEntry{{Manager: "kubectl"}},
+			UID:               "uid-p",
+			OwnerReferences:   []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "DaemonSet", Name: "ds"}},
 			DeletionTimestamp: &now},
-		Spec: corev1.PodSpec{NodeName: "n1", Containers: []corev1.Container{
+		Spec: corev1.PodSpec{NodeName: "n1", HostNetwork: true, Containers: []corev1.Container{
 			{Name: "vllm", Image: "vllm/vllm-openai", Args: []string{"--model", "x"}, Ports: []corev1.ContainerPort{{ContainerPort: 8000}}},
 			{Name: "sidecar", Image: "envoy"}}},
 		Status: corev1.PodStatus{Phase: corev1.PodRunning, PodIP: "10.0.0.1", Conditions: []corev1.PodCondition{
@@ -33,6 +35,10 @@ func TestSlimPodKeepsWhatDiscoveryAndProviderRead(t *testing.T) {
 	}
 	if p.Annotations[discovery.AnnotationScrape] != "true" || p.Annotations[discovery.AnnotationPort] != "8000" || p.Annotations["prometheus.io/path"] != "/m" {
 		t.Errorf("scrape annotations lost: %v", p.Annotations)
+	}
+	// Discovery's and the gatherer's trust checks read these.
+	if !p.Spec.HostNetwork || p.UID != "uid-p" || len(p.OwnerReferences) != 1 || p.OwnerReferences[0].Name != "ds" {
+		t.Errorf("host network, UID or owner lost: %+v", p)
 	}
 	if p.Labels["app"] != "llm" || p.Spec.NodeName != "n1" || p.Status.PodIP != "10.0.0.1" || p.Status.Phase != corev1.PodRunning || p.DeletionTimestamp == nil {
 		t.Errorf("identity, placement or phase lost: %+v", p)

@@ -103,8 +103,14 @@ app.kubernetes.io/component: gpu-exporter
 {{- end }}
 {{- end }}
 - --exporter-selector={{ include "gpuscale.adapter.exporterSelector" . }}
+- --exporter-namespace={{ $c.exporterNamespace | default .Release.Namespace }}
+- --exporter-daemonset={{ $c.exporterDaemonSet | default (include "gpuscale.exporter.fullname" .) }}
 - --exporter-port={{ $c.exporterPort }}
 - --exporter-path={{ $c.exporterPath }}
+{{- if $c.scrapeHostNetwork }}
+- --scrape-host-network
+{{- end }}
+- --max-targets-per-namespace={{ int $c.maxTargetsPerNamespace }}
 {{- with $c.logVerbosity }}
 - --v={{ . }}
 {{- end }}
