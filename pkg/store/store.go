@@ -100,6 +100,19 @@ func (sig Signal) Range() Range {
 	return ranges[sig]
 }
 
+// DeviceRange returns the physical range of one device's reading of sig:
+// for the signals summed over a pod's or node's devices, a MaxDevices-th of
+// its Range; for the others, its Range.
+func (sig Signal) DeviceRange() Range {
+	switch sig {
+	case GPUMemoryUsedBytes:
+		return Range{0, MaxDeviceMemoryBytes}
+	case GPUPowerWatts:
+		return Range{0, MaxDevicePowerWatts}
+	}
+	return sig.Range()
+}
+
 var (
 	// ErrNotFinite is wrapped by Check's error for NaN and infinities.
 	ErrNotFinite = errors.New("not a finite number")

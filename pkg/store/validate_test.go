@@ -134,3 +134,17 @@ func must(s Sample, ok bool) Sample {
 	}
 	return s
 }
+
+func TestDeviceRange(t *testing.T) {
+	for sig := Signal(0); sig < NumSignals; sig++ {
+		d, r := sig.DeviceRange(), sig.Range()
+		if d.Min != r.Min || d.Max > r.Max {
+			t.Errorf("%s: a device's range %+v is not within the signal's %+v", sig, d, r)
+		}
+	}
+	for _, sig := range []Signal{GPUMemoryUsedBytes, GPUPowerWatts} {
+		if got, want := sig.DeviceRange().Max*MaxDevices, sig.Range().Max; got != want {
+			t.Errorf("%s: MaxDevices devices at their most add up to %g, the range ends at %g", sig, got, want)
+		}
+	}
+}
