@@ -78,7 +78,7 @@ func GPUFamilies() []string {
 // readings and sums not stored.
 func GPU(families map[string]*dto.MetricFamily) (pods map[store.Key]store.Sample, node store.Sample, rejected []Rejection, err error) {
 	devs := map[string]*device{}
-	seen := seriesSet{}
+	seen := newSeriesSet()
 	for _, f := range gpuFields {
 		mf := families[f.name]
 		if mf == nil {

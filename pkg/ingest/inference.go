@@ -21,7 +21,7 @@ var inferenceFamilies, _ = inference.Families()
 // without one of its series would be another server's. Rejected lists the
 // gauges not stored.
 func Inference(families map[string]*dto.MetricFamily) (store.Sample, inference.Dialect, []Rejection, error) {
-	seen := seriesSet{}
+	seen := newSeriesSet()
 	for _, name := range inferenceFamilies {
 		for _, m := range families[name].GetMetric() {
 			if err := seen.add(name, m); err != nil {

@@ -3,6 +3,7 @@ package ingest
 import (
 	"errors"
 	"fmt"
+	"hash/maphash"
 	"slices"
 	"strings"
 
@@ -86,34 +87,62 @@ func rejection(series string, err error) Rejection {
 	return Rejection{Reason: reason, Series: series, Err: err}
 }
 
-// seriesSet finds a series seen twice in the families one reader reads.
-type seriesSet map[string]struct{}
+// seriesSet finds a series seen twice in the families one reader reads. It
+// keeps a hash of each series' name and label set, and compares the labels
+// themselves only when two hashes agree: a string key per series was half
+// of an exporter scrape's ingest allocations.
+type seriesSet struct {
+	seed maphash.Seed
+	seen map[uint64]series
+}
+
+type series struct {
+	name   string
+	labels []*dto.LabelPair // sorted by name
+}
+
+func newSeriesSet() *seriesSet {
+	return &seriesSet{seed: maphash.MakeSeed(), seen: map[uint64]series{}}
+}
 
 // add records m of family name; an error wrapping ErrDuplicateSeries if it
 // was there already, or names one label twice (the text parser refuses
 // that; the protobuf decoder does not).
-func (s seriesSet) add(name string, m *dto.Metric) error {
-	lps := slices.Clone(m.GetLabel())
-	slices.SortFunc(lps, func(a, b *dto.LabelPair) int { return strings.Compare(a.GetName(), b.GetName()) })
-	var b strings.Builder
-	b.WriteString(name)
+func (s *seriesSet) add(name string, m *dto.Metric) error {
+	lps := m.GetLabel()
+	byName := func(a, b *dto.LabelPair) int { return strings.Compare(a.GetName(), b.GetName()) }
+	if !slices.IsSortedFunc(lps, byName) { // the text parser sorts them
+		lps = slices.Clone(lps)
+		slices.SortFunc(lps, byName)
+	}
+	var h maphash.Hash
+	h.SetSeed(s.seed)
+	h.WriteString(name)
 	for i, lp := range lps {
 		if i > 0 && lp.GetName() == lps[i-1].GetName() {
 			return fmt.Errorf("%w: label %q twice in a series of %s", ErrDuplicateSeries, lp.GetName(), name)
 		}
 		// 0xff occurs in no valid UTF-8 text: names and values cannot
 		// run into each other.
-		b.WriteByte(0xff)
-		b.WriteString(lp.GetName())
-		b.WriteByte(0xff)
-		b.WriteString(lp.GetValue())
+		h.WriteByte(0xff)
+		h.WriteString(lp.GetName())
+		h.WriteByte(0xff)
+		h.WriteString(lp.GetValue())
 	}
-	key := b.String()
-	if _, ok := s[key]; ok {
-		return fmt.Errorf("%w: %s", ErrDuplicateSeries, describe(name, m))
+	key := h.Sum64()
+	for {
+		prev, ok := s.seen[key]
+		if !ok {
+			s.seen[key] = series{name: name, labels: lps}
+			return nil
+		}
+		if prev.name == name && slices.EqualFunc(prev.labels, lps, func(a, b *dto.LabelPair) bool {
+			return a.GetName() == b.GetName() && a.GetValue() == b.GetValue()
+		}) {
+			return fmt.Errorf("%w: %s", ErrDuplicateSeries, describe(name, m))
+		}
+		key++ // two series, one hash: probe on
 	}
-	s[key] = struct{}{}
-	return nil
 }
 
 // describe renders a series as name{label="value",...}.
