@@ -56,7 +56,7 @@ func (m *gatherMetrics) register(r prometheus.Registerer, more ...prometheus.Col
 }
 
 // failReasons are the values of the errors' reason label: the scraper's
-// reasons, then the gatherer's own.
+// reasons, then those ingest rejects a whole scrape for.
 var failReasons = [...]string{scrape.ReasonTimeout, scrape.ReasonConnect, scrape.ReasonHTTPStatus, scrape.ReasonTooLarge,
 	scrape.ReasonParse, scrape.ReasonCanceled, scrape.ReasonOther, reasonUnknownDialect, reasonNoGPUSeries,
 	reasonDuplicateSeries, reasonInvalidHistogram}
