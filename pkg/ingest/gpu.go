@@ -132,9 +132,9 @@ func GPU(families map[string]*dto.MetricFamily) (pods map[store.Key]store.Sample
 	}
 	pods = make(map[store.Key]store.Sample, len(byPod))
 	for k, a := range byPod {
-		pods[k] = a.sample(&rejected, "pod "+k.Namespace+"/"+k.Name)
+		pods[k] = a.sample(&rejected, &k)
 	}
-	return pods, nodeAgg.sample(&rejected, "the node"), rejected, nil
+	return pods, nodeAgg.sample(&rejected, nil), rejected, nil
 }
 
 func (d *device) set(bit uint8, v float64) {
@@ -181,13 +181,17 @@ func (a *aggregate) add(d *device) {
 	}
 }
 
-// sample returns the aggregate's signals. One that leaves its signal's
-// range (more devices than MaxDevices, each in range) is rejected as
-// what's devices add up to.
-func (a *aggregate) sample(rejected *[]Rejection, what string) store.Sample {
+// sample returns the aggregate's signals, of the pod k or, when k is nil,
+// of the node. One that leaves its signal's range (more devices than
+// MaxDevices, each in range) is rejected as what the devices add up to.
+func (a *aggregate) sample(rejected *[]Rejection, k *store.Key) store.Sample {
 	var s store.Sample
 	set := func(sig store.Signal, v float64, n int) {
 		if err := sig.Check(v); err != nil {
+			what := "the node"
+			if k != nil {
+				what = "pod " + k.Namespace + "/" + k.Name
+			}
 			*rejected = append(*rejected, rejection(fmt.Sprintf("%s over %s's %d devices", sig, what, n), err))
 			return
 		}

@@ -54,7 +54,8 @@ func TestGPURejectsValues(t *testing.T) {
 		// gone are p1's signals that must have no value; kept, the
 		// ones that must.
 		gone, kept []store.Signal
-		nodeUtil   bool // whether the node keeps a utilization
+		nodeUtil   bool   // whether the node keeps a utilization
+		series     string // what some rejection names; "" for any
 	}{
 		{
 			name: "utilization 1e300",
@@ -95,6 +96,7 @@ func TestGPURejectsValues(t *testing.T) {
 			name:   "power summed past the range",
 			in:     manyAtMax("DCGM_FI_DEV_POWER_USAGE", "20000", store.MaxDevices+1),
 			reason: ReasonOutOfRange, gone: []store.Signal{store.GPUPowerWatts}, nodeUtil: true,
+			series: "gpu_power_watts over pod ml/p1's 1025 devices",
 		},
 		{
 			name:   "memory summed past the range",
@@ -117,10 +119,15 @@ func TestGPURejectsValues(t *testing.T) {
 			if len(rejected) == 0 {
 				t.Fatal("nothing rejected")
 			}
+			named := false
 			for _, r := range rejected {
 				if r.Reason != tt.reason {
 					t.Errorf("rejection %q: reason %q, want %q", r.Error(), r.Reason, tt.reason)
 				}
+				named = named || strings.Contains(r.Series, tt.series)
+			}
+			if !named {
+				t.Errorf("no rejection of %q among %v", tt.series, rejected)
 			}
 			p1s, p2s := pods[p1], pods[p2]
 			for _, sig := range tt.gone {
