@@ -36,7 +36,7 @@ func Inference(families map[string]*dto.MetricFamily) (store.Sample, inference.D
 	var rejected []Rejection
 	for _, r := range sig.Rejected {
 		if errors.Is(r.Err, histogram.ErrInvalid) {
-			return store.Sample{}, sig.Dialect, nil, fmt.Errorf("TTFT histogram %w", r)
+			return store.Sample{}, sig.Dialect, nil, fmt.Errorf("TTFT histogram %s: %w", truncate(r.Series), r.Err)
 		}
 		rejected = append(rejected, rejection(r.Series, r.Err))
 	}

@@ -6,6 +6,7 @@ import (
 	"hash/maphash"
 	"slices"
 	"strings"
+	"unicode/utf8"
 
 	dto "github.com/prometheus/client_model/go"
 
@@ -76,7 +77,24 @@ type Rejection struct {
 
 func (r Rejection) Error() string { return r.Series + ": " + r.Err.Error() }
 
+// maxSeriesText bounds how much of a series' text a rejection or an error
+// keeps: label values are the target's to choose, of any size.
+const maxSeriesText = 256
+
+// truncate cuts s to maxSeriesText bytes, on a rune boundary.
+func truncate(s string) string {
+	if len(s) <= maxSeriesText {
+		return s
+	}
+	n := maxSeriesText
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + "...(truncated)"
+}
+
 func rejection(series string, err error) Rejection {
+	series = truncate(series)
 	reason := ReasonWrongType
 	switch {
 	case errors.Is(err, store.ErrNotFinite):
@@ -120,7 +138,7 @@ func (s *seriesSet) add(name string, m *dto.Metric) error {
 	h.WriteString(name)
 	for i, lp := range lps {
 		if i > 0 && lp.GetName() == lps[i-1].GetName() {
-			return fmt.Errorf("%w: label %q twice in a series of %s", ErrDuplicateSeries, lp.GetName(), name)
+			return fmt.Errorf("%w: label %q twice in a series of %s", ErrDuplicateSeries, truncate(lp.GetName()), name)
 		}
 		// 0xff occurs in no valid UTF-8 text: names and values cannot
 		// run into each other.
@@ -139,7 +157,7 @@ func (s *seriesSet) add(name string, m *dto.Metric) error {
 		if prev.name == name && slices.EqualFunc(prev.labels, lps, func(a, b *dto.LabelPair) bool {
 			return a.GetName() == b.GetName() && a.GetValue() == b.GetValue()
 		}) {
-			return fmt.Errorf("%w: %s", ErrDuplicateSeries, describe(name, m))
+			return fmt.Errorf("%w: %s", ErrDuplicateSeries, truncate(describe(name, m)))
 		}
 		key++ // two series, one hash: probe on
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
@@ -300,5 +301,27 @@ sglang:time_to_first_token_seconds_bucket{model_name="m",le="+Inf"} 5
 				}
 			}
 		})
+	}
+}
+
+// A target chooses its label values, of any size: what a rejection or an
+// error quotes of them is bounded.
+func TestRejectionTextBounded(t *testing.T) {
+	long := strings.Repeat("é", 100_000)
+	_, _, rejected, err := GPU(parse(t, dcgm("DCGM_FI_DEV_GPU_UTIL", "GPU-a", long, "1e300")))
+	if err != nil || len(rejected) != 1 {
+		t.Fatalf("err %v, rejected %d", err, len(rejected))
+	}
+	_, _, _, dupErr := GPU(parse(t, dcgm("DCGM_FI_DEV_GPU_UTIL", "GPU-a", long, "1")+dcgm("DCGM_FI_DEV_GPU_UTIL", "GPU-a", long, "1")))
+	_, _, _, histErr := Inference(parse(t, "# TYPE vllm:time_to_first_token_seconds histogram\n"+
+		"vllm:time_to_first_token_seconds_bucket{model_name=\""+long+"\",le=\"-1\"} 1\n"+
+		"vllm:time_to_first_token_seconds_bucket{model_name=\""+long+"\",le=\"+Inf\"} 1\n"))
+	for name, msg := range map[string]string{"rejection": rejected[0].Error(), "duplicate": fmt.Sprint(dupErr), "histogram": fmt.Sprint(histErr)} {
+		if len(msg) > 2*maxSeriesText || !utf8.ValidString(msg) || !strings.Contains(msg, "(truncated)") {
+			t.Errorf("%s: %d bytes: %.80q...", name, len(msg), msg)
+		}
+	}
+	if Reason(dupErr) != ReasonDuplicateSeries || Reason(histErr) != ReasonInvalidHistogram {
+		t.Errorf("reasons %q, %q", Reason(dupErr), Reason(histErr))
 	}
 }
