@@ -43,8 +43,8 @@ const (
 	// MaxDeviceMemoryBytes is one device's framebuffer: 4 TiB, 14 times
 	// the largest GPU's (288 GB).
 	MaxDeviceMemoryBytes = 1 << 42
-	// MaxDevicePowerWatts is one device's draw: 20 kW, ten times a
-	// liquid-cooled B300's.
+	// MaxDevicePowerWatts is one device's draw: 20 kW, over ten times
+	// the 1.4 kW of a B300, the most drawn by any GPU in 2025.
 	MaxDevicePowerWatts = 20_000
 	// MaxRequests is the most requests one inference server holds,
 	// waiting or running: each costs at least kilobytes of host memory,
