@@ -75,13 +75,13 @@ func TestReadFamiliesKeepWhatIngestReads(t *testing.T) {
 			if len(read) > len(all) {
 				t.Errorf("parsed %d families of %d", len(read), len(all))
 			}
-			wantS, wantD, wantErr := ingest.Inference(all)
-			gotS, gotD, gotErr := ingest.Inference(read)
+			wantS, wantD, wantRej, wantErr := ingest.Inference(all)
+			gotS, gotD, gotRej, gotErr := ingest.Inference(read)
 			if (gotErr == nil) != (wantErr == nil) || gotErr != nil && gotErr.Error() != wantErr.Error() {
 				t.Fatalf("error %v, want %v", gotErr, wantErr)
 			}
-			if gotD != wantD || !reflect.DeepEqual(gotS, wantS) {
-				t.Errorf("got %s %+v, want %s %+v", gotD, gotS, wantD, wantS)
+			if gotD != wantD || !reflect.DeepEqual(gotS, wantS) || !reflect.DeepEqual(gotRej, wantRej) {
+				t.Errorf("got %s %+v %v, want %s %+v %v", gotD, gotS, gotRej, wantD, wantS, wantRej)
 			}
 		})
 	}
@@ -90,10 +90,10 @@ func TestReadFamiliesKeepWhatIngestReads(t *testing.T) {
 		if len(read) >= len(all) {
 			t.Errorf("parsed %d families of %d", len(read), len(all))
 		}
-		wantPods, wantNode, wantOK := ingest.GPU(all)
-		gotPods, gotNode, gotOK := ingest.GPU(read)
-		if !wantOK || gotOK != wantOK || !reflect.DeepEqual(gotPods, wantPods) || !reflect.DeepEqual(gotNode, wantNode) {
-			t.Errorf("got %v %+v %+v, want %v %+v %+v", gotOK, gotPods, gotNode, wantOK, wantPods, wantNode)
+		wantPods, wantNode, wantRej, wantErr := ingest.GPU(all)
+		gotPods, gotNode, gotRej, gotErr := ingest.GPU(read)
+		if wantErr != nil || gotErr != nil || len(wantRej)+len(gotRej) > 0 || !reflect.DeepEqual(gotPods, wantPods) || !reflect.DeepEqual(gotNode, wantNode) {
+			t.Errorf("got %v %v %+v %+v, want %v %v %+v %+v", gotErr, gotRej, gotPods, gotNode, wantErr, wantRej, wantPods, wantNode)
 		}
 	})
 }

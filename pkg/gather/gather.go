@@ -94,8 +94,11 @@ type target struct {
 	// health is its scrape.Health after its last scrape, which the
 	// scraper schedules by: failing targets go last, few at a time.
 	health atomic.Uint32
-	// rejected counts the pods an exporter may not speak for, by trustReasons.
-	rejected [len(trustReasons)]atomic.Uint64
+	// refused counts the pods an exporter may not speak for, by trustReasons.
+	refused [len(trustReasons)]atomic.Uint64
+	// rejected counts the values ingest rejected from its otherwise
+	// good scrapes, by ingest.RejectReasons.
+	rejected [len(ingest.RejectReasons)]atomic.Uint64
 }
 
 // Run scrapes every interval until ctx is done. Cycles never overlap: a
@@ -204,11 +207,12 @@ func (g *Gatherer) ingest(tt *target, r scrape.Result) {
 	}
 	switch t.Kind {
 	case discovery.KindExporter:
-		pods, node, ok := ingest.GPU(r.Families)
-		if !ok {
-			g.fail(tt, reasonNoGPUSeries, errors.New("the exporter reported no GPU series"))
+		pods, node, rejected, err := ingest.GPU(r.Families)
+		if err != nil {
+			g.fail(tt, ingest.Reason(err), err)
 			return
 		}
+		g.reject(tt, rejected)
 		g.admitGPU(tt, r.Families, pods)
 		for k, s := range pods {
 			s.Time = r.Time
@@ -219,11 +223,12 @@ func (g *Gatherer) ingest(tt *target, r scrape.Result) {
 			g.cfg.Store.PutNode(t.Node, node)
 		}
 	case discovery.KindInference:
-		s, dialect, err := ingest.Inference(r.Families)
+		s, dialect, rejected, err := ingest.Inference(r.Families)
 		if err != nil {
-			g.fail(tt, reasonUnknownDialect, err)
+			g.fail(tt, ingest.Reason(err), err)
 			return
 		}
+		g.reject(tt, rejected)
 		s.Time = r.Time
 		g.cfg.Store.PutPod(store.Key{Namespace: t.Namespace, Name: t.Pod}, store.SourceInference, s)
 		g.m.dialects.WithLabelValues(string(dialect)).Inc()
@@ -242,4 +247,15 @@ func (g *Gatherer) fail(tt *target, reason string, err error) {
 		tt.health.Store(uint32(scrape.HealthDown))
 	}
 	g.log.Debug("scrape failed", "target", t.Key(), "kind", t.Kind.String(), "url", t.URL, "reason", reason, "err", err)
+}
+
+// reject counts the values ingest rejected from a scrape it stored.
+func (g *Gatherer) reject(tt *target, rejected []ingest.Rejection) {
+	for _, r := range rejected {
+		tt.rejected[rejectReason(r.Reason)].Add(1)
+	}
+	if len(rejected) > 0 {
+		t := tt.Target
+		g.log.Debug("values rejected", "target", t.Key(), "kind", t.Kind.String(), "url", t.URL, "count", len(rejected), "first", rejected[0].Error())
+	}
 }

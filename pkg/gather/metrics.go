@@ -5,6 +5,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/gpuscale/gpuscale/pkg/ingest"
 	"github.com/gpuscale/gpuscale/pkg/scrape"
 )
 
@@ -55,15 +56,18 @@ func (m *gatherMetrics) register(r prometheus.Registerer, more ...prometheus.Col
 }
 
 // failReasons are the values of the errors' reason label: the scraper's
-// reasons, then the gatherer's own.
+// reasons, then those ingest rejects a whole scrape for.
 var failReasons = [...]string{scrape.ReasonTimeout, scrape.ReasonConnect, scrape.ReasonHTTPStatus, scrape.ReasonTooLarge,
 	scrape.ReasonParse, scrape.ReasonCanceled, scrape.ReasonOther, scrape.ReasonRedirect,
 	scrape.ReasonLimit, scrape.ReasonCycleDeadline,
-	reasonUnknownDialect, reasonNoGPUSeries}
+	reasonUnknownDialect, reasonNoGPUSeries, reasonDuplicateSeries, reasonInvalidHistogram}
 
+// The reasons ingest rejects a whole scrape for (ingest.Reason).
 const (
-	reasonUnknownDialect = "unknown_dialect"
-	reasonNoGPUSeries    = "no_gpu_series"
+	reasonUnknownDialect   = ingest.ReasonUnknownDialect
+	reasonNoGPUSeries      = ingest.ReasonNoGPUSeries
+	reasonDuplicateSeries  = ingest.ReasonDuplicateSeries
+	reasonInvalidHistogram = ingest.ReasonInvalidHistogram
 )
 
 // failReason returns the index of reason in failReasons, "other" for one
@@ -75,11 +79,22 @@ func failReason(reason string) int {
 	return slices.Index(failReasons[:], scrape.ReasonOther)
 }
 
+// rejectReason returns the index of reason in ingest.RejectReasons.
+func rejectReason(reason string) int {
+	if i := slices.Index(ingest.RejectReasons[:], reason); i >= 0 {
+		return i
+	}
+	return slices.Index(ingest.RejectReasons[:], ingest.ReasonWrongType)
+}
+
 var (
 	lastSuccessDesc = prometheus.NewDesc("gpuscale_adapter_scrape_last_success_timestamp_seconds",
 		"Unix time of the last successful scrape of each target pod.", []string{"namespace", "pod"}, nil)
 	scrapeErrorsDesc = prometheus.NewDesc("gpuscale_adapter_scrape_errors_total",
-		"Failed scrapes by target pod and reason (timeout, connect, http_status, redirect, too_large, limit, parse, cycle_deadline, unknown_dialect, no_gpu_series, ...).",
+		"Failed scrapes by target pod and reason (timeout, connect, http_status, redirect, too_large, limit, parse, cycle_deadline, unknown_dialect, no_gpu_series, duplicate_series, invalid_histogram, ...).",
+		[]string{"namespace", "pod", "reason"}, nil)
+	rejectedValuesDesc = prometheus.NewDesc("gpuscale_adapter_rejected_values_total",
+		"Values dropped from otherwise stored scrapes, by target pod and reason (not_finite, out_of_range, wrong_type); the sums and means they belong to are not served.",
 		[]string{"namespace", "pod", "reason"}, nil)
 )
 
@@ -94,6 +109,7 @@ type targetCollector struct{ g *Gatherer }
 func (c targetCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- lastSuccessDesc
 	ch <- scrapeErrorsDesc
+	ch <- rejectedValuesDesc
 }
 
 func (c targetCollector) Collect(ch chan<- prometheus.Metric) {
@@ -106,6 +122,11 @@ func (c targetCollector) Collect(ch chan<- prometheus.Metric) {
 		for i := range t.failures {
 			if n := t.failures[i].Load(); n > 0 {
 				ch <- prometheus.MustNewConstMetric(scrapeErrorsDesc, prometheus.CounterValue, float64(n), t.Namespace, t.Pod, failReasons[i])
+			}
+		}
+		for i := range t.rejected {
+			if n := t.rejected[i].Load(); n > 0 {
+				ch <- prometheus.MustNewConstMetric(rejectedValuesDesc, prometheus.CounterValue, float64(n), t.Namespace, t.Pod, ingest.RejectReasons[i])
 			}
 		}
 	}

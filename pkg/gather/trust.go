@@ -91,7 +91,7 @@ func (g *Gatherer) admitGPU(tt *target, families map[string]*dto.MetricFamily, p
 			continue
 		}
 		delete(pods, k)
-		tt.rejected[reason].Add(1)
+		tt.refused[reason].Add(1)
 		g.log.Debug("exporter series not stored", "exporter", tt.Key(), "node", tt.Node,
 			"claimed", slog.GroupValue(slog.String("namespace", k.Namespace), slog.String("pod", k.Name)), "reason", trustReasons[reason])
 	}
@@ -142,8 +142,8 @@ func (c trustCollector) Collect(ch chan<- prometheus.Metric) {
 	c.g.mu.Lock()
 	defer c.g.mu.Unlock()
 	for _, t := range c.g.known {
-		for i := range t.rejected {
-			if n := t.rejected[i].Load(); n > 0 {
+		for i := range t.refused {
+			if n := t.refused[i].Load(); n > 0 {
 				ch <- prometheus.MustNewConstMetric(rejectedAttributionsDesc, prometheus.CounterValue, float64(n), t.Namespace, t.Pod, trustReasons[i])
 			}
 		}

@@ -50,13 +50,6 @@ func placedPod(ns, name, node, uid string) *corev1.Pod {
 		Status: corev1.PodStatus{Phase: corev1.PodRunning, PodIP: "10.0.0.9"}}
 }
 
-func text(body string) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-		w.Header().Set("Content-Type", "text/plain; version=0.0.4")
-		_, _ = w.Write([]byte(body))
-	})
-}
-
 // nodeAExposition is what the exporter on node-a serves: genuine series
 // (a time-sliced GPU shared by two pods, one labelled with its UID; two
 // MIG instances of one GPU held by two pods), and series naming pods it

@@ -8,17 +8,28 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/gpuscale/gpuscale/pkg/histogram"
+	"github.com/gpuscale/gpuscale/pkg/store"
 )
 
 // accumulator gathers the series of one Signals.
 type accumulator struct {
 	dialect        Dialect
-	queue, running *float64
-	kvSum          float64
-	kvN            int
+	queue, running total
+	kv             total
 	ttft           []*histogram.Histogram
+	ttftVoid       bool
 	models         map[string]struct{}
 	warnings       []string
+	rejected       []Rejection
+}
+
+// total adds up the series of one signal. One rejected series voids it: a
+// sum or a mean that misses a term is not the server's value, so none is
+// reported rather than a smaller one.
+type total struct {
+	sum  float64
+	n    int
+	void bool
 }
 
 // newAccumulator starts with warnings about the whole scrape, copied.
@@ -26,8 +37,8 @@ func newAccumulator(d Dialect, warnings []string) *accumulator {
 	return &accumulator{dialect: d, models: map[string]struct{}{}, warnings: slices.Clone(warnings)}
 }
 
-func (a *accumulator) warn(name string, m *dto.Metric, err error) {
-	a.warnings = append(a.warnings, fmt.Sprintf("%s ignored: %v", describe(name, m), err))
+func (a *accumulator) reject(name string, m *dto.Metric, err error) {
+	a.rejected = append(a.rejected, Rejection{Series: describe(name, m), Err: err})
 }
 
 // seen records a series' model; series without one leave no name.
@@ -37,53 +48,59 @@ func (a *accumulator) seen(model string) {
 	}
 }
 
-func (a *accumulator) addQueue(v float64) error {
-	a.queue = addTo(a.queue, v)
-	return nil
-}
-
-func (a *accumulator) addRunning(v float64) error {
-	a.running = addTo(a.running, v)
-	return nil
-}
-
-// addKV takes a 0-1 fraction; a fraction above 1 is no usage level at all,
-// so it is skipped like a negative one rather than reported above 100%.
-func (a *accumulator) addKV(v, scale float64) error {
-	if v > 1 {
-		return fmt.Errorf("fraction %g above 1", v)
+// add takes one series' value, already in the signal's unit, checked
+// against the signal's range.
+func (t *total) add(sig store.Signal, v float64) error {
+	if err := sig.Check(v); err != nil {
+		t.void = true
+		return err
 	}
-	a.kvSum += v * scale
-	a.kvN++
+	t.sum += v
+	t.n++
 	return nil
 }
 
-func addTo(p *float64, v float64) *float64 {
-	if p == nil {
-		return &v
+// value returns the sum (or, with mean, the mean) of the series, nil when
+// there were none or one was rejected. A sum out of the signal's range (many
+// series, each in range) is rejected too, as what the family's series add up
+// to.
+func (a *accumulator) value(t *total, sig store.Signal, family string, mean bool) *float64 {
+	if t.void || t.n == 0 {
+		return nil
 	}
-	*p += v
-	return p
+	v := t.sum
+	if mean {
+		v /= float64(t.n)
+	}
+	if err := sig.Check(v); err != nil {
+		a.rejected = append(a.rejected, Rejection{Series: fmt.Sprintf("%s over %d series", family, t.n), Err: err})
+		return nil
+	}
+	return &v
 }
 
-func (a *accumulator) signals() *Signals {
+func (a *accumulator) signals(m *mapping, kvFamily string) *Signals {
 	s := &Signals{
-		Dialect:    a.dialect,
-		QueueDepth: a.queue,
-		Running:    a.running,
-		Warnings:   a.warnings,
+		Dialect:            a.dialect,
+		QueueDepth:         a.value(&a.queue, store.QueueDepth, m.queue, false),
+		Running:            a.value(&a.running, store.RequestsRunning, m.running, false),
+		KVCacheUtilization: a.value(&a.kv, store.KVCacheUtilization, kvFamily, true),
+		Warnings:           a.warnings,
 	}
-	if a.kvN > 0 {
-		kv := a.kvSum / float64(a.kvN)
-		s.KVCacheUtilization = &kv
-	}
-	if len(a.ttft) > 0 {
+	if len(a.ttft) > 0 && !a.ttftVoid {
 		h, err := histogram.Merge(a.ttft...)
-		if err != nil { // FromDTO validated every input, so this is a bug
-			s.Warnings = append(s.Warnings, fmt.Sprintf("TTFT histograms not merged: %v", err))
+		if err == nil {
+			err = store.CheckTTFT(h)
 		}
-		s.TTFT = h
+		if err != nil {
+			// Each input passed CheckTTFT; only counts adding up
+			// past MaxTTFTCount get here.
+			a.rejected = append(a.rejected, Rejection{Series: fmt.Sprintf("%s merged over %d series", m.ttft, len(a.ttft)), Err: err})
+		} else {
+			s.TTFT = h
+		}
 	}
+	s.Rejected = a.rejected
 	models := make([]string, 0, len(a.models))
 	for m := range a.models {
 		models = append(models, m)

@@ -3,25 +3,31 @@ package inference
 import (
 	"errors"
 	"fmt"
-	"math"
 	"strings"
 
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/gpuscale/gpuscale/pkg/histogram"
+	"github.com/gpuscale/gpuscale/pkg/store"
 )
 
 // ErrUnknownDialect is wrapped by Detect's error when a scrape holds no
 // metrics of a known inference server.
 var ErrUnknownDialect = errors.New("unknown inference server dialect")
 
+// ErrNotGauge is wrapped by the error of a Rejection whose series is of
+// another type (a histogram where a gauge was expected).
+var ErrNotGauge = errors.New("not a gauge")
+
 // Detect recognises the inference server behind one scrape, as parsed by
 // expfmt, and maps its metrics onto Signals. When a signal has several
 // series (models, model versions, data-parallel engines) queue depth and
 // running requests are summed, KV-cache utilization averaged and TTFT
 // histograms merged; Model is then the model names, sorted and joined by
-// ",". Series with NaN, infinite or negative values are skipped with a
-// warning.
+// ",". A series whose value is not finite or outside its signal's physical
+// range (store.Signal.Check), or whose histogram fails store.CheckTTFT, is
+// listed in Rejected, and the signal it belongs to is nil: a sum or mean
+// without it would be a wrong number. So is a sum out of that range.
 func Detect(families map[string]*dto.MetricFamily) (*Signals, error) {
 	m, warnings, err := match(families)
 	if err != nil {
@@ -29,7 +35,7 @@ func Detect(families map[string]*dto.MetricFamily) (*Signals, error) {
 	}
 	acc := newAccumulator(m.dialect, warnings)
 	eachSeries(m, families, func(string) *accumulator { return acc })
-	return acc.signals(), nil
+	return acc.signals(m, firstPresent(families, m.kvCache)), nil
 }
 
 // DetectByModel is Detect split by model: one Signals per model name, for
@@ -53,7 +59,7 @@ func DetectByModel(families map[string]*dto.MetricFamily) (map[string]*Signals, 
 	})
 	out := make(map[string]*Signals, len(accs))
 	for model, acc := range accs {
-		out[model] = acc.signals()
+		out[model] = acc.signals(m, firstPresent(families, m.kvCache))
 	}
 	return out, nil
 }
@@ -103,12 +109,14 @@ func ttftFamilyWarnings(m *mapping, families map[string]*dto.MetricFamily) []str
 // route returns for its model.
 func eachSeries(m *mapping, families map[string]*dto.MetricFamily, route func(model string) *accumulator) {
 	gauges := []struct {
-		name string
-		add  func(*accumulator, float64) error
+		name  string
+		sig   store.Signal
+		scale float64
+		total func(*accumulator) *total
 	}{
-		{m.queue, (*accumulator).addQueue},
-		{m.running, (*accumulator).addRunning},
-		{firstPresent(families, m.kvCache), func(a *accumulator, v float64) error { return a.addKV(v, m.kvScale) }},
+		{m.queue, store.QueueDepth, 1, func(a *accumulator) *total { return &a.queue }},
+		{m.running, store.RequestsRunning, 1, func(a *accumulator) *total { return &a.running }},
+		{firstPresent(families, m.kvCache), store.KVCacheUtilization, m.kvScale, func(a *accumulator) *total { return &a.kv }},
 	}
 	for _, g := range gauges {
 		mf := families[g.name]
@@ -116,11 +124,13 @@ func eachSeries(m *mapping, families map[string]*dto.MetricFamily, route func(mo
 			model := modelOf(metric, m.modelLabels)
 			acc := route(model)
 			v, err := gaugeValue(mf, metric)
-			if err == nil {
-				err = g.add(acc, v)
+			if err != nil {
+				g.total(acc).void = true
+			} else {
+				err = g.total(acc).add(g.sig, v*g.scale)
 			}
 			if err != nil {
-				acc.warn(g.name, metric, err)
+				acc.reject(g.name, metric, err)
 				continue
 			}
 			acc.seen(model)
@@ -131,8 +141,12 @@ func eachSeries(m *mapping, families map[string]*dto.MetricFamily, route func(mo
 			model := modelOf(metric, m.modelLabels)
 			acc := route(model)
 			h, err := histogram.FromDTO(metric, m.ttftScale)
+			if err == nil {
+				err = store.CheckTTFT(h)
+			}
 			if err != nil {
-				acc.warn(m.ttft, metric, err)
+				acc.ttftVoid = true
+				acc.reject(m.ttft, metric, err)
 				continue
 			}
 			acc.ttft = append(acc.ttft, h)
@@ -162,24 +176,18 @@ func modelOf(m *dto.Metric, labels []string) string {
 }
 
 // gaugeValue reads a gauge, tolerating untyped and counter series (a
-// missing TYPE line, or a server exporting a gauge as a counter).
+// missing TYPE line, or a server exporting a gauge as a counter). The
+// value's range is the signal's to check.
 func gaugeValue(mf *dto.MetricFamily, m *dto.Metric) (float64, error) {
-	var v float64
 	switch {
 	case m.GetGauge() != nil:
-		v = m.GetGauge().GetValue()
+		return m.GetGauge().GetValue(), nil
 	case m.GetUntyped() != nil:
-		v = m.GetUntyped().GetValue()
+		return m.GetUntyped().GetValue(), nil
 	case m.GetCounter() != nil:
-		v = m.GetCounter().GetValue()
-	default:
-		return 0, fmt.Errorf("is a %s, not a gauge", mf.GetType())
+		return m.GetCounter().GetValue(), nil
 	}
-	switch {
-	case math.IsNaN(v), math.IsInf(v, 0), v < 0:
-		return 0, fmt.Errorf("value %g", v)
-	}
-	return v, nil
+	return 0, fmt.Errorf("%w: a %s", ErrNotGauge, mf.GetType())
 }
 
 // describe renders a series as name{label="value",...} for warnings.

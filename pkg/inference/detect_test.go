@@ -81,6 +81,7 @@ type want struct {
 	kv             *float64
 	ttft           *ttftWant
 	warnings       []string // substrings, in order
+	rejected       []string // substrings, in order
 }
 
 func ptr(v float64) *float64 { return &v }
@@ -169,6 +170,14 @@ func check(t *testing.T, got *Signals, w want) {
 	for i, sub := range w.warnings {
 		if !strings.Contains(got.Warnings[i], sub) {
 			t.Errorf("warning %d = %q, want it to mention %q", i, got.Warnings[i], sub)
+		}
+	}
+	if len(got.Rejected) != len(w.rejected) {
+		t.Fatalf("rejected %q, want %d matching %q", got.Rejected, len(w.rejected), w.rejected)
+	}
+	for i, sub := range w.rejected {
+		if !strings.Contains(got.Rejected[i].Error(), sub) {
+			t.Errorf("rejection %d = %q, want it to mention %q", i, got.Rejected[i].Error(), sub)
 		}
 	}
 }

@@ -3,10 +3,11 @@ package inference
 import (
 	"bytes"
 	"errors"
-	"math"
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/gpuscale/gpuscale/pkg/store"
 )
 
 // FuzzDetect feeds arbitrary text through the text parser and Detect: never
@@ -57,16 +58,15 @@ func checkDetect(t *testing.T, fams familyMap) {
 
 func checkSignals(t *testing.T, s *Signals) {
 	t.Helper()
-	for name, p := range map[string]*float64{"queue": s.QueueDepth, "running": s.Running, "kv": s.KVCacheUtilization} {
-		if p != nil && (math.IsNaN(*p) || math.IsInf(*p, 0) || *p < 0) {
-			t.Fatalf("%s = %g", name, *p)
+	for sig, p := range map[store.Signal]*float64{store.QueueDepth: s.QueueDepth, store.RequestsRunning: s.Running, store.KVCacheUtilization: s.KVCacheUtilization} {
+		if p != nil {
+			if err := sig.Check(*p); err != nil {
+				t.Fatalf("%s served: %v", sig, err)
+			}
 		}
 	}
-	if kv := s.KVCacheUtilization; kv != nil && *kv > 100 {
-		t.Fatalf("KV cache %g%%", *kv)
-	}
 	if s.TTFT != nil {
-		if err := s.TTFT.Validate(); err != nil {
+		if err := store.CheckTTFT(s.TTFT); err != nil {
 			t.Fatalf("TTFT: %v", err)
 		}
 	}

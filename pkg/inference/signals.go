@@ -32,8 +32,24 @@ type Signals struct {
 	// TTFT is the cumulative time-to-first-token histogram in seconds, nil
 	// when the server has none (TGI).
 	TTFT *histogram.Histogram
-	// Warnings lists series that were ignored (NaN or negative gauges,
-	// malformed histograms) and other oddities of the scrape. A signal
-	// whose series were all ignored is nil.
+	// Warnings lists oddities of the scrape that cost no value: other
+	// dialects present, a TTFT family of the wrong type.
 	Warnings []string
+	// Rejected lists the series, and sums of series, that were not read.
+	// A signal any of them belongs to is nil.
+	Rejected []Rejection
 }
+
+// Rejection is a series, or a sum of series, that Detect did not read.
+type Rejection struct {
+	// Series is the series as name{label="value",...}, or the family a
+	// sum out of range was taken over.
+	Series string
+	// Err says why. It wraps store.ErrNotFinite or store.ErrOutOfRange for
+	// a value, histogram.ErrInvalid for a histogram, ErrNotGauge for a
+	// series of the wrong type.
+	Err error
+}
+
+func (r Rejection) Error() string { return r.Series + ": " + r.Err.Error() }
+func (r Rejection) Unwrap() error { return r.Err }

@@ -1,9 +1,18 @@
 // Package ingest turns parsed scrapes into the store's samples: the GPU
 // exporter's DCGM series into per-pod and per-node GPU signals, and an
 // inference server's dialect into the common inference signals.
+//
+// It is the validation step between parsing and the store. A scrape that
+// holds one series twice, or a malformed TTFT histogram, is rejected whole
+// (an error, see Reason). A value that is not finite or outside its signal's
+// physical range (store.Signal.Check), and a sum that leaves it, is
+// rejected alone: it comes back as a Rejection, and every sum or mean it
+// belongs to is no value, while the rest of the scrape is stored.
 package ingest
 
 import (
+	"fmt"
+
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/gpuscale/gpuscale/pkg/metrics"
@@ -17,8 +26,9 @@ type device struct {
 	mig                       bool
 	util, used, free, reserve float64
 	power                     float64
-	has                       uint8
-	pods                      map[store.Key]struct{}
+	// has marks the fields read, bad those rejected.
+	has, bad uint8
+	pods     map[store.Key]struct{}
 }
 
 const (
@@ -29,16 +39,26 @@ const (
 	hasPower
 )
 
-// fields the GPU signals are computed from, and which bit each sets.
+const hasMemory = hasUsed | hasFree | hasReserved
+
+// fields the GPU signals are computed from, which bit each sets, and the
+// range of one device's reading, in the field's unit.
 var gpuFields = []struct {
-	name string
-	bit  uint8
+	name  string
+	bit   uint8
+	check func(float64) error
 }{
-	{"DCGM_FI_DEV_GPU_UTIL", hasUtil},
-	{"DCGM_FI_DEV_FB_USED", hasUsed},
-	{"DCGM_FI_DEV_FB_FREE", hasFree},
-	{"DCGM_FI_DEV_FB_RESERVED", hasReserved},
-	{"DCGM_FI_DEV_POWER_USAGE", hasPower},
+	{"DCGM_FI_DEV_GPU_UTIL", hasUtil, store.GPUUtilization.DeviceRange().Check},
+	{"DCGM_FI_DEV_FB_USED", hasUsed, checkMiB},
+	{"DCGM_FI_DEV_FB_FREE", hasFree, checkMiB},
+	{"DCGM_FI_DEV_FB_RESERVED", hasReserved, checkMiB},
+	{"DCGM_FI_DEV_POWER_USAGE", hasPower, store.GPUPowerWatts.DeviceRange().Check},
+}
+
+// checkMiB checks a framebuffer reading, in MiB: used, free and reserved
+// are each a part of one device's memory.
+func checkMiB(v float64) error {
+	return store.GPUMemoryUsedBytes.DeviceRange().Check(v * mib)
 }
 
 // GPUFamilies returns the families GPU reads; a scraper may skip the rest.
@@ -53,17 +73,20 @@ func GPUFamilies() []string {
 // GPU computes, from one exporter scrape, the GPU signals of every pod the
 // exporter attributes devices to, and of the node as a whole. It reads
 // dcgm-exporter's names and labels, so it works on NVIDIA's exporter too.
-func GPU(families map[string]*dto.MetricFamily) (pods map[store.Key]store.Sample, node store.Sample, ok bool) {
+// It fails with ErrNoGPUSeries when the scrape has none of its fields, and
+// with ErrDuplicateSeries when one holds a series twice. Rejected lists the
+// readings and sums not stored.
+func GPU(families map[string]*dto.MetricFamily) (pods map[store.Key]store.Sample, node store.Sample, rejected []Rejection, err error) {
 	devs := map[string]*device{}
+	seen := newSeriesSet()
 	for _, f := range gpuFields {
 		mf := families[f.name]
 		if mf == nil {
 			continue
 		}
 		for _, m := range mf.GetMetric() {
-			v, valid := value(m)
-			if !valid {
-				continue
+			if err := seen.add(f.name, m); err != nil {
+				return nil, store.Sample{}, nil, err
 			}
 			lbl := labelMap(m)
 			key := lbl[metrics.LabelUUID] + "/" + lbl[metrics.LabelGPUIID]
@@ -72,23 +95,31 @@ func GPU(families map[string]*dto.MetricFamily) (pods map[store.Key]store.Sample
 				d = &device{mig: lbl[metrics.LabelGPUIID] != "", pods: map[store.Key]struct{}{}}
 				devs[key] = d
 			}
-			d.set(f.bit, v)
+			// The device's pods are recorded even when its reading is
+			// rejected: their sums and means must not go on without it.
 			if ns, pod := lbl[metrics.LabelNamespace], lbl[metrics.LabelPod]; ns != "" && pod != "" {
 				d.pods[store.Key{Namespace: ns, Name: pod}] = struct{}{}
 			}
+			v, err := value(mf, m)
+			if err == nil {
+				err = f.check(v)
+			}
+			if err != nil {
+				d.bad |= f.bit
+				rejected = append(rejected, rejection(describe(f.name, m), err))
+				continue
+			}
+			d.set(f.bit, v)
 		}
 	}
 	if len(devs) == 0 {
-		return nil, store.Sample{}, false
+		return nil, store.Sample{}, nil, ErrNoGPUSeries
 	}
-	var nodeAgg, none aggregate
+	var nodeAgg aggregate
 	byPod := map[store.Key]*aggregate{}
 	for _, d := range devs {
 		if !d.mig {
 			nodeAgg.add(d)
-		}
-		if len(d.pods) == 0 {
-			none.add(d)
 		}
 		for k := range d.pods {
 			a := byPod[k]
@@ -101,9 +132,9 @@ func GPU(families map[string]*dto.MetricFamily) (pods map[store.Key]store.Sample
 	}
 	pods = make(map[store.Key]store.Sample, len(byPod))
 	for k, a := range byPod {
-		pods[k] = a.sample()
+		pods[k] = a.sample(&rejected, &k)
 	}
-	return pods, nodeAgg.sample(), true
+	return pods, nodeAgg.sample(&rejected, nil), rejected, nil
 }
 
 func (d *device) set(bit uint8, v float64) {
@@ -123,15 +154,18 @@ func (d *device) set(bit uint8, v float64) {
 }
 
 // aggregate combines devices: utilization is a mean over the devices that
-// report it (MIG instances do not), memory and power are sums.
+// report it (MIG instances do not), memory and power are sums. A device
+// whose reading was rejected voids what that reading is part of.
 type aggregate struct {
 	utilSum            float64
 	utilN              int
 	used, total, power float64
 	memN, powerN       int
+	void               uint8 // has* bits of rejected readings
 }
 
 func (a *aggregate) add(d *device) {
+	a.void |= d.bad
 	if d.has&hasUtil != 0 {
 		a.utilSum += d.util
 		a.utilN++
@@ -147,37 +181,51 @@ func (a *aggregate) add(d *device) {
 	}
 }
 
-func (a *aggregate) sample() store.Sample {
+// sample returns the aggregate's signals, of the pod k or, when k is nil,
+// of the node. One that leaves its signal's range (more devices than
+// MaxDevices, each in range) is rejected as what the devices add up to.
+func (a *aggregate) sample(rejected *[]Rejection, k *store.Key) store.Sample {
 	var s store.Sample
-	if a.utilN > 0 {
-		s.Set(store.GPUUtilization, a.utilSum/float64(a.utilN))
+	set := func(sig store.Signal, v float64, n int) {
+		if err := sig.Check(v); err != nil {
+			what := "the node"
+			if k != nil {
+				what = "pod " + k.Namespace + "/" + k.Name
+			}
+			*rejected = append(*rejected, rejection(fmt.Sprintf("%s over %s's %d devices", sig, what, n), err))
+			return
+		}
+		s.Set(sig, v)
 	}
-	if a.memN > 0 {
-		s.Set(store.GPUMemoryUsedBytes, a.used*mib)
+	if a.utilN > 0 && a.void&hasUtil == 0 {
+		set(store.GPUUtilization, a.utilSum/float64(a.utilN), a.utilN)
+	}
+	if a.memN > 0 && a.void&hasMemory == 0 {
+		set(store.GPUMemoryUsedBytes, a.used*mib, a.memN)
 		if a.total > 0 {
-			s.Set(store.GPUMemoryUtilization, 100*a.used/a.total)
+			// used/total first: at most 1 however it rounds, so
+			// the percentage is at most 100.
+			set(store.GPUMemoryUtilization, 100*(a.used/a.total), a.memN)
 		}
 	}
-	if a.powerN > 0 {
-		s.Set(store.GPUPowerWatts, a.power)
+	if a.powerN > 0 && a.void&hasPower == 0 {
+		set(store.GPUPowerWatts, a.power, a.powerN)
 	}
 	return s
 }
 
-func value(m *dto.Metric) (float64, bool) {
-	var v float64
+// value reads a gauge, tolerating counter and untyped series as
+// dcgm-exporter's configurations do. Its range is the field's to check.
+func value(mf *dto.MetricFamily, m *dto.Metric) (float64, error) {
 	switch {
 	case m.GetGauge() != nil:
-		v = m.GetGauge().GetValue()
+		return m.GetGauge().GetValue(), nil
 	case m.GetCounter() != nil:
-		v = m.GetCounter().GetValue()
+		return m.GetCounter().GetValue(), nil
 	case m.GetUntyped() != nil:
-		v = m.GetUntyped().GetValue()
-	default:
-		return 0, false
+		return m.GetUntyped().GetValue(), nil
 	}
-	// NaN and negative readings are a broken exporter, not a measurement.
-	return v, v == v && v >= 0
+	return 0, fmt.Errorf("not a gauge: a %s", mf.GetType())
 }
 
 func labelMap(m *dto.Metric) map[string]string {

@@ -20,7 +20,6 @@ DCGM_FI_DEV_GPU_UTIL{gpu="1",UUID="GPU-b",GPU_I_ID="",namespace="ml",pod="p1",co
 DCGM_FI_DEV_GPU_UTIL{gpu="2",UUID="GPU-c",GPU_I_ID="",namespace="",pod="",container=""} 10
 DCGM_FI_DEV_GPU_UTIL{gpu="3",UUID="GPU-d",GPU_I_ID="",namespace="ml",pod="p2",container="c"} 40
 DCGM_FI_DEV_GPU_UTIL{gpu="3",UUID="GPU-d",GPU_I_ID="",namespace="ml",pod="p3",container="c"} 40
-DCGM_FI_DEV_GPU_UTIL{gpu="4",UUID="GPU-e",GPU_I_ID="",namespace="ml",pod="bad",container="c"} NaN
 # TYPE DCGM_FI_DEV_FB_USED gauge
 DCGM_FI_DEV_FB_USED{gpu="0",UUID="GPU-a",GPU_I_ID="",namespace="ml",pod="p1",container="c"} 1000
 DCGM_FI_DEV_FB_USED{gpu="1",UUID="GPU-b",GPU_I_ID="",namespace="ml",pod="p1",container="c"} 3000
@@ -43,9 +42,9 @@ func TestGPU(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pods, node, ok := GPU(families)
-	if !ok {
-		t.Fatal("no GPU series found")
+	pods, node, rejected, err := GPU(families)
+	if err != nil || len(rejected) > 0 {
+		t.Fatalf("err %v, rejected %v", err, rejected)
 	}
 	get := func(k store.Key, sig store.Signal) (float64, bool) {
 		s, found := pods[k]
@@ -69,7 +68,6 @@ func TestGPU(t *testing.T) {
 		{"second pod on the shared GPU", store.Key{Namespace: "ml", Name: "p3"}, store.GPUUtilization, 40},
 		{"MIG instance: memory but no utilization", store.Key{Namespace: "ml", Name: "mig"}, store.GPUUtilization, math.NaN()},
 		{"MIG memory", store.Key{Namespace: "ml", Name: "mig"}, store.GPUMemoryUsedBytes, 2000 * mib},
-		{"NaN reading is no value", store.Key{Namespace: "ml", Name: "bad"}, store.GPUUtilization, math.NaN()},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -90,8 +88,8 @@ func TestGPU(t *testing.T) {
 	if v, _ := node.Get(store.GPUUtilization); math.Abs(v-(90+50+10+40)/4.0) > 1e-9 {
 		t.Errorf("node utilization = %v, want the mean of the four readable whole GPUs", v)
 	}
-	if _, _, ok := GPU(nil); ok {
-		t.Error("an empty scrape must report no GPU series")
+	if _, _, _, err := GPU(nil); !errors.Is(err, ErrNoGPUSeries) || Reason(err) != ReasonNoGPUSeries {
+		t.Errorf("an empty scrape: err = %v, want ErrNoGPUSeries", err)
 	}
 }
 
@@ -107,8 +105,8 @@ vllm:kv_cache_usage_perc{model_name="m"} 0.25
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, d, err := Inference(families)
-	if err != nil || d != inference.VLLM || s.Model != "m" {
+	s, d, rejected, err := Inference(families)
+	if err != nil || d != inference.VLLM || s.Model != "m" || len(rejected) > 0 {
 		t.Fatalf("dialect %v model %q err %v", d, s.Model, err)
 	}
 	for sig, want := range map[store.Signal]float64{store.QueueDepth: 4, store.RequestsRunning: 9, store.KVCacheUtilization: 25} {
@@ -117,7 +115,7 @@ vllm:kv_cache_usage_perc{model_name="m"} 0.25
 		}
 	}
 	unknown, _ := p.TextToMetricFamilies(strings.NewReader("# TYPE http_requests_total counter\nhttp_requests_total 3\n"))
-	if _, _, err := Inference(unknown); !errors.Is(err, inference.ErrUnknownDialect) {
+	if _, _, _, err := Inference(unknown); !errors.Is(err, inference.ErrUnknownDialect) || Reason(err) != ReasonUnknownDialect {
 		t.Errorf("unknown server: err = %v, want ErrUnknownDialect", err)
 	}
 }

@@ -2,6 +2,7 @@ package provider
 
 import (
 	"context"
+	"fmt"
 	"sort"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -33,7 +34,8 @@ func (p *Provider) externalMetric(ctx context.Context, namespace string, sel lab
 		return nil, err
 	}
 	var byModel map[string]Value
-	if ready := readyPods(pods); len(ready) > 0 {
+	ready := readyPods(pods)
+	if len(ready) > 0 {
 		if byModel, err = p.cfg.Values.Models(ctx, namespace, ready, def.metric(), sel); err != nil {
 			return nil, err
 		}
@@ -48,11 +50,19 @@ func (p *Provider) externalMetric(ctx context.Context, namespace string, sel lab
 	items := make([]external_metrics.ExternalMetricValue, 0, len(models))
 	for _, m := range models {
 		v := byModel[m]
+		// A model's sum over the namespace's ready pods that leaves
+		// what they can add up to, or what a quantity holds, fails the
+		// request: the HPA keeps its replicas rather than scale on a
+		// wrong number.
+		q, err := quantityOf(v.V, def, len(ready))
+		if err != nil {
+			return nil, fmt.Errorf("model %s: %w", m, err)
+		}
 		items = append(items, external_metrics.ExternalMetricValue{
 			MetricName:   metric,
 			MetricLabels: map[string]string{ModelLabel: m},
 			Timestamp:    metav1.NewTime(v.Time),
-			Value:        quantity(v.V, def.format),
+			Value:        q,
 		})
 	}
 	if len(items) == 0 {

@@ -9,13 +9,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
 	"sort"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -127,7 +125,10 @@ func (p *Provider) metricByName(ctx context.Context, name types.NamespacedName, 
 		if !vals[0].Valid() {
 			return nil, cmprovider.NewMetricNotFoundForError(gr, info.Metric, name.Name)
 		}
-		mv := p.metricValue(podRef(pod), def, vals[0])
+		mv, err := p.metricValue(podRef(pod), def, vals[0], 1)
+		if err != nil {
+			return nil, err
+		}
 		return &mv, nil
 	case deploymentsResource, statefulsetsResource, namespacesResource:
 		pods, ref, err = p.workloadPods(gr, name)
@@ -146,7 +147,13 @@ func (p *Provider) metricByName(ctx context.Context, name types.NamespacedName, 
 	if !ok {
 		return nil, cmprovider.NewMetricNotFoundForError(gr, info.Metric, name.Name)
 	}
-	mv := p.metricValue(ref, def, v)
+	// A sum over the pods that leaves what they can add up to, or what a
+	// quantity holds, is an error: the HPA keeps its replicas rather
+	// than scale on a wrong number.
+	mv, err := p.metricValue(ref, def, v, len(ready))
+	if err != nil {
+		return nil, err
+	}
 	return &mv, nil
 }
 
@@ -221,8 +228,14 @@ func (p *Provider) nodesBySelector(ctx context.Context, selector labels.Selector
 	}
 	var items []custom_metrics.MetricValue
 	for _, n := range names {
-		if v, ok := vals[n]; ok {
-			items = append(items, p.metricValue(nodeRef(n), def, v))
+		v, ok := vals[n]
+		if !ok {
+			continue
+		}
+		// A node whose value cannot be served is left out, as one
+		// without a value is; the others are listed.
+		if mv, err := p.metricValue(nodeRef(n), def, v, 1); err == nil {
+			items = append(items, mv)
 		}
 	}
 	return items, nil
@@ -268,10 +281,13 @@ func (p *Provider) podsBySelector(ctx context.Context, namespace string, selecto
 		if ns == "" {
 			ns = set.Pods[i].Namespace
 		}
-		fill(&items[n], ns, names[i], v)
-		n++
+		// A pod whose value cannot be served is left out, as one
+		// without a value is; the others are listed.
+		if fill(&items[n], ns, names[i], v) == nil {
+			n++
+		}
 	}
-	return items, nil
+	return items[:n], nil
 }
 
 func (p *Provider) nodeValue(ctx context.Context, node, metric string) (*custom_metrics.MetricValue, error) {
@@ -287,7 +303,10 @@ func (p *Provider) nodeValue(ctx context.Context, node, metric string) (*custom_
 	if !ok {
 		return nil, cmprovider.NewMetricNotFoundForError(nodesResource, metric, node)
 	}
-	mv := p.metricValue(nodeRef(node), def, v)
+	mv, err := p.metricValue(nodeRef(node), def, v, 1)
+	if err != nil {
+		return nil, err
+	}
 	return &mv, nil
 }
 
@@ -353,48 +372,51 @@ func (p *Provider) workloadNames(gr schema.GroupResource, ns string, selector la
 	return names, nil
 }
 
-func (p *Provider) metricValue(ref custom_metrics.ObjectReference, def metricDef, v Value) custom_metrics.MetricValue {
+// metricValue builds the item of ref's value v, aggregated over pods pods
+// (see quantityOf).
+func (p *Provider) metricValue(ref custom_metrics.ObjectReference, def metricDef, v Value, pods int) (custom_metrics.MetricValue, error) {
+	q, err := quantityOf(v.V, def, pods)
+	if err != nil {
+		return custom_metrics.MetricValue{}, fmt.Errorf("%s %s: %w", ref.Kind, ref.Name, err)
+	}
 	mv := custom_metrics.MetricValue{
 		DescribedObject: ref,
 		Metric:          custom_metrics.MetricIdentifier{Name: def.name},
 		Timestamp:       metav1.NewTime(v.Time),
-		Value:           quantity(v.V, def.format),
+		Value:           q,
 	}
 	if def.isTTFT() {
 		w := int64(p.cfg.TTFTWindow / time.Second)
 		mv.WindowSeconds = &w
 	}
-	return mv
+	return mv, nil
 }
 
 // itemFiller returns a function that writes a pod's item into a zeroed
-// MetricValue, as metricValue(podRef(pod), def, v) would build it: only
-// the fields that are not zero are written. The items of one list share
+// MetricValue, as metricValue(podRef(pod), def, v, 1) would build it: only
+// the fields that are not zero are written; nothing when the value cannot
+// be served (its error). The items of one list share
 // one WindowSeconds: nothing writes through it, and one allocation per TTFT
 // item added up at 10,000 pods.
-func (p *Provider) itemFiller(def metricDef) func(mv *custom_metrics.MetricValue, namespace, name string, v Value) {
+func (p *Provider) itemFiller(def metricDef) func(mv *custom_metrics.MetricValue, namespace, name string, v Value) error {
 	var window *int64
 	if def.isTTFT() {
 		w := int64(p.cfg.TTFTWindow / time.Second)
 		window = &w
 	}
-	return func(mv *custom_metrics.MetricValue, namespace, name string, v Value) {
+	return func(mv *custom_metrics.MetricValue, namespace, name string, v Value) error {
+		q, err := quantityOf(v.V, def, 1)
+		if err != nil {
+			return err
+		}
 		ref := &mv.DescribedObject
 		ref.APIVersion, ref.Kind, ref.Namespace, ref.Name = "v1", "Pod", namespace, name
 		mv.Metric.Name = def.name
 		mv.Timestamp = metav1.NewTime(v.Time)
 		mv.WindowSeconds = window
-		mv.Value = quantity(v.V, def.format)
+		mv.Value = q
+		return nil
 	}
-}
-
-// quantity keeps three decimals: HPAs compare at milli-unit precision, and
-// TTFT in seconds needs millisecond resolution.
-func quantity(v float64, f resource.Format) resource.Quantity {
-	if f == resource.BinarySI {
-		return *resource.NewQuantity(int64(math.Round(v)), f)
-	}
-	return *resource.NewMilliQuantity(int64(math.Round(v*1000)), f)
 }
 
 func nodeRef(name string) custom_metrics.ObjectReference {

@@ -5,6 +5,9 @@
 package store
 
 import (
+	"errors"
+	"fmt"
+	"math"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -28,6 +31,147 @@ const (
 	NumSignals
 )
 
+// Physical bounds of what one device or one inference server can report.
+// They are what no real hardware or server reaches, not what is typical: a
+// real value must never be rejected, and a value past them is a broken or
+// hostile target, never a number to serve.
+const (
+	// MaxDevices is the most GPUs and MIG instances one exporter can
+	// attribute to one pod or hold on one node (16 GPUs of 7 MIG
+	// instances each are 112).
+	MaxDevices = 1024
+	// MaxDeviceMemoryBytes is one device's framebuffer: 4 TiB, 14 times
+	// the largest GPU's (288 GB).
+	MaxDeviceMemoryBytes = 1 << 42
+	// MaxDevicePowerWatts is one device's draw: 20 kW, over ten times
+	// the 1.4 kW of a B300, the most drawn by any GPU in 2025.
+	MaxDevicePowerWatts = 20_000
+	// MaxRequests is the most requests one inference server holds,
+	// waiting or running: each costs at least kilobytes of host memory,
+	// so 2^30 of them are terabytes.
+	MaxRequests = 1 << 30
+	// MaxTTFTSeconds bounds a time to first token: a week.
+	MaxTTFTSeconds = 7 * 24 * 3600
+	// MaxTTFTCount bounds a TTFT histogram's cumulative counts: past 2^53
+	// a float64 no longer counts single requests, so increases would be
+	// wrong. At a million requests a second that is 285 years.
+	MaxTTFTCount = 1 << 53
+)
+
+// Range is the closed interval of the values a signal can physically take.
+type Range struct{ Min, Max float64 }
+
+// ranges are the signals' physical ranges, in their units, for one pod's or
+// one node's value (a sum over up to MaxDevices devices, or over an
+// inference server's engines and models).
+var ranges = [NumSignals]Range{
+	GPUUtilization:       {0, 100},
+	GPUMemoryUtilization: {0, 100},
+	GPUMemoryUsedBytes:   {0, MaxDevices * MaxDeviceMemoryBytes},
+	GPUPowerWatts:        {0, MaxDevices * MaxDevicePowerWatts},
+	QueueDepth:           {0, MaxRequests},
+	RequestsRunning:      {0, MaxRequests},
+	KVCacheUtilization:   {0, 100},
+}
+
+var signalNames = [NumSignals]string{
+	GPUUtilization:       "gpu_utilization",
+	GPUMemoryUtilization: "gpu_memory_utilization",
+	GPUMemoryUsedBytes:   "gpu_memory_used_bytes",
+	GPUPowerWatts:        "gpu_power_watts",
+	QueueDepth:           "queue_depth",
+	RequestsRunning:      "requests_running",
+	KVCacheUtilization:   "kv_cache_utilization",
+}
+
+// String names the signal, for errors and logs.
+func (sig Signal) String() string {
+	if sig >= NumSignals {
+		return fmt.Sprintf("signal(%d)", uint8(sig))
+	}
+	return signalNames[sig]
+}
+
+// Range returns the physical range of one pod's or node's value of sig.
+func (sig Signal) Range() Range {
+	if sig >= NumSignals {
+		return Range{math.NaN(), math.NaN()}
+	}
+	return ranges[sig]
+}
+
+// DeviceRange returns the physical range of one device's reading of sig:
+// for the signals summed over a pod's or node's devices, a MaxDevices-th of
+// its Range; for the others, its Range.
+func (sig Signal) DeviceRange() Range {
+	switch sig {
+	case GPUMemoryUsedBytes:
+		return Range{0, MaxDeviceMemoryBytes}
+	case GPUPowerWatts:
+		return Range{0, MaxDevicePowerWatts}
+	}
+	return sig.Range()
+}
+
+var (
+	// ErrNotFinite is wrapped by Check's error for NaN and infinities.
+	ErrNotFinite = errors.New("not a finite number")
+	// ErrOutOfRange is wrapped by Check's error for a finite value outside
+	// the physical range.
+	ErrOutOfRange = errors.New("outside the physical range")
+)
+
+// Check reports whether v is a value sig can physically take: an error
+// wrapping ErrNotFinite or ErrOutOfRange if not.
+func (sig Signal) Check(v float64) error {
+	if err := sig.Range().Check(v); err != nil {
+		return fmt.Errorf("%s: %w", sig, err)
+	}
+	return nil
+}
+
+// Check reports whether v lies in r: an error wrapping ErrNotFinite or
+// ErrOutOfRange if not.
+func (r Range) Check(v float64) error {
+	switch {
+	case math.IsNaN(v) || math.IsInf(v, 0):
+		return fmt.Errorf("%w: %g", ErrNotFinite, v)
+	case !(v >= r.Min && v <= r.Max): // NaN bounds reject everything
+		return fmt.Errorf("%w: %g not in [%g, %g]", ErrOutOfRange, v, r.Min, r.Max)
+	}
+	return nil
+}
+
+// CheckTTFT reports whether h can be a TTFT histogram, in seconds, as one
+// scrape exposes it: histogram.Validate, and besides no negative bound (a
+// negative duration would yield a negative quantile), cumulative counts
+// that never decrease from one bucket to the next nor exceed MaxTTFTCount,
+// and a finite, non-negative Sum. Its errors wrap histogram.ErrInvalid.
+// Quantiles of one are still checked against MaxTTFTSeconds where served:
+// a bound is no value, and layouts differ.
+func CheckTTFT(h *histogram.Histogram) error {
+	if err := h.Validate(); err != nil {
+		return err
+	}
+	if b := h.Bounds[0]; b < 0 {
+		return fmt.Errorf("%w: negative bound le=%g", histogram.ErrInvalid, b)
+	}
+	prev := 0.0
+	for i, c := range h.Counts {
+		if c < prev {
+			return fmt.Errorf("%w: cumulative count %g at le=%g below %g of the bucket before", histogram.ErrInvalid, c, h.Bounds[i], prev)
+		}
+		prev = c
+	}
+	if prev > MaxTTFTCount || h.Count > MaxTTFTCount {
+		return fmt.Errorf("%w: count %g above %g", histogram.ErrInvalid, max(prev, h.Count), float64(MaxTTFTCount))
+	}
+	if math.IsNaN(h.Sum) || math.IsInf(h.Sum, 0) || h.Sum < 0 {
+		return fmt.Errorf("%w: sum %g", histogram.ErrInvalid, h.Sum)
+	}
+	return nil
+}
+
 // Source names the kind of scrape a sample came from. A pod has one window
 // per source, so an exporter that goes away takes only the GPU signals with
 // it.
@@ -46,7 +190,7 @@ type Sample struct {
 	values  [NumSignals]float64
 	present uint16
 	// TTFT is the cumulative time-to-first-token histogram, if the server
-	// has one. PutPod drops one that fails histogram.Validate.
+	// has one. PutPod drops one that fails CheckTTFT.
 	TTFT *histogram.Histogram
 	// Model is the served model, for per-model external metrics.
 	Model string
@@ -69,6 +213,21 @@ type ttftPlace struct {
 func (s *Sample) Set(sig Signal, v float64) {
 	s.values[sig] = v
 	s.present |= 1 << sig
+}
+
+// dropInvalid removes the values and the TTFT histogram that fail their
+// checks. Checked once here, so that the window's arithmetic need not check
+// on every API call.
+func (s *Sample) dropInvalid() {
+	for sig := Signal(0); sig < NumSignals; sig++ {
+		if v, ok := s.Get(sig); ok && sig.Check(v) != nil {
+			s.present &^= 1 << sig
+			s.values[sig] = 0
+		}
+	}
+	if s.TTFT != nil && CheckTTFT(s.TTFT) != nil {
+		s.TTFT = nil
+	}
 }
 
 // Get returns a signal's value and whether the sample has it.
@@ -336,13 +495,12 @@ func New(capacity int, opts ...Option) *Store {
 // pod and source; an older one is dropped. The store keeps smp.TTFT, and
 // may point its Bounds at an equal earlier sample's: the caller must not
 // modify it afterwards.
+//
+// A value that fails its signal's Check, and a TTFT histogram that fails
+// CheckTTFT, are dropped: ingest rejects and counts them before they get
+// here, and the store holds nothing it could not serve.
 func (s *Store) PutPod(k Key, src Source, smp Sample) {
-	if smp.TTFT != nil && smp.TTFT.Validate() != nil {
-		// Checked once here so that the window's arithmetic need not
-		// check it on every API call; the pipeline's parser rejects
-		// such histograms before they get here.
-		smp.TTFT = nil
-	}
+	smp.dropInvalid()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	ns := s.pods[k.Namespace]
@@ -353,8 +511,10 @@ func (s *Store) PutPod(k Key, src Source, smp Sample) {
 	ns.put(k.Name, src, smp, s.keep)
 }
 
-// PutNode appends a node's GPU sample.
+// PutNode appends a node's GPU sample, dropping invalid values as PutPod
+// does.
 func (s *Store) PutNode(name string, smp Sample) {
+	smp.dropInvalid()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.nodes.put(name, SourceGPU, smp, s.keep)

@@ -38,6 +38,7 @@ var ownMetrics = []ownMetric{
 	{"gpuscale_adapter_metric_fresh_pods", gauge, "pkg/provider"},
 	{"gpuscale_adapter_metric_newest_sample_age_seconds", gauge, "pkg/provider"},
 	{"gpuscale_adapter_scrape_errors_total", counter, "pkg/gather"},
+	{"gpuscale_adapter_rejected_values_total", counter, "pkg/gather"},
 	{"gpuscale_adapter_scrape_last_success_timestamp_seconds", gauge, "pkg/gather"},
 	{"gpuscale_adapter_scrape_duration_seconds", histogram, "pkg/gather"},
 	{"gpuscale_adapter_targets", gauge, "pkg/gather"},

@@ -1,0 +1,50 @@
+package ingest
+
+import (
+	"bytes"
+	"errors"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+)
+
+// FuzzGPU feeds arbitrary text through expfmt's parser and GPU: never a
+// panic, only its own errors, every value it returns finite and in its
+// signal's range, every rejection with a known reason.
+func FuzzGPU(f *testing.F) {
+	golden, err := os.ReadFile(filepath.Join("..", "metrics", "testdata", "node.golden"))
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(golden)
+	f.Add([]byte(exposition))
+	f.Add([]byte(dcgm("DCGM_FI_DEV_GPU_UTIL", "GPU-a", "p1", "1e300") + dcgm("DCGM_FI_DEV_GPU_UTIL", "GPU-b", "p1", "+Inf") + busy))
+	f.Add([]byte(dcgm("DCGM_FI_DEV_POWER_USAGE", "GPU-a", "p1", "19999") + dcgm("DCGM_FI_DEV_POWER_USAGE", "GPU-b", "p1", "19999") +
+		dcgm("DCGM_FI_DEV_FB_USED", "GPU-a", "p1", "4194304") + dcgm("DCGM_FI_DEV_FB_FREE", "GPU-a", "p1", "-1")))
+	f.Add([]byte(dcgm("DCGM_FI_DEV_GPU_UTIL", "GPU-a", "p1", "5") + dcgm("DCGM_FI_DEV_GPU_UTIL", "GPU-a", "p1", "5")))
+	f.Add([]byte("# TYPE DCGM_FI_DEV_FB_USED histogram\nDCGM_FI_DEV_FB_USED_bucket{UUID=\"a\",le=\"+Inf\"} 1\n"))
+	f.Fuzz(func(t *testing.T, in []byte) {
+		p := expfmt.NewTextParser(model.UTF8Validation)
+		fams, err := p.TextToMetricFamilies(bytes.NewReader(in))
+		if err != nil {
+			return
+		}
+		pods, node, rejected, err := GPU(fams)
+		if err != nil {
+			if !errors.Is(err, ErrNoGPUSeries) && !errors.Is(err, ErrDuplicateSeries) {
+				t.Fatalf("unexpected error %v", err)
+			}
+			return
+		}
+		checkServable(t, pods, node)
+		for _, r := range rejected {
+			if !slices.Contains(RejectReasons[:], r.Reason) || r.Err == nil {
+				t.Fatalf("rejection %+v", r)
+			}
+		}
+	})
+}
