@@ -47,7 +47,7 @@ func newSimNode(t *testing.T, opts sim.Options) *simNode {
 	reg.MustRegister(col)
 	n.backend, n.col = b, col
 	n.h = httpapi.New(httpapi.Config{
-		Source: col, Gatherer: reg, Hostname: "node-a", Sim: b,
+		Source: col, Gatherer: reg, Hostname: "node-a", Sim: b, Registerer: reg,
 		Collect: func() { _ = col.CollectOnce(context.Background()) },
 	})
 	return n
