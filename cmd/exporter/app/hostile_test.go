@@ -1,0 +1,136 @@
+package app_test
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+)
+
+// trickle writes prefix, then one byte of filler every 20 ms until the
+// connection fails or stop is closed; it returns the write error.
+func trickle(conn net.Conn, prefix string, stop <-chan struct{}) error {
+	if _, err := io.WriteString(conn, prefix); err != nil {
+		return err
+	}
+	t := time.NewTicker(20 * time.Millisecond)
+	defer t.Stop()
+	for {
+		select {
+		case <-stop:
+			return nil
+		case <-t.C:
+		}
+		if _, err := conn.Write([]byte("a")); err != nil {
+			return err
+		}
+	}
+}
+
+// TestSlowClientsCutOff runs the exporter with short timeouts against
+// clients that send their request a byte at a time (slowloris): each is
+// disconnected within its timeout, and a normal scrape is served meanwhile.
+func TestSlowClientsCutOff(t *testing.T) {
+	o := simOptions("")
+	o.ReadHeaderTimeout = 300 * time.Millisecond
+	o.ReadTimeout = 600 * time.Millisecond
+	o.MaxRequestsWait = 100 * time.Millisecond
+	p := start(t, o)
+	tests := []struct {
+		name    string
+		request string
+		within  time.Duration
+	}{
+		{"headers a byte at a time", "GET /metrics HTTP/1.1\r\nHost: x\r\nX-Slow: ", o.ReadHeaderTimeout},
+		{"body a byte at a time", "PUT /api/v1/sim/gpus/0 HTTP/1.1\r\nHost: x\r\nContent-Length: 4000\r\n\r\n{\"utilization\":1", o.ReadTimeout},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			conn, err := net.Dial("tcp", p.addr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer conn.Close()
+			stop := make(chan struct{})
+			defer close(stop)
+			start := time.Now()
+			go func() { _ = trickle(conn, tc.request, stop) }()
+
+			// A well-behaved scrape is served while the slow client holds on.
+			if code, body := get(t, http.DefaultClient, "http://"+p.addr+"/metrics"); code != 200 || !strings.Contains(body, "DCGM_FI_DEV_GPU_UTIL") {
+				t.Errorf("scrape beside a slow client: %d", code)
+			}
+			// The server answers (408 or 400) or just closes; either way the
+			// connection ends well before the trickle would.
+			_ = conn.SetReadDeadline(time.Now().Add(5 * time.Second))
+			_, err = io.Copy(io.Discard, bufio.NewReader(conn))
+			var ne net.Error
+			if errors.As(err, &ne) && ne.Timeout() {
+				t.Fatalf("connection still open after %v; want it closed within about %v", time.Since(start), tc.within)
+			}
+			if d := time.Since(start); d > tc.within+2*time.Second {
+				t.Errorf("connection closed after %v, want about %v", d, tc.within)
+			}
+		})
+	}
+}
+
+// TestMaxRequestsFlag holds the --web.max-requests slots with load changes
+// whose bodies never finish, then scrapes: refused with 503 while they
+// hold, served again once they are gone.
+func TestMaxRequestsFlag(t *testing.T) {
+	o := simOptions("")
+	o.MaxRequests = 2
+	o.MaxRequestsWait = 50 * time.Millisecond
+	o.ReadTimeout = time.Minute // the holders are cut off by the test, not by the timeout
+	p := start(t, o)
+	base := "http://" + p.addr
+	fetchGPUs(t, base) // collected once
+
+	var holders []net.Conn
+	for range o.MaxRequests {
+		conn, err := net.Dial("tcp", p.addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		if _, err := fmt.Fprint(conn, "PUT /api/v1/sim/gpus/0 HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{"); err != nil {
+			t.Fatal(err)
+		}
+		holders = append(holders, conn)
+	}
+	eventually(t, "scrapes refused while every slot is held", func() error {
+		resp, err := http.Get(base + "/metrics")
+		if err != nil {
+			return err
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusServiceUnavailable || !strings.Contains(string(body), "limit 2") {
+			return fmt.Errorf("status %d: %.100s", resp.StatusCode, body)
+		}
+		return nil
+	})
+	if code, _ := get(t, http.DefaultClient, base+"/readyz"); code != 200 {
+		t.Errorf("/readyz while saturated: %d, want 200", code)
+	}
+	for _, c := range holders {
+		c.Close()
+	}
+	eventually(t, "scrapes served once the slots are free", func() error {
+		code, body := get(t, http.DefaultClient, base+"/metrics")
+		if code != 200 {
+			return fmt.Errorf("status %d", code)
+		}
+		if !strings.Contains(body, "gpuscale_exporter_http_requests_refused_total ") ||
+			strings.Contains(body, "gpuscale_exporter_http_requests_refused_total 0\n") {
+			return errors.New("gpuscale_exporter_http_requests_refused_total missing or 0")
+		}
+		return nil
+	})
+}
