@@ -51,6 +51,10 @@ func (g *blockingGatherer) awaitEntered(t *testing.T, n int) {
 	}
 }
 
+// client gives up on a request the exporter holds too long, so that a
+// limit that does not work fails the test instead of hanging it.
+var client = &http.Client{Timeout: 5 * time.Second}
+
 // scrapeAll sends n GET /metrics at once and returns their statuses.
 func scrapeAll(t *testing.T, url string, n int) <-chan int {
 	t.Helper()
@@ -58,7 +62,7 @@ func scrapeAll(t *testing.T, url string, n int) <-chan int {
 	var wg sync.WaitGroup
 	for range n {
 		wg.Go(func() {
-			resp, err := http.Get(url + "/metrics")
+			resp, err := client.Get(url + "/metrics")
 			if err != nil {
 				t.Error(err)
 				codes <- 0
@@ -120,7 +124,7 @@ func TestRequestsBeyondLimitRefused(t *testing.T) {
 			held := scrapeAll(t, srv.URL, 2)
 			g.awaitEntered(t, 2)
 
-			resp, err := http.Get(srv.URL + "/metrics")
+			resp, err := client.Get(srv.URL + "/metrics")
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -161,7 +165,7 @@ func TestRequestsBeyondLimitRefused(t *testing.T) {
 
 func get(t *testing.T, url string) int {
 	t.Helper()
-	resp, err := http.Get(url)
+	resp, err := client.Get(url)
 	if err != nil {
 		t.Fatal(err)
 	}
