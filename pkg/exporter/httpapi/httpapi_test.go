@@ -31,7 +31,7 @@ type simNode struct {
 	now     time.Time
 }
 
-func newSimNode(t *testing.T, opts sim.Options) *simNode {
+func newSimNode(t testing.TB, opts sim.Options) *simNode {
 	t.Helper()
 	n := &simNode{now: time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC)}
 	opts.Now = func() time.Time { return n.now }
@@ -53,7 +53,7 @@ func newSimNode(t *testing.T, opts sim.Options) *simNode {
 	return n
 }
 
-func (n *simNode) collect(t *testing.T) {
+func (n *simNode) collect(t testing.TB) {
 	t.Helper()
 	if err := n.col.CollectOnce(context.Background()); err != nil {
 		t.Fatal(err)
