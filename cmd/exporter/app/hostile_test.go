@@ -80,9 +80,10 @@ func TestSlowClientsCutOff(t *testing.T) {
 	}
 }
 
-// TestMaxRequestsFlag holds the --web.max-requests slots with load changes
-// whose bodies never finish, then scrapes: refused with 503 while they
-// hold, served again once they are gone.
+// TestMaxRequestsFlag holds the --web.max-requests API slots with load
+// changes whose bodies never finish: API requests are refused with 503
+// while they hold, scrapes are served all along (they have slots of their
+// own), and the API is served again once the holders are gone.
 func TestMaxRequestsFlag(t *testing.T) {
 	o := simOptions("")
 	o.MaxRequests = 2
@@ -104,8 +105,8 @@ func TestMaxRequestsFlag(t *testing.T) {
 		}
 		holders = append(holders, conn)
 	}
-	eventually(t, "scrapes refused while every slot is held", func() error {
-		resp, err := http.Get(base + "/metrics")
+	eventually(t, "API requests refused while every API slot is held", func() error {
+		resp, err := http.Get(base + "/api/v1/gpus")
 		if err != nil {
 			return err
 		}
@@ -116,20 +117,25 @@ func TestMaxRequestsFlag(t *testing.T) {
 		}
 		return nil
 	})
+	for range 3 {
+		if code, _ := get(t, http.DefaultClient, base+"/metrics"); code != 200 {
+			t.Errorf("/metrics while the API is saturated: %d, want 200", code)
+		}
+	}
 	if code, _ := get(t, http.DefaultClient, base+"/readyz"); code != 200 {
 		t.Errorf("/readyz while saturated: %d, want 200", code)
 	}
 	for _, c := range holders {
 		c.Close()
 	}
-	eventually(t, "scrapes served once the slots are free", func() error {
-		code, body := get(t, http.DefaultClient, base+"/metrics")
-		if code != 200 {
+	eventually(t, "API requests served once the slots are free", func() error {
+		if code, _ := get(t, http.DefaultClient, base+"/api/v1/gpus"); code != 200 {
 			return fmt.Errorf("status %d", code)
 		}
-		if !strings.Contains(body, "gpuscale_exporter_http_requests_refused_total ") ||
-			strings.Contains(body, "gpuscale_exporter_http_requests_refused_total 0\n") {
-			return errors.New("gpuscale_exporter_http_requests_refused_total missing or 0")
+		_, body := get(t, http.DefaultClient, base+"/metrics")
+		if !strings.Contains(body, `gpuscale_exporter_http_requests_refused_total{handler="api"} `) ||
+			strings.Contains(body, `gpuscale_exporter_http_requests_refused_total{handler="api"} 0`+"\n") {
+			return errors.New(`gpuscale_exporter_http_requests_refused_total{handler="api"} missing or 0`)
 		}
 		return nil
 	})

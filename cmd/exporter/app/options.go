@@ -36,8 +36,9 @@ type Options struct {
 	ReadHeaderTimeout time.Duration
 	ReadTimeout       time.Duration
 	WriteTimeout      time.Duration
-	// MaxRequests bounds the /metrics and API requests served at once;
-	// more wait up to MaxRequestsWait for a slot, then get 503.
+	// MaxRequests bounds the /metrics requests served at once, and apart
+	// from them the API requests; more wait up to MaxRequestsWait for a
+	// slot, then get 503.
 	MaxRequests     int
 	MaxRequestsWait time.Duration
 }
@@ -80,7 +81,7 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&o.ReadHeaderTimeout, "web.read-header-timeout", o.ReadHeaderTimeout, "How long a client may take to send a request's headers.")
 	fs.DurationVar(&o.ReadTimeout, "web.read-timeout", o.ReadTimeout, "How long a client may take to send a whole request, body included.")
 	fs.DurationVar(&o.WriteTimeout, "web.write-timeout", o.WriteTimeout, "How long serving a request may take, from the end of its headers to the end of the response, waiting for a slot (--web.max-requests-wait) included.")
-	fs.IntVar(&o.MaxRequests, "web.max-requests", o.MaxRequests, "Most /metrics and API requests served at once (probes are not counted); more wait for a slot. 0 means no limit.")
+	fs.IntVar(&o.MaxRequests, "web.max-requests", o.MaxRequests, "Most /metrics requests served at once, and apart from them most API requests (probes are not counted); more wait for a slot. 0 means no limit.")
 	fs.DurationVar(&o.MaxRequestsWait, "web.max-requests-wait", o.MaxRequestsWait, "How long a request over --web.max-requests waits for a slot before it gets 503; at most --web.max-requests wait, more get 503 at once.")
 }
 

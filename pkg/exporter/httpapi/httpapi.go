@@ -3,8 +3,8 @@
 // control. Every handler reads the collector's latest snapshot; none of them
 // reaches the GPU or the kubelet.
 //
-// Every request is untrusted: the number served at once is bounded
-// (Config.MaxRequests), and a load change is decoded strictly and checked
+// Every request is untrusted: the number served at once is bounded, for
+// scrapes and for the API apart (Config.MaxRequests), and a load change is decoded strictly and checked
 // against the simulated GPU before anything changes; a refused one gets a
 // 4xx naming the problem and is counted.
 package httpapi
@@ -48,9 +48,10 @@ type Config struct {
 	// Collect, when set, is called after a simulated load change so the next
 	// scrape shows it without waiting a full interval.
 	Collect func()
-	// MaxRequests bounds the /metrics and API requests served at once
-	// (probes are exempt: they are constant-time, and refusing them would
-	// get the pod restarted). Zero means no bound.
+	// MaxRequests bounds the /metrics requests served at once, and on its
+	// own the API requests, so that no use of the API can starve scrapes.
+	// Probes are exempt: they are constant-time, and refusing them would
+	// get the pod restarted. Zero means no bound.
 	MaxRequests int
 	// MaxRequestsWait is how long a request over MaxRequests waits for a
 	// slot before it is refused with 503. At most MaxRequests wait; more
@@ -66,21 +67,24 @@ const maxLoadBody = 4096
 
 // ownMetrics are the HTTP surface's metrics about itself.
 type ownMetrics struct {
-	refused     prometheus.Counter
+	refused     *prometheus.CounterVec
 	simRejected *prometheus.CounterVec
 }
 
 func newOwnMetrics(r prometheus.Registerer) *ownMetrics {
 	m := &ownMetrics{
-		refused: prometheus.NewCounter(prometheus.CounterOpts{
+		refused: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "gpuscale_exporter_http_requests_refused_total",
-			Help: "Requests answered 503 because --web.max-requests were in flight and no slot freed within --web.max-requests-wait.",
-		}),
+			Help: "Requests answered 503 because --web.max-requests of their kind (metrics: /metrics, api: /api/) were in flight and no slot freed within --web.max-requests-wait.",
+		}, []string{"handler"}),
 		simRejected: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "gpuscale_exporter_sim_load_rejected_total",
 			Help: "Simulated load changes (PUT /api/v1/sim/gpus/{gpu}) refused, by HTTP status: 400 invalid, 404 no such GPU, 413 body too large.",
 		}, []string{"code"}),
 	}
+	// Both series from the start: a refusal must show as an increase.
+	m.refused.WithLabelValues("metrics")
+	m.refused.WithLabelValues("api")
 	if r != nil {
 		r.MustRegister(m.refused, m.simRejected)
 	}
@@ -94,9 +98,10 @@ func New(cfg Config) http.Handler {
 	r.Use(gin.Recovery())
 	r.HandleMethodNotAllowed = true
 	own := newOwnMetrics(cfg.Registerer)
-	limited := r.Group("")
+	scrapes, api := r.Group(""), r.Group("")
 	if cfg.MaxRequests > 0 {
-		limited.Use(newLimiter(cfg.MaxRequests, cfg.MaxRequestsWait, own.refused).handler())
+		scrapes.Use(newLimiter(cfg.MaxRequests, cfg.MaxRequestsWait, own.refused.WithLabelValues("metrics")).handler())
+		api.Use(newLimiter(cfg.MaxRequests, cfg.MaxRequestsWait, own.refused.WithLabelValues("api")).handler())
 	}
 
 	// promhttp's own MaxRequestsInFlight would refuse at once; the limiter
@@ -105,7 +110,7 @@ func New(cfg Config) http.Handler {
 		ErrorHandling:     promhttp.ContinueOnError,
 		EnableOpenMetrics: true,
 	})
-	limited.GET("/metrics", gin.WrapH(metrics))
+	scrapes.GET("/metrics", gin.WrapH(metrics))
 	r.GET("/healthz", func(c *gin.Context) {
 		ok, age := cfg.Source.Healthy()
 		if !ok && cfg.Source.Snapshot() == nil {
@@ -125,7 +130,7 @@ func New(cfg Config) http.Handler {
 		}
 		c.String(http.StatusOK, "ok\n")
 	})
-	limited.GET("/api/v1/gpus", func(c *gin.Context) {
+	api.GET("/api/v1/gpus", func(c *gin.Context) {
 		s := cfg.Source.Snapshot()
 		if s == nil {
 			c.JSON(http.StatusServiceUnavailable, gin.H{"error": "no successful collection yet"})
@@ -134,7 +139,7 @@ func New(cfg Config) http.Handler {
 		c.JSON(http.StatusOK, render(s, cfg.Hostname))
 	})
 	if cfg.Sim != nil {
-		limited.PUT("/api/v1/sim/gpus/:gpu", simHandler(cfg, own.simRejected))
+		api.PUT("/api/v1/sim/gpus/:gpu", simHandler(cfg, own.simRejected))
 	}
 	return r
 }

@@ -2,6 +2,7 @@ package httpapi_test
 
 import (
 	"io"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -134,8 +135,12 @@ func TestRequestsBeyondLimitRefused(t *testing.T) {
 				t.Errorf("third scrape: %d, Retry-After %q, %q; want 503 naming the limit", resp.StatusCode, resp.Header.Get("Retry-After"), body)
 			}
 			// Probes are not counted: a saturated exporter is not dead.
+			// Nor are API requests, which have slots of their own.
 			if code := get(t, srv.URL+"/healthz"); code != http.StatusOK {
 				t.Errorf("/healthz while saturated: %d, want 200", code)
+			}
+			if code := get(t, srv.URL+"/api/v1/gpus"); code != http.StatusOK {
+				t.Errorf("/api/v1/gpus while scrapes saturate: %d, want 200", code)
 			}
 			g.releaseAll()
 			for code := range held {
@@ -150,14 +155,16 @@ func TestRequestsBeyondLimitRefused(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			refused := -1.0
+			refused := map[string]float64{}
 			for _, mf := range mfs {
 				if mf.GetName() == "gpuscale_exporter_http_requests_refused_total" {
-					refused = mf.GetMetric()[0].GetCounter().GetValue()
+					for _, m := range mf.GetMetric() {
+						refused[m.GetLabel()[0].GetValue()] = m.GetCounter().GetValue()
+					}
 				}
 			}
-			if refused != 1 {
-				t.Errorf("gpuscale_exporter_http_requests_refused_total = %v, want 1", refused)
+			if want := map[string]float64{"metrics": 1, "api": 0}; !maps.Equal(refused, want) {
+				t.Errorf("gpuscale_exporter_http_requests_refused_total by handler = %v, want %v", refused, want)
 			}
 		})
 	}
