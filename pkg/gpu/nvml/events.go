@@ -164,23 +164,26 @@ func (w *xidWatcher) record(ev gonvml.EventData) {
 		w.log.Warn("XID event from an unidentifiable device", "xid", ev.EventData, "err", err)
 		return
 	}
-	w.log.Warn("XID error", "uuid", uuid, "xid", ev.EventData, "gpu_instance", ev.GpuInstanceId)
-
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	byInstance, ok := w.tallies[uuid]
 	if !ok {
-		return // not a GPU this backend registered
+		w.log.Debug("XID event from a GPU this backend does not watch", "uuid", uuid, "xid", ev.EventData)
+		return
 	}
 	code := ev.EventData
 	if !gpu.ValidXID(code) {
 		w.dropLocked("XID event with a code outside the XID range dropped", uuid, ev)
 		return
 	}
+	// Logged here, after the range check, so that a driver sending
+	// garbage cannot flood the log; real XIDs are rare.
+	w.log.Warn("XID error", "uuid", uuid, "xid", code, "gpu_instance", ev.GpuInstanceId)
 	keys := []uint32{noInstance}
 	if ev.GpuInstanceId <= maxGPUInstanceID {
 		keys = append(keys, ev.GpuInstanceId)
 	}
+	full := false
 	for _, k := range keys {
 		t := byInstance[k]
 		if t == nil {
@@ -188,11 +191,14 @@ func (w *xidWatcher) record(ev gonvml.EventData) {
 			byInstance[k] = t
 		}
 		if _, seen := t.counts[code]; !seen && len(t.counts) >= gpu.MaxXIDCodes {
-			w.dropLocked("XID event with a new code on a device that already counts the most distinct codes kept dropped", uuid, ev)
+			full = true
 			continue
 		}
 		t.counts[code]++
 		t.last = code
+	}
+	if full {
+		w.dropLocked("XID event with a new code on a device that already counts the most distinct codes kept dropped", uuid, ev)
 	}
 }
 
