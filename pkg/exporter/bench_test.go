@@ -3,7 +3,6 @@ package exporter_test
 import (
 	"context"
 	"fmt"
-	"github.com/gpuscale/gpuscale/internal/cpumeter"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -13,7 +12,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/gpuscale/gpuscale/internal/cpumeter"
 	"github.com/gpuscale/gpuscale/pkg/exporter"
+	"github.com/gpuscale/gpuscale/pkg/exporter/httpapi"
 	"github.com/gpuscale/gpuscale/pkg/gpu/sim"
 	"github.com/gpuscale/gpuscale/pkg/metrics"
 )
@@ -63,8 +64,13 @@ func benchCollector(b *testing.B, gpus int, migs []string) (*exporter.Collector,
 func benchScrape(b *testing.B, gpus int, migs []string, acceptEncoding string) {
 	_, reg := benchCollector(b, gpus, migs)
 	h := promhttp.HandlerFor(reg, promhttp.HandlerOpts{
-		ErrorHandling: promhttp.ContinueOnError, MaxRequestsInFlight: 10, EnableOpenMetrics: true,
+		ErrorHandling: promhttp.ContinueOnError, EnableOpenMetrics: true,
 	})
+	benchHandler(b, h, acceptEncoding)
+}
+
+// benchHandler measures one GET /metrics through h.
+func benchHandler(b *testing.B, h http.Handler, acceptEncoding string) {
 	req := httptest.NewRequest(http.MethodGet, "/metrics", nil)
 	if acceptEncoding != "" {
 		req.Header.Set("Accept-Encoding", acceptEncoding)
@@ -97,6 +103,16 @@ func BenchmarkScrape8GPUsGzip(b *testing.B) { benchScrape(b, 8, nil, "gzip") }
 // instances each, every instance held by a pod.
 func BenchmarkScrape8GPUsx7MIG(b *testing.B) {
 	benchScrape(b, 8, slices.Repeat([]string{"1g.10gb"}, 7), "")
+}
+
+// BenchmarkScrapeHandler8GPUsGzip is BenchmarkScrape8GPUsGzip through the
+// exporter's whole handler (gin, the in-flight limit, promhttp) with the
+// exporter's default limit, as a Prometheus scrape reaches it.
+func BenchmarkScrapeHandler8GPUsGzip(b *testing.B) {
+	c, reg := benchCollector(b, 8, nil)
+	h := httpapi.New(httpapi.Config{Source: c, Gatherer: reg, Hostname: "bench-node",
+		MaxRequests: 16, MaxRequestsWait: time.Second})
+	benchHandler(b, h, "gzip")
 }
 
 // BenchmarkCollectOnce8GPUs is the background collection: read the sim

@@ -80,7 +80,7 @@ func NewCollector(cfg Config) (*Collector, error) {
 		now:     time.Now,
 	}
 	if cfg.Registerer != nil {
-		if err := c.self.register(cfg.Registerer); err != nil {
+		if err := c.self.register(cfg.Registerer, cfg.Backend); err != nil {
 			return nil, fmt.Errorf("exporter: register own metrics: %w", err)
 		}
 	}

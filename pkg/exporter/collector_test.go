@@ -283,3 +283,24 @@ func TestRunCollectsUntilCancelled(t *testing.T) {
 		t.Error("no snapshot after Run")
 	}
 }
+
+// droppingBackend is a backend that reports XID events it did not count.
+type droppingBackend struct {
+	fakeBackend
+	dropped uint64
+}
+
+func (d *droppingBackend) DroppedXIDEvents() uint64 { return d.dropped }
+
+func TestDroppedXIDEventsExported(t *testing.T) {
+	b := &droppingBackend{dropped: 7}
+	_, _, reg := newTestCollector(t, b, nil)
+	if got := scalar(t, reg, "gpuscale_exporter_xid_events_dropped_total"); got != 7 {
+		t.Errorf("gpuscale_exporter_xid_events_dropped_total = %v, want 7", got)
+	}
+	// A backend that drops nothing has no such series.
+	_, _, reg = newTestCollector(t, &fakeBackend{}, nil)
+	if got := series(t, reg, "gpuscale_exporter_xid_events_dropped_total", ""); len(got) != 0 {
+		t.Errorf("series without a dropping backend: %v", got)
+	}
+}

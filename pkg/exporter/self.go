@@ -4,6 +4,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/gpuscale/gpuscale/pkg/gpu"
 )
 
 // selfMetrics are the exporter's metrics about itself.
@@ -50,9 +52,22 @@ func newSelfMetrics(backend, driver string) *selfMetrics {
 	}
 }
 
-func (m *selfMetrics) register(r prometheus.Registerer) error {
+// xidDropper is a backend that drops XID events it will not count (the NVML
+// backend: codes outside the XID range, or past the distinct codes kept).
+type xidDropper interface {
+	DroppedXIDEvents() uint64
+}
+
+func (m *selfMetrics) register(r prometheus.Registerer, backend gpu.Backend) error {
 	m.info.Set(1)
-	for _, c := range []prometheus.Collector{m.duration, m.errors, m.lastSuccess, m.devicesSeen, m.unhealthy, m.info} {
+	cs := []prometheus.Collector{m.duration, m.errors, m.lastSuccess, m.devicesSeen, m.unhealthy, m.info}
+	if d, ok := backend.(xidDropper); ok {
+		cs = append(cs, prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "gpuscale_exporter_xid_events_dropped_total",
+			Help: "XID events not counted in gpuscale_gpu_xid_errors_total: a code outside NVIDIA's XID range, or a new code on a device that already counts the most distinct codes kept.",
+		}, func() float64 { return float64(d.DroppedXIDEvents()) }))
+	}
+	for _, c := range cs {
 		if err := r.Register(c); err != nil {
 			return err
 		}

@@ -77,6 +77,24 @@ func (d Device) ID() string {
 	return d.UUID
 }
 
+// XID codes are a closed set: NVIDIA's catalogue numbers them from 1 to
+// about 160. Each code seen becomes one gpuscale_gpu_xid_errors_total
+// series, so backends keep only codes in [MinXID, MaxXID] and at most
+// MaxXIDCodes distinct ones per device; a driver bug or a hostile caller
+// of the simulated backend cannot then grow the series without bound.
+const (
+	MinXID = 1
+	// MaxXID leaves room for codes that drivers newer than the catalogue
+	// add.
+	MaxXID = 255
+	// MaxXIDCodes is far above the handful of distinct codes a failing
+	// GPU raises in practice.
+	MaxXIDCodes = 32
+)
+
+// ValidXID reports whether code is in the range of XID codes.
+func ValidXID(code uint64) bool { return code >= MinXID && code <= MaxXID }
+
 // Reading is one collection of one device.
 type Reading struct {
 	Device Device
@@ -85,7 +103,8 @@ type Reading struct {
 	Err     error
 	values  [NumFields]float64
 	present uint32
-	// XIDCounts counts XID errors by code since the backend started.
+	// XIDCounts counts XID errors by code since the backend started. Its
+	// codes are ValidXID and at most MaxXIDCodes.
 	XIDCounts map[uint64]uint64
 }
 

@@ -29,6 +29,18 @@ type Options struct {
 	ListenAddress string
 	WebConfigFile string
 	LogLevel      string
+
+	// ReadHeaderTimeout, ReadTimeout and WriteTimeout bound how long one
+	// client can hold a connection and its goroutine: a client that sends
+	// its request (or reads the response) a byte at a time is cut off.
+	ReadHeaderTimeout time.Duration
+	ReadTimeout       time.Duration
+	WriteTimeout      time.Duration
+	// MaxRequests bounds the /metrics requests served at once, and apart
+	// from them the API requests; more wait up to MaxRequestsWait for a
+	// slot, then get 503.
+	MaxRequests     int
+	MaxRequestsWait time.Duration
 }
 
 // NewOptions returns the defaults.
@@ -43,6 +55,11 @@ func NewOptions() *Options {
 		PodResourcesTimeout:  2 * time.Second,
 		ListenAddress:        ":9400",
 		LogLevel:             "info",
+		ReadHeaderTimeout:    5 * time.Second,
+		ReadTimeout:          10 * time.Second,
+		WriteTimeout:         30 * time.Second,
+		MaxRequests:          16,
+		MaxRequestsWait:      time.Second,
 	}
 }
 
@@ -61,6 +78,11 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.ListenAddress, "web.listen-address", o.ListenAddress, "Address to serve /metrics, probes and the API on.")
 	fs.StringVar(&o.WebConfigFile, "web.config.file", o.WebConfigFile, "Prometheus exporter-toolkit web config file enabling TLS and/or basic auth.")
 	fs.StringVar(&o.LogLevel, "log.level", o.LogLevel, "Log level: debug, info, warn or error.")
+	fs.DurationVar(&o.ReadHeaderTimeout, "web.read-header-timeout", o.ReadHeaderTimeout, "How long a client may take to send a request's headers.")
+	fs.DurationVar(&o.ReadTimeout, "web.read-timeout", o.ReadTimeout, "How long a client may take to send a whole request, body included.")
+	fs.DurationVar(&o.WriteTimeout, "web.write-timeout", o.WriteTimeout, "How long serving a request may take, from the end of its headers to the end of the response, waiting for a slot (--web.max-requests-wait) included.")
+	fs.IntVar(&o.MaxRequests, "web.max-requests", o.MaxRequests, "Most /metrics requests served at once, and apart from them most API requests (probes are not counted); more wait for a slot. 0 means no limit.")
+	fs.DurationVar(&o.MaxRequestsWait, "web.max-requests-wait", o.MaxRequestsWait, "How long a request over --web.max-requests waits for a slot before it gets 503; at most --web.max-requests wait, more get 503 at once.")
 }
 
 // Complete fills derived defaults.
@@ -89,6 +111,20 @@ func (o *Options) Validate() error {
 	}
 	if o.PodResourcesInterval <= 0 || o.PodResourcesTimeout <= 0 {
 		errs = append(errs, errors.New("--pod-resources-interval and --pod-resources-timeout must be positive"))
+	}
+	// Zero would mean no timeout at all in net/http: exactly what these
+	// flags are there to prevent.
+	if o.ReadHeaderTimeout <= 0 || o.ReadTimeout <= 0 || o.WriteTimeout <= 0 {
+		errs = append(errs, errors.New("--web.read-header-timeout, --web.read-timeout and --web.write-timeout must be positive"))
+	}
+	if o.ReadHeaderTimeout > o.ReadTimeout {
+		errs = append(errs, fmt.Errorf("--web.read-header-timeout (%v) must not exceed --web.read-timeout (%v)", o.ReadHeaderTimeout, o.ReadTimeout))
+	}
+	if o.MaxRequests < 0 || o.MaxRequestsWait < 0 {
+		errs = append(errs, errors.New("--web.max-requests and --web.max-requests-wait must be 0 or more"))
+	}
+	if o.MaxRequestsWait >= o.WriteTimeout {
+		errs = append(errs, fmt.Errorf("--web.max-requests-wait (%v) must be shorter than --web.write-timeout (%v), which includes it", o.MaxRequestsWait, o.WriteTimeout))
 	}
 	return errors.Join(errs...)
 }

@@ -22,6 +22,13 @@ func TestValidate(t *testing.T) {
 		{"sim GPUs ignored on nvml", func(o *Options) { o.SimGPUs = 0 }, nil},
 		{"zero pod-resources interval", func(o *Options) { o.PodResourcesInterval = 0 }, []string{"--pod-resources-interval"}},
 		{"negative pod-resources timeout", func(o *Options) { o.PodResourcesTimeout = -time.Second }, []string{"--pod-resources-timeout"}},
+		{"zero read timeout", func(o *Options) { o.ReadTimeout = 0 }, []string{"--web.read-timeout", "must not exceed"}},
+		{"zero header timeout", func(o *Options) { o.ReadHeaderTimeout = 0 }, []string{"--web.read-header-timeout"}},
+		{"zero write timeout", func(o *Options) { o.WriteTimeout = 0 }, []string{"--web.write-timeout"}},
+		{"header timeout above read timeout", func(o *Options) { o.ReadHeaderTimeout = time.Minute }, []string{"must not exceed --web.read-timeout"}},
+		{"negative max requests", func(o *Options) { o.MaxRequests = -1 }, []string{"--web.max-requests"}},
+		{"no request limit", func(o *Options) { o.MaxRequests = 0 }, nil},
+		{"wait as long as the write timeout", func(o *Options) { o.MaxRequestsWait = o.WriteTimeout }, []string{"--web.max-requests-wait (30s) must be shorter"}},
 		{"every error at once", func(o *Options) {
 			o.Backend, o.CollectInterval, o.PodResourcesTimeout = "x", 0, 0
 		}, []string{"--backend", "--collect-interval", "--pod-resources-timeout"}},
@@ -54,9 +61,17 @@ func TestFlags(t *testing.T) {
 	fs := flag.NewFlagSet("exporter", flag.ContinueOnError)
 	o.AddFlags(fs)
 	err := fs.Parse([]string{"--backend=sim", "--sim-gpus=4", "--sim-mig-profiles=3g.40gb, 1g.10gb,",
-		"--collect-interval=250ms", "--pod-resources-socket=", "--web.listen-address=127.0.0.1:0", "--hostname=n1"})
+		"--collect-interval=250ms", "--pod-resources-socket=", "--web.listen-address=127.0.0.1:0", "--hostname=n1",
+		"--web.read-header-timeout=2s", "--web.read-timeout=3s", "--web.write-timeout=4s", "--web.max-requests=5", "--web.max-requests-wait=500ms"})
 	if err != nil {
 		t.Fatal(err)
+	}
+	if o.ReadHeaderTimeout != 2*time.Second || o.ReadTimeout != 3*time.Second || o.WriteTimeout != 4*time.Second ||
+		o.MaxRequests != 5 || o.MaxRequestsWait != 500*time.Millisecond {
+		t.Errorf("parsed web options = %+v", o)
+	}
+	if err := o.Validate(); err != nil {
+		t.Errorf("Validate() = %v", err)
 	}
 	if o.Backend != "sim" || o.SimGPUs != 4 || o.CollectInterval != 250*time.Millisecond ||
 		o.PodResourcesSocket != "" || o.ListenAddress != "127.0.0.1:0" || o.Hostname != "n1" {

@@ -71,7 +71,8 @@ func Run(ctx context.Context, o *Options, log *slog.Logger, ready func(addr net.
 	go func() { defer close(collecting); col.Run(ctx) }()
 	defer func() { cancel(); <-collecting }()
 
-	api := httpapi.Config{Source: col, Gatherer: reg, Hostname: o.Hostname}
+	api := httpapi.Config{Source: col, Gatherer: reg, Hostname: o.Hostname, Registerer: reg,
+		MaxRequests: o.MaxRequests, MaxRequestsWait: o.MaxRequestsWait}
 	if s, ok := backend.(*sim.Backend); ok {
 		api.Sim = s
 		api.Collect = func() { _ = col.CollectOnce(ctx) }
@@ -94,12 +95,29 @@ func newBackend(o *Options, log *slog.Logger) (gpu.Backend, error) {
 	return nil, fmt.Errorf("unknown backend %q", o.Backend)
 }
 
+// maxHeaderBytes bounds a request's headers (net/http adds 4 KiB of slack).
+const maxHeaderBytes = 16 << 10
+
 func serve(ctx context.Context, o *Options, h http.Handler, log *slog.Logger, ready func(net.Addr)) error {
 	l, err := net.Listen("tcp", o.ListenAddress)
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", o.ListenAddress, err)
 	}
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
+	srv := &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: o.ReadHeaderTimeout,
+		ReadTimeout:       o.ReadTimeout,
+		WriteTimeout:      o.WriteTimeout,
+		// Longer than any sane scrape interval, so scrapers keep their
+		// connection between scrapes.
+		IdleTimeout: 2 * time.Minute,
+		// A scrape's headers are a few hundred bytes; a bearer token a
+		// couple of KiB.
+		MaxHeaderBytes: maxHeaderBytes,
+		// Failed TLS handshakes and the like are what any client can
+		// cause at will: not worth more than debug.
+		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelDebug),
+	}
 	addrs := []string{o.ListenAddress}
 	systemd := false
 	flags := &web.FlagConfig{WebListenAddresses: &addrs, WebSystemdSocket: &systemd, WebConfigFile: &o.WebConfigFile}

@@ -4,12 +4,14 @@ import (
 	"encoding/json"
 	"net/http"
 	"reflect"
+	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/gpuscale/gpuscale/pkg/exporter/httpapi"
+	"github.com/gpuscale/gpuscale/pkg/gpu"
 	"github.com/gpuscale/gpuscale/pkg/gpu/sim"
 )
 
@@ -92,10 +94,22 @@ func TestSimPut(t *testing.T) {
 		{"utilization out of range", "0", `{"utilization":101}`, 400, "outside 0-100"},
 		{"negative memory", "0", `{"memoryUsedMiB":-1}`, 400, "0 or more"},
 		{"too much memory", "0", `{"memoryUsedMiB":1e9}`, 400, "exceeds"},
-		{"oversized body", "0", `{"utilization":1` + strings.Repeat(" ", 5000) + `}`, 400, "invalid body"},
+		{"oversized body", "0", `{"utilization":1` + strings.Repeat(" ", 5000) + `}`, 413, "larger than 4096 bytes"},
+		{"oversized trailing data", "0", `{"utilization":1}` + strings.Repeat(" ", 5000) + `x`, 413, "larger than 4096 bytes"},
+		{"null", "0", `null`, 400, "invalid body: null"},
+		{"second object", "0", `{"utilization":1}{"utilization":2}`, 400, "data after the JSON object"},
+		{"trailing garbage", "0", `{"utilization":1} garbage`, 400, "data after the JSON object"},
+		{"trailing brace", "0", `{"utilization":1}}`, 400, "data after the JSON object"},
+		{"trailing number", "0", "{\"utilization\":1}\n2", 400, "data after the JSON object"},
+		{"number too large for a float", "0", `{"utilization":1e400}`, 400, "invalid body"},
+		{"negative XID", "0", `{"xid":-1}`, 400, "invalid body"},
+		{"XID above the code range", "0", `{"xid":256}`, 400, "outside 1-255"},
+		{"utilization with too much memory", "0", `{"utilization":50,"memoryUsedMiB":1e9}`, 400, "exceeds"},
+		{"GPU memory its MIG instances hold", "0", `{"memoryUsedMiB":81040}`, 400, "outside its MIG instances"},
 		{"unknown GPU index", "7", `{"utilization":50}`, 404, "no such simulated GPU"},
 		{"unknown GPU UUID", "GPU-nope", `{"utilization":50}`, 404, "no such simulated GPU"},
 	}
+	wantRejected := map[string]float64{}
 	for _, tc := range tests {
 		resp := do(t, n.h, http.MethodPut, "/api/v1/sim/gpus/"+tc.gpu, tc.body, "Content-Type", "application/json")
 		var e struct{ Error string }
@@ -103,9 +117,23 @@ func TestSimPut(t *testing.T) {
 		if resp.StatusCode != tc.want || !strings.Contains(e.Error, tc.wantErr) {
 			t.Errorf("%s: %d %q, want %d mentioning %q", tc.name, resp.StatusCode, e.Error, tc.want, tc.wantErr)
 		}
+		wantRejected[strconv.Itoa(tc.want)]++
 	}
 	if got := gpuValue(t, n, 0, "gpu_util"); got != 0.0 {
 		t.Errorf("rejected requests changed GPU 0's utilization to %v", got)
+	}
+	mfs := parseText(t, readBody(t, do(t, n.h, http.MethodGet, "/metrics", "")))
+	gotRejected := map[string]float64{}
+	for _, m := range mfs["gpuscale_exporter_sim_load_rejected_total"].GetMetric() {
+		gotRejected[m.GetLabel()[0].GetValue()] = m.GetCounter().GetValue()
+	}
+	if !reflect.DeepEqual(gotRejected, wantRejected) {
+		t.Errorf("gpuscale_exporter_sim_load_rejected_total by code = %v, want %v", gotRejected, wantRejected)
+	}
+
+	// White space after the object is fine.
+	if resp := do(t, n.h, http.MethodPut, "/api/v1/sim/gpus/0", "{\"utilization\":5}\r\n \t"); resp.StatusCode != http.StatusNoContent {
+		t.Errorf("object then white space: status %d: %s", resp.StatusCode, readBody(t, resp))
 	}
 }
 
@@ -165,4 +193,28 @@ func gpuEntry(t *testing.T, n *simNode, i int) map[string]any {
 func gpuValue(t *testing.T, n *simNode, i int, field string) any {
 	t.Helper()
 	return gpuEntry(t, n, i)["values"].(map[string]any)[field]
+}
+
+// TestXIDFloodBounded sends a GPU thousands of distinct XID codes through
+// the API: out-of-range ones are refused with 400, and the exported
+// per-code counter never holds more than gpu.MaxXIDCodes series.
+func TestXIDFloodBounded(t *testing.T) {
+	n := newSimNode(t, sim.Options{GPUs: 1})
+	n.collect(t)
+	accepted := 0
+	for code := 1; code <= 5000; code++ {
+		resp := do(t, n.h, http.MethodPut, "/api/v1/sim/gpus/0", `{"xid":`+strconv.Itoa(code)+`}`)
+		switch resp.StatusCode {
+		case http.StatusNoContent:
+			accepted++
+		case http.StatusBadRequest:
+		default:
+			t.Fatalf("xid %d: status %d: %s", code, resp.StatusCode, readBody(t, resp))
+		}
+	}
+	mfs := parseText(t, readBody(t, do(t, n.h, http.MethodGet, "/metrics", "")))
+	series := len(mfs["gpuscale_gpu_xid_errors_total"].GetMetric())
+	if series != gpu.MaxXIDCodes || accepted != gpu.MaxXIDCodes {
+		t.Errorf("%d codes accepted, %d gpuscale_gpu_xid_errors_total series; want %d each", accepted, series, gpu.MaxXIDCodes)
+	}
 }

@@ -2,12 +2,18 @@
 // probes, a JSON view of the GPUs and, on the simulated backend, the load
 // control. Every handler reads the collector's latest snapshot; none of them
 // reaches the GPU or the kubelet.
+//
+// Every request is untrusted: the number served at once is bounded, for
+// scrapes and for the API apart (Config.MaxRequests), and a load change is decoded strictly and checked
+// against the simulated GPU before anything changes; a refused one gets a
+// 4xx naming the problem and is counted.
 package httpapi
 
 import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"strconv"
 	"time"
@@ -42,6 +48,47 @@ type Config struct {
 	// Collect, when set, is called after a simulated load change so the next
 	// scrape shows it without waiting a full interval.
 	Collect func()
+	// MaxRequests bounds the /metrics requests served at once, and on its
+	// own the API requests, so that no use of the API can starve scrapes.
+	// Probes are exempt: they are constant-time, and refusing them would
+	// get the pod restarted. Zero means no bound.
+	MaxRequests int
+	// MaxRequestsWait is how long a request over MaxRequests waits for a
+	// slot before it is refused with 503. At most MaxRequests wait; more
+	// are refused at once. Zero refuses at once.
+	MaxRequestsWait time.Duration
+	// Registerer receives the handlers' own metrics; nil skips them.
+	Registerer prometheus.Registerer
+}
+
+// maxLoadBody bounds the body of a load change; the longest valid one is
+// about 100 bytes.
+const maxLoadBody = 4096
+
+// ownMetrics are the HTTP surface's metrics about itself.
+type ownMetrics struct {
+	refused     *prometheus.CounterVec
+	simRejected *prometheus.CounterVec
+}
+
+func newOwnMetrics(r prometheus.Registerer) *ownMetrics {
+	m := &ownMetrics{
+		refused: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "gpuscale_exporter_http_requests_refused_total",
+			Help: "Requests answered 503 because --web.max-requests of their kind (metrics: /metrics, api: /api/) were in flight and no slot freed within --web.max-requests-wait.",
+		}, []string{"handler"}),
+		simRejected: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "gpuscale_exporter_sim_load_rejected_total",
+			Help: "Simulated load changes (PUT /api/v1/sim/gpus/{gpu}) refused, by HTTP status: 400 invalid, 404 no such GPU, 413 body too large.",
+		}, []string{"code"}),
+	}
+	// Both series from the start: a refusal must show as an increase.
+	m.refused.WithLabelValues("metrics")
+	m.refused.WithLabelValues("api")
+	if r != nil {
+		r.MustRegister(m.refused, m.simRejected)
+	}
+	return m
 }
 
 // New returns the exporter's routes.
@@ -50,13 +97,20 @@ func New(cfg Config) http.Handler {
 	r := gin.New()
 	r.Use(gin.Recovery())
 	r.HandleMethodNotAllowed = true
+	own := newOwnMetrics(cfg.Registerer)
+	scrapes, api := r.Group(""), r.Group("")
+	if cfg.MaxRequests > 0 {
+		scrapes.Use(newLimiter(cfg.MaxRequests, cfg.MaxRequestsWait, own.refused.WithLabelValues("metrics")).handler())
+		api.Use(newLimiter(cfg.MaxRequests, cfg.MaxRequestsWait, own.refused.WithLabelValues("api")).handler())
+	}
 
+	// promhttp's own MaxRequestsInFlight would refuse at once; the limiter
+	// above queues briefly instead.
 	metrics := promhttp.HandlerFor(cfg.Gatherer, promhttp.HandlerOpts{
-		ErrorHandling:       promhttp.ContinueOnError,
-		MaxRequestsInFlight: 10,
-		EnableOpenMetrics:   true,
+		ErrorHandling:     promhttp.ContinueOnError,
+		EnableOpenMetrics: true,
 	})
-	r.GET("/metrics", gin.WrapH(metrics))
+	scrapes.GET("/metrics", gin.WrapH(metrics))
 	r.GET("/healthz", func(c *gin.Context) {
 		ok, age := cfg.Source.Healthy()
 		if !ok && cfg.Source.Snapshot() == nil {
@@ -76,7 +130,7 @@ func New(cfg Config) http.Handler {
 		}
 		c.String(http.StatusOK, "ok\n")
 	})
-	r.GET("/api/v1/gpus", func(c *gin.Context) {
+	api.GET("/api/v1/gpus", func(c *gin.Context) {
 		s := cfg.Source.Snapshot()
 		if s == nil {
 			c.JSON(http.StatusServiceUnavailable, gin.H{"error": "no successful collection yet"})
@@ -85,18 +139,20 @@ func New(cfg Config) http.Handler {
 		c.JSON(http.StatusOK, render(s, cfg.Hostname))
 	})
 	if cfg.Sim != nil {
-		r.PUT("/api/v1/sim/gpus/:gpu", simHandler(cfg))
+		api.PUT("/api/v1/sim/gpus/:gpu", simHandler(cfg, own.simRejected))
 	}
 	return r
 }
 
-func simHandler(cfg Config) gin.HandlerFunc {
+func simHandler(cfg Config, rejected *prometheus.CounterVec) gin.HandlerFunc {
 	return func(c *gin.Context) {
-		var l sim.Load
-		dec := json.NewDecoder(http.MaxBytesReader(c.Writer, c.Request.Body, 4096))
-		dec.DisallowUnknownFields()
-		if err := dec.Decode(&l); err != nil {
-			c.JSON(http.StatusBadRequest, gin.H{"error": fmt.Sprintf("invalid body: %v", err)})
+		reject := func(status int, err error) {
+			rejected.WithLabelValues(strconv.Itoa(status)).Inc()
+			c.JSON(status, gin.H{"error": err.Error()})
+		}
+		l, status, err := decodeLoad(c.Writer, c.Request)
+		if err != nil {
+			reject(status, err)
 			return
 		}
 		if err := cfg.Sim.SetLoad(c.Param("gpu"), l); err != nil {
@@ -104,7 +160,7 @@ func simHandler(cfg Config) gin.HandlerFunc {
 			if errors.Is(err, sim.ErrUnknownGPU) {
 				status = http.StatusNotFound
 			}
-			c.JSON(status, gin.H{"error": err.Error()})
+			reject(status, err)
 			return
 		}
 		if cfg.Collect != nil {
@@ -112,6 +168,50 @@ func simHandler(cfg Config) gin.HandlerFunc {
 		}
 		c.Status(http.StatusNoContent)
 	}
+}
+
+// Reasons a load change's body is refused, beyond encoding/json's own.
+var (
+	errEmptyBody    = errors.New(`empty; want a JSON object such as {"utilization": 50}`)
+	errNullBody     = errors.New(`null; want a JSON object such as {"utilization": 50}`)
+	errTrailingData = errors.New("data after the JSON object; send exactly one object")
+)
+
+// decodeLoad reads a load change strictly: one JSON object of known fields
+// and nothing after it but white space, within maxLoadBody bytes. On error
+// it returns the status to answer with.
+func decodeLoad(w http.ResponseWriter, req *http.Request) (sim.Load, int, error) {
+	dec := json.NewDecoder(http.MaxBytesReader(w, req.Body, maxLoadBody))
+	dec.DisallowUnknownFields()
+	var l *sim.Load
+	err := dec.Decode(&l)
+	if err == nil {
+		// Decode stops after the first value: whatever follows must be
+		// refused, not silently ignored.
+		switch _, terr := dec.Token(); {
+		case l == nil:
+			err = errNullBody
+		case errors.Is(terr, io.EOF):
+			return *l, 0, nil
+		case terr == nil || isSyntaxError(terr):
+			err = errTrailingData
+		default:
+			err = terr
+		}
+	}
+	var tooLarge *http.MaxBytesError
+	switch {
+	case errors.As(err, &tooLarge):
+		return sim.Load{}, http.StatusRequestEntityTooLarge, fmt.Errorf("invalid body: larger than %d bytes", tooLarge.Limit)
+	case errors.Is(err, io.EOF):
+		err = errEmptyBody
+	}
+	return sim.Load{}, http.StatusBadRequest, fmt.Errorf("invalid body: %w", err)
+}
+
+func isSyntaxError(err error) bool {
+	var se *json.SyntaxError
+	return errors.As(err, &se)
 }
 
 // GPUView is one device in the JSON API.

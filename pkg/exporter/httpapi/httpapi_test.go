@@ -31,7 +31,7 @@ type simNode struct {
 	now     time.Time
 }
 
-func newSimNode(t *testing.T, opts sim.Options) *simNode {
+func newSimNode(t testing.TB, opts sim.Options) *simNode {
 	t.Helper()
 	n := &simNode{now: time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC)}
 	opts.Now = func() time.Time { return n.now }
@@ -47,13 +47,13 @@ func newSimNode(t *testing.T, opts sim.Options) *simNode {
 	reg.MustRegister(col)
 	n.backend, n.col = b, col
 	n.h = httpapi.New(httpapi.Config{
-		Source: col, Gatherer: reg, Hostname: "node-a", Sim: b,
+		Source: col, Gatherer: reg, Hostname: "node-a", Sim: b, Registerer: reg,
 		Collect: func() { _ = col.CollectOnce(context.Background()) },
 	})
 	return n
 }
 
-func (n *simNode) collect(t *testing.T) {
+func (n *simNode) collect(t testing.TB) {
 	t.Helper()
 	if err := n.col.CollectOnce(context.Background()); err != nil {
 		t.Fatal(err)

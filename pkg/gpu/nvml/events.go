@@ -1,6 +1,7 @@
 package nvml
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
 	"maps"
@@ -23,6 +24,11 @@ const (
 	// waitRetryDelay spaces out retries when waiting fails (a lost GPU can
 	// make every wait fail at once).
 	waitRetryDelay = time.Second
+	// maxGPUInstanceID bounds the GPU instance IDs that get a tally of
+	// their own. MIG numbers instances from 1 to 14 on today's GPUs; an
+	// event naming any other instance counts on its GPU only, so that
+	// event data cannot grow the tallies without bound.
+	maxGPUInstanceID = 31
 )
 
 // xidTally is what is known of the XID errors of a GPU or MIG instance.
@@ -41,6 +47,9 @@ type xidWatcher struct {
 	// tallies maps a GPU UUID to its tallies by GPU instance ID; noInstance
 	// holds the whole GPU's, which include its instances' events.
 	tallies map[string]map[uint32]*xidTally
+	// dropped counts events not tallied: codes outside the XID range, or
+	// new codes past gpu.MaxXIDCodes on a device.
+	dropped uint64
 
 	started bool
 	stop    chan struct{}
@@ -155,27 +164,61 @@ func (w *xidWatcher) record(ev gonvml.EventData) {
 		w.log.Warn("XID event from an unidentifiable device", "xid", ev.EventData, "err", err)
 		return
 	}
-	w.log.Warn("XID error", "uuid", uuid, "xid", ev.EventData, "gpu_instance", ev.GpuInstanceId)
-
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	byInstance, ok := w.tallies[uuid]
 	if !ok {
-		return // not a GPU this backend registered
+		w.log.Debug("XID event from a GPU this backend does not watch", "uuid", uuid, "xid", ev.EventData)
+		return
 	}
+	code := ev.EventData
+	if !gpu.ValidXID(code) {
+		w.dropLocked("XID event with a code outside the XID range dropped", uuid, ev)
+		return
+	}
+	// Logged here, after the range check, so that a driver sending
+	// garbage cannot flood the log; real XIDs are rare.
+	w.log.Warn("XID error", "uuid", uuid, "xid", code, "gpu_instance", ev.GpuInstanceId)
 	keys := []uint32{noInstance}
-	if ev.GpuInstanceId != noInstance {
+	if ev.GpuInstanceId <= maxGPUInstanceID {
 		keys = append(keys, ev.GpuInstanceId)
 	}
+	full := false
 	for _, k := range keys {
 		t := byInstance[k]
 		if t == nil {
 			t = &xidTally{counts: make(map[uint64]uint64)}
 			byInstance[k] = t
 		}
-		t.counts[ev.EventData]++
-		t.last = ev.EventData
+		if _, seen := t.counts[code]; !seen && len(t.counts) >= gpu.MaxXIDCodes {
+			full = true
+			continue
+		}
+		t.counts[code]++
+		t.last = code
 	}
+	if full {
+		w.dropLocked("XID event with a new code on a device that already counts the most distinct codes kept dropped", uuid, ev)
+	}
+}
+
+// dropLocked counts an event that was not tallied. Only the first drop is
+// a warning: a driver that keeps sending bad events must not flood the log.
+func (w *xidWatcher) dropLocked(msg, uuid string, ev gonvml.EventData) {
+	w.dropped++
+	level := slog.LevelDebug
+	if w.dropped == 1 {
+		level = slog.LevelWarn
+	}
+	w.log.Log(context.Background(), level, msg, "uuid", uuid, "xid", ev.EventData,
+		"gpu_instance", ev.GpuInstanceId, "max_codes", gpu.MaxXIDCodes, "dropped", w.dropped)
+}
+
+// droppedEvents returns how many events were not tallied.
+func (w *xidWatcher) droppedEvents() uint64 {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.dropped
 }
 
 // parentUUID returns the UUID of the whole GPU an event came from. Events
@@ -220,4 +263,14 @@ func (b *Backend) addXIDs(g *gpuDevice, r *gpu.Reading, instance uint32) {
 	counts, last := b.xid.snapshot(g.dev.UUID, instance)
 	r.XIDCounts = counts
 	r.Set(gpu.FieldLastXID, float64(last))
+}
+
+// DroppedXIDEvents returns how many XID events were not counted because
+// their code was outside the XID range or their device already counted
+// gpu.MaxXIDCodes distinct codes.
+func (b *Backend) DroppedXIDEvents() uint64 {
+	if b.xid == nil {
+		return 0
+	}
+	return b.xid.droppedEvents()
 }

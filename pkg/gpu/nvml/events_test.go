@@ -147,3 +147,42 @@ func with(m map[gpu.Field]float64, f gpu.Field, v float64) map[gpu.Field]float64
 	m[f] = v
 	return m
 }
+
+// TestXIDEventsBounded feeds the watcher what a faulty driver could send:
+// codes outside the XID range, more distinct codes than are kept, and GPU
+// instance IDs no MIG layout has. The tallies stay bounded and every event
+// not counted is counted as dropped.
+func TestXIDEventsBounded(t *testing.T) {
+	f := newFixture(healthyGPU(0))
+	var events []waitResult
+	for _, code := range []uint64{0, gpu.MaxXID + 1, 1 << 40} {
+		events = append(events, xid(f.devices[0], code, noInstance))
+	}
+	for code := uint64(1); code <= gpu.MaxXIDCodes+8; code++ {
+		events = append(events, xid(f.devices[0], code, noInstance))
+	}
+	for gi := uint32(100); gi < 200; gi++ {
+		events = append(events, xid(f.devices[0], 1, gi))
+	}
+	f.script(events...)
+	b := newBackend(t, f, Options{XIDEvents: true})
+
+	want := map[uint64]uint64{}
+	for code := uint64(1); code <= gpu.MaxXIDCodes; code++ {
+		want[code] = 1
+	}
+	want[1] += 100
+	rs := awaitXIDs(t, f, b, []xidWant{{want, 1}})
+	if len(rs[0].XIDCounts) != gpu.MaxXIDCodes {
+		t.Errorf("%d codes kept, want %d", len(rs[0].XIDCounts), gpu.MaxXIDCodes)
+	}
+	if got := b.DroppedXIDEvents(); got != 3+8 {
+		t.Errorf("DroppedXIDEvents() = %d, want 11", got)
+	}
+	b.xid.mu.Lock()
+	tallies := len(b.xid.tallies[f.gpus[0].uuid])
+	b.xid.mu.Unlock()
+	if tallies != 1 {
+		t.Errorf("%d tallies for one GPU without MIG instances, want 1", tallies)
+	}
+}

@@ -124,12 +124,25 @@ func relax(x, target float64, dt, tau time.Duration) float64 {
 // apply changes the load; a rejected load changes nothing.
 func (d *device) apply(mig *migInstance, l Load) error {
 	if l.MemoryUsedMiB != nil {
-		limit := d.spec.memMiB - d.spec.reservedMiB
+		limit, where := d.spec.memMiB-d.spec.reservedMiB, ""
 		if mig != nil {
 			limit = mig.totalMB
+		} else if len(d.migs) > 0 {
+			// The instances own their memory: the GPU itself can only
+			// hold what no instance was given, or used would exceed
+			// the total once the instances fill up.
+			for _, m := range d.migs {
+				limit -= m.totalMB
+			}
+			where = " outside its MIG instances"
 		}
 		if *l.MemoryUsedMiB > limit {
-			return fmt.Errorf("sim: memoryUsedMiB %v exceeds the %v MiB available", *l.MemoryUsedMiB, limit)
+			return fmt.Errorf("sim: memoryUsedMiB %v exceeds the %v MiB available%s", *l.MemoryUsedMiB, limit, where)
+		}
+	}
+	if l.XID != nil && *l.XID != 0 {
+		if _, seen := d.xids[*l.XID]; !seen && len(d.xids) >= gpu.MaxXIDCodes {
+			return fmt.Errorf("sim: gpu %d already counts %d distinct XID codes, the most kept per GPU", d.index, gpu.MaxXIDCodes)
 		}
 	}
 	if l.Utilization != nil {

@@ -47,7 +47,8 @@ type Load struct {
 	Utilization *float64 `json:"utilization,omitempty"`
 	// MemoryUsedMiB is the framebuffer in use.
 	MemoryUsedMiB *float64 `json:"memoryUsedMiB,omitempty"`
-	// XID, when non-zero, records one XID error with that code.
+	// XID, when non-zero, records one XID error with that code, which must
+	// be a real XID code (gpu.MinXID to gpu.MaxXID).
 	XID *uint64 `json:"xid,omitempty"`
 	// Fail makes every read of the GPU fail until cleared, as a GPU that
 	// fell off the bus does.
@@ -135,6 +136,9 @@ func (b *Backend) SetLoad(id string, l Load) error {
 	}
 	if l.MemoryUsedMiB != nil && !(*l.MemoryUsedMiB >= 0) {
 		return fmt.Errorf("sim: memoryUsedMiB %v must be 0 or more", *l.MemoryUsedMiB)
+	}
+	if l.XID != nil && *l.XID != 0 && !gpu.ValidXID(*l.XID) {
+		return fmt.Errorf("sim: xid %d outside %d-%d, the range of NVIDIA's XID codes", *l.XID, gpu.MinXID, gpu.MaxXID)
 	}
 	now := b.now()
 	b.mu.Lock()

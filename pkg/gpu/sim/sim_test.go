@@ -333,3 +333,81 @@ func TestXIDCounts(t *testing.T) {
 		t.Errorf("XID 79 count = %d after a reader changed its copy, want 2", got)
 	}
 }
+
+// TestXIDCodesBounded floods a GPU with every code a uint16 holds: only
+// real XID codes are taken, and no more distinct ones than gpu.MaxXIDCodes,
+// so the per-code series stay a bounded set.
+func TestXIDCodesBounded(t *testing.T) {
+	b, _ := newSim(t, Options{GPUs: 1})
+	accepted := 0
+	for code := uint64(1); code <= 1<<16; code++ {
+		err := b.SetLoad("0", Load{XID: ptr(code)})
+		switch {
+		case !gpu.ValidXID(code):
+			if err == nil || !strings.Contains(err.Error(), "outside 1-255") {
+				t.Fatalf("xid %d: err = %v, want a range error", code, err)
+			}
+		case accepted < gpu.MaxXIDCodes:
+			if err != nil {
+				t.Fatalf("xid %d: %v", code, err)
+			}
+			accepted++
+		default:
+			if err == nil || !strings.Contains(err.Error(), "distinct XID codes") {
+				t.Fatalf("xid %d: err = %v, want the distinct-code cap", code, err)
+			}
+		}
+	}
+	// A code already counted keeps counting past the cap.
+	setLoad(t, b, "0", Load{XID: ptr(uint64(1))})
+	r := collect(t, b)[0]
+	if len(r.XIDCounts) != gpu.MaxXIDCodes {
+		t.Errorf("%d distinct XID codes kept, want %d", len(r.XIDCounts), gpu.MaxXIDCodes)
+	}
+	for code := range r.XIDCounts {
+		if !gpu.ValidXID(code) {
+			t.Errorf("kept XID %d", code)
+		}
+	}
+	if r.XIDCounts[1] != 2 {
+		t.Errorf("XID 1 count = %d, want 2", r.XIDCounts[1])
+	}
+	if got := value(t, r, gpu.FieldLastXID); got != 1 {
+		t.Errorf("last XID = %v, want 1", got)
+	}
+}
+
+// TestMIGMemoryWithinParent fills a MIG GPU every way the load API allows:
+// the GPU's used memory never exceeds what it has, its free memory never
+// goes negative, and used, free and reserved add up to the total.
+func TestMIGMemoryWithinParent(t *testing.T) {
+	b, _ := newSim(t, Options{GPUs: 1, MIGProfiles: layout})
+	rs := collect(t, b)
+	parentTotal := value(t, rs[0], gpu.FieldFBTotal)
+	reserved := value(t, rs[0], gpu.FieldFBReserved)
+	instances := 0.0
+	for _, r := range rs[1:] {
+		instances += value(t, r, gpu.FieldFBTotal)
+	}
+	if instances > parentTotal-reserved {
+		t.Fatalf("instances hold %v MiB, the GPU %v", instances, parentTotal-reserved)
+	}
+	outside := parentTotal - reserved - instances
+
+	if err := b.SetLoad("0", Load{MemoryUsedMiB: ptr(outside + 1)}); err == nil ||
+		!strings.Contains(err.Error(), "outside its MIG instances") {
+		t.Errorf("GPU memory beyond what its instances leave: err = %v, want a refusal", err)
+	}
+	setLoad(t, b, "0", Load{MemoryUsedMiB: ptr(outside)})
+	for _, r := range rs[1:] {
+		setLoad(t, b, r.Device.ID(), Load{MemoryUsedMiB: ptr(value(t, r, gpu.FieldFBTotal))})
+	}
+	rs = collect(t, b)
+	used, free := value(t, rs[0], gpu.FieldFBUsed), value(t, rs[0], gpu.FieldFBFree)
+	if used > parentTotal-reserved || free < 0 || used+free+reserved != parentTotal {
+		t.Errorf("full MIG GPU: used %v, free %v, reserved %v, total %v", used, free, reserved, parentTotal)
+	}
+	if used != math.Round(outside+instances) {
+		t.Errorf("used %v, want the GPU's own %v plus its instances' %v", used, outside, instances)
+	}
+}
