@@ -38,7 +38,7 @@ func newAccumulator(d Dialect, warnings []string) *accumulator {
 }
 
 func (a *accumulator) reject(name string, m *dto.Metric, err error) {
-	a.rejected = append(a.rejected, Rejection{Series: describe(name, m), Err: err})
+	a.rejected = append(a.rejected, Rejection{Series: Describe(name, m), Err: err})
 }
 
 // seen records a series' model; series without one leave no name.

@@ -190,8 +190,9 @@ func gaugeValue(mf *dto.MetricFamily, m *dto.Metric) (float64, error) {
 	return 0, fmt.Errorf("%w: a %s", ErrNotGauge, mf.GetType())
 }
 
-// describe renders a series as name{label="value",...} for warnings.
-func describe(name string, m *dto.Metric) string {
+// Describe renders a series as name{label="value",...}, for warnings and
+// errors that name it.
+func Describe(name string, m *dto.Metric) string {
 	var b strings.Builder
 	b.WriteString(name)
 	for i, lp := range m.GetLabel() {

@@ -15,6 +15,7 @@ import (
 
 	dto "github.com/prometheus/client_model/go"
 
+	"github.com/gpuscale/gpuscale/pkg/inference"
 	"github.com/gpuscale/gpuscale/pkg/metrics"
 	"github.com/gpuscale/gpuscale/pkg/store"
 )
@@ -106,7 +107,7 @@ func GPU(families map[string]*dto.MetricFamily) (pods map[store.Key]store.Sample
 			}
 			if err != nil {
 				d.bad |= f.bit
-				rejected = append(rejected, rejection(describe(f.name, m), err))
+				rejected = append(rejected, rejection(inference.Describe(f.name, m), err))
 				continue
 			}
 			d.set(f.bit, v)

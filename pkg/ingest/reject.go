@@ -157,26 +157,8 @@ func (s *seriesSet) add(name string, m *dto.Metric) error {
 		if prev.name == name && slices.EqualFunc(prev.labels, lps, func(a, b *dto.LabelPair) bool {
 			return a.GetName() == b.GetName() && a.GetValue() == b.GetValue()
 		}) {
-			return fmt.Errorf("%w: %s", ErrDuplicateSeries, truncate(describe(name, m)))
+			return fmt.Errorf("%w: %s", ErrDuplicateSeries, truncate(inference.Describe(name, m)))
 		}
 		key++ // two series, one hash: probe on
 	}
-}
-
-// describe renders a series as name{label="value",...}.
-func describe(name string, m *dto.Metric) string {
-	var b strings.Builder
-	b.WriteString(name)
-	for i, lp := range m.GetLabel() {
-		if i == 0 {
-			b.WriteByte('{')
-		} else {
-			b.WriteByte(',')
-		}
-		fmt.Fprintf(&b, "%s=%q", lp.GetName(), lp.GetValue())
-	}
-	if len(m.GetLabel()) > 0 {
-		b.WriteByte('}')
-	}
-	return b.String()
 }

@@ -12,6 +12,7 @@ import (
 	"net"
 	"net/http"
 	"runtime/metrics"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -153,7 +154,7 @@ func TestHostileFleet(t *testing.T) {
 			s, ok := st.Latest(store.Key{Namespace: tenantNS, Name: name}, store.SourceInference, time.Now(), time.Hour)
 			if cycle > 0 && (!ok || s.Time.Before(start)) {
 				t.Errorf("cycle %d: healthy pod %s not scraped in this cycle (sample %v, ok=%v, cycle took %v, its errors %v)", cycle, name, s.Time, ok, took,
-					countsOf(fams, "gpuscale_adapter_scrape_errors_total", name))
+					byReason(fams, "gpuscale_adapter_scrape_errors_total", tenantNS, name))
 				continue
 			}
 			if v, _ := s.Get(store.QueueDepth); ok && v != float64(i) {
@@ -195,11 +196,11 @@ func TestHostileFleet(t *testing.T) {
 	}
 	for pod, reasons := range want {
 		if n := count(fams, "gpuscale_adapter_scrape_errors_total", attackerNS, pod, reasons...); n == 0 {
-			t.Errorf("hostile %s: no scrape error counted under %v: %v", pod, reasons, countsOf(fams, "gpuscale_adapter_scrape_errors_total", pod))
+			t.Errorf("hostile %s: no scrape error counted under %v: %v", pod, reasons, byReason(fams, "gpuscale_adapter_scrape_errors_total", attackerNS, pod))
 		}
 	}
 	if n := count(fams, "gpuscale_adapter_rejected_values_total", attackerNS, "out-of-range", "out_of_range", "not_finite"); n == 0 {
-		t.Errorf("hostile out-of-range: no rejected value counted: %v", countsOf(fams, "gpuscale_adapter_rejected_values_total", "out-of-range"))
+		t.Errorf("hostile out-of-range: no rejected value counted: %v", byReason(fams, "gpuscale_adapter_rejected_values_total", attackerNS, "out-of-range"))
 	}
 
 	// The genuine exporter speaks for the pods on its node only; the
@@ -215,7 +216,7 @@ func TestHostileFleet(t *testing.T) {
 		}
 	}
 	if n := count(fams, "gpuscale_adapter_gpu_attributions_rejected_total", releaseNS, exp.Name, "foreign_pod"); n == 0 {
-		t.Errorf("the exporter's claim on a pod of another node was not counted: %v", countsOf(fams, "gpuscale_adapter_gpu_attributions_rejected_total", exp.Name))
+		t.Errorf("the exporter's claim on a pod of another node was not counted: %v", byReason(fams, "gpuscale_adapter_gpu_attributions_rejected_total", releaseNS, exp.Name))
 	}
 }
 
@@ -249,30 +250,16 @@ func watchHeap(t *testing.T) *atomic.Uint64 {
 // reason is one of reasons.
 func count(fams []*dto.MetricFamily, name, ns, pod string, reasons ...string) float64 {
 	total := 0.0
-	for _, f := range fams {
-		if f.GetName() != name {
-			continue
-		}
-		for _, m := range f.GetMetric() {
-			l := map[string]string{}
-			for _, lp := range m.GetLabel() {
-				l[lp.GetName()] = lp.GetValue()
-			}
-			if l["namespace"] != ns || l["pod"] != pod {
-				continue
-			}
-			for _, r := range reasons {
-				if l["reason"] == r {
-					total += m.GetCounter().GetValue()
-				}
-			}
+	for reason, n := range byReason(fams, name, ns, pod) {
+		if slices.Contains(reasons, reason) {
+			total += n
 		}
 	}
 	return total
 }
 
-// countsOf lists a target's non-zero counts by reason, for messages.
-func countsOf(fams []*dto.MetricFamily, name, pod string) map[string]float64 {
+// byReason is a target's non-zero counts of family name by reason.
+func byReason(fams []*dto.MetricFamily, name, ns, pod string) map[string]float64 {
 	out := map[string]float64{}
 	for _, f := range fams {
 		if f.GetName() != name {
@@ -283,7 +270,7 @@ func countsOf(fams []*dto.MetricFamily, name, pod string) map[string]float64 {
 			for _, lp := range m.GetLabel() {
 				l[lp.GetName()] = lp.GetValue()
 			}
-			if l["pod"] == pod && m.GetCounter().GetValue() > 0 {
+			if l["namespace"] == ns && l["pod"] == pod && m.GetCounter().GetValue() > 0 {
 				out[l["reason"]] += m.GetCounter().GetValue()
 			}
 		}
