@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/gpuscale/gpuscale/internal/hostile"
@@ -174,10 +175,10 @@ func label(m *dto.Metric, name string) string {
 // where none has one answers NotFound, which is zero pods.
 func (b *bench) listValues(ctx context.Context, ns string) (int, float64, error) {
 	body, err := b.list(ctx, ns, "inference_queue_depth")
+	if apierrors.IsNotFound(err) {
+		return 0, 0, nil
+	}
 	if err != nil {
-		if strings.Contains(err.Error(), "not found") {
-			return 0, 0, nil
-		}
 		return 0, 0, err
 	}
 	var l struct {
