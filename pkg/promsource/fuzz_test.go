@@ -23,6 +23,10 @@ func FuzzResponse(f *testing.F) {
 	f.Add(422, `{"status":"error","errorType":"execution","error":"many-to-many matching not allowed"}`)
 	f.Add(503, `<html>proxy error</html>`)
 	f.Add(200, `{"status":"success","data":{"resultType":"vector","result":[`)
+	// Found by the fuzzer: a 2xx answer with no data decoded to a nil
+	// value, and the source panicked naming its type.
+	f.Add(277, `{}`)
+	f.Add(200, `{"status":"success"}`)
 	f.Fuzz(func(t *testing.T, status int, body string) {
 		if status < 100 || status > 599 {
 			status = 200

@@ -316,6 +316,11 @@ func (s *Source) query(ctx context.Context, q string, at time.Time) (model.Vecto
 	if err != nil {
 		return nil, fmt.Errorf("query prometheus at %s: %w", s.where, err)
 	}
+	if val == nil {
+		// A 2xx answer with no data ("{}" from a proxy, say) decodes to
+		// no value and no error.
+		return nil, fmt.Errorf("query prometheus at %s: the answer holds no result: %s", s.where, q)
+	}
 	vec, ok := val.(model.Vector)
 	if !ok {
 		return nil, fmt.Errorf("query prometheus at %s: got a %s, want an instant vector: %s", s.where, val.Type(), q)
