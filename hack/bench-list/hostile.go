@@ -10,25 +10,15 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/gpuscale/gpuscale/internal/hostile"
-	"github.com/gpuscale/gpuscale/internal/localcluster"
-	"github.com/gpuscale/gpuscale/pkg/discovery"
 )
 
-// hostilePod is a pod annotated for scraping like any inference server.
+// hostilePod is a bench pod, annotated for scraping like any inference
+// server, that serves the given kind of misbehaviour.
 func hostilePod(ns, kind string, i int) *corev1.Pod {
-	return &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{
-			Name: fmt.Sprintf("%s-%03d", kind, i), Namespace: ns,
-			Labels: map[string]string{"app": appLabel, "hostile": kind},
-			Annotations: map[string]string{discovery.AnnotationScrape: "true",
-				discovery.AnnotationPort: strconv.Itoa(metricsPort)},
-		},
-		Spec: corev1.PodSpec{
-			NodeName:    node,
-			Tolerations: []corev1.Toleration{localcluster.GPUToleration()},
-			Containers:  []corev1.Container{{Name: "server", Image: image}},
-		},
-	}
+	p := benchPod(ns, i)
+	p.Name = fmt.Sprintf("%s-%03d", kind, i)
+	p.Labels["hostile"] = kind
+	return p
 }
 
 // createHostile creates perKind pods of every kind in ns, waits for them

@@ -271,31 +271,11 @@ func TestProblemsLoggedOnChange(t *testing.T) {
 	}
 }
 
-// scrapeErrors reads gpuscale_adapter_scrape_errors_total of one pod and
-// reason as a scrape of the adapter would.
+// scrapeErrors reads gpuscale_adapter_scrape_errors_total of one pod of ml
+// and reason as a scrape of the adapter would.
 func scrapeErrors(t *testing.T, g *Gatherer, pod, reason string) float64 {
 	t.Helper()
-	reg := prometheus.NewPedanticRegistry()
-	reg.MustRegister(targetCollector{g})
-	fams, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range fams {
-		if mf.GetName() != "gpuscale_adapter_scrape_errors_total" {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			lbl := map[string]string{}
-			for _, lp := range m.GetLabel() {
-				lbl[lp.GetName()] = lp.GetValue()
-			}
-			if lbl["namespace"] == "ml" && lbl["pod"] == pod && lbl["reason"] == reason {
-				return m.GetCounter().GetValue()
-			}
-		}
-	}
-	return 0
+	return counterOf(t, targetCollector{g}, "gpuscale_adapter_scrape_errors_total", "ml", pod, reason)
 }
 
 func TestFailReason(t *testing.T) {

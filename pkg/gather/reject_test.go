@@ -88,29 +88,9 @@ vllm:num_requests_waiting{model_name="m"} 4
 	}
 }
 
-// targetCount reads one per-target counter of one pod and reason as a
-// scrape of the adapter would.
+// targetCount reads one per-target counter of one pod of ml and reason as
+// a scrape of the adapter would.
 func targetCount(t *testing.T, g *Gatherer, metric, pod, reason string) float64 {
 	t.Helper()
-	reg := prometheus.NewPedanticRegistry()
-	reg.MustRegister(targetCollector{g})
-	fams, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range fams {
-		if mf.GetName() != metric {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			lbl := map[string]string{}
-			for _, lp := range m.GetLabel() {
-				lbl[lp.GetName()] = lp.GetValue()
-			}
-			if lbl["namespace"] == "ml" && lbl["pod"] == pod && lbl["reason"] == reason {
-				return m.GetCounter().GetValue()
-			}
-		}
-	}
-	return 0
+	return counterOf(t, targetCollector{g}, metric, "ml", pod, reason)
 }

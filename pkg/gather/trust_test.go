@@ -226,6 +226,8 @@ func scrapeErrorsIn(t *testing.T, g *Gatherer, ns, pod, reason string) float64 {
 	return counterOf(t, targetCollector{g}, "gpuscale_adapter_scrape_errors_total", ns, pod, reason)
 }
 
+// counterOf reads counter name of one target and reason from what c
+// collects, as a scrape of the adapter would.
 func counterOf(t *testing.T, c prometheus.Collector, name, ns, pod, reason string) float64 {
 	t.Helper()
 	reg := prometheus.NewPedanticRegistry()

@@ -36,6 +36,12 @@ func benchServer(b *testing.B, file, contentType string, gz bool) *httptest.Serv
 	} else {
 		body = readTestdata(b, file)
 	}
+	return serveBody(b, body, contentType, gz)
+}
+
+// serveBody serves body (gzip-compressed when gz) at every path.
+func serveBody(b *testing.B, body []byte, contentType string, gz bool) *httptest.Server {
+	b.Helper()
 	h := http.Header{"Content-Type": {contentType}}
 	if gz {
 		body = gzipBytes(b, body)

@@ -2,10 +2,7 @@ package scrape
 
 import (
 	"bytes"
-	"compress/gzip"
 	"fmt"
-	"net/http"
-	"net/http/httptest"
 	"runtime"
 	"runtime/metrics"
 	"strings"
@@ -57,23 +54,7 @@ func BenchmarkHostileMemory(b *testing.B) {
 			for n := 0; body.Len() < 16<<20; n++ {
 				body.WriteString(line(n))
 			}
-			payload := body.Bytes()
-			hdr := http.Header{"Content-Type": {ctText}}
-			if h.gzip {
-				var gz bytes.Buffer
-				zw := gzip.NewWriter(&gz)
-				_, _ = zw.Write(payload)
-				_ = zw.Close()
-				payload = gz.Bytes()
-				hdr.Set("Content-Encoding", "gzip")
-			}
-			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-				for k, v := range hdr {
-					w.Header()[k] = v
-				}
-				_, _ = w.Write(payload)
-			}))
-			b.Cleanup(srv.Close)
+			srv := serveBody(b, body.Bytes(), ctText, h.gzip)
 			ts := make([]Target, hostileTargets)
 			for j := range ts {
 				key := fmt.Sprintf("hostile-%d-%d", i, j)
