@@ -21,13 +21,16 @@ import (
 	"strconv"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 )
 
 // Annotations an inference pod uses to ask to be scraped. The
-// prometheus.io/* family is honoured too, since most charts set it.
+// prometheus.io/* family is honoured only where Config.PrometheusAnnotations
+// asks for it: it is a request to Prometheus, which many charts set on
+// every pod, not to the adapter.
 const (
 	AnnotationScrape = "gpuscale.io/scrape"
 	AnnotationPort   = "gpuscale.io/port"
@@ -95,6 +98,24 @@ type Config struct {
 	// 0: no cap. Over it, the targets first by pod name are kept, so the
 	// set does not change from one cycle to the next.
 	MaxTargetsPerNamespace int
+	// PrometheusAnnotations honours the prometheus.io/* family on pods
+	// without gpuscale.io/scrape. Off, those pods are not scraped and
+	// not reported: their annotations ask Prometheus, not the adapter.
+	PrometheusAnnotations bool
+	// PrometheusNamespaces narrows PrometheusAnnotations to the pods of
+	// namespaces whose labels match; nil or empty: every namespace.
+	// Namespace labels are set by whoever may edit namespaces, usually
+	// not a tenant, so they may say where the adapter looks.
+	PrometheusNamespaces labels.Selector
+	// Namespaces looks up namespace labels; required when
+	// PrometheusNamespaces is not empty.
+	Namespaces NamespaceGetter
+}
+
+// NamespaceGetter gets a namespace by name, as a client-go
+// NamespaceLister does from its informer's cache.
+type NamespaceGetter interface {
+	Get(name string) (*corev1.Namespace, error)
 }
 
 // Targets returns the scrape targets among pods, and a note per pod that
@@ -106,6 +127,7 @@ func Targets(pods []*corev1.Pod, cfg Config) (targets []Target, problems []error
 	if selector != nil && selector.Empty() {
 		selector = nil // an empty selector would make every pod an exporter
 	}
+	promNS := cfg.prometheusNamespaces()
 	for _, p := range pods {
 		if !scrapable(p) {
 			continue
@@ -124,7 +146,7 @@ func Targets(pods []*corev1.Pod, cfg Config) (targets []Target, problems []error
 			// also asks to be scraped, it is scraped for itself only.
 			problems = append(problems, fmt.Errorf("pod %s/%s: matches the exporter selector but is not scraped as an exporter: %w", p.Namespace, p.Name, err))
 		}
-		t, ok, err := inferenceTarget(p, cfg)
+		t, ok, err := inferenceTarget(p, cfg, promNS)
 		if err != nil {
 			problems = append(problems, fmt.Errorf("pod %s/%s: %w", p.Namespace, p.Name, err))
 			continue
@@ -174,14 +196,19 @@ func exporterTarget(p *corev1.Pod, cfg Config) (Target, error) {
 	return Target{Kind: KindExporter, Namespace: p.Namespace, Pod: p.Name, Node: p.Spec.NodeName, URL: u}, nil
 }
 
-func inferenceTarget(p *corev1.Pod, cfg Config) (Target, bool, error) {
+func inferenceTarget(p *corev1.Pod, cfg Config, promNS func(string) (bool, error)) (Target, bool, error) {
 	a := p.Annotations
 	scrape, portKey, pathKey, schemeKey := a[AnnotationScrape], AnnotationPort, AnnotationPath, AnnotationScheme
-	if scrape == "" {
+	if scrape == "" && cfg.PrometheusAnnotations {
 		scrape, portKey, pathKey, schemeKey = a[PrometheusScrape], PrometheusPort, PrometheusPath, PrometheusScheme
 	}
 	if scrape != "true" {
 		return Target{}, false, nil
+	}
+	if portKey == PrometheusPort {
+		if ok, err := promNS(p.Namespace); err != nil || !ok {
+			return Target{}, false, err
+		}
 	}
 	if p.Spec.HostNetwork && !cfg.ScrapeHostNetwork {
 		return Target{}, false, errors.New("on the host network, whose ports are the node's: not scraped (--scrape-host-network allows it)")
@@ -206,6 +233,37 @@ func inferenceTarget(p *corev1.Pod, cfg Config) (Target, bool, error) {
 		return Target{}, false, err
 	}
 	return Target{Kind: KindInference, Namespace: p.Namespace, Pod: p.Name, Node: p.Spec.NodeName, URL: u}, true, nil
+}
+
+// prometheusNamespaces returns whether prometheus.io/* annotations count
+// in a namespace, looking each namespace up once per call of Targets. A
+// namespace the cache does not hold (yet) does not match: the next cycle
+// sees it.
+func (cfg Config) prometheusNamespaces() func(ns string) (bool, error) {
+	sel := cfg.PrometheusNamespaces
+	if sel == nil || sel.Empty() {
+		return func(string) (bool, error) { return true, nil }
+	}
+	if cfg.Namespaces == nil {
+		err := errors.New("prometheus.io annotations: a namespace selector but no namespace lister configured")
+		return func(string) (bool, error) { return false, err }
+	}
+	seen := map[string]bool{}
+	return func(name string) (bool, error) {
+		if ok, done := seen[name]; done {
+			return ok, nil
+		}
+		ns, err := cfg.Namespaces.Get(name)
+		switch {
+		case apierrors.IsNotFound(err):
+			ns = nil
+		case err != nil:
+			return false, fmt.Errorf("prometheus.io annotations: namespace %s: %w", name, err)
+		}
+		ok := ns != nil && sel.Matches(labels.Set(ns.Labels))
+		seen[name] = ok
+		return ok, nil
+	}
 }
 
 // maxPathLen bounds an annotated path: each target keeps its URL for as

@@ -1,6 +1,7 @@
 package discovery
 
 import (
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"net/url"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/utils/ptr"
@@ -62,7 +64,7 @@ func TestTargets(t *testing.T) {
 			"http://10.0.0.7:9400/metrics", KindExporter, ""},
 		{"gpuscale annotations", pod("a", nil, map[string]string{AnnotationScrape: "true", AnnotationPort: "8000", AnnotationPath: "stats", AnnotationScheme: "https"}),
 			"https://10.0.0.7:8000/stats", KindInference, ""},
-		{"prometheus annotations", pod("b", nil, map[string]string{PrometheusScrape: "true", PrometheusPort: "9000"}), "http://10.0.0.7:9000/metrics", KindInference, ""},
+		{"prometheus annotations are not asked for", pod("b", nil, map[string]string{PrometheusScrape: "true", PrometheusPort: "9000"}), "", 0, ""},
 		{"gpuscale wins over prometheus", pod("c", nil, map[string]string{AnnotationScrape: "true", PrometheusScrape: "true", PrometheusPort: "9000"}),
 			"http://10.0.0.7:8080/metrics", KindInference, ""},
 		{"container port fallback", pod("d", nil, map[string]string{AnnotationScrape: "true"}), "http://10.0.0.7:8080/metrics", KindInference, ""},
@@ -78,8 +80,8 @@ func TestTargets(t *testing.T) {
 			"", 0, "no container port"},
 		{"host network", pod("hn", nil, map[string]string{AnnotationScrape: "true"}, func(p *corev1.Pod) { p.Spec.HostNetwork = true }),
 			"", 0, "on the host network"},
-		{"host network, prometheus annotations", pod("hn2", nil, map[string]string{PrometheusScrape: "true", PrometheusPort: "10250"}, func(p *corev1.Pod) { p.Spec.HostNetwork = true }),
-			"", 0, "on the host network"},
+		{"host network, prometheus annotations not asked for", pod("hn2", nil, map[string]string{PrometheusScrape: "true", PrometheusPort: "10250"}, func(p *corev1.Pod) { p.Spec.HostNetwork = true }),
+			"", 0, ""},
 		{"host network, not annotated", pod("hn3", nil, nil, func(p *corev1.Pod) { p.Spec.HostNetwork = true }), "", 0, ""},
 		{"pod IP not an IP", pod("ip", nil, map[string]string{AnnotationScrape: "true"}, func(p *corev1.Pod) { p.Status.PodIP = "evil.example.com" }),
 			"", 0, "not an IP address"},
@@ -107,6 +109,105 @@ func TestTargets(t *testing.T) {
 				t.Fatalf("targets = %+v, want %s (%v)", got, tc.want, tc.kind)
 			}
 		})
+	}
+}
+
+// namespaceLister serves namespaces from a map, as an informer's lister
+// does from its cache; err, if set, is every lookup's answer.
+type namespaceLister struct {
+	labels map[string]map[string]string
+	err    error
+	gets   int
+}
+
+func (l *namespaceLister) Get(name string) (*corev1.Namespace, error) {
+	l.gets++
+	if l.err != nil {
+		return nil, l.err
+	}
+	lbl, ok := l.labels[name]
+	if !ok {
+		return nil, apierrors.NewNotFound(corev1.Resource("namespaces"), name)
+	}
+	return &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: lbl}}, nil
+}
+
+// TestPrometheusAnnotations: the prometheus.io/* family is honoured only
+// when asked for, then only in the namespaces the selector matches, and
+// never over gpuscale.io/scrape.
+func TestPrometheusAnnotations(t *testing.T) {
+	prom := map[string]string{PrometheusScrape: "true", PrometheusPort: "9000", PrometheusPath: "/stats"}
+	inNS := func(ns string) func(*corev1.Pod) { return func(p *corev1.Pod) { p.Namespace = ns } }
+	lister := &namespaceLister{labels: map[string]map[string]string{
+		"serving": {"gpuscale.io/prometheus-annotations": "true"},
+		"other":   {"team": "web"},
+	}}
+	optedIn := labels.SelectorFromSet(labels.Set{"gpuscale.io/prometheus-annotations": "true"})
+	cases := []struct {
+		name     string
+		on       bool
+		selector labels.Selector
+		lister   NamespaceGetter
+		pod      *corev1.Pod
+		want     string // URL, "" for no target
+		problem  string
+	}{
+		{name: "off by default", pod: pod("a", nil, prom, inNS("serving"))},
+		{name: "on, every namespace", on: true, pod: pod("a", nil, prom, inNS("other")), want: "http://10.0.0.7:9000/stats"},
+		{name: "on, empty selector is every namespace", on: true, selector: labels.Everything(), pod: pod("a", nil, prom, inNS("other")), want: "http://10.0.0.7:9000/stats"},
+		{name: "on, namespace matches", on: true, selector: optedIn, lister: lister, pod: pod("a", nil, prom, inNS("serving")), want: "http://10.0.0.7:9000/stats"},
+		{name: "on, namespace does not match", on: true, selector: optedIn, lister: lister, pod: pod("a", nil, prom, inNS("other"))},
+		{name: "on, namespace not in the cache", on: true, selector: optedIn, lister: lister, pod: pod("a", nil, prom, inNS("new"))},
+		{name: "on, namespace lookup fails", on: true, selector: optedIn, lister: &namespaceLister{err: errors.New("cache broken")},
+			pod: pod("a", nil, prom, inNS("serving")), problem: "cache broken"},
+		{name: "on, selector without a lister", on: true, selector: optedIn, pod: pod("a", nil, prom, inNS("serving")), problem: "no namespace lister"},
+		{name: "on, bad prometheus.io/port is reported", on: true, pod: pod("a", nil, map[string]string{PrometheusScrape: "true", PrometheusPort: "x"}), problem: PrometheusPort},
+		{name: "off, bad prometheus.io/port is not reported", pod: pod("a", nil, map[string]string{PrometheusScrape: "true", PrometheusPort: "x"})},
+		{name: "off, gpuscale.io annotations still count", pod: pod("a", nil, map[string]string{AnnotationScrape: "true", AnnotationPort: "8000"}, inNS("other")),
+			want: "http://10.0.0.7:8000/metrics"},
+		{name: "selector does not narrow gpuscale.io annotations", on: true, selector: optedIn, lister: lister,
+			pod: pod("a", nil, map[string]string{AnnotationScrape: "true", AnnotationPort: "8000"}, inNS("other")), want: "http://10.0.0.7:8000/metrics"},
+		{name: "gpuscale.io/scrape=false wins", on: true, pod: pod("a", nil, map[string]string{AnnotationScrape: "false", PrometheusScrape: "true"})},
+		{name: "on, host network still refused", on: true, pod: pod("a", nil, prom, func(p *corev1.Pod) { p.Spec.HostNetwork = true }), problem: "on the host network"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := testConfig()
+			cfg.PrometheusAnnotations, cfg.PrometheusNamespaces, cfg.Namespaces = tc.on, tc.selector, tc.lister
+			got, problems := Targets([]*corev1.Pod{tc.pod}, cfg)
+			switch {
+			case tc.problem != "":
+				if len(problems) != 1 || !strings.Contains(problems[0].Error(), tc.problem) {
+					t.Fatalf("problems = %v, want one saying %q", problems, tc.problem)
+				}
+			case len(problems) != 0:
+				t.Fatalf("unexpected problems: %v", problems)
+			}
+			var urls []string
+			for _, tg := range got {
+				urls = append(urls, tg.URL)
+			}
+			if want := slices.DeleteFunc([]string{tc.want}, func(s string) bool { return s == "" }); !slices.Equal(urls, want) {
+				t.Fatalf("targets %v, want %v", urls, want)
+			}
+		})
+	}
+}
+
+// TestPrometheusNamespacesLookedUpOnce: a namespace's labels are read once
+// per discovery, not once per pod.
+func TestPrometheusNamespacesLookedUpOnce(t *testing.T) {
+	lister := &namespaceLister{labels: map[string]map[string]string{"serving": {"scrape": "yes"}}}
+	cfg := testConfig()
+	cfg.PrometheusAnnotations, cfg.Namespaces = true, lister
+	cfg.PrometheusNamespaces = labels.SelectorFromSet(labels.Set{"scrape": "yes"})
+	var pods []*corev1.Pod
+	for i := range 50 {
+		pods = append(pods, pod(fmt.Sprintf("p%d", i), nil, map[string]string{PrometheusScrape: "true"}, func(p *corev1.Pod) { p.Namespace = "serving" }))
+	}
+	got, problems := Targets(pods, cfg)
+	if len(got) != 50 || len(problems) != 0 || lister.gets != 1 {
+		t.Fatalf("%d targets, problems %v, %d namespace lookups; want 50, none, 1", len(got), problems, lister.gets)
 	}
 }
 
@@ -276,7 +377,9 @@ func FuzzTargets(f *testing.F) {
 			p.Spec.Containers[0].Ports[0].ContainerPort = containerPort
 		})
 		exp := pod("exp", exporterLabels, ann, ownedByExporter, func(p *corev1.Pod) { p.Status.PodIP = ip })
-		targets, _ := Targets([]*corev1.Pod{p, exp}, testConfig())
+		cfg := testConfig()
+		cfg.PrometheusAnnotations = prom
+		targets, _ := Targets([]*corev1.Pod{p, exp}, cfg)
 		for _, tg := range targets {
 			u, err := url.Parse(tg.URL)
 			if err != nil {

@@ -42,6 +42,10 @@ type Options struct {
 	ScrapeHostNetwork bool
 	// MaxTargetsPerNamespace caps the inference targets of one namespace.
 	MaxTargetsPerNamespace int
+	// ScrapePrometheusAnnotations honours prometheus.io/* on pods, in the
+	// namespaces PrometheusAnnotationsNamespaces selects (empty: all).
+	ScrapePrometheusAnnotations     bool
+	PrometheusAnnotationsNamespaces string
 
 	MemoryLimitRatio float64
 	ScaleDown        ScaleDownOptions
@@ -111,6 +115,8 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.ExporterDaemonSet, "exporter-daemonset", o.ExporterDaemonSet, "Name of the DaemonSet (apps) that must control an exporter pod.")
 	fs.BoolVar(&o.ScrapeHostNetwork, "scrape-host-network", o.ScrapeHostNetwork, "Scrape annotated inference pods on the host network. Their IP is the node's, so their annotations could point the adapter at any port of the node; off, they are reported and skipped.")
 	fs.IntVar(&o.MaxTargetsPerNamespace, "max-targets-per-namespace", o.MaxTargetsPerNamespace, "Most inference pods scraped in one namespace; beyond it, those last by name are reported and skipped. 0: no cap.")
+	fs.BoolVar(&o.ScrapePrometheusAnnotations, "scrape-prometheus-annotations", o.ScrapePrometheusAnnotations, "Also scrape pods annotated prometheus.io/scrape=true (with prometheus.io/port, /path, /scheme) that carry no gpuscale.io/scrape annotation. Off, only gpuscale.io/* annotations ask the adapter to scrape a pod.")
+	fs.StringVar(&o.PrometheusAnnotationsNamespaces, "prometheus-annotations-namespace-selector", o.PrometheusAnnotationsNamespaces, "Label selector of the namespaces whose pods' prometheus.io/* annotations count with --scrape-prometheus-annotations; empty: every namespace.")
 	fs.IntVar(&o.ExporterPort, "exporter-port", o.ExporterPort, "Port of the exporter's metrics endpoint.")
 	fs.StringVar(&o.ExporterPath, "exporter-path", o.ExporterPath, "Path of the exporter's metrics endpoint.")
 	fs.Float64Var(&o.MemoryLimitRatio, "memory-limit-ratio", o.MemoryLimitRatio, "Share of the container's memory limit (from its cgroup) given to the Go runtime as its soft limit (GOMEMLIMIT), so that garbage collection tightens before the OOM killer acts; 0 disables. An explicit GOMEMLIMIT wins.")
@@ -180,6 +186,11 @@ func (o *Options) Validate() error {
 	if _, err := labels.Parse(o.ExporterSelector); err != nil {
 		errs = append(errs, fmt.Errorf("--exporter-selector: %w", err))
 	}
+	if _, err := labels.Parse(o.PrometheusAnnotationsNamespaces); err != nil {
+		errs = append(errs, fmt.Errorf("--prometheus-annotations-namespace-selector: %w", err))
+	} else if o.PrometheusAnnotationsNamespaces != "" && !o.ScrapePrometheusAnnotations {
+		errs = append(errs, errors.New("--prometheus-annotations-namespace-selector needs --scrape-prometheus-annotations"))
+	}
 	if o.ExporterPort < 1 || o.ExporterPort > 65535 {
 		errs = append(errs, fmt.Errorf("--exporter-port %d is not a port", o.ExporterPort))
 	}
@@ -212,6 +223,12 @@ func (o *PrometheusOptions) validate() []error {
 		errs = append(errs, fmt.Errorf("--prometheus-timeout must be positive, got %v", o.Timeout))
 	}
 	return errs
+}
+
+// needsNamespaces: the embedded source reads namespace labels only to
+// select where prometheus.io/* annotations count.
+func (o *Options) needsNamespaces() bool {
+	return o.Source == SourceEmbedded && o.ScrapePrometheusAnnotations && o.PrometheusAnnotationsNamespaces != ""
 }
 
 // samplesKept is the ring size per pod: one sample per interval over the

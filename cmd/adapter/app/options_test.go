@@ -78,6 +78,13 @@ func TestTrustFlags(t *testing.T) {
 		{"bad DaemonSet", []string{"--exporter-daemonset=a/b"}, nil, "--exporter-daemonset \"a/b\""},
 		{"negative cap", []string{"--max-targets-per-namespace=-1"}, nil, "--max-targets-per-namespace must be 0 (no cap) or more"},
 		{"exporter path with a query", []string{"--exporter-path=/metrics?x=1"}, nil, "--exporter-path"},
+		{"prometheus annotations off by default", nil, func(o *Options) bool { return !o.ScrapePrometheusAnnotations && !o.needsNamespaces() }, ""},
+		{"prometheus annotations everywhere", []string{"--scrape-prometheus-annotations"},
+			func(o *Options) bool { return o.ScrapePrometheusAnnotations && !o.needsNamespaces() }, ""},
+		{"prometheus annotations in selected namespaces", []string{"--scrape-prometheus-annotations", "--prometheus-annotations-namespace-selector=team in (ml,llm)"},
+			func(o *Options) bool { return o.needsNamespaces() }, ""},
+		{"bad namespace selector", []string{"--scrape-prometheus-annotations", "--prometheus-annotations-namespace-selector=team in ml"}, nil, "--prometheus-annotations-namespace-selector"},
+		{"namespace selector without the opt-in", []string{"--prometheus-annotations-namespace-selector=team=ml"}, nil, "needs --scrape-prometheus-annotations"},
 		{"exporter path without /", []string{"--exporter-path=metrics"}, nil, "--exporter-path"},
 	}
 	for _, tc := range cases {
@@ -121,7 +128,7 @@ func TestPrometheusSource(t *testing.T) {
 	o := NewOptions()
 	o.Source, o.Prometheus.URL, o.Prometheus.Queries = SourcePrometheus, "http://127.0.0.1:1", good
 	o.Complete()
-	src, err := o.newSource(nil, slog.New(slog.DiscardHandler))
+	src, err := o.newSource(nil, nil, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -134,7 +141,7 @@ func TestPrometheusSource(t *testing.T) {
 		t.Error("prometheus source is not ready at once")
 	}
 	o.Prometheus.Queries = bad
-	if _, err := o.newSource(nil, slog.New(slog.DiscardHandler)); err == nil || !strings.Contains(err.Error(), "no_such_metric") {
+	if _, err := o.newSource(nil, nil, slog.New(slog.DiscardHandler)); err == nil || !strings.Contains(err.Error(), "no_such_metric") {
 		t.Fatalf("bad queries file: err = %v", err)
 	}
 }

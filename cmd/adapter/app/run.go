@@ -15,6 +15,7 @@ import (
 	"k8s.io/klog/v2"
 	basecmd "sigs.k8s.io/custom-metrics-apiserver/pkg/cmd"
 
+	"github.com/gpuscale/gpuscale/pkg/discovery"
 	"github.com/gpuscale/gpuscale/pkg/provider"
 )
 
@@ -58,7 +59,14 @@ func (a *Adapter) Run(ctx context.Context) error {
 	synced := []cache.InformerSynced{pods.Informer().HasSynced, nodes.Informer().HasSynced,
 		deploys.Informer().HasSynced, sets.Informer().HasSynced}
 
-	src, err := o.newSource(pods, log)
+	// Namespace labels are watched only when they decide what is scraped.
+	var namespaces discovery.NamespaceGetter
+	if o.needsNamespaces() {
+		ns := factory.Core().V1().Namespaces()
+		namespaces = ns.Lister()
+		synced = append(synced, ns.Informer().HasSynced)
+	}
+	src, err := o.newSource(pods, namespaces, log)
 	if err != nil {
 		return err
 	}

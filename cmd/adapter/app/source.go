@@ -36,7 +36,9 @@ func (o *Options) newStore() *store.Store {
 	return store.New(o.samplesKept(), store.WithTTFTRetention(o.TTFTWindow+o.ScrapeInterval))
 }
 
-func (o *Options) newSource(pods coreinformers.PodInformer, log *slog.Logger) (*source, error) {
+// newSource builds the source; namespaces is consulted only with a
+// --prometheus-annotations-namespace-selector, and may be nil without one.
+func (o *Options) newSource(pods coreinformers.PodInformer, namespaces discovery.NamespaceGetter, log *slog.Logger) (*source, error) {
 	if o.Source == SourcePrometheus {
 		return o.prometheusSource(log)
 	}
@@ -45,11 +47,16 @@ func (o *Options) newSource(pods coreinformers.PodInformer, log *slog.Logger) (*
 	if err != nil {
 		return nil, err
 	}
+	promNS, err := labels.Parse(o.PrometheusAnnotationsNamespaces)
+	if err != nil {
+		return nil, err
+	}
 	g, err := gather.New(gather.Config{
 		Pods: pods.Lister(),
 		Discovery: discovery.Config{ExporterSelector: exporterSel, ExporterNamespace: o.ExporterNamespace,
 			ExporterDaemonSet: o.ExporterDaemonSet, ExporterPort: o.ExporterPort, ExporterPath: o.ExporterPath,
-			ScrapeHostNetwork: o.ScrapeHostNetwork, MaxTargetsPerNamespace: o.MaxTargetsPerNamespace},
+			ScrapeHostNetwork: o.ScrapeHostNetwork, MaxTargetsPerNamespace: o.MaxTargetsPerNamespace,
+			PrometheusAnnotations: o.ScrapePrometheusAnnotations, PrometheusNamespaces: promNS, Namespaces: namespaces},
 		Scraper: scrape.New(scrape.Config{Timeout: o.ScrapeTimeout, MaxBytes: o.MaxScrapeBytes, Workers: o.ScrapeWorkers,
 			MaxIdleConns: o.MaxIdleConns, MaxInflightBytes: o.MaxInflightBytes,
 			// Cycles never overlap (gather.Run): one that outlasts the
