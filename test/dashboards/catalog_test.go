@@ -99,6 +99,17 @@ var kubeStateMetrics = map[string]kind{
 }
 
 // catalog maps every name a query may use to its kind.
+// platformMetrics are not gpuscale's: the alert rules use them where only
+// the platform can see the failure (a target that does not answer, an
+// APIService the aggregator cannot reach, a DaemonSet pod that is not
+// running). aggregator_unavailable_apiservice is checked against a real
+// kube-apiserver's /metrics by test/e2e's TestAPIServiceAvailabilityMetric.
+var platformMetrics = map[string]kind{
+	"up":                                gauge, // Prometheus, for every target
+	"aggregator_unavailable_apiservice": gauge, // kube-apiserver
+	"kube_daemonset_status_number_unavailable": gauge, // kube-state-metrics v2
+}
+
 type catalog map[string]kind
 
 func newCatalog() catalog {
@@ -119,6 +130,9 @@ func newCatalog() catalog {
 		c[n] = k
 	}
 	for n, k := range kubeStateMetrics {
+		c[n] = k
+	}
+	for n, k := range platformMetrics {
 		c[n] = k
 	}
 	return c

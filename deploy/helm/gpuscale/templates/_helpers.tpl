@@ -102,6 +102,7 @@ app.kubernetes.io/component: gpu-exporter
 - --{{ $flag }}={{ . }}
 {{- end }}
 {{- end }}
+{{- include "gpuscale.adapter.sourceArgs" . }}
 - --exporter-selector={{ include "gpuscale.adapter.exporterSelector" . }}
 - --exporter-namespace={{ $c.exporterNamespace | default .Release.Namespace }}
 - --exporter-daemonset={{ $c.exporterDaemonSet | default (include "gpuscale.exporter.fullname" .) }}
@@ -111,6 +112,16 @@ app.kubernetes.io/component: gpu-exporter
 - --scrape-host-network
 {{- end }}
 - --max-targets-per-namespace={{ int $c.maxTargetsPerNamespace }}
+{{- with $c.prometheusAnnotations }}
+{{- if .enabled }}
+- --scrape-prometheus-annotations
+{{- with .namespaceSelector }}
+- {{ printf "--prometheus-annotations-namespace-selector=%s" . | quote }}
+{{- end }}
+{{- else if .namespaceSelector }}
+{{- fail "adapter.config.prometheusAnnotations.namespaceSelector is set but prometheusAnnotations.enabled is false: enable it, or clear the selector" }}
+{{- end }}
+{{- end }}
 {{- with $c.logVerbosity }}
 - --v={{ . }}
 {{- end }}
@@ -123,6 +134,40 @@ app.kubernetes.io/component: gpu-exporter
 {{- end }}
 {{- range .Values.adapter.extraArgs }}
 - {{ . }}
+{{- end }}
+{{- end }}
+
+{{/* --source and the PromQL source's flags. */}}
+{{- define "gpuscale.adapter.sourceArgs" -}}
+{{- $p := .Values.adapter.prometheus -}}
+{{- if eq .Values.adapter.source "prometheus" }}
+{{- if not $p.url }}
+{{- fail "adapter.source=prometheus needs adapter.prometheus.url" }}
+{{- end }}
+{{- if .Values.scaleDown.enabled }}
+{{- fail "scaleDown.enabled needs adapter.source=embedded: the controller reads the scraped samples" }}
+{{- end }}
+- --source=prometheus
+- {{ printf "--prometheus-url=%s" $p.url | quote }}
+{{- with $p.timeout }}
+- --prometheus-timeout={{ . }}
+{{- end }}
+{{- if include "gpuscale.adapter.promQueries" . }}
+- --prometheus-queries=/etc/gpuscale/queries/queries.yaml
+{{- end }}
+{{- with $p.bearerTokenFile }}
+- --prometheus-bearer-token-file={{ . }}
+{{- end }}
+{{- with $p.caFile }}
+- --prometheus-ca-file={{ . }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{/* The PromQL query overrides as YAML, empty unless the PromQL source has some. */}}
+{{- define "gpuscale.adapter.promQueries" -}}
+{{- if and (eq .Values.adapter.source "prometheus") .Values.adapter.prometheus.queries }}
+{{- toYaml .Values.adapter.prometheus.queries }}
 {{- end }}
 {{- end }}
 
