@@ -1,0 +1,150 @@
+package dashboards
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/common/model"
+	"github.com/prometheus/prometheus/model/labels"
+	"github.com/prometheus/prometheus/model/rulefmt"
+	"github.com/prometheus/prometheus/promql/promqltest"
+	"github.com/prometheus/prometheus/rules"
+)
+
+// TestAlertRulesFire evaluates the rule file in Prometheus's rule engine,
+// once a minute for 20 minutes, over series shaped as the chart's
+// ServiceMonitors and the kube-apiserver produce them: each failure the
+// rules are for fires its alert, a healthy system fires none, and every
+// summary renders from labels the series have.
+func TestAlertRulesFire(t *testing.T) {
+	const exporterTarget = `job="gpuscale-exporter", instance="10.0.0.1:9400", namespace="gpuscale", pod="gpuscale-exporter-x1", node="gpu-1"`
+	cases := []struct {
+		name   string
+		series string
+		want   map[string]string // alert -> summary
+	}{
+		{
+			name: "healthy",
+			series: `up{` + exporterTarget + `} 1x20
+				up{job="gpuscale-adapter", instance="10.0.0.2:6443"} 1x20
+				gpuscale_exporter_last_collection_success_timestamp_seconds{` + exporterTarget + `} 0+60x20
+				aggregator_unavailable_apiservice{name="v1beta2.custom.metrics.k8s.io"} 0x20
+				kube_daemonset_status_number_unavailable{namespace="gpuscale", daemonset="gpuscale-exporter"} 0x20`,
+			want: map[string]string{},
+		},
+		{
+			name: "exporter down",
+			series: `up{` + exporterTarget + `} 1 0x19
+				up{job="gpuscale-exporter", instance="10.0.0.3:9400", node="gpu-2"} 1x20`,
+			want: map[string]string{"GPUScaleExporterDown": "The gpuscale exporter at 10.0.0.1:9400 on node gpu-1 cannot be scraped"},
+		},
+		{
+			name:   "no exporter target at all",
+			series: `up{job="gpuscale-adapter", instance="10.0.0.2:6443"} 1x20`,
+			want:   map[string]string{"GPUScaleExporterAbsent": "Prometheus has no gpuscale exporter target"},
+		},
+		{
+			name: "exporter up but not collecting",
+			series: `up{` + exporterTarget + `} 1x20
+				gpuscale_exporter_last_collection_success_timestamp_seconds{` + exporterTarget + `} 0x20`,
+			want: map[string]string{"GPUScaleExporterStale": "The gpuscale exporter at 10.0.0.1:9400 on node gpu-1 has not collected for a minute"},
+		},
+		{
+			name: "exporter pods unavailable on GPU nodes",
+			series: `up{` + exporterTarget + `} 1x20
+				kube_daemonset_status_number_unavailable{namespace="gpuscale", daemonset="prod-gpuscale-exporter"} 2x20
+				kube_daemonset_status_number_unavailable{namespace="kube-system", daemonset="kube-proxy"} 3x20`,
+			want: map[string]string{"GPUScaleExporterUnavailable": "2 GPU nodes have no available pod of gpuscale/prod-gpuscale-exporter"},
+		},
+		{
+			name: "APIService unavailable",
+			series: `up{` + exporterTarget + `} 1x20
+				aggregator_unavailable_apiservice{name="v1beta2.custom.metrics.k8s.io", instance="a"} 1x20
+				aggregator_unavailable_apiservice{name="v1beta2.custom.metrics.k8s.io", instance="b"} 1x20
+				aggregator_unavailable_apiservice{name="v1beta1.external.metrics.k8s.io"} 0x20
+				aggregator_unavailable_apiservice{name="v1beta1.metrics.k8s.io"} 1x20`,
+			want: map[string]string{"GPUScaleAPIServiceUnavailable": "APIService v1beta2.custom.metrics.k8s.io is unavailable"},
+		},
+		{
+			name: "adapter down",
+			series: `up{` + exporterTarget + `} 1x20
+				up{job="gpuscale-adapter", instance="10.0.0.2:6443"} 0x20`,
+			want: map[string]string{"GPUScaleAdapterDown": "The gpuscale adapter at 10.0.0.2:6443 cannot be scraped"},
+		},
+	}
+	alerting := loadAlertingRules(t)
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			st := promqltest.LoadedStorage(t, "load 1m\n"+tc.series)
+			engine := promqltest.NewTestEngine(t, false, 0, promqltest.DefaultMaxSamplesPerQuery)
+			query := rules.EngineQueryFunc(engine, st)
+			got := map[string]string{}
+			for _, r := range alerting() {
+				for i := 0; i <= 20; i++ {
+					if _, err := r.Eval(context.Background(), 0, time.Unix(0, 0).Add(time.Duration(i)*time.Minute), query, nil, 0); err != nil {
+						t.Fatalf("%s: %v", r.Name(), err)
+					}
+				}
+				for _, a := range r.ActiveAlerts() {
+					if a.State != rules.StateFiring {
+						continue
+					}
+					summary := a.Annotations.Get("summary")
+					if strings.Contains(summary+a.Annotations.Get("description"), "<no value>") {
+						t.Errorf("%s %v: an annotation names a label the series lacks: %q", r.Name(), a.Labels, summary)
+					}
+					if prev, dup := got[r.Name()]; dup && prev != summary {
+						t.Errorf("%s fired twice: %q and %q", r.Name(), prev, summary)
+					}
+					got[r.Name()] = summary
+				}
+			}
+			for name, summary := range tc.want {
+				if got[name] != summary {
+					t.Errorf("%s: summary %q, want %q firing", name, got[name], summary)
+				}
+			}
+			for name := range got {
+				if _, ok := tc.want[name]; !ok {
+					t.Errorf("%s fired too: %q", name, got[name])
+				}
+			}
+		})
+	}
+}
+
+// loadAlertingRules returns a function making fresh alerting rules from
+// the rule file (each keeps its pending and firing state).
+func loadAlertingRules(t *testing.T) func() []*rules.AlertingRule {
+	t.Helper()
+	groups, errs := rulefmt.ParseFile(rulesFile, false, model.UTF8Validation, promqlParser, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	return func() []*rules.AlertingRule {
+		var out []*rules.AlertingRule
+		for _, g := range groups.Groups {
+			for _, r := range g.Rules {
+				if r.Alert == "" {
+					continue
+				}
+				expr, err := promqlParser.ParseExpr(r.Expr)
+				if err != nil {
+					t.Fatalf("%s: %v", r.Alert, err)
+				}
+				out = append(out, rules.NewAlertingRule(r.Alert, expr, time.Duration(r.For), time.Duration(r.KeepFiringFor),
+					labels.FromMap(r.Labels), labels.FromMap(r.Annotations), labels.EmptyLabels(), "", true,
+					slog.New(slog.NewTextHandler(io.Discard, nil))))
+			}
+		}
+		if len(out) == 0 || !slices.ContainsFunc(out, func(r *rules.AlertingRule) bool { return r.Name() == "GPUScaleExporterDown" }) {
+			t.Fatal("no exporter-down rule in the file")
+		}
+		return out
+	}
+}
