@@ -203,19 +203,112 @@ func TestHelmChartTLSChoices(t *testing.T) {
 }
 
 // TestHelmChartMonitoringAPI: where the Prometheus Operator API is served
-// and the values ask for them, the ServiceMonitors and the PrometheusRule
-// are rendered (the gate that keeps them out above is the API's presence).
+// and the values ask for them, the ServiceMonitors, the PodMonitor, the
+// PrometheusRule and the dashboard ConfigMaps are rendered, and the real
+// CRDs' schemas (the operator's pinned release, hack/prometheus-operator-crds.sh)
+// accept them in a server-side dry run.
 func TestHelmChartMonitoringAPI(t *testing.T) {
 	needEnv(t)
 	root, helm := chartTools(t)
-	manifest := helmTemplate(t, helm, root, "gs-monitoring", "monitoring",
+	installMonitoringCRDs(t, root)
+	ns := namespace(t, "e2e-helm-monitoring")
+	manifest := helmTemplate(t, helm, root, "gs-monitoring", ns,
 		"-f", filepath.Join(root, chartDir, "ci/all-on-values.yaml"), "--api-versions", "monitoring.coreos.com/v1")
 	objs := decodeObjects(t, manifest)
-	if n := len(byKind(objs, "ServiceMonitor")); n != 2 {
-		t.Errorf("%d ServiceMonitors, want the exporter's and the adapter's", n)
+	for kind, want := range map[string]int{"ServiceMonitor": 2, "PodMonitor": 1, "PrometheusRule": 1, "ConfigMap": 3} {
+		if n := len(byKind(objs, kind)); n != want {
+			t.Errorf("%d %s rendered, want %d", n, kind, want)
+		}
 	}
-	if n := len(byKind(objs, "PrometheusRule")); n != 1 {
-		t.Errorf("%d PrometheusRules, want 1", n)
+	out := kubectlStdin(t, manifest, "apply", "--dry-run=server", "-f", "-")
+	if got := strings.Count(out, "(server dry run)"); got != len(objs) {
+		t.Errorf("server dry run accepted %d of %d objects:\n%s", got, len(objs), out)
+	}
+}
+
+// installMonitoringCRDs creates the Prometheus Operator's ServiceMonitor,
+// PodMonitor and PrometheusRule CRDs for the test, and deletes them after.
+func installMonitoringCRDs(t *testing.T, root string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, filepath.Join(root, "hack/prometheus-operator-crds.sh")).Output()
+	if err != nil {
+		t.Fatalf("hack/prometheus-operator-crds.sh: %v", err)
+	}
+	dir := strings.TrimSpace(string(out))
+	var args []string
+	for _, kind := range []string{"servicemonitors", "podmonitors", "prometheusrules"} {
+		args = append(args, "-f", filepath.Join(dir, "monitoring.coreos.com_"+kind+".yaml"))
+	}
+	// Server-side: the CRDs are too large for the last-applied annotation.
+	if out, err := env.Cluster.Kubectl(ctx, append([]string{"apply", "--server-side"}, args...)...); err != nil {
+		t.Fatalf("install the Prometheus Operator CRDs: %v\n%s", err, out)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		_, _ = env.Cluster.Kubectl(ctx, append([]string{"delete", "--ignore-not-found"}, args...)...)
+	})
+	if out, err := env.Cluster.Kubectl(ctx, "wait", "--for=condition=Established", "--timeout=60s",
+		"crd/servicemonitors.monitoring.coreos.com", "crd/podmonitors.monitoring.coreos.com", "crd/prometheusrules.monitoring.coreos.com"); err != nil {
+		t.Fatalf("CRDs not established: %v\n%s", err, out)
+	}
+}
+
+// TestHelmNotes: the install notes' kubectl get --raw checks work against
+// a real aggregation layer (the suite's adapter answers them).
+func TestHelmNotes(t *testing.T) {
+	needEnv(t)
+	root, helm := chartTools(t)
+	ns := namespace(t, "e2e-helm-notes")
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, helm, "install", "gs-notes", filepath.Join(root, chartDir), "--namespace", ns,
+		"--dry-run=server", "--kubeconfig", env.Cluster.AdminKubeconfig())
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("helm install --dry-run=server: %v\n%s", err, stderr.String())
+	}
+	_, notes, ok := strings.Cut(string(out), "\nNOTES:\n")
+	if !ok {
+		t.Fatalf("no NOTES in helm's output:\n%s", out)
+	}
+	var raws int
+	for _, line := range strings.Split(notes, "\n") {
+		path, ok := strings.CutPrefix(strings.TrimSpace(line), "kubectl get --raw ")
+		if !ok {
+			continue
+		}
+		raws++
+		// The namespace has no pods: the adapter's own NotFound for the
+		// metric (not the aggregator's for an unknown path) is its answer.
+		path = strings.ReplaceAll(strings.Trim(path, `"`), "<namespace>", ns)
+		if out, err := env.Cluster.Kubectl(ctx, "get", "--raw", path); err != nil && !strings.Contains(string(out), "could not find the metric") {
+			t.Errorf("NOTES: kubectl get --raw %s: %v\n%s", path, err, out)
+		}
+	}
+	if raws < 4 {
+		t.Errorf("NOTES hold %d kubectl get --raw checks, want the discovery, two Pods metrics and an external one:\n%s", raws, notes)
+	}
+}
+
+// TestAPIServiceAvailabilityMetric: the metric GPUScaleAPIServiceUnavailable
+// alerts on is the kube-apiserver's, with the APIService's name as label.
+func TestAPIServiceAvailabilityMetric(t *testing.T) {
+	needEnv(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	out, err := env.Cluster.Kubectl(ctx, "get", "--raw", "/metrics")
+	if err != nil {
+		t.Fatalf("kube-apiserver /metrics: %v", err)
+	}
+	for _, name := range []string{"v1beta2.custom.metrics.k8s.io", "v1beta1.external.metrics.k8s.io"} {
+		if want := `aggregator_unavailable_apiservice{name="` + name + `"} 0`; !strings.Contains(string(out), want) {
+			t.Errorf("kube-apiserver /metrics lacks %q", want)
+		}
 	}
 }
 
