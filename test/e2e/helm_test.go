@@ -286,7 +286,7 @@ func TestHelmNotes(t *testing.T) {
 		// The namespace has no pods: the adapter's own NotFound for the
 		// metric (not the aggregator's for an unknown path) is its answer.
 		path = strings.ReplaceAll(strings.Trim(path, `"`), "<namespace>", ns)
-		if out, err := env.Cluster.Kubectl(ctx, "get", "--raw", path); err != nil && !strings.Contains(string(out), "could not find the metric") {
+		if out, err := env.Cluster.Kubectl(ctx, "get", "--raw", path); err != nil && !strings.Contains(err.Error(), "could not find the metric") {
 			t.Errorf("NOTES: kubectl get --raw %s: %v\n%s", path, err, out)
 		}
 	}
