@@ -265,14 +265,15 @@ func TestHelmNotes(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, helm, "install", "gs-notes", filepath.Join(root, chartDir), "--namespace", ns,
-		// Client-side: the suite's own APIServices already exist, and a
-		// server dry run refuses to adopt them.
-		"--dry-run=client", "--kubeconfig", env.Cluster.AdminKubeconfig())
+		// The suite's own APIServices already exist: without
+		// --take-ownership helm refuses to plan an install over them (a
+		// dry run changes nothing either way).
+		"--dry-run=server", "--take-ownership", "--kubeconfig", env.Cluster.AdminKubeconfig())
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
 	if err != nil {
-		t.Fatalf("helm install --dry-run=client: %v\n%s", err, stderr.String())
+		t.Fatalf("helm install --dry-run=server: %v\n%s", err, stderr.String())
 	}
 	_, notes, ok := strings.Cut(string(out), "\nNOTES:\n")
 	if !ok {
