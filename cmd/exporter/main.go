@@ -11,11 +11,11 @@ import (
 	"os/signal"
 	"syscall"
 
-	"github.com/gpuscale/gpuscale/cmd/exporter/app"
+	"github.com/gpuscale/gpuscale/internal/exporterapp"
 )
 
 func main() {
-	o := app.NewOptions()
+	o := exporterapp.NewOptions()
 	fs := flag.NewFlagSet("exporter", flag.ExitOnError)
 	o.AddFlags(fs)
 	_ = fs.Parse(os.Args[1:])
@@ -33,7 +33,7 @@ func main() {
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
-	if err := app.Run(ctx, o, log, nil); err != nil {
+	if err := exporterapp.Run(ctx, o, log, nil); err != nil {
 		log.Error("exporter stopped", "err", err)
 		os.Exit(1)
 	}

@@ -28,7 +28,7 @@ type PodSource interface {
 // Snapshot is one collection, immutable once published.
 type Snapshot struct {
 	Time    time.Time
-	Backend string
+	Backend gpu.Kind
 	Driver  string
 	Devices []metrics.DeviceState
 	metrics []prometheus.Metric
@@ -75,8 +75,8 @@ func NewCollector(cfg Config) (*Collector, error) {
 	c := &Collector{
 		cfg:     cfg,
 		log:     cfg.Logger,
-		builder: metrics.NewGPUBuilder(cfg.Hostname, cfg.Backend.DriverVersion(), cfg.Backend.Name() == "sim"),
-		self:    newSelfMetrics(cfg.Backend.Name(), cfg.Backend.DriverVersion()),
+		builder: metrics.NewGPUBuilder(cfg.Hostname, cfg.Backend.DriverVersion(), cfg.Backend.Kind().Simulated()),
+		self:    newSelfMetrics(cfg.Backend.Kind(), cfg.Backend.DriverVersion()),
 		now:     time.Now,
 	}
 	if cfg.Registerer != nil {
@@ -119,7 +119,7 @@ func (c *Collector) CollectOnce(ctx context.Context) (err error) {
 	}()
 	readings, err := c.cfg.Backend.Collect(ctx)
 	if err != nil {
-		return fmt.Errorf("exporter: read %s backend: %w", c.cfg.Backend.Name(), err)
+		return fmt.Errorf("exporter: read %s backend: %w", c.cfg.Backend.Kind(), err)
 	}
 	var byDevice map[string][]metrics.PodRef
 	if c.cfg.Pods != nil {
@@ -127,7 +127,7 @@ func (c *Collector) CollectOnce(ctx context.Context) (err error) {
 	}
 	s := &Snapshot{
 		Time:    start,
-		Backend: c.cfg.Backend.Name(),
+		Backend: c.cfg.Backend.Kind(),
 		Driver:  c.cfg.Backend.DriverVersion(),
 		Devices: make([]metrics.DeviceState, len(readings)),
 	}

@@ -15,8 +15,8 @@ import (
 
 	dto "github.com/prometheus/client_model/go"
 
+	"github.com/gpuscale/gpuscale/pkg/dcgm"
 	"github.com/gpuscale/gpuscale/pkg/inference"
-	"github.com/gpuscale/gpuscale/pkg/metrics"
 	"github.com/gpuscale/gpuscale/pkg/store"
 )
 
@@ -49,11 +49,11 @@ var gpuFields = []struct {
 	bit   uint8
 	check func(float64) error
 }{
-	{"DCGM_FI_DEV_GPU_UTIL", hasUtil, store.GPUUtilization.DeviceRange().Check},
-	{"DCGM_FI_DEV_FB_USED", hasUsed, checkMiB},
-	{"DCGM_FI_DEV_FB_FREE", hasFree, checkMiB},
-	{"DCGM_FI_DEV_FB_RESERVED", hasReserved, checkMiB},
-	{"DCGM_FI_DEV_POWER_USAGE", hasPower, store.GPUPowerWatts.DeviceRange().Check},
+	{dcgm.GPUUtil, hasUtil, store.GPUUtilization.DeviceRange().Check},
+	{dcgm.FBUsed, hasUsed, checkMiB},
+	{dcgm.FBFree, hasFree, checkMiB},
+	{dcgm.FBReserved, hasReserved, checkMiB},
+	{dcgm.PowerUsage, hasPower, store.GPUPowerWatts.DeviceRange().Check},
 }
 
 // checkMiB checks a framebuffer reading, in MiB: used, free and reserved
@@ -90,15 +90,15 @@ func GPU(families map[string]*dto.MetricFamily) (pods map[store.Key]store.Sample
 				return nil, store.Sample{}, nil, err
 			}
 			lbl := labelMap(m)
-			key := lbl[metrics.LabelUUID] + "/" + lbl[metrics.LabelGPUIID]
+			key := lbl[dcgm.LabelUUID] + "/" + lbl[dcgm.LabelGPUIID]
 			d := devs[key]
 			if d == nil {
-				d = &device{mig: lbl[metrics.LabelGPUIID] != "", pods: map[store.Key]struct{}{}}
+				d = &device{mig: lbl[dcgm.LabelGPUIID] != "", pods: map[store.Key]struct{}{}}
 				devs[key] = d
 			}
 			// The device's pods are recorded even when its reading is
 			// rejected: their sums and means must not go on without it.
-			if ns, pod := lbl[metrics.LabelNamespace], lbl[metrics.LabelPod]; ns != "" && pod != "" {
+			if ns, pod := lbl[dcgm.LabelNamespace], lbl[dcgm.LabelPod]; ns != "" && pod != "" {
 				d.pods[store.Key{Namespace: ns, Name: pod}] = struct{}{}
 			}
 			v, err := value(mf, m)

@@ -30,6 +30,14 @@ func families(mfs []*dto.MetricFamily) map[string]*dto.MetricFamily {
 	return out
 }
 
+// counters are the fields dcgm-exporter's default list types as counters.
+var counters = map[string]bool{
+	"DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION": true, "DCGM_FI_DEV_PCIE_TX_THROUGHPUT": true,
+	"DCGM_FI_DEV_PCIE_RX_THROUGHPUT": true, "DCGM_FI_DEV_PCIE_REPLAY_COUNTER": true,
+	"DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL": true, "DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS": true,
+	"DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS": true,
+}
+
 // TestBuildShape asserts what the golden files show, so that an -update
 // cannot bless a regression unnoticed.
 func TestBuildShape(t *testing.T) {
@@ -46,7 +54,7 @@ func TestBuildShape(t *testing.T) {
 				continue
 			}
 			wantType := dto.MetricType_GAUGE
-			if f.Name == "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION" {
+			if counters[f.Name] {
 				wantType = dto.MetricType_COUNTER
 			}
 			if mf.GetType() != wantType {

@@ -11,23 +11,12 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/gpuscale/gpuscale/pkg/dcgm"
 	"github.com/gpuscale/gpuscale/pkg/gpu"
 )
 
-// dcgm-exporter's label names.
+// Labels of gpuscale's own, beside dcgm-exporter's (package dcgm).
 const (
-	LabelGPU           = "gpu"
-	LabelUUID          = "UUID"
-	LabelDevice        = "device"
-	LabelModelName     = "modelName"
-	LabelHostname      = "Hostname"
-	LabelPCIBusID      = "pci_bus_id"
-	LabelDriverVersion = "DCGM_FI_DRIVER_VERSION"
-	LabelGPUIProfile   = "GPU_I_PROFILE"
-	LabelGPUIID        = "GPU_I_ID"
-	LabelNamespace     = "namespace"
-	LabelPod           = "pod"
-	LabelContainer     = "container"
 	// LabelSimulated marks every series of the simulated backend.
 	LabelSimulated = "simulated"
 	// LabelXID carries the XID code of the per-code counter.
@@ -36,9 +25,9 @@ const (
 
 // deviceLabels identify a device; podLabels name the container holding it.
 var (
-	deviceLabels = []string{LabelGPU, LabelUUID, LabelPCIBusID, LabelDevice, LabelModelName,
-		LabelGPUIProfile, LabelGPUIID, LabelHostname, LabelDriverVersion}
-	podLabels = []string{LabelContainer, LabelNamespace, LabelPod}
+	deviceLabels = []string{dcgm.LabelGPU, dcgm.LabelUUID, dcgm.LabelPCIBusID, dcgm.LabelDevice, dcgm.LabelModelName,
+		dcgm.LabelGPUIProfile, dcgm.LabelGPUIID, dcgm.LabelHostname, dcgm.LabelDriverVersion}
+	podLabels = []string{dcgm.LabelContainer, dcgm.LabelNamespace, dcgm.LabelPod}
 )
 
 // FieldMetric maps one gpu.Field onto its dcgm-exporter metric.
@@ -49,26 +38,67 @@ type FieldMetric struct {
 	Type  prometheus.ValueType
 }
 
-// DCGMFields lists the GPU field metrics in exposition order. The names and
-// units are dcgm-exporter's; FB_TOTAL and POWER_MGMT_LIMIT are DCGM fields
-// outside its default set, exported because utilization-of-capacity signals
-// need them.
-var DCGMFields = []FieldMetric{
-	{gpu.FieldGPUUtil, "DCGM_FI_DEV_GPU_UTIL", "GPU utilization (in %).", prometheus.GaugeValue},
-	{gpu.FieldMemCopyUtil, "DCGM_FI_DEV_MEM_COPY_UTIL", "Memory utilization (in %).", prometheus.GaugeValue},
-	{gpu.FieldFBUsed, "DCGM_FI_DEV_FB_USED", "Framebuffer memory used (in MiB).", prometheus.GaugeValue},
-	{gpu.FieldFBFree, "DCGM_FI_DEV_FB_FREE", "Framebuffer memory free (in MiB).", prometheus.GaugeValue},
-	{gpu.FieldFBReserved, "DCGM_FI_DEV_FB_RESERVED", "Framebuffer memory reserved by the driver (in MiB).", prometheus.GaugeValue},
-	{gpu.FieldFBTotal, "DCGM_FI_DEV_FB_TOTAL", "Total framebuffer memory (in MiB).", prometheus.GaugeValue},
-	{gpu.FieldGPUTemp, "DCGM_FI_DEV_GPU_TEMP", "GPU temperature (in C).", prometheus.GaugeValue},
-	{gpu.FieldMemoryTemp, "DCGM_FI_DEV_MEMORY_TEMP", "Memory temperature (in C).", prometheus.GaugeValue},
-	{gpu.FieldPowerUsage, "DCGM_FI_DEV_POWER_USAGE", "Power draw (in W).", prometheus.GaugeValue},
-	{gpu.FieldPowerLimit, "DCGM_FI_DEV_POWER_MGMT_LIMIT", "Enforced power limit (in W).", prometheus.GaugeValue},
-	{gpu.FieldEnergy, "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION", "Total energy consumption since boot (in mJ).", prometheus.CounterValue},
-	{gpu.FieldSMClock, "DCGM_FI_DEV_SM_CLOCK", "SM clock frequency (in MHz).", prometheus.GaugeValue},
-	{gpu.FieldMemClock, "DCGM_FI_DEV_MEM_CLOCK", "Memory clock frequency (in MHz).", prometheus.GaugeValue},
-	{gpu.FieldLastXID, "DCGM_FI_DEV_XID_ERRORS", "Value of the last XID error encountered.", prometheus.GaugeValue},
+// fieldNames maps every gpu.Field onto its DCGM name, in exposition order.
+// FB_TOTAL, FB_RESERVED, POWER_MGMT_LIMIT and ROW_REMAP_PENDING are DCGM
+// fields outside dcgm-exporter's default set, exported because
+// utilization-of-capacity signals and remap alerts need them.
+var fieldNames = []struct {
+	field gpu.Field
+	name  string
+}{
+	{gpu.FieldGPUUtil, dcgm.GPUUtil},
+	{gpu.FieldMemCopyUtil, dcgm.MemCopyUtil},
+	{gpu.FieldEncUtil, dcgm.EncUtil},
+	{gpu.FieldDecUtil, dcgm.DecUtil},
+	{gpu.FieldFBUsed, dcgm.FBUsed},
+	{gpu.FieldFBFree, dcgm.FBFree},
+	{gpu.FieldFBReserved, dcgm.FBReserved},
+	{gpu.FieldFBTotal, dcgm.FBTotal},
+	{gpu.FieldGPUTemp, dcgm.GPUTemp},
+	{gpu.FieldMemoryTemp, dcgm.MemoryTemp},
+	{gpu.FieldPowerUsage, dcgm.PowerUsage},
+	{gpu.FieldPowerLimit, dcgm.PowerMgmtLimit},
+	{gpu.FieldEnergy, dcgm.TotalEnergyConsumption},
+	{gpu.FieldSMClock, dcgm.SMClock},
+	{gpu.FieldMemClock, dcgm.MemClock},
+	{gpu.FieldLastXID, dcgm.XIDErrors},
+	{gpu.FieldPCIeTxThroughput, dcgm.PCIeTxThroughput},
+	{gpu.FieldPCIeRxThroughput, dcgm.PCIeRxThroughput},
+	{gpu.FieldPCIeReplay, dcgm.PCIeReplayCounter},
+	{gpu.FieldNVLinkBandwidth, dcgm.NVLinkBandwidthTotal},
+	{gpu.FieldRemappedRowsCorrectable, dcgm.CorrectableRemappedRows},
+	{gpu.FieldRemappedRowsUncorrectable, dcgm.UncorrectableRemappedRows},
+	{gpu.FieldRowRemapPending, dcgm.RowRemapPending},
+	{gpu.FieldRowRemapFailure, dcgm.RowRemapFailure},
+	{gpu.FieldVGPULicensed, dcgm.VGPULicenseStatus},
+	{gpu.FieldGREngineActive, dcgm.ProfGREngineActive},
+	{gpu.FieldSMActive, dcgm.ProfSMActive},
+	{gpu.FieldSMOccupancy, dcgm.ProfSMOccupancy},
+	{gpu.FieldTensorActive, dcgm.ProfTensorActive},
+	{gpu.FieldDRAMActive, dcgm.ProfDRAMActive},
+	{gpu.FieldPCIeTxBytes, dcgm.ProfPCIeTxBytes},
+	{gpu.FieldPCIeRxBytes, dcgm.ProfPCIeRxBytes},
+	{gpu.FieldNVLinkTxBytes, dcgm.ProfNVLinkTxBytes},
+	{gpu.FieldNVLinkRxBytes, dcgm.ProfNVLinkRxBytes},
 }
+
+// DCGMFields lists the GPU field metrics in exposition order, with the
+// names, types and help strings of package dcgm.
+var DCGMFields = func() []FieldMetric {
+	out := make([]FieldMetric, 0, len(fieldNames))
+	for _, f := range fieldNames {
+		m, ok := dcgm.Lookup(f.name)
+		if !ok {
+			panic("metrics: " + f.name + " is not in package dcgm")
+		}
+		typ := prometheus.GaugeValue
+		if m.Type == dcgm.Counter {
+			typ = prometheus.CounterValue
+		}
+		out = append(out, FieldMetric{Field: f.field, Name: m.Name, Help: m.Help, Type: typ})
+	}
+	return out
+}()
 
 // gpuscale's own GPU series, where dcgm-exporter's users lack a signal.
 const (

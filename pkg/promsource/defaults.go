@@ -3,6 +3,7 @@ package promsource
 import (
 	"strings"
 
+	"github.com/gpuscale/gpuscale/pkg/dcgm"
 	"github.com/gpuscale/gpuscale/pkg/provider"
 )
 
@@ -34,11 +35,11 @@ func rate(bucket, modelLabel string) string {
 }
 
 const (
-	gpuUtil = "DCGM_FI_DEV_GPU_UTIL"
-	fbUsed  = "DCGM_FI_DEV_FB_USED"
-	fbFree  = "DCGM_FI_DEV_FB_FREE"
-	fbRes   = "DCGM_FI_DEV_FB_RESERVED"
-	power   = "DCGM_FI_DEV_POWER_USAGE"
+	gpuUtil = dcgm.GPUUtil
+	fbUsed  = dcgm.FBUsed
+	fbFree  = dcgm.FBFree
+	fbRes   = dcgm.FBReserved
+	power   = dcgm.PowerUsage
 
 	vllmTTFT   = "vllm:time_to_first_token_seconds_bucket"
 	sglangTTFT = "sglang:time_to_first_token_seconds_bucket"

@@ -127,8 +127,8 @@ func hasSymbol(lib gonvml.Interface, name string) bool {
 	return ext.LookupSymbol(name) == nil
 }
 
-// Name returns "nvml".
-func (b *Backend) Name() string { return "nvml" }
+// Kind returns gpu.KindNVML.
+func (b *Backend) Kind() gpu.Kind { return gpu.KindNVML }
 
 // DriverVersion returns the driver version read at New, "" if unreadable.
 func (b *Backend) DriverVersion() string { return b.driverVersion }

@@ -60,8 +60,8 @@ func TestCollectHealthyGPUs(t *testing.T) {
 	f := newFixture(healthyGPU(0), healthyGPU(1))
 	b := newBackend(t, f, Options{XIDEvents: true})
 
-	if b.Name() != "nvml" || b.DriverVersion() != "570.124.06" {
-		t.Errorf("Name, DriverVersion = %q, %q", b.Name(), b.DriverVersion())
+	if b.Kind() != gpu.KindNVML || b.DriverVersion() != "570.124.06" {
+		t.Errorf("Kind, DriverVersion = %v, %q", b.Kind(), b.DriverVersion())
 	}
 	rs := collect(t, b)
 	if len(rs) != 2 {

@@ -52,8 +52,8 @@ func TestDefaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if b.Name() != "sim" || b.DriverVersion() != "550.54.15-sim" {
-		t.Errorf("Name, DriverVersion = %q, %q", b.Name(), b.DriverVersion())
+	if b.Kind() != gpu.KindSim || b.DriverVersion() != "550.54.15-sim" {
+		t.Errorf("Kind, DriverVersion = %v, %q", b.Kind(), b.DriverVersion())
 	}
 	r := collect(t, b)[0]
 	if r.Device.ModelName != "NVIDIA H100 80GB HBM3" {

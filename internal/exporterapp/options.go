@@ -1,6 +1,6 @@
-// Package app wires the exporter's flags to its components: the GPU
+// Package exporterapp wires the exporter's flags to its components: the GPU
 // backend, pod attribution, the collection loop and the HTTP server.
-package app
+package exporterapp
 
 import (
 	"errors"
@@ -74,7 +74,7 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.PodResourcesSocket, "pod-resources-socket", o.PodResourcesSocket, "Kubelet pod-resources socket; empty disables pod attribution.")
 	fs.DurationVar(&o.PodResourcesInterval, "pod-resources-interval", o.PodResourcesInterval, "How often pod attribution is refreshed in the background.")
 	fs.DurationVar(&o.PodResourcesTimeout, "pod-resources-timeout", o.PodResourcesTimeout, "Deadline of one pod-resources List call.")
-	fs.StringVar(&o.ExtraResourceNames, "resource-names", o.ExtraResourceNames, "Extra comma-separated extended resource names that hold GPUs (a trailing * matches a prefix), besides nvidia.com/gpu and nvidia.com/mig-*.")
+	fs.StringVar(&o.ExtraResourceNames, "resource-names", o.ExtraResourceNames, "Extra comma-separated extended resource names that hold GPUs (a trailing * matches a prefix), besides nvidia.com/gpu, nvidia.com/gpu.shared and nvidia.com/mig-*.")
 	fs.StringVar(&o.ListenAddress, "web.listen-address", o.ListenAddress, "Address to serve /metrics, probes and the API on.")
 	fs.StringVar(&o.WebConfigFile, "web.config.file", o.WebConfigFile, "Prometheus exporter-toolkit web config file enabling TLS and/or basic auth.")
 	fs.StringVar(&o.LogLevel, "log.level", o.LogLevel, "Log level: debug, info, warn or error.")

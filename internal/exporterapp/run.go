@@ -1,4 +1,4 @@
-package app
+package exporterapp
 
 import (
 	"context"
@@ -19,6 +19,7 @@ import (
 	"github.com/gpuscale/gpuscale/pkg/gpu"
 	"github.com/gpuscale/gpuscale/pkg/gpu/nvml"
 	"github.com/gpuscale/gpuscale/pkg/gpu/sim"
+	"github.com/gpuscale/gpuscale/pkg/gpu/sim/simhttp"
 	"github.com/gpuscale/gpuscale/pkg/metrics"
 	"github.com/gpuscale/gpuscale/pkg/podresources"
 )
@@ -43,7 +44,7 @@ func Run(ctx context.Context, o *Options, log *slog.Logger, ready func(addr net.
 	if o.PodResourcesSocket != "" {
 		w := podresources.NewWatcher(podresources.Options{
 			Socket:        o.PodResourcesSocket,
-			ResourceNames: append([]string{"nvidia.com/gpu", "nvidia.com/mig-*"}, splitList(o.ExtraResourceNames)...),
+			ResourceNames: append(podresources.DefaultResourceNames(), splitList(o.ExtraResourceNames)...),
 			Interval:      o.PodResourcesInterval,
 			Timeout:       o.PodResourcesTimeout,
 			Logger:        log.With("component", "podresources"),
@@ -74,8 +75,7 @@ func Run(ctx context.Context, o *Options, log *slog.Logger, ready func(addr net.
 	api := httpapi.Config{Source: col, Gatherer: reg, Hostname: o.Hostname, Registerer: reg,
 		MaxRequests: o.MaxRequests, MaxRequestsWait: o.MaxRequestsWait}
 	if s, ok := backend.(*sim.Backend); ok {
-		api.Sim = s
-		api.Collect = func() { _ = col.CollectOnce(ctx) }
+		api.APIRoutes = append(api.APIRoutes, simhttp.New(s, func() { _ = col.CollectOnce(ctx) }, reg))
 	}
 	return serve(ctx, o, httpapi.New(api), log, ready)
 }
