@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/exporter-toolkit/web"
 
+	"github.com/gpuscale/gpuscale/pkg/cricontainers"
 	"github.com/gpuscale/gpuscale/pkg/exporter"
 	"github.com/gpuscale/gpuscale/pkg/exporter/httpapi"
 	"github.com/gpuscale/gpuscale/pkg/gpu"
@@ -22,6 +23,7 @@ import (
 	"github.com/gpuscale/gpuscale/pkg/gpu/sim/simhttp"
 	"github.com/gpuscale/gpuscale/pkg/metrics"
 	"github.com/gpuscale/gpuscale/pkg/podresources"
+	"github.com/gpuscale/gpuscale/pkg/proccgroup"
 )
 
 // Run starts the exporter and blocks until ctx is cancelled, then shuts
@@ -57,8 +59,20 @@ func Run(ctx context.Context, o *Options, log *slog.Logger, ready func(addr net.
 		pods = podSource{w}
 	}
 
+	var procs exporter.ProcessPods
+	if o.ContainerRuntimeSocket != "" && pods != nil {
+		idx, err := cricontainers.New(cricontainers.Options{Socket: o.ContainerRuntimeSocket,
+			Interval: o.PodResourcesInterval, Timeout: o.PodResourcesTimeout,
+			Logger: log.With("component", "cricontainers")})
+		if err != nil {
+			return err
+		}
+		defer idx.Close()
+		go idx.Run(ctx)
+		procs = processPods{cgroups: proccgroup.Reader{Root: o.ProcRoot}, containers: idx}
+	}
 	col, err := exporter.NewCollector(exporter.Config{
-		Backend: backend, Pods: pods, Hostname: o.Hostname, Interval: o.CollectInterval,
+		Backend: backend, Pods: pods, Processes: procs, Hostname: o.Hostname, Interval: o.CollectInterval,
 		Logger: log.With("component", "collector"), Registerer: reg,
 	})
 	if err != nil {
@@ -86,7 +100,8 @@ func newBackend(o *Options, log *slog.Logger) (gpu.Backend, error) {
 		log.Warn("using the SIMULATED GPU backend: every series carries simulated=\"true\"", "gpus", o.SimGPUs, "model", o.SimModel)
 		return sim.New(sim.Options{GPUs: o.SimGPUs, Model: o.SimModel, MIGProfiles: splitList(o.SimMIGProfiles), Identity: o.Hostname})
 	case "nvml":
-		b, err := nvml.New(gonvml.New(), nvml.Options{Logger: log.With("component", "nvml"), XIDEvents: true})
+		b, err := nvml.New(gonvml.New(), nvml.Options{Logger: log.With("component", "nvml"), XIDEvents: true,
+			Processes: o.ContainerRuntimeSocket != "", Profiling: o.Profiling})
 		if err != nil {
 			return nil, err
 		}

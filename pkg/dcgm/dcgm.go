@@ -61,6 +61,11 @@ const (
 	ProfNVLinkRxBytes  = "DCGM_FI_PROF_NVLINK_RX_BYTES"
 )
 
+// GPUShared is gpuscale's marker of a device whose GPU_UTIL and FB_USED
+// series are per-pod shares that add up to the device's value, rather than
+// dcgm-exporter's copies of it; readers that aggregate per device need it.
+const GPUShared = "gpuscale_gpu_shared"
+
 // Type is a series' Prometheus type.
 type Type uint8
 

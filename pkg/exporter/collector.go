@@ -25,6 +25,13 @@ type PodSource interface {
 	PodsByDevice() map[string][]metrics.PodRef
 }
 
+// ProcessPods names the pod of a GPU process, from memory.
+type ProcessPods interface {
+	// PodOf returns the container pid runs in, or the reason it is in no
+	// known pod ("" on success).
+	PodOf(pid uint32) (ref metrics.PodRef, reason string)
+}
+
 // Snapshot is one collection, immutable once published.
 type Snapshot struct {
 	Time    time.Time
@@ -36,11 +43,14 @@ type Snapshot struct {
 
 // Config configures a Collector.
 type Config struct {
-	Backend  gpu.Backend
-	Pods     PodSource // optional
-	Hostname string
-	Interval time.Duration
-	Logger   *slog.Logger
+	Backend gpu.Backend
+	Pods    PodSource // optional
+	// Processes, when set with Pods, attributes the processes on a GPU
+	// that several pods share, so that each pod is served its own share.
+	Processes ProcessPods
+	Hostname  string
+	Interval  time.Duration
+	Logger    *slog.Logger
 	// Registerer receives the collector's own metrics (duration, errors,
 	// last success). Nil skips them.
 	Registerer prometheus.Registerer
@@ -56,9 +66,10 @@ type Collector struct {
 	// collecting serialises collections: the backend contract allows no
 	// concurrent Collect, and snapshots must publish in order. The
 	// simulated load API collects out of turn.
-	collecting sync.Mutex
-	self       *selfMetrics
-	now        func() time.Time
+	collecting  sync.Mutex
+	self        *selfMetrics
+	attribution *prometheus.CounterVec
+	now         func() time.Time
 }
 
 // NewCollector builds a Collector; call Run to start collecting.
@@ -78,9 +89,19 @@ func NewCollector(cfg Config) (*Collector, error) {
 		builder: metrics.NewGPUBuilder(cfg.Hostname, cfg.Backend.DriverVersion(), cfg.Backend.Kind().Simulated()),
 		self:    newSelfMetrics(cfg.Backend.Kind(), cfg.Backend.DriverVersion()),
 		now:     time.Now,
+		attribution: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "gpuscale_exporter_process_attribution_failures_total",
+			Help: "Processes on a shared GPU, counted once per collection, whose share is served with empty pod labels, by reason: no_cgroup (unreadable /proc/<pid>/cgroup, often an exited process), not_in_pod, unknown_container (the runtime does not know it), pod_mismatch (the runtime's pod UID differs from the cgroup's) or not_assigned (its pod does not hold the GPU per the kubelet).",
+		}, []string{"reason"}),
+	}
+	for _, r := range attributionReasons {
+		c.attribution.WithLabelValues(r)
 	}
 	if cfg.Registerer != nil {
 		if err := c.self.register(cfg.Registerer, cfg.Backend); err != nil {
+			return nil, fmt.Errorf("exporter: register own metrics: %w", err)
+		}
+		if err := cfg.Registerer.Register(c.attribution); err != nil {
 			return nil, fmt.Errorf("exporter: register own metrics: %w", err)
 		}
 	}
@@ -134,6 +155,9 @@ func (c *Collector) CollectOnce(ctx context.Context) (err error) {
 	unhealthy := 0
 	for i, r := range readings {
 		s.Devices[i] = metrics.DeviceState{Reading: r, Pods: byDevice[r.Device.ID()]}
+		if c.cfg.Processes != nil && r.Healthy() && r.Processes != nil && len(s.Devices[i].Pods) > 1 {
+			s.Devices[i].Shares = c.shares(r.Processes, s.Devices[i].Pods)
+		}
 		if !r.Healthy() {
 			unhealthy++
 		}

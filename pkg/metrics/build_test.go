@@ -7,6 +7,7 @@ import (
 
 	dto "github.com/prometheus/client_model/go"
 
+	"github.com/gpuscale/gpuscale/pkg/gpu"
 	"github.com/gpuscale/gpuscale/pkg/metrics"
 )
 
@@ -108,7 +109,8 @@ func TestBuildSeriesPerDevice(t *testing.T) {
 			func(l map[string]string) bool { return l["namespace"] == "team-b" && l["pod"] == "notebook-b" }, 1},
 		{"lost GPU has no DCGM series", "DCGM_FI_DEV_FB_USED", gpuN("3"), 0},
 		{"every device has an up series", "gpuscale_gpu_up", func(map[string]string) bool { return true }, 6},
-		{"XID counter per code", "gpuscale_gpu_xid_errors_total", gpuN("1"), 2},
+		{"XID counter per code seen, and per fatal code at 0", "gpuscale_gpu_xid_errors_total", gpuN("1"), 2 + len(gpu.FatalXIDs) - 1},
+		{"no XID counters on a device whose XIDs are not watched", "gpuscale_gpu_xid_errors_total", gpuN("2"), 0},
 	}
 	for _, tc := range tests {
 		if got := count(tc.family, tc.match); got != tc.want {

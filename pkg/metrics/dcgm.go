@@ -7,6 +7,7 @@
 package metrics
 
 import (
+	"slices"
 	"strconv"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -104,6 +105,7 @@ var DCGMFields = func() []FieldMetric {
 const (
 	XIDErrorsTotalName = "gpuscale_gpu_xid_errors_total"
 	GPUUpName          = "gpuscale_gpu_up"
+	GPUSharedName      = dcgm.GPUShared
 )
 
 // PodRef names a container that holds a device.
@@ -115,6 +117,22 @@ type DeviceState struct {
 	// Pods hold the device; one series set is rendered per pod (time-slicing
 	// shares one GPU among several), or one with empty pod labels if none.
 	Pods []PodRef
+	// Shares, when set, replace Pods on a GPU that several pods share: each
+	// pod's GPU_UTIL and FB_USED are its own processes', and the processes
+	// that belong to no pod are the share with empty pod labels.
+	Shares []Share
+}
+
+// Share is what one pod's processes use of a shared GPU.
+type Share struct {
+	Pod PodRef
+	// Util is the percent of the GPU's time the pod's processes used; set
+	// when HasUtil.
+	Util    float64
+	HasUtil bool
+	// MemoryMiB is the framebuffer its processes hold; set when HasMemory.
+	MemoryMiB float64
+	HasMemory bool
 }
 
 // GPUBuilder renders device states as Prometheus metrics. Descriptors are
@@ -123,6 +141,7 @@ type GPUBuilder struct {
 	hostname, driver string
 	fields           [gpu.NumFields]*prometheus.Desc
 	xidTotal, up     *prometheus.Desc
+	shared           *prometheus.Desc
 }
 
 // NewGPUBuilder prepares the descriptors for a node. A simulated backend adds
@@ -141,6 +160,9 @@ func NewGPUBuilder(hostname, driverVersion string, simulated bool) *GPUBuilder {
 	b.xidTotal = prometheus.NewDesc(XIDErrorsTotalName,
 		"XID errors seen since the exporter started, by XID code.",
 		append(append([]string{}, deviceLabels...), LabelXID), constLabels)
+	b.shared = prometheus.NewDesc(GPUSharedName,
+		"1 when the device is shared by several pods and its DCGM_FI_DEV_GPU_UTIL and DCGM_FI_DEV_FB_USED series are each pod's own share (empty pod labels: processes in no pod), adding up to the device's; absent when they repeat the device's value.",
+		deviceLabels, constLabels)
 	b.up = prometheus.NewDesc(GPUUpName,
 		"Whether the device was read successfully in the last collection (1) or not (0).",
 		deviceLabels, constLabels)
@@ -161,21 +183,73 @@ func (b *GPUBuilder) Build(states []DeviceState) []prometheus.Metric {
 		if !s.Reading.Healthy() {
 			continue
 		}
-		pods := s.Pods
-		if len(pods) == 0 {
-			pods = []PodRef{{}}
-		}
-		for _, p := range pods {
-			lv := append(append(make([]string, 0, len(dev)+3), dev...), p.Container, p.Namespace, p.Pod)
-			for _, f := range DCGMFields {
-				if v, ok := s.Reading.Get(f.Field); ok {
-					out = append(out, prometheus.MustNewConstMetric(b.fields[f.Field], f.Type, v, lv...))
-				}
+		if s.Shares != nil {
+			out = b.buildShares(out, s, dev)
+		} else {
+			pods := s.Pods
+			if len(pods) == 0 {
+				pods = []PodRef{{}}
+			}
+			for _, p := range pods {
+				out = b.buildFields(out, &s.Reading, dev, p, nil)
 			}
 		}
-		for code, n := range s.Reading.XIDCounts {
-			lv := append(append(make([]string, 0, len(dev)+1), dev...), strconv.FormatUint(code, 10))
-			out = append(out, prometheus.MustNewConstMetric(b.xidTotal, prometheus.CounterValue, float64(n), lv...))
+		out = b.buildXIDs(out, s.Reading.XIDCounts, dev)
+	}
+	return out
+}
+
+// buildFields renders a device's fields for one holder; share, when set,
+// replaces its utilization and memory used.
+func (b *GPUBuilder) buildFields(out []prometheus.Metric, r *gpu.Reading, dev []string, p PodRef, share *Share) []prometheus.Metric {
+	lv := append(append(make([]string, 0, len(dev)+3), dev...), p.Container, p.Namespace, p.Pod)
+	for _, f := range DCGMFields {
+		v, ok := r.Get(f.Field)
+		if share != nil && f.Field == gpu.FieldGPUUtil && share.HasUtil {
+			v, ok = share.Util, ok || share.HasUtil
+		}
+		if share != nil && f.Field == gpu.FieldFBUsed && share.HasMemory {
+			v, ok = share.MemoryMiB, ok || share.HasMemory
+		}
+		if ok {
+			out = append(out, prometheus.MustNewConstMetric(b.fields[f.Field], f.Type, v, lv...))
+		}
+	}
+	return out
+}
+
+// buildShares renders a shared GPU: one series set per share, and the
+// marker that tells readers its GPU_UTIL series add up to the device's
+// rather than repeat it.
+func (b *GPUBuilder) buildShares(out []prometheus.Metric, s *DeviceState, dev []string) []prometheus.Metric {
+	for i := range s.Shares {
+		if s.Shares[i].HasUtil {
+			out = append(out, prometheus.MustNewConstMetric(b.shared, prometheus.GaugeValue, 1, dev...))
+			break
+		}
+	}
+	for i := range s.Shares {
+		out = b.buildFields(out, &s.Reading, dev, s.Shares[i].Pod, &s.Shares[i])
+	}
+	return out
+}
+
+// buildXIDs renders the per-code XID counters of a watched device, with
+// the fatal codes at 0 until seen so that increase() sees the first one.
+func (b *GPUBuilder) buildXIDs(out []prometheus.Metric, counts map[uint64]uint64, dev []string) []prometheus.Metric {
+	if counts == nil {
+		return out
+	}
+	emit := func(code, n uint64) {
+		lv := append(append(make([]string, 0, len(dev)+1), dev...), strconv.FormatUint(code, 10))
+		out = append(out, prometheus.MustNewConstMetric(b.xidTotal, prometheus.CounterValue, float64(n), lv...))
+	}
+	for _, code := range gpu.FatalXIDs {
+		emit(code, counts[code])
+	}
+	for code, n := range counts {
+		if !slices.Contains(gpu.FatalXIDs, code) {
+			emit(code, n)
 		}
 	}
 	return out
