@@ -30,6 +30,11 @@ type device struct {
 	// has marks the fields read, bad those rejected.
 	has, bad uint8
 	pods     map[store.Key]struct{}
+	// shared marks a GPU whose GPU_UTIL series are each pod's share
+	// (dcgm.GPUShared): utilSum is the device's, podUtil each pod's.
+	shared  bool
+	utilSum float64
+	podUtil map[store.Key]float64
 }
 
 const (
@@ -64,11 +69,11 @@ func checkMiB(v float64) error {
 
 // GPUFamilies returns the families GPU reads; a scraper may skip the rest.
 func GPUFamilies() []string {
-	names := make([]string, len(gpuFields))
+	names := make([]string, len(gpuFields), len(gpuFields)+1)
 	for i, f := range gpuFields {
 		names[i] = f.name
 	}
-	return names
+	return append(names, dcgm.GPUShared)
 }
 
 // GPU computes, from one exporter scrape, the GPU signals of every pod the
@@ -98,8 +103,10 @@ func GPU(families map[string]*dto.MetricFamily) (pods map[store.Key]store.Sample
 			}
 			// The device's pods are recorded even when its reading is
 			// rejected: their sums and means must not go on without it.
+			var podKey store.Key
 			if ns, pod := lbl[dcgm.LabelNamespace], lbl[dcgm.LabelPod]; ns != "" && pod != "" {
-				d.pods[store.Key{Namespace: ns, Name: pod}] = struct{}{}
+				podKey = store.Key{Namespace: ns, Name: pod}
+				d.pods[podKey] = struct{}{}
 			}
 			v, err := value(mf, m)
 			if err == nil {
@@ -111,16 +118,43 @@ func GPU(families map[string]*dto.MetricFamily) (pods map[store.Key]store.Sample
 				continue
 			}
 			d.set(f.bit, v)
+			if f.bit == hasUtil {
+				d.utilSum += v
+				if podKey.Name != "" {
+					if d.podUtil == nil {
+						d.podUtil = map[store.Key]float64{}
+					}
+					d.podUtil[podKey] = v
+				}
+			}
 		}
 	}
 	if len(devs) == 0 {
 		return nil, store.Sample{}, nil, ErrNoGPUSeries
 	}
+	if mf := families[dcgm.GPUShared]; mf != nil {
+		for _, m := range mf.GetMetric() {
+			lbl := labelMap(m)
+			key := lbl[dcgm.LabelUUID] + "/" + lbl[dcgm.LabelGPUIID]
+			d := devs[key]
+			if d == nil || d.shared {
+				continue
+			}
+			d.shared = true
+			// Shares in range each can add up past the device: none of
+			// them is then believed.
+			if err := store.GPUUtilization.DeviceRange().Check(d.utilSum); err != nil && d.bad&hasUtil == 0 {
+				d.bad |= hasUtil
+				rejected = append(rejected, rejection("the pods' shares of GPU "+key, err))
+			}
+		}
+	}
 	var nodeAgg aggregate
 	byPod := map[store.Key]*aggregate{}
 	for _, d := range devs {
 		if !d.mig {
-			nodeAgg.add(d)
+			// A shared GPU's series are shares: the device is their sum.
+			nodeAgg.add(d, d.deviceUtil())
 		}
 		for k := range d.pods {
 			a := byPod[k]
@@ -128,7 +162,7 @@ func GPU(families map[string]*dto.MetricFamily) (pods map[store.Key]store.Sample
 				a = &aggregate{}
 				byPod[k] = a
 			}
-			a.add(d)
+			a.add(d, d.podShare(k))
 		}
 	}
 	pods = make(map[store.Key]store.Sample, len(byPod))
@@ -136,6 +170,24 @@ func GPU(families map[string]*dto.MetricFamily) (pods map[store.Key]store.Sample
 		pods[k] = a.sample(&rejected, &k)
 	}
 	return pods, nodeAgg.sample(&rejected, nil), rejected, nil
+}
+
+// deviceUtil is the device's utilization: the sum of the pods' shares on a
+// shared GPU, else its value (which every pod's series repeats).
+func (d *device) deviceUtil() float64 {
+	if d.shared {
+		return d.utilSum
+	}
+	return d.util
+}
+
+// podShare is pod k's utilization of the device: its own share on a
+// shared GPU, else the device's.
+func (d *device) podShare(k store.Key) float64 {
+	if d.shared {
+		return d.podUtil[k]
+	}
+	return d.util
 }
 
 func (d *device) set(bit uint8, v float64) {
@@ -165,10 +217,10 @@ type aggregate struct {
 	void               uint8 // has* bits of rejected readings
 }
 
-func (a *aggregate) add(d *device) {
+func (a *aggregate) add(d *device, util float64) {
 	a.void |= d.bad
 	if d.has&hasUtil != 0 {
-		a.utilSum += d.util
+		a.utilSum += util
 		a.utilN++
 	}
 	if d.has&(hasUsed|hasFree) == hasUsed|hasFree {
