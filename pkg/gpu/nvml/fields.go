@@ -24,6 +24,9 @@ var gpuFields = []fieldReader{
 	readPowerLimit,
 	readEnergy,
 	readClocks,
+	readEncDec,
+	readPCIe,
+	readRemappedRows,
 }
 
 // migFields are read for MIG device handles. Temperature, power and clocks
@@ -182,4 +185,63 @@ func readClocks(_ *Backend, d gonvml.Device, r *gpu.Reading) error {
 		r.Set(c.field, float64(mhz))
 	}
 	return nil
+}
+
+func readEncDec(_ *Backend, d gonvml.Device, r *gpu.Reading) error {
+	enc, _, ret := d.GetEncoderUtilization()
+	if err := check("get encoder utilization", ret); err == nil {
+		r.Set(gpu.FieldEncUtil, float64(enc))
+	} else if !errors.Is(err, errSkip) {
+		return err
+	}
+	dec, _, ret := d.GetDecoderUtilization()
+	if err := check("get decoder utilization", ret); err != nil {
+		return err
+	}
+	r.Set(gpu.FieldDecUtil, float64(dec))
+	return nil
+}
+
+// readPCIe reads the replay counter and the throughput NVML samples over
+// 20 ms, in KB/s, as dcgm-exporter's PCIE_TX/RX_THROUGHPUT.
+func readPCIe(_ *Backend, d gonvml.Device, r *gpu.Reading) error {
+	replays, ret := d.GetPcieReplayCounter()
+	if err := check("get PCIe replay counter", ret); err == nil {
+		r.Set(gpu.FieldPCIeReplay, float64(replays))
+	} else if !errors.Is(err, errSkip) {
+		return err
+	}
+	for _, c := range []struct {
+		counter gonvml.PcieUtilCounter
+		field   gpu.Field
+	}{{gonvml.PCIE_UTIL_TX_BYTES, gpu.FieldPCIeTxThroughput}, {gonvml.PCIE_UTIL_RX_BYTES, gpu.FieldPCIeRxThroughput}} {
+		kbps, ret := d.GetPcieThroughput(c.counter)
+		if err := check("get PCIe throughput", ret); errors.Is(err, errSkip) {
+			continue
+		} else if err != nil {
+			return err
+		}
+		r.Set(c.field, float64(kbps))
+	}
+	return nil
+}
+
+// readRemappedRows reads the row remapper (Ampere and later HBM GPUs).
+func readRemappedRows(_ *Backend, d gonvml.Device, r *gpu.Reading) error {
+	corr, unc, pending, failed, ret := d.GetRemappedRows()
+	if err := check("get remapped rows", ret); err != nil {
+		return err
+	}
+	r.Set(gpu.FieldRemappedRowsCorrectable, float64(corr))
+	r.Set(gpu.FieldRemappedRowsUncorrectable, float64(unc))
+	r.Set(gpu.FieldRowRemapPending, b2f(pending))
+	r.Set(gpu.FieldRowRemapFailure, b2f(failed))
+	return nil
+}
+
+func b2f(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
 }

@@ -29,6 +29,12 @@ type fakeGPU struct {
 	power, limit      uint32 // mW
 	energy            uint64 // mJ
 	smClock, memClock uint32
+	enc, dec          uint32
+	replays           int
+	pcieTx, pcieRx    uint32 // KB/s
+	rowsCorr, rowsUnc int
+	remapPending      bool
+	remapFailed       bool
 	migMode           int
 	// migs are the MIG slots; a nil entry is an empty slot.
 	migs []*fakeMIG
@@ -87,6 +93,8 @@ func healthyGPU(i int) *fakeGPU {
 		temp: 50 + u, memTemp: 60 + float64(i), memTempType: gonvml.VALUE_TYPE_UNSIGNED_INT,
 		power: 250_500 + u*1000, limit: 700_000, energy: 123_456_789 + uint64(i),
 		smClock: 1980, memClock: 2619,
+		enc: 3 + u, dec: 7 + u, replays: 2 + i, pcieTx: 1200 + u, pcieRx: 3400 + u,
+		rowsCorr: 1 + i, rowsUnc: i, remapPending: i == 1,
 	}
 }
 
@@ -138,6 +146,21 @@ func mockGPU(g *fakeGPU) *mock.Device {
 			return g.memClock, g.ret("GetClockInfo")
 		}
 		return 0, gonvml.ERROR_INVALID_ARGUMENT
+	}
+	d.GetEncoderUtilizationFunc = func() (uint32, uint32, gonvml.Return) { return g.enc, 167000, g.ret("GetEncoderUtilization") }
+	d.GetDecoderUtilizationFunc = func() (uint32, uint32, gonvml.Return) { return g.dec, 167000, g.ret("GetDecoderUtilization") }
+	d.GetPcieReplayCounterFunc = func() (int, gonvml.Return) { return g.replays, g.ret("GetPcieReplayCounter") }
+	d.GetPcieThroughputFunc = func(c gonvml.PcieUtilCounter) (uint32, gonvml.Return) {
+		switch c {
+		case gonvml.PCIE_UTIL_TX_BYTES:
+			return g.pcieTx, g.ret("GetPcieThroughput")
+		case gonvml.PCIE_UTIL_RX_BYTES:
+			return g.pcieRx, g.ret("GetPcieThroughput")
+		}
+		return 0, gonvml.ERROR_INVALID_ARGUMENT
+	}
+	d.GetRemappedRowsFunc = func() (int, int, bool, bool, gonvml.Return) {
+		return g.rowsCorr, g.rowsUnc, g.remapPending, g.remapFailed, g.ret("GetRemappedRows")
 	}
 	addMIGFuncs(d, g)
 	d.RegisterEventsFunc = func(uint64, gonvml.EventSet) gonvml.Return { return g.ret("RegisterEvents") }

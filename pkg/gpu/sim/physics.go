@@ -197,6 +197,7 @@ func (d *device) readings() []gpu.Reading {
 	r.Set(gpu.FieldSMClock, d.smClock())
 	r.Set(gpu.FieldMemClock, d.spec.memMHz)
 	r.Set(gpu.FieldLastXID, float64(d.lastXID))
+	setHealthAndProfiling(&r, util)
 	r.XIDCounts = make(map[uint64]uint64, len(d.xids))
 	for k, v := range d.xids {
 		r.XIDCounts[k] = v
@@ -213,6 +214,46 @@ func (d *device) readings() []gpu.Reading {
 		out = append(out, mr)
 	}
 	return out
+}
+
+// Fractions of the graphics engine's busy time that an inference load
+// keeps the SMs, their warp slots, the tensor pipes and the memory
+// interface busy; typical of a transformer's decode on an H100.
+const (
+	simSMActiveOfBusy  = 0.9
+	simOccupancyOfBusy = 0.45
+	simTensorOfBusy    = 0.6
+	simDRAMOfBusy      = 0.5
+	// simPCIeBytesPerPct and simNVLinkBytesPerPct scale traffic with load.
+	simPCIeBytesPerPct   = 20e6
+	simNVLinkBytesPerPct = 1e9
+)
+
+// setHealthAndProfiling sets the fields a healthy, unlicensed bare-metal
+// GPU reports beside utilization and memory: no media engines in use, no
+// PCIe replays or row remaps, and profiling activity in proportion to the
+// load. A bare-metal GPU has no vGPU licence, so that field stays absent.
+func setHealthAndProfiling(r *gpu.Reading, util float64) {
+	busy := util / 100
+	for f, v := range map[gpu.Field]float64{
+		gpu.FieldEncUtil: 0, gpu.FieldDecUtil: 0, gpu.FieldPCIeReplay: 0,
+		gpu.FieldPCIeTxThroughput:        math.Round(util * simPCIeBytesPerPct / 2 / 1000),
+		gpu.FieldPCIeRxThroughput:        math.Round(util * simPCIeBytesPerPct / 1000),
+		gpu.FieldNVLinkBandwidth:         math.Round(util * simNVLinkBytesPerPct * 2),
+		gpu.FieldRemappedRowsCorrectable: 0, gpu.FieldRemappedRowsUncorrectable: 0,
+		gpu.FieldRowRemapPending: 0, gpu.FieldRowRemapFailure: 0,
+		gpu.FieldGREngineActive: busy,
+		gpu.FieldSMActive:       busy * simSMActiveOfBusy,
+		gpu.FieldSMOccupancy:    busy * simOccupancyOfBusy,
+		gpu.FieldTensorActive:   busy * simTensorOfBusy,
+		gpu.FieldDRAMActive:     busy * simDRAMOfBusy,
+		gpu.FieldPCIeTxBytes:    math.Round(util * simPCIeBytesPerPct / 2),
+		gpu.FieldPCIeRxBytes:    math.Round(util * simPCIeBytesPerPct),
+		gpu.FieldNVLinkTxBytes:  math.Round(util * simNVLinkBytesPerPct),
+		gpu.FieldNVLinkRxBytes:  math.Round(util * simNVLinkBytesPerPct),
+	} {
+		r.Set(f, v)
+	}
 }
 
 // smClock boosts under load and throttles when the die runs hot.

@@ -411,3 +411,43 @@ func TestMIGMemoryWithinParent(t *testing.T) {
 		t.Errorf("used %v, want the GPU's own %v plus its instances' %v", used, outside, instances)
 	}
 }
+
+func TestProfilingFollowsLoad(t *testing.T) {
+	b, err := New(Options{GPUs: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	get := func(r gpu.Reading, f gpu.Field) float64 {
+		t.Helper()
+		v, ok := r.Get(f)
+		if !ok {
+			t.Fatalf("%s absent", f)
+		}
+		return v
+	}
+	var prevTensor float64
+	for i, util := range []float64{0, 40, 90} {
+		if err := b.SetLoad("0", Load{Utilization: &util}); err != nil {
+			t.Fatal(err)
+		}
+		r := collect(t, b)[0]
+		gr, sm, occ, tensor, dram := get(r, gpu.FieldGREngineActive), get(r, gpu.FieldSMActive),
+			get(r, gpu.FieldSMOccupancy), get(r, gpu.FieldTensorActive), get(r, gpu.FieldDRAMActive)
+		if gr != get(r, gpu.FieldGPUUtil)/100 || sm > gr || occ > sm || tensor > gr || dram > gr || gr > 1 {
+			t.Errorf("util %v: gr %v sm %v occupancy %v tensor %v dram %v out of order", util, gr, sm, occ, tensor, dram)
+		}
+		if i > 0 && tensor <= prevTensor {
+			t.Errorf("util %v: tensor activity %v did not rise from %v", util, tensor, prevTensor)
+		}
+		prevTensor = tensor
+		for _, f := range []gpu.Field{gpu.FieldEncUtil, gpu.FieldDecUtil, gpu.FieldPCIeReplay,
+			gpu.FieldRemappedRowsCorrectable, gpu.FieldRemappedRowsUncorrectable, gpu.FieldRowRemapPending, gpu.FieldRowRemapFailure} {
+			if v := get(r, f); v != 0 {
+				t.Errorf("%s = %v on a healthy simulated GPU", f, v)
+			}
+		}
+		if _, ok := r.Get(gpu.FieldVGPULicensed); ok {
+			t.Error("a bare-metal simulated GPU reports a vGPU licence")
+		}
+	}
+}
