@@ -37,7 +37,6 @@ var dcgmNames = map[string]dto.MetricType{
 	"DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS": dto.MetricType_COUNTER,
 	"DCGM_FI_DEV_ROW_REMAP_PENDING":           dto.MetricType_GAUGE,
 	"DCGM_FI_DEV_ROW_REMAP_FAILURE":           dto.MetricType_GAUGE,
-	"DCGM_FI_DEV_VGPU_LICENSE_STATUS":         dto.MetricType_GAUGE,
 	"DCGM_FI_PROF_GR_ENGINE_ACTIVE":           dto.MetricType_GAUGE,
 	"DCGM_FI_PROF_SM_ACTIVE":                  dto.MetricType_GAUGE,
 	"DCGM_FI_PROF_SM_OCCUPANCY":               dto.MetricType_GAUGE,
