@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/exporter-toolkit/web"
+	"k8s.io/utils/clock"
 
 	"github.com/gpuscale/gpuscale/pkg/cricontainers"
 	"github.com/gpuscale/gpuscale/pkg/exporter"
@@ -29,85 +30,132 @@ import (
 // Run starts the exporter and blocks until ctx is cancelled, then shuts
 // down gracefully. ready, if not nil, receives the bound address once the
 // server listens.
+//
+// The NVML backend is opened after the server listens and retried with
+// backoff until it opens: on a new GPU node the driver is often not
+// loaded yet. Meanwhile /healthz answers 200 (the process is fine and
+// retrying) and /readyz 503.
 func Run(ctx context.Context, o *Options, log *slog.Logger, ready func(addr net.Addr)) error {
-	backend, err := newBackend(o, log)
-	if err != nil {
-		return err
+	if o.Backend != "sim" && o.Backend != "nvml" {
+		return fmt.Errorf("unknown backend %q", o.Backend)
 	}
-	defer backend.Close()
-
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-
-	var pods exporter.PodSource
-	if o.PodResourcesSocket != "" {
-		w := podresources.NewWatcher(podresources.Options{
-			Socket:        o.PodResourcesSocket,
-			ResourceNames: append(podresources.DefaultResourceNames(), splitList(o.ExtraResourceNames)...),
-			Interval:      o.PodResourcesInterval,
-			Timeout:       o.PodResourcesTimeout,
-			Logger:        log.With("component", "podresources"),
-		})
-		defer w.Close()
-		if err := reg.Register(newPodResourcesCollector(w)); err != nil {
-			return fmt.Errorf("register pod-resources metrics: %w", err)
-		}
-		go w.Run(ctx)
-		pods = podSource{w}
+	pods, procs, closeAttribution, err := startAttribution(ctx, o, reg, log)
+	if err != nil {
+		return err
 	}
+	defer closeAttribution()
 
-	var procs exporter.ProcessPods
-	if o.ContainerRuntimeSocket != "" && pods != nil {
-		idx, err := cricontainers.New(cricontainers.Options{Socket: o.ContainerRuntimeSocket,
-			Interval: o.PodResourcesInterval, Timeout: o.PodResourcesTimeout,
-			Logger: log.With("component", "cricontainers")})
+	src := &lateSource{}
+	api := httpapi.Config{Source: src, Gatherer: reg, Hostname: o.Hostname, Registerer: reg,
+		MaxRequests: o.MaxRequests, MaxRequestsWait: o.MaxRequestsWait}
+	var backend gpu.Backend
+	if o.Backend == "sim" {
+		s, err := newSimBackend(o, log)
 		if err != nil {
 			return err
 		}
-		defer idx.Close()
-		go idx.Run(ctx)
-		procs = processPods{cgroups: proccgroup.Reader{Root: o.ProcRoot}, containers: idx}
+		backend = s
+		api.APIRoutes = append(api.APIRoutes, simhttp.New(s, func() {
+			if c := src.col.Load(); c != nil {
+				_ = c.CollectOnce(ctx)
+			}
+		}, reg))
 	}
+	served := make(chan error, 1)
+	go func() {
+		err := serve(ctx, o, httpapi.New(api), log, ready)
+		cancel() // a server that failed ends the backend's retries too
+		served <- err
+	}()
+	if backend == nil {
+		opener := newBackendOpener(o, log, reg)
+		if backend, err = opener.open(ctx); err != nil {
+			return <-served
+		}
+	}
+	defer backend.Close()
+
 	col, err := exporter.NewCollector(exporter.Config{
 		Backend: backend, Pods: pods, Processes: procs, Hostname: o.Hostname, Interval: o.CollectInterval,
 		Logger: log.With("component", "collector"), Registerer: reg,
 	})
 	if err != nil {
+		cancel()
+		<-served
 		return err
 	}
 	reg.MustRegister(col)
+	src.col.Store(col)
 	// The deferred backend.Close must not run while a collection is still
 	// reading the backend (NVML would be shut down under it), so wait for
 	// the loop to stop first.
 	collecting := make(chan struct{})
 	go func() { defer close(collecting); col.Run(ctx) }()
 	defer func() { cancel(); <-collecting }()
-
-	api := httpapi.Config{Source: col, Gatherer: reg, Hostname: o.Hostname, Registerer: reg,
-		MaxRequests: o.MaxRequests, MaxRequestsWait: o.MaxRequestsWait}
-	if s, ok := backend.(*sim.Backend); ok {
-		api.APIRoutes = append(api.APIRoutes, simhttp.New(s, func() { _ = col.CollectOnce(ctx) }, reg))
-	}
-	return serve(ctx, o, httpapi.New(api), log, ready)
+	return <-served
 }
 
-func newBackend(o *Options, log *slog.Logger) (gpu.Backend, error) {
-	switch o.Backend {
-	case "sim":
-		log.Warn("using the SIMULATED GPU backend: every series carries simulated=\"true\"", "gpus", o.SimGPUs, "model", o.SimModel)
-		return sim.New(sim.Options{GPUs: o.SimGPUs, Model: o.SimModel, MIGProfiles: splitList(o.SimMIGProfiles), Identity: o.Hostname})
-	case "nvml":
+// startAttribution starts what names the pods holding each device and, on
+// shared GPUs, each process's pod. Either may be nil when disabled.
+func startAttribution(ctx context.Context, o *Options, reg prometheus.Registerer, log *slog.Logger) (exporter.PodSource, exporter.ProcessPods, func(), error) {
+	var closers []func()
+	closeAll := func() {
+		for _, c := range closers {
+			c()
+		}
+	}
+	if o.PodResourcesSocket == "" {
+		return nil, nil, closeAll, nil
+	}
+	w := podresources.NewWatcher(podresources.Options{
+		Socket:        o.PodResourcesSocket,
+		ResourceNames: append(podresources.DefaultResourceNames(), splitList(o.ExtraResourceNames)...),
+		Interval:      o.PodResourcesInterval,
+		Timeout:       o.PodResourcesTimeout,
+		Logger:        log.With("component", "podresources"),
+	})
+	closers = append(closers, func() { _ = w.Close() })
+	if err := reg.Register(newPodResourcesCollector(w)); err != nil {
+		closeAll()
+		return nil, nil, nil, fmt.Errorf("register pod-resources metrics: %w", err)
+	}
+	go w.Run(ctx)
+	if o.ContainerRuntimeSocket == "" {
+		return podSource{w}, nil, closeAll, nil
+	}
+	idx, err := cricontainers.New(cricontainers.Options{Socket: o.ContainerRuntimeSocket,
+		Interval: o.PodResourcesInterval, Timeout: o.PodResourcesTimeout,
+		Logger: log.With("component", "cricontainers")})
+	if err != nil {
+		closeAll()
+		return nil, nil, nil, err
+	}
+	closers = append(closers, func() { _ = idx.Close() })
+	go idx.Run(ctx)
+	return podSource{w}, processPods{cgroups: proccgroup.Reader{Root: o.ProcRoot}, containers: idx}, closeAll, nil
+}
+
+func newSimBackend(o *Options, log *slog.Logger) (*sim.Backend, error) {
+	log.Warn("using the SIMULATED GPU backend: every series carries simulated=\"true\"", "gpus", o.SimGPUs, "model", o.SimModel)
+	return sim.New(sim.Options{GPUs: o.SimGPUs, Model: o.SimModel, MIGProfiles: splitList(o.SimMIGProfiles), Identity: o.Hostname})
+}
+
+// newBackendOpener opens the NVML backend, retrying from 1 s doubling to
+// 1 min.
+func newBackendOpener(o *Options, log *slog.Logger, reg prometheus.Registerer) *backendOpener {
+	return newOpener(func() (gpu.Backend, error) {
 		b, err := nvml.New(gonvml.New(), nvml.Options{Logger: log.With("component", "nvml"), XIDEvents: true,
 			Processes: o.ContainerRuntimeSocket != "", Profiling: o.Profiling})
 		if err != nil {
 			return nil, err
 		}
 		return b, nil
-	}
-	return nil, fmt.Errorf("unknown backend %q", o.Backend)
+	}, clock.RealClock{}, defaultOpenBackoff(), log, reg)
 }
 
 // maxHeaderBytes bounds a request's headers (net/http adds 4 KiB of slack).

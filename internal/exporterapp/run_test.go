@@ -137,23 +137,39 @@ func TestRunWithoutPodAttribution(t *testing.T) {
 	})
 }
 
+// TestRunNVMLWithoutDriver runs the NVML backend on this machine, which has
+// no driver: the exporter listens, stays alive (healthz 200) but unready
+// (readyz 503) while it retries, counts the failures, and stops cleanly.
 func TestRunNVMLWithoutDriver(t *testing.T) {
 	o := exporterapp.NewOptions()
 	o.Backend = "nvml"
 	o.PodResourcesSocket = ""
 	o.ListenAddress = "127.0.0.1:0"
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	listened := false
-	err := exporterapp.Run(ctx, o, testLogger(t), func(net.Addr) { listened = true })
-	if err == nil || !strings.Contains(err.Error(), "NVML") {
-		t.Fatalf("Run with nvml on a machine without the driver: err = %v, want an NVML error", err)
+	p := start(t, o)
+	base := "http://" + p.addr
+	if code, body := get(t, http.DefaultClient, base+"/readyz"); code != http.StatusServiceUnavailable {
+		t.Errorf("/readyz without NVML: %d %s, want 503", code, body)
 	}
-	if listened {
-		t.Error("the server listened although the backend failed")
+	if code, body := get(t, http.DefaultClient, base+"/healthz"); code != http.StatusOK {
+		t.Errorf("/healthz while retrying NVML: %d %s, want 200", code, body)
 	}
-	if ctx.Err() != nil {
-		t.Error("Run took 30s to fail")
+	eventually(t, "an NVML open failure counted", func() error {
+		_, body := get(t, http.DefaultClient, base+"/metrics")
+		mfs, err := parseScrape(body)
+		if err != nil {
+			return err
+		}
+		mf := mfs["gpuscale_exporter_backend_open_failures_total"]
+		if mf == nil || mf.GetMetric()[0].GetCounter().GetValue() < 1 {
+			return fmt.Errorf("no failure counted yet")
+		}
+		if _, ok := mfs["DCGM_FI_DEV_GPU_UTIL"]; ok {
+			return fmt.Errorf("GPU series served without a backend")
+		}
+		return nil
+	})
+	if err := p.stop(); err != nil {
+		t.Errorf("Run after cancel = %v, want nil", err)
 	}
 }
 
