@@ -89,7 +89,7 @@ func Run(ctx context.Context, o *Options, log *slog.Logger, ready func(addr net.
 		<-served
 		return err
 	}
-	reg.MustRegister(col)
+	// /metrics serves the collector's encoded snapshot after reg's families: col must not be in reg.
 	src.col.Store(col)
 	// The deferred backend.Close must not run while a collection is still
 	// reading the backend (NVML would be shut down under it), so wait for

@@ -14,13 +14,14 @@ import (
 
 	"github.com/gin-gonic/gin"
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/gpuscale/gpuscale/pkg/exporter"
 	"github.com/gpuscale/gpuscale/pkg/gpu"
 )
 
-// SnapshotSource is the collector as the handlers see it.
+// SnapshotSource is the collector as the handlers see it. /metrics serves
+// its snapshot's encoded GPU series after Config.Gatherer's, which must
+// not hold the collector itself.
 type SnapshotSource interface {
 	Snapshot() *exporter.Snapshot
 	Healthy() (bool, time.Duration)
@@ -87,13 +88,9 @@ func New(cfg Config) http.Handler {
 		api.Use(newLimiter(cfg.MaxRequests, cfg.MaxRequestsWait, own.refused.WithLabelValues("api")).handler())
 	}
 
-	// promhttp's own MaxRequestsInFlight would refuse at once; the limiter
-	// above queues briefly instead.
-	metrics := promhttp.HandlerFor(cfg.Gatherer, promhttp.HandlerOpts{
-		ErrorHandling:     promhttp.ContinueOnError,
-		EnableOpenMetrics: true,
-	})
-	scrapes.GET("/metrics", gin.WrapH(metrics))
+	// The limiter above queues briefly where promhttp's own
+	// MaxRequestsInFlight would refuse at once.
+	scrapes.GET("/metrics", gin.WrapH(newMetricsHandler(cfg.Gatherer, cfg.Source)))
 	r.GET("/healthz", func(c *gin.Context) {
 		ok, age := cfg.Source.Healthy()
 		if !ok && cfg.Source.Snapshot() == nil {

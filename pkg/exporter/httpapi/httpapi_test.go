@@ -45,7 +45,7 @@ func newSimNode(t testing.TB, opts sim.Options) *simNode {
 	if err != nil {
 		t.Fatal(err)
 	}
-	reg.MustRegister(col)
+	// /metrics serves the collector's snapshot itself: not in reg.
 	n.backend, n.col = b, col
 	n.h = httpapi.New(httpapi.Config{
 		Source: col, Gatherer: reg, Hostname: "node-a", Registerer: reg,
