@@ -41,6 +41,7 @@ type Snapshot struct {
 	metrics []prometheus.Metric
 	// text and openMetrics are metrics, encoded (Exposition).
 	text, openMetrics []byte
+	families          map[string]bool
 }
 
 // Config configures a Collector.
@@ -165,7 +166,7 @@ func (c *Collector) CollectOnce(ctx context.Context) (err error) {
 		}
 	}
 	s.metrics = c.builder.Build(s.Devices)
-	if s.text, s.openMetrics, err = encodeExposition(s.metrics); err != nil {
+	if s.text, s.openMetrics, s.families, err = encodeExposition(s.metrics); err != nil {
 		return err
 	}
 	c.snap.Store(s)

@@ -27,6 +27,7 @@ type device struct {
 	mig                       bool
 	util, used, free, reserve float64
 	power                     float64
+	sm, tensor                float64 // percent
 	// has marks the fields read, bad those rejected.
 	has, bad uint8
 	pods     map[store.Key]struct{}
@@ -43,6 +44,8 @@ const (
 	hasFree
 	hasReserved
 	hasPower
+	hasSM
+	hasTensor
 )
 
 const hasMemory = hasUsed | hasFree | hasReserved
@@ -59,6 +62,13 @@ var gpuFields = []struct {
 	{dcgm.FBFree, hasFree, checkMiB},
 	{dcgm.FBReserved, hasReserved, checkMiB},
 	{dcgm.PowerUsage, hasPower, store.GPUPowerWatts.DeviceRange().Check},
+	{dcgm.ProfSMActive, hasSM, checkRatio(store.GPUSMActive)},
+	{dcgm.ProfTensorActive, hasTensor, checkRatio(store.GPUTensorActive)},
+}
+
+// checkRatio checks a DCGM profiling ratio (0 to 1) against sig, a percent.
+func checkRatio(sig store.Signal) func(float64) error {
+	return func(v float64) error { return sig.DeviceRange().Check(v * 100) }
 }
 
 // checkMiB checks a framebuffer reading, in MiB: used, free and reserved
@@ -203,6 +213,10 @@ func (d *device) set(bit uint8, v float64) {
 		d.reserve = v
 	case hasPower:
 		d.power = v
+	case hasSM:
+		d.sm = v * 100
+	case hasTensor:
+		d.tensor = v * 100
 	}
 }
 
@@ -214,6 +228,8 @@ type aggregate struct {
 	utilN              int
 	used, total, power float64
 	memN, powerN       int
+	sm, tensor         float64
+	smN, tensorN       int
 	void               uint8 // has* bits of rejected readings
 }
 
@@ -231,6 +247,14 @@ func (a *aggregate) add(d *device, util float64) {
 	if d.has&hasPower != 0 {
 		a.power += d.power
 		a.powerN++
+	}
+	if d.has&hasSM != 0 {
+		a.sm += d.sm
+		a.smN++
+	}
+	if d.has&hasTensor != 0 {
+		a.tensor += d.tensor
+		a.tensorN++
 	}
 }
 
@@ -263,6 +287,12 @@ func (a *aggregate) sample(rejected *[]Rejection, k *store.Key) store.Sample {
 	}
 	if a.powerN > 0 && a.void&hasPower == 0 {
 		set(store.GPUPowerWatts, a.power, a.powerN)
+	}
+	if a.smN > 0 && a.void&hasSM == 0 {
+		set(store.GPUSMActive, a.sm/float64(a.smN), a.smN)
+	}
+	if a.tensorN > 0 && a.void&hasTensor == 0 {
+		set(store.GPUTensorActive, a.tensor/float64(a.tensorN), a.tensorN)
 	}
 	return s
 }

@@ -52,12 +52,16 @@ func newMetricsHandler(g prometheus.Gatherer, src SnapshotSource) http.HandlerFu
 			out = gz
 		}
 		enc := expfmt.NewEncoder(out, format)
+		s := src.Snapshot()
 		for _, mf := range mfs {
+			if s != nil && s.HasFamily(mf.GetName()) {
+				continue // a registry holding the collector: served below
+			}
 			if err := enc.Encode(mf); err != nil {
 				return // the client went away
 			}
 		}
-		if s := src.Snapshot(); s != nil {
+		if s != nil {
 			if _, err := out.Write(s.Exposition(openMetrics)); err != nil {
 				return
 			}

@@ -2,11 +2,17 @@ package httpapi_test
 
 import (
 	"compress/gzip"
+	"context"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"testing"
+	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/gpuscale/gpuscale/pkg/exporter"
+	"github.com/gpuscale/gpuscale/pkg/exporter/httpapi"
 	"github.com/gpuscale/gpuscale/pkg/gpu/sim"
 )
 
@@ -61,5 +67,29 @@ func TestMetricsBeforeFirstCollection(t *testing.T) {
 	mfs := parseText(t, readBody(t, resp))
 	if resp.StatusCode != http.StatusOK || mfs["gpuscale_exporter_info"] == nil || mfs["DCGM_FI_DEV_GPU_UTIL"] != nil {
 		t.Errorf("before a collection: status %d, families %v; want the exporter's own and no GPU series", resp.StatusCode, len(mfs))
+	}
+}
+
+// TestMetricsWithCollectorInRegistry wires the collector into the
+// gatherer too, as callers of the collector as a prometheus.Collector do:
+// its families are still served once.
+func TestMetricsWithCollectorInRegistry(t *testing.T) {
+	b, err := sim.New(sim.Options{GPUs: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg := prometheus.NewRegistry()
+	col, err := exporter.NewCollector(exporter.Config{Backend: b, Hostname: "node-a", Interval: time.Second, Registerer: reg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg.MustRegister(col)
+	if err := col.CollectOnce(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	h := httpapi.New(httpapi.Config{Source: col, Gatherer: reg})
+	mfs := parseText(t, readBody(t, do(t, h, http.MethodGet, "/metrics", "")))
+	if len(mfs["DCGM_FI_DEV_GPU_UTIL"].GetMetric()) != 1 || mfs["gpuscale_exporter_info"] == nil {
+		t.Errorf("families: GPU_UTIL %v, info %v", mfs["DCGM_FI_DEV_GPU_UTIL"], mfs["gpuscale_exporter_info"])
 	}
 }
