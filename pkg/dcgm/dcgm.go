@@ -103,7 +103,7 @@ var Metrics = []Metric{
 	{PCIeTxThroughput, Counter, "PCIe TX throughput over the driver's last 20 ms sample (in KB/s), as dcgm-exporter serves it through NVML."},
 	{PCIeRxThroughput, Counter, "PCIe RX throughput over the driver's last 20 ms sample (in KB/s), as dcgm-exporter serves it through NVML."},
 	{PCIeReplayCounter, Counter, "Total number of PCIe retries."},
-	{NVLinkBandwidthTotal, Counter, "NVLink throughput over every link, TX plus RX (in bytes/s)."},
+	{NVLinkBandwidthTotal, Counter, "NVLink data transferred over every link since driver load, TX plus RX (in bytes)."},
 	{CorrectableRemappedRows, Counter, "Number of remapped rows for correctable errors."},
 	{UncorrectableRemappedRows, Counter, "Number of remapped rows for uncorrectable errors."},
 	{RowRemapPending, Gauge, "Whether rows are pending remapping (1) until the GPU is reset."},

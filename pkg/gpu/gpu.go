@@ -33,7 +33,7 @@ const (
 	FieldPCIeTxThroughput                     // KB/s over the driver's last 20 ms
 	FieldPCIeRxThroughput                     // KB/s over the driver's last 20 ms
 	FieldPCIeReplay                           // PCIe replays since driver load (counter)
-	FieldNVLinkBandwidth                      // bytes/s, TX plus RX over every link
+	FieldNVLinkBandwidth                      // bytes, TX plus RX over every link since driver load (counter)
 	FieldRemappedRowsCorrectable              // rows remapped for correctable errors (counter)
 	FieldRemappedRowsUncorrectable
 	FieldRowRemapPending // 1 when a remap waits for a GPU reset

@@ -152,6 +152,31 @@ var unsupportedTests = []struct {
 		gpu.FieldEncUtil, gpu.FieldDecUtil, gpu.FieldPCIeReplay, gpu.FieldPCIeTxThroughput, gpu.FieldPCIeRxThroughput,
 		gpu.FieldRemappedRowsCorrectable, gpu.FieldRemappedRowsUncorrectable, gpu.FieldRowRemapPending, gpu.FieldRowRemapFailure},
 }, {
+	name: "NVLink: TX plus RX over every link, KiB to bytes",
+	setup: func(f *fixture) {
+		f.gpus[0].nvlink, f.gpus[0].nvlinkTxKiB, f.gpus[0].nvlinkRxKiB = true, 1000, 24
+	},
+	override: map[gpu.Field]float64{gpu.FieldNVLinkBandwidth: 1024 * 1024},
+}, {
+	name: "NVLink counters not supported: absent",
+	setup: func(f *fixture) {
+		f.gpus[0].nvlink = true
+		f.gpus[0].setRet("FI_DEV_NVLINK_THROUGHPUT", gonvml.ERROR_NOT_SUPPORTED)
+	},
+}, {
+	name:     "licensed vGPU guest",
+	setup:    func(f *fixture) { f.gpus[0].virtMode, f.gpus[0].licensed = gonvml.GPU_VIRTUALIZATION_MODE_VGPU, true },
+	override: map[gpu.Field]float64{gpu.FieldVGPULicensed: 1},
+}, {
+	name:     "unlicensed vGPU guest: 0, not absent",
+	setup:    func(f *fixture) { f.gpus[0].virtMode = gonvml.GPU_VIRTUALIZATION_MODE_VGPU },
+	override: map[gpu.Field]float64{gpu.FieldVGPULicensed: 0},
+}, {
+	name: "passthrough: no licence to report",
+	setup: func(f *fixture) {
+		f.gpus[0].virtMode, f.gpus[0].licensed = gonvml.GPU_VIRTUALIZATION_MODE_PASSTHROUGH, true
+	},
+}, {
 	name:  "no row remapper (pre-Ampere): the four remap fields absent together",
 	setup: func(f *fixture) { f.gpus[0].setRet("GetRemappedRows", gonvml.ERROR_NOT_SUPPORTED) },
 	drop: []gpu.Field{gpu.FieldRemappedRowsCorrectable, gpu.FieldRemappedRowsUncorrectable,

@@ -27,6 +27,8 @@ var gpuFields = []fieldReader{
 	readEncDec,
 	readPCIe,
 	readRemappedRows,
+	readNVLink,
+	readVGPULicense,
 }
 
 // migFields are read for MIG device handles. Temperature, power and clocks
@@ -244,4 +246,57 @@ func b2f(b bool) float64 {
 		return 1
 	}
 	return 0
+}
+
+// allLinks is NVML's scope for a field summed over every NVLink (UINT_MAX).
+const allLinks = ^uint32(0)
+
+// readNVLink reads the NVLink data counters, in KiB since driver load,
+// summed over every link. A GPU without NVLink answers not supported.
+func readNVLink(_ *Backend, d gonvml.Device, r *gpu.Reading) error {
+	const op = "get NVLink throughput"
+	values := []gonvml.FieldValue{
+		{FieldId: gonvml.FI_DEV_NVLINK_THROUGHPUT_DATA_TX, ScopeId: allLinks},
+		{FieldId: gonvml.FI_DEV_NVLINK_THROUGHPUT_DATA_RX, ScopeId: allLinks},
+	}
+	if err := check(op, d.GetFieldValues(values)); err != nil {
+		return err
+	}
+	var kib float64
+	for _, v := range values {
+		if err := check(op, gonvml.Return(v.NvmlReturn)); err != nil {
+			return err
+		}
+		n, ok := decodeFieldValue(v)
+		if !ok {
+			return errSkip
+		}
+		kib += n
+	}
+	r.Set(gpu.FieldNVLinkBandwidth, kib*1024)
+	return nil
+}
+
+// readVGPULicense reads a vGPU guest's licence. On bare metal and in
+// passthrough there is no licence to report: the field stays absent.
+func readVGPULicense(_ *Backend, d gonvml.Device, r *gpu.Reading) error {
+	mode, ret := d.GetVirtualizationMode()
+	if err := check("get virtualization mode", ret); err != nil {
+		return err
+	}
+	if mode != gonvml.GPU_VIRTUALIZATION_MODE_VGPU {
+		return errSkip
+	}
+	feats, ret := d.GetGridLicensableFeatures()
+	if err := check("get vGPU licensable features", ret); err != nil {
+		return err
+	}
+	licensed := 0.0
+	for i := range min(int(feats.LicensableFeaturesCount), len(feats.GridLicensableFeatures)) {
+		if feats.GridLicensableFeatures[i].FeatureState == gonvml.GRID_LICENSE_STATE_LICENSED {
+			licensed = 1
+		}
+	}
+	r.Set(gpu.FieldVGPULicensed, licensed)
+	return nil
 }

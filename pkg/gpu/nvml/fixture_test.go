@@ -35,7 +35,12 @@ type fakeGPU struct {
 	rowsCorr, rowsUnc int
 	remapPending      bool
 	remapFailed       bool
-	migMode           int
+	// nvlinkTxKiB and nvlinkRxKiB are answered when nvlink is set.
+	nvlink                   bool
+	nvlinkTxKiB, nvlinkRxKiB uint64
+	virtMode                 gonvml.GpuVirtualizationMode
+	licensed                 bool
+	migMode                  int
 	// migs are the MIG slots; a nil entry is an empty slot.
 	migs []*fakeMIG
 
@@ -123,6 +128,17 @@ func mockGPU(g *fakeGPU) *mock.Device {
 	d.GetFieldValuesFunc = func(values []gonvml.FieldValue) gonvml.Return {
 		for i := range values {
 			v := &values[i]
+			if g.nvlink && v.ScopeId == ^uint32(0) &&
+				(v.FieldId == gonvml.FI_DEV_NVLINK_THROUGHPUT_DATA_TX || v.FieldId == gonvml.FI_DEV_NVLINK_THROUGHPUT_DATA_RX) {
+				n := g.nvlinkTxKiB
+				if v.FieldId == gonvml.FI_DEV_NVLINK_THROUGHPUT_DATA_RX {
+					n = g.nvlinkRxKiB
+				}
+				v.ValueType = uint32(gonvml.VALUE_TYPE_UNSIGNED_LONG_LONG)
+				v.Value = encodeValue(gonvml.VALUE_TYPE_UNSIGNED_LONG_LONG, float64(n))
+				v.NvmlReturn = uint32(g.ret("FI_DEV_NVLINK_THROUGHPUT"))
+				continue
+			}
 			if v.FieldId != gonvml.FI_DEV_MEMORY_TEMP {
 				v.NvmlReturn = uint32(gonvml.ERROR_NOT_SUPPORTED)
 				continue
@@ -161,6 +177,17 @@ func mockGPU(g *fakeGPU) *mock.Device {
 	}
 	d.GetRemappedRowsFunc = func() (int, int, bool, bool, gonvml.Return) {
 		return g.rowsCorr, g.rowsUnc, g.remapPending, g.remapFailed, g.ret("GetRemappedRows")
+	}
+	d.GetVirtualizationModeFunc = func() (gonvml.GpuVirtualizationMode, gonvml.Return) {
+		return g.virtMode, g.ret("GetVirtualizationMode")
+	}
+	d.GetGridLicensableFeaturesFunc = func() (gonvml.GridLicensableFeatures, gonvml.Return) {
+		f := gonvml.GridLicensableFeatures{IsGridLicenseSupported: 1, LicensableFeaturesCount: 1}
+		f.GridLicensableFeatures[0].FeatureState = gonvml.GRID_LICENSE_STATE_UNLICENSED
+		if g.licensed {
+			f.GridLicensableFeatures[0].FeatureState = gonvml.GRID_LICENSE_STATE_LICENSED
+		}
+		return f, g.ret("GetGridLicensableFeatures")
 	}
 	addMIGFuncs(d, g)
 	d.RegisterEventsFunc = func(uint64, gonvml.EventSet) gonvml.Return { return g.ret("RegisterEvents") }

@@ -81,6 +81,8 @@ type device struct {
 	powerW     float64 // state, relaxes towards the target power
 	tempC      float64 // state, relaxes towards the power's steady state
 	energyMJ   float64
+	// nvlinkBytes counts NVLink traffic, TX plus RX, since the start.
+	nvlinkBytes float64
 }
 
 func newDevice(i int, identity, model string, s spec, now time.Time) *device {
@@ -114,6 +116,7 @@ func (d *device) advance(now time.Time) {
 	// so energy would depend on how often the exporter collects.
 	d.energyMJ += (target*dt.Seconds() + (before-d.powerW)*powerTau.Seconds()) * 1000
 	d.tempC = relax(d.tempC, ambientC+thermalCPerW*d.powerW, dt, thermalTau)
+	d.nvlinkBytes += 2 * d.targetUtil * simNVLinkBytesPerPct * dt.Seconds()
 }
 
 // relax moves x towards target as a first-order system with time constant tau.
@@ -198,6 +201,7 @@ func (d *device) readings() []gpu.Reading {
 	r.Set(gpu.FieldMemClock, d.spec.memMHz)
 	r.Set(gpu.FieldLastXID, float64(d.lastXID))
 	setHealthAndProfiling(&r, util)
+	r.Set(gpu.FieldNVLinkBandwidth, math.Round(d.nvlinkBytes))
 	r.XIDCounts = make(map[uint64]uint64, len(d.xids))
 	for k, v := range d.xids {
 		r.XIDCounts[k] = v
@@ -239,7 +243,6 @@ func setHealthAndProfiling(r *gpu.Reading, util float64) {
 		gpu.FieldEncUtil: 0, gpu.FieldDecUtil: 0, gpu.FieldPCIeReplay: 0,
 		gpu.FieldPCIeTxThroughput:        math.Round(util * simPCIeBytesPerPct / 2 / 1000),
 		gpu.FieldPCIeRxThroughput:        math.Round(util * simPCIeBytesPerPct / 1000),
-		gpu.FieldNVLinkBandwidth:         math.Round(util * simNVLinkBytesPerPct * 2),
 		gpu.FieldRemappedRowsCorrectable: 0, gpu.FieldRemappedRowsUncorrectable: 0,
 		gpu.FieldRowRemapPending: 0, gpu.FieldRowRemapFailure: 0,
 		gpu.FieldGREngineActive: busy,

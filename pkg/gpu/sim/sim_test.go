@@ -7,6 +7,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/gpuscale/gpuscale/pkg/gpu"
 )
@@ -449,5 +450,24 @@ func TestProfilingFollowsLoad(t *testing.T) {
 		if _, ok := r.Get(gpu.FieldVGPULicensed); ok {
 			t.Error("a bare-metal simulated GPU reports a vGPU licence")
 		}
+	}
+}
+
+func TestNVLinkCounterGrowsWithLoad(t *testing.T) {
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	b, err := New(Options{GPUs: 1, Now: func() time.Time { return now }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	util := 50.0
+	if err := b.SetLoad("0", Load{Utilization: &util}); err != nil {
+		t.Fatal(err)
+	}
+	first, _ := collect(t, b)[0].Get(gpu.FieldNVLinkBandwidth)
+	now = now.Add(10 * time.Second)
+	second, ok := collect(t, b)[0].Get(gpu.FieldNVLinkBandwidth)
+	// 50% load moves 2 * 50 * 1e9 bytes a second, TX plus RX.
+	if !ok || second-first != 10*2*50*simNVLinkBytesPerPct {
+		t.Errorf("NVLink counter moved %v in 10 s at 50%%, want %v", second-first, 10*2*50*simNVLinkBytesPerPct)
 	}
 }
