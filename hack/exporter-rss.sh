@@ -28,7 +28,7 @@ cleanup() {
 trap cleanup EXIT
 
 echo "building exporter..." >&2
-(cd "$root" && CGO_CFLAGS="${CGO_CFLAGS:--Wno-deprecated-declarations}" go build -o "$work/exporter" ./cmd/exporter)
+(cd "$root" && CGO_CFLAGS="${CGO_CFLAGS:--Wno-deprecated-declarations}" go build -tags nomsgpack -o "$work/exporter" ./cmd/exporter)
 
 # Port 0 lets the kernel pick a free port; the exporter logs the bound address.
 "$work/exporter" --backend=sim --sim-gpus=8 --pod-resources-socket= \

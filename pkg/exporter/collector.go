@@ -25,22 +25,35 @@ type PodSource interface {
 	PodsByDevice() map[string][]metrics.PodRef
 }
 
+// ProcessPods names the pod of a GPU process, from memory.
+type ProcessPods interface {
+	// PodOf returns the container pid runs in, or the reason it is in no
+	// known pod ("" on success).
+	PodOf(pid uint32) (ref metrics.PodRef, reason string)
+}
+
 // Snapshot is one collection, immutable once published.
 type Snapshot struct {
 	Time    time.Time
-	Backend string
+	Backend gpu.Kind
 	Driver  string
 	Devices []metrics.DeviceState
 	metrics []prometheus.Metric
+	// text and openMetrics are metrics, encoded (Exposition).
+	text, openMetrics []byte
+	families          map[string]bool
 }
 
 // Config configures a Collector.
 type Config struct {
-	Backend  gpu.Backend
-	Pods     PodSource // optional
-	Hostname string
-	Interval time.Duration
-	Logger   *slog.Logger
+	Backend gpu.Backend
+	Pods    PodSource // optional
+	// Processes, when set with Pods, attributes the processes on a GPU
+	// that several pods share, so that each pod is served its own share.
+	Processes ProcessPods
+	Hostname  string
+	Interval  time.Duration
+	Logger    *slog.Logger
 	// Registerer receives the collector's own metrics (duration, errors,
 	// last success). Nil skips them.
 	Registerer prometheus.Registerer
@@ -56,9 +69,10 @@ type Collector struct {
 	// collecting serialises collections: the backend contract allows no
 	// concurrent Collect, and snapshots must publish in order. The
 	// simulated load API collects out of turn.
-	collecting sync.Mutex
-	self       *selfMetrics
-	now        func() time.Time
+	collecting  sync.Mutex
+	self        *selfMetrics
+	attribution *prometheus.CounterVec
+	now         func() time.Time
 }
 
 // NewCollector builds a Collector; call Run to start collecting.
@@ -75,12 +89,22 @@ func NewCollector(cfg Config) (*Collector, error) {
 	c := &Collector{
 		cfg:     cfg,
 		log:     cfg.Logger,
-		builder: metrics.NewGPUBuilder(cfg.Hostname, cfg.Backend.DriverVersion(), cfg.Backend.Name() == "sim"),
-		self:    newSelfMetrics(cfg.Backend.Name(), cfg.Backend.DriverVersion()),
+		builder: metrics.NewGPUBuilder(cfg.Hostname, cfg.Backend.DriverVersion(), cfg.Backend.Kind().Simulated()),
+		self:    newSelfMetrics(cfg.Backend.Kind(), cfg.Backend.DriverVersion()),
 		now:     time.Now,
+		attribution: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "gpuscale_exporter_process_attribution_failures_total",
+			Help: "Processes on a shared GPU, counted once per collection, whose share is served with empty pod labels, by reason: no_cgroup (unreadable /proc/<pid>/cgroup, often an exited process), not_in_pod, unknown_container (the runtime does not know it), pod_mismatch (the runtime's pod UID differs from the cgroup's) or not_assigned (its pod does not hold the GPU per the kubelet).",
+		}, []string{"reason"}),
+	}
+	for _, r := range attributionReasons {
+		c.attribution.WithLabelValues(r)
 	}
 	if cfg.Registerer != nil {
 		if err := c.self.register(cfg.Registerer, cfg.Backend); err != nil {
+			return nil, fmt.Errorf("exporter: register own metrics: %w", err)
+		}
+		if err := cfg.Registerer.Register(c.attribution); err != nil {
 			return nil, fmt.Errorf("exporter: register own metrics: %w", err)
 		}
 	}
@@ -119,7 +143,7 @@ func (c *Collector) CollectOnce(ctx context.Context) (err error) {
 	}()
 	readings, err := c.cfg.Backend.Collect(ctx)
 	if err != nil {
-		return fmt.Errorf("exporter: read %s backend: %w", c.cfg.Backend.Name(), err)
+		return fmt.Errorf("exporter: read %s backend: %w", c.cfg.Backend.Kind(), err)
 	}
 	var byDevice map[string][]metrics.PodRef
 	if c.cfg.Pods != nil {
@@ -127,18 +151,24 @@ func (c *Collector) CollectOnce(ctx context.Context) (err error) {
 	}
 	s := &Snapshot{
 		Time:    start,
-		Backend: c.cfg.Backend.Name(),
+		Backend: c.cfg.Backend.Kind(),
 		Driver:  c.cfg.Backend.DriverVersion(),
 		Devices: make([]metrics.DeviceState, len(readings)),
 	}
 	unhealthy := 0
 	for i, r := range readings {
 		s.Devices[i] = metrics.DeviceState{Reading: r, Pods: byDevice[r.Device.ID()]}
+		if c.cfg.Processes != nil && r.Healthy() && r.Processes != nil && len(s.Devices[i].Pods) > 1 {
+			s.Devices[i].Shares = c.shares(r.Processes, s.Devices[i].Pods)
+		}
 		if !r.Healthy() {
 			unhealthy++
 		}
 	}
 	s.metrics = c.builder.Build(s.Devices)
+	if s.text, s.openMetrics, s.families, err = encodeExposition(s.metrics); err != nil {
+		return err
+	}
 	c.snap.Store(s)
 	c.self.devices(len(readings), unhealthy, start)
 	return nil
@@ -163,7 +193,8 @@ func (c *Collector) Healthy() (bool, time.Duration) {
 func (c *Collector) Describe(chan<- *prometheus.Desc) {}
 
 // Collect implements prometheus.Collector: it replays the snapshot's
-// prebuilt metrics, so a scrape costs no device or kubelet calls.
+// prebuilt metrics, so a scrape costs no device or kubelet calls. The
+// exporter's /metrics serves Snapshot.Exposition instead, cheaper still.
 func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	s := c.snap.Load()
 	if s == nil {

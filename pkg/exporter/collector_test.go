@@ -57,7 +57,7 @@ func TestCollectOncePublishesSnapshot(t *testing.T) {
 	if s == nil {
 		t.Fatal("no snapshot after CollectOnce")
 	}
-	if !s.Time.Equal(clk.Now()) || s.Backend != "fake" || s.Driver != "550.1" || len(s.Devices) != 2 {
+	if !s.Time.Equal(clk.Now()) || s.Backend != gpu.KindNVML || s.Driver != "550.1" || len(s.Devices) != 2 {
 		t.Errorf("snapshot = time %v backend %q driver %q %d devices", s.Time, s.Backend, s.Driver, len(s.Devices))
 	}
 	util := series(t, reg, "DCGM_FI_DEV_GPU_UTIL", "gpu")
@@ -141,7 +141,7 @@ func TestBackendErrorKeepsSnapshot(t *testing.T) {
 	for i, tc := range tests {
 		clk.Advance(tc.advance)
 		err := c.CollectOnce(ctx)
-		if !errors.Is(err, errDriver) || !strings.Contains(err.Error(), "fake backend") {
+		if !errors.Is(err, errDriver) || !strings.Contains(err.Error(), "nvml backend") {
 			t.Errorf("step %d: CollectOnce error %v, want it to wrap %v and name the backend", i, err, errDriver)
 		}
 		if c.Snapshot() != good {

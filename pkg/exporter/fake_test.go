@@ -24,7 +24,7 @@ type fakeBackend struct {
 	panicVal any
 }
 
-func (f *fakeBackend) Name() string          { return "fake" }
+func (f *fakeBackend) Kind() gpu.Kind        { return gpu.KindNVML }
 func (f *fakeBackend) DriverVersion() string { return "550.1" }
 func (f *fakeBackend) Close() error          { return nil }
 

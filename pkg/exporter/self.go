@@ -1,6 +1,7 @@
 package exporter
 
 import (
+	"strconv"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -18,7 +19,7 @@ type selfMetrics struct {
 	info        prometheus.Gauge
 }
 
-func newSelfMetrics(backend, driver string) *selfMetrics {
+func newSelfMetrics(backend gpu.Kind, driver string) *selfMetrics {
 	return &selfMetrics{
 		duration: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "gpuscale_exporter_collection_duration_seconds",
@@ -45,8 +46,8 @@ func newSelfMetrics(backend, driver string) *selfMetrics {
 			Name: "gpuscale_exporter_info",
 			Help: "The exporter's backend (nvml or sim) and driver version; always 1.",
 			ConstLabels: prometheus.Labels{
-				"backend": backend, "driver_version": driver,
-				"simulated": map[bool]string{true: "true", false: "false"}[backend == "sim"],
+				"backend": backend.String(), "driver_version": driver,
+				"simulated": strconv.FormatBool(backend.Simulated()),
 			},
 		}),
 	}

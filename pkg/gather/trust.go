@@ -7,9 +7,9 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/gpuscale/gpuscale/pkg/dcgm"
 	"github.com/gpuscale/gpuscale/pkg/discovery"
 	"github.com/gpuscale/gpuscale/pkg/ingest"
-	"github.com/gpuscale/gpuscale/pkg/metrics"
 	"github.com/gpuscale/gpuscale/pkg/store"
 )
 
@@ -111,9 +111,9 @@ func claimedUIDs(families map[string]*dto.MetricFamily) map[store.Key]string {
 			var uid string
 			for _, l := range m.GetLabel() {
 				switch l.GetName() {
-				case metrics.LabelNamespace:
+				case dcgm.LabelNamespace:
 					k.Namespace = l.GetValue()
-				case metrics.LabelPod:
+				case dcgm.LabelPod:
 					k.Name = l.GetValue()
 				case labelPodUID:
 					uid = l.GetValue()

@@ -22,10 +22,10 @@ func FuzzGPU(f *testing.F) {
 	}
 	f.Add(golden)
 	f.Add([]byte(exposition))
-	f.Add([]byte(dcgm("DCGM_FI_DEV_GPU_UTIL", "GPU-a", "p1", "1e300") + dcgm("DCGM_FI_DEV_GPU_UTIL", "GPU-b", "p1", "+Inf") + busy))
-	f.Add([]byte(dcgm("DCGM_FI_DEV_POWER_USAGE", "GPU-a", "p1", "19999") + dcgm("DCGM_FI_DEV_POWER_USAGE", "GPU-b", "p1", "19999") +
-		dcgm("DCGM_FI_DEV_FB_USED", "GPU-a", "p1", "4194304") + dcgm("DCGM_FI_DEV_FB_FREE", "GPU-a", "p1", "-1")))
-	f.Add([]byte(dcgm("DCGM_FI_DEV_GPU_UTIL", "GPU-a", "p1", "5") + dcgm("DCGM_FI_DEV_GPU_UTIL", "GPU-a", "p1", "5")))
+	f.Add([]byte(dcgmSeries("DCGM_FI_DEV_GPU_UTIL", "GPU-a", "p1", "1e300") + dcgmSeries("DCGM_FI_DEV_GPU_UTIL", "GPU-b", "p1", "+Inf") + busy))
+	f.Add([]byte(dcgmSeries("DCGM_FI_DEV_POWER_USAGE", "GPU-a", "p1", "19999") + dcgmSeries("DCGM_FI_DEV_POWER_USAGE", "GPU-b", "p1", "19999") +
+		dcgmSeries("DCGM_FI_DEV_FB_USED", "GPU-a", "p1", "4194304") + dcgmSeries("DCGM_FI_DEV_FB_FREE", "GPU-a", "p1", "-1")))
+	f.Add([]byte(dcgmSeries("DCGM_FI_DEV_GPU_UTIL", "GPU-a", "p1", "5") + dcgmSeries("DCGM_FI_DEV_GPU_UTIL", "GPU-a", "p1", "5")))
 	f.Add([]byte("# TYPE DCGM_FI_DEV_FB_USED histogram\nDCGM_FI_DEV_FB_USED_bucket{UUID=\"a\",le=\"+Inf\"} 1\n"))
 	f.Fuzz(func(t *testing.T, in []byte) {
 		p := expfmt.NewTextParser(model.UTF8Validation)

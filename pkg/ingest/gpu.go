@@ -15,8 +15,8 @@ import (
 
 	dto "github.com/prometheus/client_model/go"
 
+	"github.com/gpuscale/gpuscale/pkg/dcgm"
 	"github.com/gpuscale/gpuscale/pkg/inference"
-	"github.com/gpuscale/gpuscale/pkg/metrics"
 	"github.com/gpuscale/gpuscale/pkg/store"
 )
 
@@ -27,9 +27,15 @@ type device struct {
 	mig                       bool
 	util, used, free, reserve float64
 	power                     float64
+	sm, tensor                float64 // percent
 	// has marks the fields read, bad those rejected.
 	has, bad uint8
 	pods     map[store.Key]struct{}
+	// shared marks a GPU whose GPU_UTIL series are each pod's share
+	// (dcgm.GPUShared): utilSum is the device's, podUtil each pod's.
+	shared  bool
+	utilSum float64
+	podUtil map[store.Key]float64
 }
 
 const (
@@ -38,6 +44,8 @@ const (
 	hasFree
 	hasReserved
 	hasPower
+	hasSM
+	hasTensor
 )
 
 const hasMemory = hasUsed | hasFree | hasReserved
@@ -49,11 +57,18 @@ var gpuFields = []struct {
 	bit   uint8
 	check func(float64) error
 }{
-	{"DCGM_FI_DEV_GPU_UTIL", hasUtil, store.GPUUtilization.DeviceRange().Check},
-	{"DCGM_FI_DEV_FB_USED", hasUsed, checkMiB},
-	{"DCGM_FI_DEV_FB_FREE", hasFree, checkMiB},
-	{"DCGM_FI_DEV_FB_RESERVED", hasReserved, checkMiB},
-	{"DCGM_FI_DEV_POWER_USAGE", hasPower, store.GPUPowerWatts.DeviceRange().Check},
+	{dcgm.GPUUtil, hasUtil, store.GPUUtilization.DeviceRange().Check},
+	{dcgm.FBUsed, hasUsed, checkMiB},
+	{dcgm.FBFree, hasFree, checkMiB},
+	{dcgm.FBReserved, hasReserved, checkMiB},
+	{dcgm.PowerUsage, hasPower, store.GPUPowerWatts.DeviceRange().Check},
+	{dcgm.ProfSMActive, hasSM, checkRatio(store.GPUSMActive)},
+	{dcgm.ProfTensorActive, hasTensor, checkRatio(store.GPUTensorActive)},
+}
+
+// checkRatio checks a DCGM profiling ratio (0 to 1) against sig, a percent.
+func checkRatio(sig store.Signal) func(float64) error {
+	return func(v float64) error { return sig.DeviceRange().Check(v * 100) }
 }
 
 // checkMiB checks a framebuffer reading, in MiB: used, free and reserved
@@ -64,11 +79,11 @@ func checkMiB(v float64) error {
 
 // GPUFamilies returns the families GPU reads; a scraper may skip the rest.
 func GPUFamilies() []string {
-	names := make([]string, len(gpuFields))
+	names := make([]string, len(gpuFields), len(gpuFields)+1)
 	for i, f := range gpuFields {
 		names[i] = f.name
 	}
-	return names
+	return append(names, dcgm.GPUShared)
 }
 
 // GPU computes, from one exporter scrape, the GPU signals of every pod the
@@ -90,16 +105,18 @@ func GPU(families map[string]*dto.MetricFamily) (pods map[store.Key]store.Sample
 				return nil, store.Sample{}, nil, err
 			}
 			lbl := labelMap(m)
-			key := lbl[metrics.LabelUUID] + "/" + lbl[metrics.LabelGPUIID]
+			key := lbl[dcgm.LabelUUID] + "/" + lbl[dcgm.LabelGPUIID]
 			d := devs[key]
 			if d == nil {
-				d = &device{mig: lbl[metrics.LabelGPUIID] != "", pods: map[store.Key]struct{}{}}
+				d = &device{mig: lbl[dcgm.LabelGPUIID] != "", pods: map[store.Key]struct{}{}}
 				devs[key] = d
 			}
 			// The device's pods are recorded even when its reading is
 			// rejected: their sums and means must not go on without it.
-			if ns, pod := lbl[metrics.LabelNamespace], lbl[metrics.LabelPod]; ns != "" && pod != "" {
-				d.pods[store.Key{Namespace: ns, Name: pod}] = struct{}{}
+			var podKey store.Key
+			if ns, pod := lbl[dcgm.LabelNamespace], lbl[dcgm.LabelPod]; ns != "" && pod != "" {
+				podKey = store.Key{Namespace: ns, Name: pod}
+				d.pods[podKey] = struct{}{}
 			}
 			v, err := value(mf, m)
 			if err == nil {
@@ -111,16 +128,43 @@ func GPU(families map[string]*dto.MetricFamily) (pods map[store.Key]store.Sample
 				continue
 			}
 			d.set(f.bit, v)
+			if f.bit == hasUtil {
+				d.utilSum += v
+				if podKey.Name != "" {
+					if d.podUtil == nil {
+						d.podUtil = map[store.Key]float64{}
+					}
+					d.podUtil[podKey] = v
+				}
+			}
 		}
 	}
 	if len(devs) == 0 {
 		return nil, store.Sample{}, nil, ErrNoGPUSeries
 	}
+	if mf := families[dcgm.GPUShared]; mf != nil {
+		for _, m := range mf.GetMetric() {
+			lbl := labelMap(m)
+			key := lbl[dcgm.LabelUUID] + "/" + lbl[dcgm.LabelGPUIID]
+			d := devs[key]
+			if d == nil || d.shared {
+				continue
+			}
+			d.shared = true
+			// Shares in range each can add up past the device: none of
+			// them is then believed.
+			if err := store.GPUUtilization.DeviceRange().Check(d.utilSum); err != nil && d.bad&hasUtil == 0 {
+				d.bad |= hasUtil
+				rejected = append(rejected, rejection("the pods' shares of GPU "+key, err))
+			}
+		}
+	}
 	var nodeAgg aggregate
 	byPod := map[store.Key]*aggregate{}
 	for _, d := range devs {
 		if !d.mig {
-			nodeAgg.add(d)
+			// A shared GPU's series are shares: the device is their sum.
+			nodeAgg.add(d, d.deviceUtil())
 		}
 		for k := range d.pods {
 			a := byPod[k]
@@ -128,7 +172,7 @@ func GPU(families map[string]*dto.MetricFamily) (pods map[store.Key]store.Sample
 				a = &aggregate{}
 				byPod[k] = a
 			}
-			a.add(d)
+			a.add(d, d.podShare(k))
 		}
 	}
 	pods = make(map[store.Key]store.Sample, len(byPod))
@@ -136,6 +180,24 @@ func GPU(families map[string]*dto.MetricFamily) (pods map[store.Key]store.Sample
 		pods[k] = a.sample(&rejected, &k)
 	}
 	return pods, nodeAgg.sample(&rejected, nil), rejected, nil
+}
+
+// deviceUtil is the device's utilization: the sum of the pods' shares on a
+// shared GPU, else its value (which every pod's series repeats).
+func (d *device) deviceUtil() float64 {
+	if d.shared {
+		return d.utilSum
+	}
+	return d.util
+}
+
+// podShare is pod k's utilization of the device: its own share on a
+// shared GPU, else the device's.
+func (d *device) podShare(k store.Key) float64 {
+	if d.shared {
+		return d.podUtil[k]
+	}
+	return d.util
 }
 
 func (d *device) set(bit uint8, v float64) {
@@ -151,6 +213,10 @@ func (d *device) set(bit uint8, v float64) {
 		d.reserve = v
 	case hasPower:
 		d.power = v
+	case hasSM:
+		d.sm = v * 100
+	case hasTensor:
+		d.tensor = v * 100
 	}
 }
 
@@ -162,13 +228,15 @@ type aggregate struct {
 	utilN              int
 	used, total, power float64
 	memN, powerN       int
+	sm, tensor         float64
+	smN, tensorN       int
 	void               uint8 // has* bits of rejected readings
 }
 
-func (a *aggregate) add(d *device) {
+func (a *aggregate) add(d *device, util float64) {
 	a.void |= d.bad
 	if d.has&hasUtil != 0 {
-		a.utilSum += d.util
+		a.utilSum += util
 		a.utilN++
 	}
 	if d.has&(hasUsed|hasFree) == hasUsed|hasFree {
@@ -179,6 +247,14 @@ func (a *aggregate) add(d *device) {
 	if d.has&hasPower != 0 {
 		a.power += d.power
 		a.powerN++
+	}
+	if d.has&hasSM != 0 {
+		a.sm += d.sm
+		a.smN++
+	}
+	if d.has&hasTensor != 0 {
+		a.tensor += d.tensor
+		a.tensorN++
 	}
 }
 
@@ -211,6 +287,12 @@ func (a *aggregate) sample(rejected *[]Rejection, k *store.Key) store.Sample {
 	}
 	if a.powerN > 0 && a.void&hasPower == 0 {
 		set(store.GPUPowerWatts, a.power, a.powerN)
+	}
+	if a.smN > 0 && a.void&hasSM == 0 {
+		set(store.GPUSMActive, a.sm/float64(a.smN), a.smN)
+	}
+	if a.tensorN > 0 && a.void&hasTensor == 0 {
+		set(store.GPUTensorActive, a.tensor/float64(a.tensorN), a.tensorN)
 	}
 	return s
 }

@@ -25,15 +25,15 @@ func parse(t testing.TB, text string) map[string]*dto.MetricFamily {
 	return fams
 }
 
-// dcgm renders one series of a DCGM field for a device held by a pod.
-func dcgm(field, uuid, pod string, v string) string {
+// dcgmSeries renders one series of a DCGM field for a device held by a pod.
+func dcgmSeries(field, uuid, pod string, v string) string {
 	return fmt.Sprintf("%s{gpu=\"0\",UUID=%q,GPU_I_ID=\"\",namespace=\"ml\",pod=%q} %s\n", field, uuid, pod, v)
 }
 
 // busy is a pod p2 on a healthy GPU beside whatever a case adds: one broken
 // device must not cost another pod its values.
-var busy = dcgm("DCGM_FI_DEV_GPU_UTIL", "GPU-z", "p2", "40") +
-	dcgm("DCGM_FI_DEV_POWER_USAGE", "GPU-z", "p2", "300")
+var busy = dcgmSeries("DCGM_FI_DEV_GPU_UTIL", "GPU-z", "p2", "40") +
+	dcgmSeries("DCGM_FI_DEV_POWER_USAGE", "GPU-z", "p2", "300")
 
 var (
 	p1 = store.Key{Namespace: "ml", Name: "p1"}
@@ -44,7 +44,7 @@ func TestGPURejectsValues(t *testing.T) {
 	manyAtMax := func(field, v string, n int) string {
 		var b strings.Builder
 		for i := range n {
-			b.WriteString(dcgm(field, fmt.Sprintf("GPU-%d", i), "p1", v))
+			b.WriteString(dcgmSeries(field, fmt.Sprintf("GPU-%d", i), "p1", v))
 		}
 		return b.String()
 	}
@@ -60,35 +60,35 @@ func TestGPURejectsValues(t *testing.T) {
 	}{
 		{
 			name: "utilization 1e300",
-			in: dcgm("DCGM_FI_DEV_GPU_UTIL", "GPU-a", "p1", "1e300") + dcgm("DCGM_FI_DEV_GPU_UTIL", "GPU-b", "p1", "50") +
-				dcgm("DCGM_FI_DEV_POWER_USAGE", "GPU-a", "p1", "250"),
+			in: dcgmSeries("DCGM_FI_DEV_GPU_UTIL", "GPU-a", "p1", "1e300") + dcgmSeries("DCGM_FI_DEV_GPU_UTIL", "GPU-b", "p1", "50") +
+				dcgmSeries("DCGM_FI_DEV_POWER_USAGE", "GPU-a", "p1", "250"),
 			reason: ReasonOutOfRange, gone: []store.Signal{store.GPUUtilization}, kept: []store.Signal{store.GPUPowerWatts},
 		},
 		{
 			name:   "utilization +Inf",
-			in:     dcgm("DCGM_FI_DEV_GPU_UTIL", "GPU-a", "p1", "+Inf") + dcgm("DCGM_FI_DEV_POWER_USAGE", "GPU-a", "p1", "250"),
+			in:     dcgmSeries("DCGM_FI_DEV_GPU_UTIL", "GPU-a", "p1", "+Inf") + dcgmSeries("DCGM_FI_DEV_POWER_USAGE", "GPU-a", "p1", "250"),
 			reason: ReasonNotFinite, gone: []store.Signal{store.GPUUtilization}, kept: []store.Signal{store.GPUPowerWatts},
 		},
 		{
 			name:   "utilization NaN",
-			in:     dcgm("DCGM_FI_DEV_GPU_UTIL", "GPU-a", "p1", "NaN") + dcgm("DCGM_FI_DEV_POWER_USAGE", "GPU-a", "p1", "250"),
+			in:     dcgmSeries("DCGM_FI_DEV_GPU_UTIL", "GPU-a", "p1", "NaN") + dcgmSeries("DCGM_FI_DEV_POWER_USAGE", "GPU-a", "p1", "250"),
 			reason: ReasonNotFinite, gone: []store.Signal{store.GPUUtilization}, kept: []store.Signal{store.GPUPowerWatts},
 		},
 		{
 			name: "utilization 101",
-			in:   dcgm("DCGM_FI_DEV_GPU_UTIL", "GPU-a", "p1", "101"), reason: ReasonOutOfRange,
+			in:   dcgmSeries("DCGM_FI_DEV_GPU_UTIL", "GPU-a", "p1", "101"), reason: ReasonOutOfRange,
 			gone: []store.Signal{store.GPUUtilization},
 		},
 		{
 			name: "negative power",
-			in: dcgm("DCGM_FI_DEV_GPU_UTIL", "GPU-a", "p1", "30") + dcgm("DCGM_FI_DEV_POWER_USAGE", "GPU-a", "p1", "-5") +
-				dcgm("DCGM_FI_DEV_POWER_USAGE", "GPU-b", "p1", "100"),
+			in: dcgmSeries("DCGM_FI_DEV_GPU_UTIL", "GPU-a", "p1", "30") + dcgmSeries("DCGM_FI_DEV_POWER_USAGE", "GPU-a", "p1", "-5") +
+				dcgmSeries("DCGM_FI_DEV_POWER_USAGE", "GPU-b", "p1", "100"),
 			reason: ReasonOutOfRange, gone: []store.Signal{store.GPUPowerWatts}, kept: []store.Signal{store.GPUUtilization}, nodeUtil: true,
 		},
 		{
 			name: "framebuffer of 1e16 MiB",
-			in: dcgm("DCGM_FI_DEV_GPU_UTIL", "GPU-a", "p1", "30") + dcgm("DCGM_FI_DEV_FB_USED", "GPU-a", "p1", "1e16") +
-				dcgm("DCGM_FI_DEV_FB_FREE", "GPU-a", "p1", "1000"),
+			in: dcgmSeries("DCGM_FI_DEV_GPU_UTIL", "GPU-a", "p1", "30") + dcgmSeries("DCGM_FI_DEV_FB_USED", "GPU-a", "p1", "1e16") +
+				dcgmSeries("DCGM_FI_DEV_FB_FREE", "GPU-a", "p1", "1000"),
 			reason: ReasonOutOfRange, gone: []store.Signal{store.GPUMemoryUsedBytes, store.GPUMemoryUtilization},
 			kept: []store.Signal{store.GPUUtilization}, nodeUtil: true,
 		},
@@ -106,7 +106,7 @@ func TestGPURejectsValues(t *testing.T) {
 		},
 		{
 			name: "a histogram where a gauge belongs",
-			in: dcgm("DCGM_FI_DEV_FB_FREE", "GPU-a", "p1", "1000") + "# TYPE DCGM_FI_DEV_FB_USED histogram\n" +
+			in: dcgmSeries("DCGM_FI_DEV_FB_FREE", "GPU-a", "p1", "1000") + "# TYPE DCGM_FI_DEV_FB_USED histogram\n" +
 				`DCGM_FI_DEV_FB_USED_bucket{UUID="GPU-a",GPU_I_ID="",namespace="ml",pod="p1",le="+Inf"} 1` + "\n",
 			reason: ReasonWrongType, gone: []store.Signal{store.GPUMemoryUsedBytes, store.GPUMemoryUtilization}, nodeUtil: true,
 		},
@@ -188,8 +188,8 @@ func TestGPURejectsDuplicates(t *testing.T) {
 		name string
 		in   map[string]*dto.MetricFamily
 	}{
-		{"one series twice in the text", parse(t, dcgm("DCGM_FI_DEV_POWER_USAGE", "GPU-a", "p1", "300")+
-			dcgm("DCGM_FI_DEV_POWER_USAGE", "GPU-a", "p1", "300"))},
+		{"one series twice in the text", parse(t, dcgmSeries("DCGM_FI_DEV_POWER_USAGE", "GPU-a", "p1", "300")+
+			dcgmSeries("DCGM_FI_DEV_POWER_USAGE", "GPU-a", "p1", "300"))},
 		{"one series twice, labels in another order (protobuf)", family(
 			gauge(300, label("UUID", "GPU-a"), label("pod", "p1"), label("namespace", "ml")),
 			gauge(300, label("namespace", "ml"), label("UUID", "GPU-a"), label("pod", "p1")))},
@@ -308,11 +308,11 @@ sglang:time_to_first_token_seconds_bucket{model_name="m",le="+Inf"} 5
 // error quotes of them is bounded.
 func TestRejectionTextBounded(t *testing.T) {
 	long := strings.Repeat("é", 100_000)
-	_, _, rejected, err := GPU(parse(t, dcgm("DCGM_FI_DEV_GPU_UTIL", "GPU-a", long, "1e300")))
+	_, _, rejected, err := GPU(parse(t, dcgmSeries("DCGM_FI_DEV_GPU_UTIL", "GPU-a", long, "1e300")))
 	if err != nil || len(rejected) != 1 {
 		t.Fatalf("err %v, rejected %d", err, len(rejected))
 	}
-	_, _, _, dupErr := GPU(parse(t, dcgm("DCGM_FI_DEV_GPU_UTIL", "GPU-a", long, "1")+dcgm("DCGM_FI_DEV_GPU_UTIL", "GPU-a", long, "1")))
+	_, _, _, dupErr := GPU(parse(t, dcgmSeries("DCGM_FI_DEV_GPU_UTIL", "GPU-a", long, "1")+dcgmSeries("DCGM_FI_DEV_GPU_UTIL", "GPU-a", long, "1")))
 	_, _, _, histErr := Inference(parse(t, "# TYPE vllm:time_to_first_token_seconds histogram\n"+
 		"vllm:time_to_first_token_seconds_bucket{model_name=\""+long+"\",le=\"-1\"} 1\n"+
 		"vllm:time_to_first_token_seconds_bucket{model_name=\""+long+"\",le=\"+Inf\"} 1\n"))

@@ -7,6 +7,7 @@ import (
 
 	dto "github.com/prometheus/client_model/go"
 
+	"github.com/gpuscale/gpuscale/pkg/gpu"
 	"github.com/gpuscale/gpuscale/pkg/metrics"
 )
 
@@ -30,6 +31,14 @@ func families(mfs []*dto.MetricFamily) map[string]*dto.MetricFamily {
 	return out
 }
 
+// counters are the fields dcgm-exporter's default list types as counters.
+var counters = map[string]bool{
+	"DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION": true, "DCGM_FI_DEV_PCIE_TX_THROUGHPUT": true,
+	"DCGM_FI_DEV_PCIE_RX_THROUGHPUT": true, "DCGM_FI_DEV_PCIE_REPLAY_COUNTER": true,
+	"DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL": true, "DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS": true,
+	"DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS": true,
+}
+
 // TestBuildShape asserts what the golden files show, so that an -update
 // cannot bless a regression unnoticed.
 func TestBuildShape(t *testing.T) {
@@ -46,7 +55,7 @@ func TestBuildShape(t *testing.T) {
 				continue
 			}
 			wantType := dto.MetricType_GAUGE
-			if f.Name == "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION" {
+			if counters[f.Name] {
 				wantType = dto.MetricType_COUNTER
 			}
 			if mf.GetType() != wantType {
@@ -100,7 +109,8 @@ func TestBuildSeriesPerDevice(t *testing.T) {
 			func(l map[string]string) bool { return l["namespace"] == "team-b" && l["pod"] == "notebook-b" }, 1},
 		{"lost GPU has no DCGM series", "DCGM_FI_DEV_FB_USED", gpuN("3"), 0},
 		{"every device has an up series", "gpuscale_gpu_up", func(map[string]string) bool { return true }, 6},
-		{"XID counter per code", "gpuscale_gpu_xid_errors_total", gpuN("1"), 2},
+		{"XID counter per code seen, and per fatal code at 0", "gpuscale_gpu_xid_errors_total", gpuN("1"), 2 + len(gpu.FatalXIDs) - 1},
+		{"no XID counters on a device whose XIDs are not watched", "gpuscale_gpu_xid_errors_total", gpuN("2"), 0},
 	}
 	for _, tc := range tests {
 		if got := count(tc.family, tc.match); got != tc.want {

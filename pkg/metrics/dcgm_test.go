@@ -47,6 +47,12 @@ func wholeGPU(index int, util float64, usedMiB float64) gpu.Reading {
 		gpu.FieldFBUsed: usedMiB, gpu.FieldFBFree: 81559 - 519 - usedMiB, gpu.FieldFBReserved: 519, gpu.FieldFBTotal: 81559,
 		gpu.FieldGPUTemp: 41, gpu.FieldMemoryTemp: 47, gpu.FieldPowerUsage: 312.5, gpu.FieldPowerLimit: 700,
 		gpu.FieldEnergy: 123456789, gpu.FieldSMClock: 1980, gpu.FieldMemClock: 2619, gpu.FieldLastXID: 0,
+		gpu.FieldEncUtil: 3, gpu.FieldDecUtil: 4, gpu.FieldPCIeTxThroughput: 1200, gpu.FieldPCIeRxThroughput: 3400,
+		gpu.FieldPCIeReplay: 2, gpu.FieldNVLinkBandwidth: 5e9, gpu.FieldRemappedRowsCorrectable: 1,
+		gpu.FieldRemappedRowsUncorrectable: 0, gpu.FieldRowRemapPending: 0, gpu.FieldRowRemapFailure: 0,
+		gpu.FieldVGPULicensed: 1, gpu.FieldGREngineActive: util / 100, gpu.FieldSMActive: util / 110,
+		gpu.FieldSMOccupancy: util / 200, gpu.FieldTensorActive: util / 150, gpu.FieldDRAMActive: util / 120,
+		gpu.FieldPCIeTxBytes: 1.5e9, gpu.FieldPCIeRxBytes: 2.5e9, gpu.FieldNVLinkTxBytes: 4e9, gpu.FieldNVLinkRxBytes: 4.5e9,
 	} {
 		r.Set(f, v)
 	}

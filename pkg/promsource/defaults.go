@@ -3,6 +3,7 @@ package promsource
 import (
 	"strings"
 
+	"github.com/gpuscale/gpuscale/pkg/dcgm"
 	"github.com/gpuscale/gpuscale/pkg/provider"
 )
 
@@ -34,16 +35,28 @@ func rate(bucket, modelLabel string) string {
 }
 
 const (
-	gpuUtil = "DCGM_FI_DEV_GPU_UTIL"
-	fbUsed  = "DCGM_FI_DEV_FB_USED"
-	fbFree  = "DCGM_FI_DEV_FB_FREE"
-	fbRes   = "DCGM_FI_DEV_FB_RESERVED"
-	power   = "DCGM_FI_DEV_POWER_USAGE"
+	gpuUtil = dcgm.GPUUtil
+	fbUsed  = dcgm.FBUsed
+	fbFree  = dcgm.FBFree
+	fbRes   = dcgm.FBReserved
+	power   = dcgm.PowerUsage
+	smAct   = dcgm.ProfSMActive
+	tensor  = dcgm.ProfTensorActive
+	shared  = dcgm.GPUShared
 
 	vllmTTFT   = "vllm:time_to_first_token_seconds_bucket"
 	sglangTTFT = "sglang:time_to_first_token_seconds_bucket"
 	tritonTTFT = "nv_inference_first_response_histogram_ms_bucket"
 )
+
+// nodeUtil is each whole GPU's utilization: on a GPU whose series are the
+// pods' shares (gpuscale_gpu_shared), their sum, else the value every pod's
+// series repeats.
+func nodeUtil() string {
+	sel := gpuUtil + `{Hostname=~"{{.NodeRegex}}", GPU_I_ID=""}`
+	return `max by (Hostname, UUID) (` + sel + ` unless on (UUID) ` + shared + `) or ` +
+		`sum by (Hostname, UUID) (` + sel + ` and on (UUID) ` + shared + `)`
+}
 
 // memUtil is used / (used + free + reserved) in percent; a GPU that does
 // not report reserved memory counts it as 0.
@@ -88,6 +101,8 @@ func DefaultQueries() QueryFile {
 			provider.GPUMemoryUtilization: memUtil("namespace, pod", pod),
 			provider.GPUMemoryUsedBytes:   "sum by (namespace, pod) (" + pod(fbUsed) + ") * 1048576",
 			provider.GPUPowerWatts:        "sum by (namespace, pod) (" + pod(power) + ")",
+			provider.GPUSMActive:          "100 * avg by (namespace, pod) (" + pod(smAct) + ")",
+			provider.GPUTensorActive:      "100 * avg by (namespace, pod) (" + pod(tensor) + ")",
 			provider.QueueDepth: "sum by (namespace, pod) (" + firstOf(podSel("vllm:num_requests_waiting", "model_name"),
 				podSel("sglang:num_queue_reqs", "model_name"), podSel("tgi_queue_size", "model_name"),
 				podSel("nv_inference_pending_request_count", "model")) + ")",
@@ -98,8 +113,10 @@ func DefaultQueries() QueryFile {
 		},
 		Workload: map[string]string{},
 		Nodes: map[string]string{
-			provider.GPUUtilization:       "avg by (Hostname) (" + nodeSel(gpuUtil) + ")",
+			provider.GPUUtilization:       "avg by (Hostname) (" + nodeUtil() + ")",
 			provider.GPUMemoryUtilization: memUtil("Hostname", nodeSel),
+			provider.GPUSMActive:          "100 * avg by (Hostname) (" + nodeSel(smAct) + ")",
+			provider.GPUTensorActive:      "100 * avg by (Hostname) (" + nodeSel(tensor) + ")",
 		},
 		Models: map[string]string{
 			provider.QueueDepth: "sum by (model_name) (" + firstOf(podSel("vllm:num_requests_waiting", "model_name"),

@@ -59,7 +59,7 @@ func TestQueries(t *testing.T) {
 		{"nodes", func(s *Source) error {
 			_, err := s.Nodes(context.Background(), []string{"gpu-1", "gpu-2"}, metric(t, provider.GPUUtilization))
 			return err
-		}, `avg by (Hostname) (max by (Hostname, UUID) (DCGM_FI_DEV_GPU_UTIL{Hostname=~"gpu-1|gpu-2", GPU_I_ID=""}))`},
+		}, `avg by (Hostname) (max by (Hostname, UUID) (DCGM_FI_DEV_GPU_UTIL{Hostname=~"gpu-1|gpu-2", GPU_I_ID=""} unless on (UUID) gpuscale_gpu_shared) or sum by (Hostname, UUID) (DCGM_FI_DEV_GPU_UTIL{Hostname=~"gpu-1|gpu-2", GPU_I_ID=""} and on (UUID) gpuscale_gpu_shared))`},
 		{"external queue depth by model", func(s *Source) error {
 			_, err := s.Models(context.Background(), "ml", pods, metric(t, provider.QueueDepth), llama)
 			return err

@@ -19,6 +19,10 @@ const (
 	TTFTP50              = "inference_ttft_seconds_p50"
 	TTFTP90              = "inference_ttft_seconds_p90"
 	TTFTP99              = "inference_ttft_seconds_p99"
+	// GPU profiling signals (DCGM_FI_PROF_SM_ACTIVE, _PIPE_TENSOR_ACTIVE),
+	// in percent; only GPUs with profiling (Hopper and later) have them.
+	GPUSMActive     = "gpu_sm_active"
+	GPUTensorActive = "gpu_tensor_active"
 )
 
 // aggregation says how a workload's pods combine.
@@ -49,6 +53,8 @@ var podMetrics = []metricDef{
 	{name: QueueDepth, signal: store.QueueDepth, source: store.SourceInference, agg: sum, format: resource.DecimalSI},
 	{name: RequestsRunning, signal: store.RequestsRunning, source: store.SourceInference, agg: sum, format: resource.DecimalSI},
 	{name: KVCacheUtilization, signal: store.KVCacheUtilization, source: store.SourceInference, agg: mean, format: resource.DecimalSI},
+	{name: GPUSMActive, signal: store.GPUSMActive, source: store.SourceGPU, agg: mean, format: resource.DecimalSI},
+	{name: GPUTensorActive, signal: store.GPUTensorActive, source: store.SourceGPU, agg: mean, format: resource.DecimalSI},
 	{name: TTFTP50, source: store.SourceInference, quantile: 0.5, format: resource.DecimalSI},
 	{name: TTFTP90, source: store.SourceInference, quantile: 0.9, format: resource.DecimalSI},
 	{name: TTFTP99, source: store.SourceInference, quantile: 0.99, format: resource.DecimalSI},
@@ -63,7 +69,8 @@ var podMetricsByName = func() map[string]metricDef {
 }()
 
 // nodeMetrics are served for nodes, from the exporter's whole-node view.
-var nodeMetrics = map[string]bool{GPUUtilization: true, GPUMemoryUtilization: true}
+var nodeMetrics = map[string]bool{GPUUtilization: true, GPUMemoryUtilization: true,
+	GPUSMActive: true, GPUTensorActive: true}
 
 // externalMetrics are served per model through external.metrics.k8s.io.
 var externalMetrics = map[string]bool{QueueDepth: true, TTFTP90: true}

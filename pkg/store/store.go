@@ -28,6 +28,8 @@ const (
 	QueueDepth                         // requests waiting
 	RequestsRunning                    // requests being processed
 	KVCacheUtilization                 // percent
+	GPUSMActive                        // percent of cycles an SM had a warp, mean over the object's GPUs
+	GPUTensorActive                    // percent of cycles the tensor pipes were busy, mean over the object's GPUs
 	NumSignals
 )
 
@@ -72,6 +74,8 @@ var ranges = [NumSignals]Range{
 	QueueDepth:           {0, MaxRequests},
 	RequestsRunning:      {0, MaxRequests},
 	KVCacheUtilization:   {0, 100},
+	GPUSMActive:          {0, 100},
+	GPUTensorActive:      {0, 100},
 }
 
 var signalNames = [NumSignals]string{
@@ -82,6 +86,8 @@ var signalNames = [NumSignals]string{
 	QueueDepth:           "queue_depth",
 	RequestsRunning:      "requests_running",
 	KVCacheUtilization:   "kv_cache_utilization",
+	GPUSMActive:          "gpu_sm_active",
+	GPUTensorActive:      "gpu_tensor_active",
 }
 
 // String names the signal, for errors and logs.

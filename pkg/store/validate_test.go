@@ -33,6 +33,8 @@ func TestSignalCheck(t *testing.T) {
 		{"power 1e300", GPUPowerWatts, 1e300, ErrOutOfRange},
 		{"KV cache full", KVCacheUtilization, 100, nil},
 		{"KV cache 150%", KVCacheUtilization, 150, ErrOutOfRange},
+		{"SMs all busy", GPUSMActive, 100, nil},
+		{"tensor activity as a ratio past 100%", GPUTensorActive, 101, ErrOutOfRange},
 		{"unknown signal", NumSignals, 1, ErrOutOfRange},
 	}
 	for _, tt := range tests {

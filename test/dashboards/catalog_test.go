@@ -123,6 +123,7 @@ func newCatalog() catalog {
 	}
 	c[metrics.XIDErrorsTotalName] = counter
 	c[metrics.GPUUpName] = gauge
+	c[metrics.GPUSharedName] = gauge
 	for _, m := range ownMetrics {
 		c[m.name] = m.kind
 	}

@@ -1,41 +1,37 @@
 // Package httpapi is the exporter's HTTP surface: Prometheus metrics, health
-// probes, a JSON view of the GPUs and, on the simulated backend, the load
-// control. Every handler reads the collector's latest snapshot; none of them
+// probes, a JSON view of the GPUs and whatever API routes its wiring adds
+// (the simulated backend's load control, package simhttp). Every handler reads the collector's latest snapshot; none of them
 // reaches the GPU or the kubelet.
 //
 // Every request is untrusted: the number served at once is bounded, for
-// scrapes and for the API apart (Config.MaxRequests), and a load change is decoded strictly and checked
-// against the simulated GPU before anything changes; a refused one gets a
-// 4xx naming the problem and is counted.
+// scrapes and for the API apart (Config.MaxRequests).
 package httpapi
 
 import (
-	"encoding/json"
-	"errors"
-	"fmt"
-	"io"
 	"net/http"
 	"strconv"
 	"time"
 
 	"github.com/gin-gonic/gin"
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/gpuscale/gpuscale/pkg/exporter"
 	"github.com/gpuscale/gpuscale/pkg/gpu"
-	"github.com/gpuscale/gpuscale/pkg/gpu/sim"
 )
 
-// SnapshotSource is the collector as the handlers see it.
+// SnapshotSource is the collector as the handlers see it. /metrics serves
+// its snapshot's encoded GPU series after Config.Gatherer's, which must
+// not hold the collector itself.
 type SnapshotSource interface {
 	Snapshot() *exporter.Snapshot
 	Healthy() (bool, time.Duration)
 }
 
-// LoadSetter is implemented by the simulated backend.
-type LoadSetter interface {
-	SetLoad(id string, l sim.Load) error
+// Routes adds handlers to the API group, under its request bound. The
+// simulated backend's load control is one, registered by whoever wires
+// that backend.
+type Routes interface {
+	RegisterRoutes(api gin.IRoutes)
 }
 
 // Config wires the handlers.
@@ -43,11 +39,8 @@ type Config struct {
 	Source   SnapshotSource
 	Gatherer prometheus.Gatherer
 	Hostname string
-	// Sim, when set, enables PUT /api/v1/sim/gpus/{gpu}.
-	Sim LoadSetter
-	// Collect, when set, is called after a simulated load change so the next
-	// scrape shows it without waiting a full interval.
-	Collect func()
+	// APIRoutes are more API handlers, served beside GET /api/v1/gpus.
+	APIRoutes []Routes
 	// MaxRequests bounds the /metrics requests served at once, and on its
 	// own the API requests, so that no use of the API can starve scrapes.
 	// Probes are exempt: they are constant-time, and refusing them would
@@ -61,14 +54,9 @@ type Config struct {
 	Registerer prometheus.Registerer
 }
 
-// maxLoadBody bounds the body of a load change; the longest valid one is
-// about 100 bytes.
-const maxLoadBody = 4096
-
 // ownMetrics are the HTTP surface's metrics about itself.
 type ownMetrics struct {
-	refused     *prometheus.CounterVec
-	simRejected *prometheus.CounterVec
+	refused *prometheus.CounterVec
 }
 
 func newOwnMetrics(r prometheus.Registerer) *ownMetrics {
@@ -77,16 +65,12 @@ func newOwnMetrics(r prometheus.Registerer) *ownMetrics {
 			Name: "gpuscale_exporter_http_requests_refused_total",
 			Help: "Requests answered 503 because --web.max-requests of their kind (metrics: /metrics, api: /api/) were in flight and no slot freed within --web.max-requests-wait.",
 		}, []string{"handler"}),
-		simRejected: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "gpuscale_exporter_sim_load_rejected_total",
-			Help: "Simulated load changes (PUT /api/v1/sim/gpus/{gpu}) refused, by HTTP status: 400 invalid, 404 no such GPU, 413 body too large.",
-		}, []string{"code"}),
 	}
 	// Both series from the start: a refusal must show as an increase.
 	m.refused.WithLabelValues("metrics")
 	m.refused.WithLabelValues("api")
 	if r != nil {
-		r.MustRegister(m.refused, m.simRejected)
+		r.MustRegister(m.refused)
 	}
 	return m
 }
@@ -104,13 +88,9 @@ func New(cfg Config) http.Handler {
 		api.Use(newLimiter(cfg.MaxRequests, cfg.MaxRequestsWait, own.refused.WithLabelValues("api")).handler())
 	}
 
-	// promhttp's own MaxRequestsInFlight would refuse at once; the limiter
-	// above queues briefly instead.
-	metrics := promhttp.HandlerFor(cfg.Gatherer, promhttp.HandlerOpts{
-		ErrorHandling:     promhttp.ContinueOnError,
-		EnableOpenMetrics: true,
-	})
-	scrapes.GET("/metrics", gin.WrapH(metrics))
+	// The limiter above queues briefly where promhttp's own
+	// MaxRequestsInFlight would refuse at once.
+	scrapes.GET("/metrics", gin.WrapH(newMetricsHandler(cfg.Gatherer, cfg.Source)))
 	r.GET("/healthz", func(c *gin.Context) {
 		ok, age := cfg.Source.Healthy()
 		if !ok && cfg.Source.Snapshot() == nil {
@@ -138,80 +118,10 @@ func New(cfg Config) http.Handler {
 		}
 		c.JSON(http.StatusOK, render(s, cfg.Hostname))
 	})
-	if cfg.Sim != nil {
-		api.PUT("/api/v1/sim/gpus/:gpu", simHandler(cfg, own.simRejected))
+	for _, routes := range cfg.APIRoutes {
+		routes.RegisterRoutes(api)
 	}
 	return r
-}
-
-func simHandler(cfg Config, rejected *prometheus.CounterVec) gin.HandlerFunc {
-	return func(c *gin.Context) {
-		reject := func(status int, err error) {
-			rejected.WithLabelValues(strconv.Itoa(status)).Inc()
-			c.JSON(status, gin.H{"error": err.Error()})
-		}
-		l, status, err := decodeLoad(c.Writer, c.Request)
-		if err != nil {
-			reject(status, err)
-			return
-		}
-		if err := cfg.Sim.SetLoad(c.Param("gpu"), l); err != nil {
-			status := http.StatusBadRequest
-			if errors.Is(err, sim.ErrUnknownGPU) {
-				status = http.StatusNotFound
-			}
-			reject(status, err)
-			return
-		}
-		if cfg.Collect != nil {
-			cfg.Collect()
-		}
-		c.Status(http.StatusNoContent)
-	}
-}
-
-// Reasons a load change's body is refused, beyond encoding/json's own.
-var (
-	errEmptyBody    = errors.New(`empty; want a JSON object such as {"utilization": 50}`)
-	errNullBody     = errors.New(`null; want a JSON object such as {"utilization": 50}`)
-	errTrailingData = errors.New("data after the JSON object; send exactly one object")
-)
-
-// decodeLoad reads a load change strictly: one JSON object of known fields
-// and nothing after it but white space, within maxLoadBody bytes. On error
-// it returns the status to answer with.
-func decodeLoad(w http.ResponseWriter, req *http.Request) (sim.Load, int, error) {
-	dec := json.NewDecoder(http.MaxBytesReader(w, req.Body, maxLoadBody))
-	dec.DisallowUnknownFields()
-	var l *sim.Load
-	err := dec.Decode(&l)
-	if err == nil {
-		// Decode stops after the first value: whatever follows must be
-		// refused, not silently ignored.
-		switch _, terr := dec.Token(); {
-		case l == nil:
-			err = errNullBody
-		case errors.Is(terr, io.EOF):
-			return *l, 0, nil
-		case terr == nil || isSyntaxError(terr):
-			err = errTrailingData
-		default:
-			err = terr
-		}
-	}
-	var tooLarge *http.MaxBytesError
-	switch {
-	case errors.As(err, &tooLarge):
-		return sim.Load{}, http.StatusRequestEntityTooLarge, fmt.Errorf("invalid body: larger than %d bytes", tooLarge.Limit)
-	case errors.Is(err, io.EOF):
-		err = errEmptyBody
-	}
-	return sim.Load{}, http.StatusBadRequest, fmt.Errorf("invalid body: %w", err)
-}
-
-func isSyntaxError(err error) bool {
-	var se *json.SyntaxError
-	return errors.As(err, &se)
 }
 
 // GPUView is one device in the JSON API.
@@ -247,7 +157,7 @@ type NodeView struct {
 }
 
 func render(s *exporter.Snapshot, hostname string) NodeView {
-	v := NodeView{Time: s.Time, Hostname: hostname, Backend: s.Backend, Simulated: s.Backend == "sim",
+	v := NodeView{Time: s.Time, Hostname: hostname, Backend: s.Backend.String(), Simulated: s.Backend.Simulated(),
 		DriverVersion: s.Driver, GPUs: make([]GPUView, 0, len(s.Devices))}
 	for _, d := range s.Devices {
 		r := d.Reading

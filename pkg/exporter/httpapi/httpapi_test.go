@@ -19,6 +19,7 @@ import (
 	"github.com/gpuscale/gpuscale/pkg/exporter/httpapi"
 	"github.com/gpuscale/gpuscale/pkg/gpu"
 	"github.com/gpuscale/gpuscale/pkg/gpu/sim"
+	"github.com/gpuscale/gpuscale/pkg/gpu/sim/simhttp"
 	"github.com/gpuscale/gpuscale/pkg/metrics"
 )
 
@@ -44,11 +45,11 @@ func newSimNode(t testing.TB, opts sim.Options) *simNode {
 	if err != nil {
 		t.Fatal(err)
 	}
-	reg.MustRegister(col)
+	// /metrics serves the collector's snapshot itself: not in reg.
 	n.backend, n.col = b, col
 	n.h = httpapi.New(httpapi.Config{
-		Source: col, Gatherer: reg, Hostname: "node-a", Sim: b, Registerer: reg,
-		Collect: func() { _ = col.CollectOnce(context.Background()) },
+		Source: col, Gatherer: reg, Hostname: "node-a", Registerer: reg,
+		APIRoutes: []httpapi.Routes{simhttp.New(b, func() { _ = col.CollectOnce(context.Background()) }, reg)},
 	})
 	return n
 }
@@ -188,7 +189,7 @@ func (f *fakeSource) Snapshot() *exporter.Snapshot   { return f.snap }
 func (f *fakeSource) Healthy() (bool, time.Duration) { return f.healthy, f.age }
 
 func TestProbes(t *testing.T) {
-	snap := &exporter.Snapshot{Time: time.Now(), Backend: "nvml"}
+	snap := &exporter.Snapshot{Time: time.Now(), Backend: gpu.KindNVML}
 	tests := []struct {
 		name       string
 		src        fakeSource
@@ -271,7 +272,7 @@ func jsonSnapshot() *exporter.Snapshot {
 	mig.Set(gpu.FieldFBUsed, 100)
 	lost := gpu.Reading{Device: gpu.Device{Index: 1, Minor: 1, UUID: "GPU-1"}, Err: errLost}
 	return &exporter.Snapshot{
-		Time: time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC), Backend: "sim", Driver: "550.54.15-sim",
+		Time: time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC), Backend: gpu.KindSim, Driver: "550.54.15-sim",
 		Devices: []metrics.DeviceState{
 			{Reading: whole},
 			{Reading: mig, Pods: []metrics.PodRef{{Namespace: "llm", Pod: "vllm-0", Container: "vllm"}}},

@@ -27,6 +27,12 @@ type Options struct {
 	// XIDEvents starts a goroutine that watches XID critical error events,
 	// reported as gpu.FieldLastXID and gpu.Reading.XIDCounts.
 	XIDEvents bool
+	// Processes reads every whole GPU's compute processes with their
+	// memory and utilization share (gpu.Reading.Processes).
+	Processes bool
+	// Profiling reads the GPM profiling metrics of GPUs that support them
+	// (Hopper and later), for the GPU and each MIG instance.
+	Profiling bool
 }
 
 // Backend reads GPUs through NVML. It implements gpu.Backend. Collect and
@@ -39,7 +45,9 @@ type Backend struct {
 	driverVersion string
 	// memV2 says whether the driver exports nvmlDeviceGetMemoryInfo_v2.
 	memV2 bool
-	gpus  []*gpuDevice
+	// processes and profiling are Options'.
+	processes, profiling bool
+	gpus                 []*gpuDevice
 	// xid is nil when XID events are off or NVML could not create an event set.
 	xid *xidWatcher
 
@@ -68,7 +76,7 @@ func New(lib gonvml.Interface, opts Options) (*Backend, error) {
 	if ret := lib.Init(); ret != gonvml.SUCCESS {
 		return nil, initError(ret)
 	}
-	b := &Backend{lib: lib, log: log.With("backend", "nvml")}
+	b := &Backend{lib: lib, log: log.With("backend", "nvml"), processes: opts.Processes, profiling: opts.Profiling}
 	if err := b.setup(opts); err != nil {
 		if b.xid != nil {
 			b.xid.close()
@@ -127,8 +135,8 @@ func hasSymbol(lib gonvml.Interface, name string) bool {
 	return ext.LookupSymbol(name) == nil
 }
 
-// Name returns "nvml".
-func (b *Backend) Name() string { return "nvml" }
+// Kind returns gpu.KindNVML.
+func (b *Backend) Kind() gpu.Kind { return gpu.KindNVML }
 
 // DriverVersion returns the driver version read at New, "" if unreadable.
 func (b *Backend) DriverVersion() string { return b.driverVersion }
@@ -159,6 +167,9 @@ func (b *Backend) Close() error {
 		b.closed.Store(true)
 		if b.xid != nil {
 			b.xid.close()
+		}
+		for _, g := range b.gpus {
+			g.freeGPM()
 		}
 		if ret := b.lib.Shutdown(); ret != gonvml.SUCCESS {
 			b.closeErr = fmt.Errorf("nvml: %w", &Error{Op: "shut down NVML", Return: ret})

@@ -40,19 +40,28 @@ func collect(t *testing.T, b *Backend) []gpu.Reading {
 func healthyFields(i int) map[gpu.Field]float64 {
 	n := float64(i)
 	return map[gpu.Field]float64{
-		gpu.FieldGPUUtil:     40 + n,
-		gpu.FieldMemCopyUtil: 20 + n,
-		gpu.FieldFBUsed:      10240 + n,     // 10 GiB + i MiB + 1234 B, floored to MiB
-		gpu.FieldFBFree:      71168 - n - 1, // the 1234 B missing from a whole MiB
-		gpu.FieldFBReserved:  512,
-		gpu.FieldFBTotal:     81920,
-		gpu.FieldGPUTemp:     50 + n,
-		gpu.FieldMemoryTemp:  60 + n,
-		gpu.FieldPowerUsage:  250.5 + n, // mW -> W
-		gpu.FieldPowerLimit:  700,
-		gpu.FieldEnergy:      123456789 + n, // mJ, unchanged
-		gpu.FieldSMClock:     1980,
-		gpu.FieldMemClock:    2619,
+		gpu.FieldGPUUtil:                   40 + n,
+		gpu.FieldMemCopyUtil:               20 + n,
+		gpu.FieldFBUsed:                    10240 + n,     // 10 GiB + i MiB + 1234 B, floored to MiB
+		gpu.FieldFBFree:                    71168 - n - 1, // the 1234 B missing from a whole MiB
+		gpu.FieldFBReserved:                512,
+		gpu.FieldFBTotal:                   81920,
+		gpu.FieldGPUTemp:                   50 + n,
+		gpu.FieldMemoryTemp:                60 + n,
+		gpu.FieldPowerUsage:                250.5 + n, // mW -> W
+		gpu.FieldPowerLimit:                700,
+		gpu.FieldEnergy:                    123456789 + n, // mJ, unchanged
+		gpu.FieldSMClock:                   1980,
+		gpu.FieldMemClock:                  2619,
+		gpu.FieldEncUtil:                   3 + n,
+		gpu.FieldDecUtil:                   7 + n,
+		gpu.FieldPCIeReplay:                2 + n,
+		gpu.FieldPCIeTxThroughput:          1200 + n,
+		gpu.FieldPCIeRxThroughput:          3400 + n,
+		gpu.FieldRemappedRowsCorrectable:   1 + n,
+		gpu.FieldRemappedRowsUncorrectable: n,
+		gpu.FieldRowRemapPending:           map[bool]float64{true: 1}[i == 1],
+		gpu.FieldRowRemapFailure:           0,
 	}
 }
 
@@ -60,8 +69,8 @@ func TestCollectHealthyGPUs(t *testing.T) {
 	f := newFixture(healthyGPU(0), healthyGPU(1))
 	b := newBackend(t, f, Options{XIDEvents: true})
 
-	if b.Name() != "nvml" || b.DriverVersion() != "570.124.06" {
-		t.Errorf("Name, DriverVersion = %q, %q", b.Name(), b.DriverVersion())
+	if b.Kind() != gpu.KindNVML || b.DriverVersion() != "570.124.06" {
+		t.Errorf("Kind, DriverVersion = %v, %q", b.Kind(), b.DriverVersion())
 	}
 	rs := collect(t, b)
 	if len(rs) != 2 {
@@ -132,13 +141,46 @@ var unsupportedTests = []struct {
 	setup: func(f *fixture) {
 		for _, call := range []string{"GetUtilizationRates", "GetMemoryInfo_v2", "GetMemoryInfo",
 			"GetTemperature", "GetFieldValues", "GetPowerUsage", "GetEnforcedPowerLimit",
-			"GetTotalEnergyConsumption", "GetClockInfo"} {
+			"GetTotalEnergyConsumption", "GetClockInfo", "GetEncoderUtilization", "GetDecoderUtilization",
+			"GetPcieReplayCounter", "GetPcieThroughput", "GetRemappedRows"} {
 			f.gpus[0].setRet(call, gonvml.ERROR_NOT_SUPPORTED)
 		}
 	},
 	drop: []gpu.Field{gpu.FieldGPUUtil, gpu.FieldMemCopyUtil, gpu.FieldFBUsed, gpu.FieldFBFree,
 		gpu.FieldFBReserved, gpu.FieldFBTotal, gpu.FieldGPUTemp, gpu.FieldMemoryTemp,
-		gpu.FieldPowerUsage, gpu.FieldPowerLimit, gpu.FieldEnergy, gpu.FieldSMClock, gpu.FieldMemClock},
+		gpu.FieldPowerUsage, gpu.FieldPowerLimit, gpu.FieldEnergy, gpu.FieldSMClock, gpu.FieldMemClock,
+		gpu.FieldEncUtil, gpu.FieldDecUtil, gpu.FieldPCIeReplay, gpu.FieldPCIeTxThroughput, gpu.FieldPCIeRxThroughput,
+		gpu.FieldRemappedRowsCorrectable, gpu.FieldRemappedRowsUncorrectable, gpu.FieldRowRemapPending, gpu.FieldRowRemapFailure},
+}, {
+	name: "NVLink: TX plus RX over every link, KiB to bytes",
+	setup: func(f *fixture) {
+		f.gpus[0].nvlink, f.gpus[0].nvlinkTxKiB, f.gpus[0].nvlinkRxKiB = true, 1000, 24
+	},
+	override: map[gpu.Field]float64{gpu.FieldNVLinkBandwidth: 1024 * 1024},
+}, {
+	name: "NVLink counters not supported: absent",
+	setup: func(f *fixture) {
+		f.gpus[0].nvlink = true
+		f.gpus[0].setRet("FI_DEV_NVLINK_THROUGHPUT", gonvml.ERROR_NOT_SUPPORTED)
+	},
+}, {
+	name:     "licensed vGPU guest",
+	setup:    func(f *fixture) { f.gpus[0].virtMode, f.gpus[0].licensed = gonvml.GPU_VIRTUALIZATION_MODE_VGPU, true },
+	override: map[gpu.Field]float64{gpu.FieldVGPULicensed: 1},
+}, {
+	name:     "unlicensed vGPU guest: 0, not absent",
+	setup:    func(f *fixture) { f.gpus[0].virtMode = gonvml.GPU_VIRTUALIZATION_MODE_VGPU },
+	override: map[gpu.Field]float64{gpu.FieldVGPULicensed: 0},
+}, {
+	name: "passthrough: no licence to report",
+	setup: func(f *fixture) {
+		f.gpus[0].virtMode, f.gpus[0].licensed = gonvml.GPU_VIRTUALIZATION_MODE_PASSTHROUGH, true
+	},
+}, {
+	name:  "no row remapper (pre-Ampere): the four remap fields absent together",
+	setup: func(f *fixture) { f.gpus[0].setRet("GetRemappedRows", gonvml.ERROR_NOT_SUPPORTED) },
+	drop: []gpu.Field{gpu.FieldRemappedRowsCorrectable, gpu.FieldRemappedRowsUncorrectable,
+		gpu.FieldRowRemapPending, gpu.FieldRowRemapFailure},
 }}
 
 func TestCollectUnsupportedFieldsAreAbsent(t *testing.T) {

@@ -23,6 +23,13 @@ type gpuDevice struct {
 	// migs is the MIG layout seen by the last successful enumeration, used
 	// to report the instances unhealthy when their GPU cannot be read.
 	migs []gpu.Device
+	// lastProcSample is the newest process utilization sample seen.
+	lastProcSample uint64
+	// gpmSupported says the GPU answers GPM (Hopper and later); gpm and
+	// migGPM (by GPU instance ID) hold its samples.
+	gpmSupported bool
+	gpm          gpmPair
+	migGPM       map[int]*gpmPair
 }
 
 func (g *gpuDevice) String() string {
@@ -65,6 +72,10 @@ func (b *Backend) identify(g *gpuDevice) error {
 		return fmt.Errorf("%s: %w", g, err)
 	}
 	g.handle, g.dev, g.identified = h, dev, true
+	if b.profiling {
+		sup, ret := h.GpmQueryDeviceSupport()
+		g.gpmSupported = ret == gonvml.SUCCESS && sup.IsSupportedDevice != 0
+	}
 	if b.xid != nil {
 		g.xidWatched = b.xid.register(h, uuid)
 	}
@@ -120,7 +131,44 @@ func (b *Backend) collectGPU(g *gpuDevice) (out []gpu.Reading) {
 	if err != nil {
 		return b.failGPU(g, fmt.Errorf("%s: %w", g, err))
 	}
+	if g.gpmSupported {
+		b.readGPM(&g.gpm, g.handle.GpmSampleGet, &r)
+		for i := range migs {
+			b.readMIGGPM(g, &migs[i])
+		}
+	}
+	// A MIG instance's processes are its own pods'; shares are for GPUs
+	// that pods share by time-slicing or MPS.
+	if b.processes && len(migs) == 0 {
+		r.Processes = b.readProcesses(g)
+	}
 	return append([]gpu.Reading{r}, migs...)
+}
+
+// readMIGGPM reads the profiling fields of one MIG instance through its
+// parent's GPM, by GPU instance.
+func (b *Backend) readMIGGPM(g *gpuDevice, r *gpu.Reading) {
+	if r.Err != nil || r.Device.MIG == nil {
+		return
+	}
+	gi := r.Device.MIG.GPUInstanceID
+	if g.migGPM == nil {
+		g.migGPM = map[int]*gpmPair{}
+	}
+	p := g.migGPM[gi]
+	if p == nil {
+		p = &gpmPair{}
+		g.migGPM[gi] = p
+	}
+	b.readGPM(p, func(s gonvml.GpmSample) gonvml.Return { return g.handle.GpmMigSampleGet(gi, s) }, r)
+}
+
+// freeGPM releases the GPU's GPM samples.
+func (g *gpuDevice) freeGPM() {
+	freeGPM(&g.gpm)
+	for _, p := range g.migGPM {
+		freeGPM(p)
+	}
 }
 
 // failGPU reports a GPU, and the MIG instances it last had, unhealthy with

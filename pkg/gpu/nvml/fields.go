@@ -24,6 +24,11 @@ var gpuFields = []fieldReader{
 	readPowerLimit,
 	readEnergy,
 	readClocks,
+	readEncDec,
+	readPCIe,
+	readRemappedRows,
+	readNVLink,
+	readVGPULicense,
 }
 
 // migFields are read for MIG device handles. Temperature, power and clocks
@@ -181,5 +186,117 @@ func readClocks(_ *Backend, d gonvml.Device, r *gpu.Reading) error {
 		}
 		r.Set(c.field, float64(mhz))
 	}
+	return nil
+}
+
+func readEncDec(_ *Backend, d gonvml.Device, r *gpu.Reading) error {
+	enc, _, ret := d.GetEncoderUtilization()
+	if err := check("get encoder utilization", ret); err == nil {
+		r.Set(gpu.FieldEncUtil, float64(enc))
+	} else if !errors.Is(err, errSkip) {
+		return err
+	}
+	dec, _, ret := d.GetDecoderUtilization()
+	if err := check("get decoder utilization", ret); err != nil {
+		return err
+	}
+	r.Set(gpu.FieldDecUtil, float64(dec))
+	return nil
+}
+
+// readPCIe reads the replay counter and the throughput NVML samples over
+// 20 ms, in KB/s, as dcgm-exporter's PCIE_TX/RX_THROUGHPUT.
+func readPCIe(_ *Backend, d gonvml.Device, r *gpu.Reading) error {
+	replays, ret := d.GetPcieReplayCounter()
+	if err := check("get PCIe replay counter", ret); err == nil {
+		r.Set(gpu.FieldPCIeReplay, float64(replays))
+	} else if !errors.Is(err, errSkip) {
+		return err
+	}
+	for _, c := range []struct {
+		counter gonvml.PcieUtilCounter
+		field   gpu.Field
+	}{{gonvml.PCIE_UTIL_TX_BYTES, gpu.FieldPCIeTxThroughput}, {gonvml.PCIE_UTIL_RX_BYTES, gpu.FieldPCIeRxThroughput}} {
+		kbps, ret := d.GetPcieThroughput(c.counter)
+		if err := check("get PCIe throughput", ret); errors.Is(err, errSkip) {
+			continue
+		} else if err != nil {
+			return err
+		}
+		r.Set(c.field, float64(kbps))
+	}
+	return nil
+}
+
+// readRemappedRows reads the row remapper (Ampere and later HBM GPUs).
+func readRemappedRows(_ *Backend, d gonvml.Device, r *gpu.Reading) error {
+	corr, unc, pending, failed, ret := d.GetRemappedRows()
+	if err := check("get remapped rows", ret); err != nil {
+		return err
+	}
+	r.Set(gpu.FieldRemappedRowsCorrectable, float64(corr))
+	r.Set(gpu.FieldRemappedRowsUncorrectable, float64(unc))
+	r.Set(gpu.FieldRowRemapPending, b2f(pending))
+	r.Set(gpu.FieldRowRemapFailure, b2f(failed))
+	return nil
+}
+
+func b2f(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// allLinks is NVML's scope for a field summed over every NVLink (UINT_MAX).
+const allLinks = ^uint32(0)
+
+// readNVLink reads the NVLink data counters, in KiB since driver load,
+// summed over every link. A GPU without NVLink answers not supported.
+func readNVLink(_ *Backend, d gonvml.Device, r *gpu.Reading) error {
+	const op = "get NVLink throughput"
+	values := []gonvml.FieldValue{
+		{FieldId: gonvml.FI_DEV_NVLINK_THROUGHPUT_DATA_TX, ScopeId: allLinks},
+		{FieldId: gonvml.FI_DEV_NVLINK_THROUGHPUT_DATA_RX, ScopeId: allLinks},
+	}
+	if err := check(op, d.GetFieldValues(values)); err != nil {
+		return err
+	}
+	var kib float64
+	for _, v := range values {
+		if err := check(op, gonvml.Return(v.NvmlReturn)); err != nil {
+			return err
+		}
+		n, ok := decodeFieldValue(v)
+		if !ok {
+			return errSkip
+		}
+		kib += n
+	}
+	r.Set(gpu.FieldNVLinkBandwidth, kib*1024)
+	return nil
+}
+
+// readVGPULicense reads a vGPU guest's licence. On bare metal and in
+// passthrough there is no licence to report: the field stays absent.
+func readVGPULicense(_ *Backend, d gonvml.Device, r *gpu.Reading) error {
+	mode, ret := d.GetVirtualizationMode()
+	if err := check("get virtualization mode", ret); err != nil {
+		return err
+	}
+	if mode != gonvml.GPU_VIRTUALIZATION_MODE_VGPU {
+		return errSkip
+	}
+	feats, ret := d.GetGridLicensableFeatures()
+	if err := check("get vGPU licensable features", ret); err != nil {
+		return err
+	}
+	licensed := 0.0
+	for i := range min(int(feats.LicensableFeaturesCount), len(feats.GridLicensableFeatures)) {
+		if feats.GridLicensableFeatures[i].FeatureState == gonvml.GRID_LICENSE_STATE_LICENSED {
+			licensed = 1
+		}
+	}
+	r.Set(gpu.FieldVGPULicensed, licensed)
 	return nil
 }

@@ -29,7 +29,18 @@ type fakeGPU struct {
 	power, limit      uint32 // mW
 	energy            uint64 // mJ
 	smClock, memClock uint32
-	migMode           int
+	enc, dec          uint32
+	replays           int
+	pcieTx, pcieRx    uint32 // KB/s
+	rowsCorr, rowsUnc int
+	remapPending      bool
+	remapFailed       bool
+	// nvlinkTxKiB and nvlinkRxKiB are answered when nvlink is set.
+	nvlink                   bool
+	nvlinkTxKiB, nvlinkRxKiB uint64
+	virtMode                 gonvml.GpuVirtualizationMode
+	licensed                 bool
+	migMode                  int
 	// migs are the MIG slots; a nil entry is an empty slot.
 	migs []*fakeMIG
 
@@ -87,6 +98,8 @@ func healthyGPU(i int) *fakeGPU {
 		temp: 50 + u, memTemp: 60 + float64(i), memTempType: gonvml.VALUE_TYPE_UNSIGNED_INT,
 		power: 250_500 + u*1000, limit: 700_000, energy: 123_456_789 + uint64(i),
 		smClock: 1980, memClock: 2619,
+		enc: 3 + u, dec: 7 + u, replays: 2 + i, pcieTx: 1200 + u, pcieRx: 3400 + u,
+		rowsCorr: 1 + i, rowsUnc: i, remapPending: i == 1,
 	}
 }
 
@@ -115,6 +128,17 @@ func mockGPU(g *fakeGPU) *mock.Device {
 	d.GetFieldValuesFunc = func(values []gonvml.FieldValue) gonvml.Return {
 		for i := range values {
 			v := &values[i]
+			if g.nvlink && v.ScopeId == ^uint32(0) &&
+				(v.FieldId == gonvml.FI_DEV_NVLINK_THROUGHPUT_DATA_TX || v.FieldId == gonvml.FI_DEV_NVLINK_THROUGHPUT_DATA_RX) {
+				n := g.nvlinkTxKiB
+				if v.FieldId == gonvml.FI_DEV_NVLINK_THROUGHPUT_DATA_RX {
+					n = g.nvlinkRxKiB
+				}
+				v.ValueType = uint32(gonvml.VALUE_TYPE_UNSIGNED_LONG_LONG)
+				v.Value = encodeValue(gonvml.VALUE_TYPE_UNSIGNED_LONG_LONG, float64(n))
+				v.NvmlReturn = uint32(g.ret("FI_DEV_NVLINK_THROUGHPUT"))
+				continue
+			}
 			if v.FieldId != gonvml.FI_DEV_MEMORY_TEMP {
 				v.NvmlReturn = uint32(gonvml.ERROR_NOT_SUPPORTED)
 				continue
@@ -138,6 +162,32 @@ func mockGPU(g *fakeGPU) *mock.Device {
 			return g.memClock, g.ret("GetClockInfo")
 		}
 		return 0, gonvml.ERROR_INVALID_ARGUMENT
+	}
+	d.GetEncoderUtilizationFunc = func() (uint32, uint32, gonvml.Return) { return g.enc, 167000, g.ret("GetEncoderUtilization") }
+	d.GetDecoderUtilizationFunc = func() (uint32, uint32, gonvml.Return) { return g.dec, 167000, g.ret("GetDecoderUtilization") }
+	d.GetPcieReplayCounterFunc = func() (int, gonvml.Return) { return g.replays, g.ret("GetPcieReplayCounter") }
+	d.GetPcieThroughputFunc = func(c gonvml.PcieUtilCounter) (uint32, gonvml.Return) {
+		switch c {
+		case gonvml.PCIE_UTIL_TX_BYTES:
+			return g.pcieTx, g.ret("GetPcieThroughput")
+		case gonvml.PCIE_UTIL_RX_BYTES:
+			return g.pcieRx, g.ret("GetPcieThroughput")
+		}
+		return 0, gonvml.ERROR_INVALID_ARGUMENT
+	}
+	d.GetRemappedRowsFunc = func() (int, int, bool, bool, gonvml.Return) {
+		return g.rowsCorr, g.rowsUnc, g.remapPending, g.remapFailed, g.ret("GetRemappedRows")
+	}
+	d.GetVirtualizationModeFunc = func() (gonvml.GpuVirtualizationMode, gonvml.Return) {
+		return g.virtMode, g.ret("GetVirtualizationMode")
+	}
+	d.GetGridLicensableFeaturesFunc = func() (gonvml.GridLicensableFeatures, gonvml.Return) {
+		f := gonvml.GridLicensableFeatures{IsGridLicenseSupported: 1, LicensableFeaturesCount: 1}
+		f.GridLicensableFeatures[0].FeatureState = gonvml.GRID_LICENSE_STATE_UNLICENSED
+		if g.licensed {
+			f.GridLicensableFeatures[0].FeatureState = gonvml.GRID_LICENSE_STATE_LICENSED
+		}
+		return f, g.ret("GetGridLicensableFeatures")
 	}
 	addMIGFuncs(d, g)
 	d.RegisterEventsFunc = func(uint64, gonvml.EventSet) gonvml.Return { return g.ret("RegisterEvents") }

@@ -81,6 +81,8 @@ type device struct {
 	powerW     float64 // state, relaxes towards the target power
 	tempC      float64 // state, relaxes towards the power's steady state
 	energyMJ   float64
+	// nvlinkBytes counts NVLink traffic, TX plus RX, since the start.
+	nvlinkBytes float64
 }
 
 func newDevice(i int, identity, model string, s spec, now time.Time) *device {
@@ -114,6 +116,7 @@ func (d *device) advance(now time.Time) {
 	// so energy would depend on how often the exporter collects.
 	d.energyMJ += (target*dt.Seconds() + (before-d.powerW)*powerTau.Seconds()) * 1000
 	d.tempC = relax(d.tempC, ambientC+thermalCPerW*d.powerW, dt, thermalTau)
+	d.nvlinkBytes += 2 * d.targetUtil * simNVLinkBytesPerPct * dt.Seconds()
 }
 
 // relax moves x towards target as a first-order system with time constant tau.
@@ -197,6 +200,8 @@ func (d *device) readings() []gpu.Reading {
 	r.Set(gpu.FieldSMClock, d.smClock())
 	r.Set(gpu.FieldMemClock, d.spec.memMHz)
 	r.Set(gpu.FieldLastXID, float64(d.lastXID))
+	setHealthAndProfiling(&r, util)
+	r.Set(gpu.FieldNVLinkBandwidth, math.Round(d.nvlinkBytes))
 	r.XIDCounts = make(map[uint64]uint64, len(d.xids))
 	for k, v := range d.xids {
 		r.XIDCounts[k] = v
@@ -213,6 +218,45 @@ func (d *device) readings() []gpu.Reading {
 		out = append(out, mr)
 	}
 	return out
+}
+
+// Fractions of the graphics engine's busy time that an inference load
+// keeps the SMs, their warp slots, the tensor pipes and the memory
+// interface busy; typical of a transformer's decode on an H100.
+const (
+	simSMActiveOfBusy  = 0.9
+	simOccupancyOfBusy = 0.45
+	simTensorOfBusy    = 0.6
+	simDRAMOfBusy      = 0.5
+	// simPCIeBytesPerPct and simNVLinkBytesPerPct scale traffic with load.
+	simPCIeBytesPerPct   = 20e6
+	simNVLinkBytesPerPct = 1e9
+)
+
+// setHealthAndProfiling sets the fields a healthy, unlicensed bare-metal
+// GPU reports beside utilization and memory: no media engines in use, no
+// PCIe replays or row remaps, and profiling activity in proportion to the
+// load. A bare-metal GPU has no vGPU licence, so that field stays absent.
+func setHealthAndProfiling(r *gpu.Reading, util float64) {
+	busy := util / 100
+	for f, v := range map[gpu.Field]float64{
+		gpu.FieldEncUtil: 0, gpu.FieldDecUtil: 0, gpu.FieldPCIeReplay: 0,
+		gpu.FieldPCIeTxThroughput:        math.Round(util * simPCIeBytesPerPct / 2 / 1000),
+		gpu.FieldPCIeRxThroughput:        math.Round(util * simPCIeBytesPerPct / 1000),
+		gpu.FieldRemappedRowsCorrectable: 0, gpu.FieldRemappedRowsUncorrectable: 0,
+		gpu.FieldRowRemapPending: 0, gpu.FieldRowRemapFailure: 0,
+		gpu.FieldGREngineActive: busy,
+		gpu.FieldSMActive:       busy * simSMActiveOfBusy,
+		gpu.FieldSMOccupancy:    busy * simOccupancyOfBusy,
+		gpu.FieldTensorActive:   busy * simTensorOfBusy,
+		gpu.FieldDRAMActive:     busy * simDRAMOfBusy,
+		gpu.FieldPCIeTxBytes:    math.Round(util * simPCIeBytesPerPct / 2),
+		gpu.FieldPCIeRxBytes:    math.Round(util * simPCIeBytesPerPct),
+		gpu.FieldNVLinkTxBytes:  math.Round(util * simNVLinkBytesPerPct),
+		gpu.FieldNVLinkRxBytes:  math.Round(util * simNVLinkBytesPerPct),
+	} {
+		r.Set(f, v)
+	}
 }
 
 // smClock boosts under load and throttles when the die runs hot.

@@ -101,7 +101,7 @@ func New(opts Options) (*Backend, error) {
 }
 
 // Name implements gpu.Backend.
-func (b *Backend) Name() string { return "sim" }
+func (b *Backend) Kind() gpu.Kind { return gpu.KindSim }
 
 // DriverVersion implements gpu.Backend.
 func (b *Backend) DriverVersion() string { return b.opts.DriverVersion }

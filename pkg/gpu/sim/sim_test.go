@@ -7,6 +7,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/gpuscale/gpuscale/pkg/gpu"
 )
@@ -52,8 +53,8 @@ func TestDefaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if b.Name() != "sim" || b.DriverVersion() != "550.54.15-sim" {
-		t.Errorf("Name, DriverVersion = %q, %q", b.Name(), b.DriverVersion())
+	if b.Kind() != gpu.KindSim || b.DriverVersion() != "550.54.15-sim" {
+		t.Errorf("Kind, DriverVersion = %v, %q", b.Kind(), b.DriverVersion())
 	}
 	r := collect(t, b)[0]
 	if r.Device.ModelName != "NVIDIA H100 80GB HBM3" {
@@ -409,5 +410,64 @@ func TestMIGMemoryWithinParent(t *testing.T) {
 	}
 	if used != math.Round(outside+instances) {
 		t.Errorf("used %v, want the GPU's own %v plus its instances' %v", used, outside, instances)
+	}
+}
+
+func TestProfilingFollowsLoad(t *testing.T) {
+	b, err := New(Options{GPUs: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	get := func(r gpu.Reading, f gpu.Field) float64 {
+		t.Helper()
+		v, ok := r.Get(f)
+		if !ok {
+			t.Fatalf("%s absent", f)
+		}
+		return v
+	}
+	var prevTensor float64
+	for i, util := range []float64{0, 40, 90} {
+		if err := b.SetLoad("0", Load{Utilization: &util}); err != nil {
+			t.Fatal(err)
+		}
+		r := collect(t, b)[0]
+		gr, sm, occ, tensor, dram := get(r, gpu.FieldGREngineActive), get(r, gpu.FieldSMActive),
+			get(r, gpu.FieldSMOccupancy), get(r, gpu.FieldTensorActive), get(r, gpu.FieldDRAMActive)
+		if gr != get(r, gpu.FieldGPUUtil)/100 || sm > gr || occ > sm || tensor > gr || dram > gr || gr > 1 {
+			t.Errorf("util %v: gr %v sm %v occupancy %v tensor %v dram %v out of order", util, gr, sm, occ, tensor, dram)
+		}
+		if i > 0 && tensor <= prevTensor {
+			t.Errorf("util %v: tensor activity %v did not rise from %v", util, tensor, prevTensor)
+		}
+		prevTensor = tensor
+		for _, f := range []gpu.Field{gpu.FieldEncUtil, gpu.FieldDecUtil, gpu.FieldPCIeReplay,
+			gpu.FieldRemappedRowsCorrectable, gpu.FieldRemappedRowsUncorrectable, gpu.FieldRowRemapPending, gpu.FieldRowRemapFailure} {
+			if v := get(r, f); v != 0 {
+				t.Errorf("%s = %v on a healthy simulated GPU", f, v)
+			}
+		}
+		if _, ok := r.Get(gpu.FieldVGPULicensed); ok {
+			t.Error("a bare-metal simulated GPU reports a vGPU licence")
+		}
+	}
+}
+
+func TestNVLinkCounterGrowsWithLoad(t *testing.T) {
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	b, err := New(Options{GPUs: 1, Now: func() time.Time { return now }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	util := 50.0
+	if err := b.SetLoad("0", Load{Utilization: &util}); err != nil {
+		t.Fatal(err)
+	}
+	first, _ := collect(t, b)[0].Get(gpu.FieldNVLinkBandwidth)
+	now = now.Add(10 * time.Second)
+	second, ok := collect(t, b)[0].Get(gpu.FieldNVLinkBandwidth)
+	// 50% load moves 2 * 50 * 1e9 bytes a second, TX plus RX.
+	if !ok || second-first != 10*2*50*simNVLinkBytesPerPct {
+		t.Errorf("NVLink counter moved %v in 10 s at 50%%, want %v", second-first, 10*2*50*simNVLinkBytesPerPct)
 	}
 }

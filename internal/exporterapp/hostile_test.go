@@ -1,4 +1,4 @@
-package app_test
+package exporterapp_test
 
 import (
 	"bufio"
@@ -40,6 +40,14 @@ func TestSlowClientsCutOff(t *testing.T) {
 	o.ReadHeaderTimeout = 300 * time.Millisecond
 	o.ReadTimeout = 600 * time.Millisecond
 	p := start(t, o)
+	// Listening comes before the first collection: wait for it, or the
+	// scrape below may find no GPU series yet.
+	eventually(t, "ready", func() error {
+		if code, _ := get(t, http.DefaultClient, "http://"+p.addr+"/readyz"); code != http.StatusOK {
+			return fmt.Errorf("readyz %d", code)
+		}
+		return nil
+	})
 	tests := []struct {
 		name    string
 		request string

@@ -1,4 +1,4 @@
-package app_test
+package exporterapp_test
 
 import (
 	"crypto/ecdsa"

@@ -1,4 +1,4 @@
-package app_test
+package exporterapp_test
 
 import (
 	"fmt"
@@ -13,20 +13,39 @@ import (
 
 // dcgmNames are the dcgm-exporter metrics gpuscale emits, with their types.
 var dcgmNames = map[string]dto.MetricType{
-	"DCGM_FI_DEV_GPU_UTIL":                 dto.MetricType_GAUGE,
-	"DCGM_FI_DEV_MEM_COPY_UTIL":            dto.MetricType_GAUGE,
-	"DCGM_FI_DEV_FB_USED":                  dto.MetricType_GAUGE,
-	"DCGM_FI_DEV_FB_FREE":                  dto.MetricType_GAUGE,
-	"DCGM_FI_DEV_FB_RESERVED":              dto.MetricType_GAUGE,
-	"DCGM_FI_DEV_FB_TOTAL":                 dto.MetricType_GAUGE,
-	"DCGM_FI_DEV_GPU_TEMP":                 dto.MetricType_GAUGE,
-	"DCGM_FI_DEV_MEMORY_TEMP":              dto.MetricType_GAUGE,
-	"DCGM_FI_DEV_POWER_USAGE":              dto.MetricType_GAUGE,
-	"DCGM_FI_DEV_POWER_MGMT_LIMIT":         dto.MetricType_GAUGE,
-	"DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION": dto.MetricType_COUNTER,
-	"DCGM_FI_DEV_SM_CLOCK":                 dto.MetricType_GAUGE,
-	"DCGM_FI_DEV_MEM_CLOCK":                dto.MetricType_GAUGE,
-	"DCGM_FI_DEV_XID_ERRORS":               dto.MetricType_GAUGE,
+	"DCGM_FI_DEV_GPU_UTIL":                    dto.MetricType_GAUGE,
+	"DCGM_FI_DEV_MEM_COPY_UTIL":               dto.MetricType_GAUGE,
+	"DCGM_FI_DEV_FB_USED":                     dto.MetricType_GAUGE,
+	"DCGM_FI_DEV_FB_FREE":                     dto.MetricType_GAUGE,
+	"DCGM_FI_DEV_FB_RESERVED":                 dto.MetricType_GAUGE,
+	"DCGM_FI_DEV_FB_TOTAL":                    dto.MetricType_GAUGE,
+	"DCGM_FI_DEV_GPU_TEMP":                    dto.MetricType_GAUGE,
+	"DCGM_FI_DEV_MEMORY_TEMP":                 dto.MetricType_GAUGE,
+	"DCGM_FI_DEV_POWER_USAGE":                 dto.MetricType_GAUGE,
+	"DCGM_FI_DEV_POWER_MGMT_LIMIT":            dto.MetricType_GAUGE,
+	"DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION":    dto.MetricType_COUNTER,
+	"DCGM_FI_DEV_SM_CLOCK":                    dto.MetricType_GAUGE,
+	"DCGM_FI_DEV_MEM_CLOCK":                   dto.MetricType_GAUGE,
+	"DCGM_FI_DEV_XID_ERRORS":                  dto.MetricType_GAUGE,
+	"DCGM_FI_DEV_ENC_UTIL":                    dto.MetricType_GAUGE,
+	"DCGM_FI_DEV_DEC_UTIL":                    dto.MetricType_GAUGE,
+	"DCGM_FI_DEV_PCIE_TX_THROUGHPUT":          dto.MetricType_COUNTER,
+	"DCGM_FI_DEV_PCIE_RX_THROUGHPUT":          dto.MetricType_COUNTER,
+	"DCGM_FI_DEV_PCIE_REPLAY_COUNTER":         dto.MetricType_COUNTER,
+	"DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL":      dto.MetricType_COUNTER,
+	"DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS":   dto.MetricType_COUNTER,
+	"DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS": dto.MetricType_COUNTER,
+	"DCGM_FI_DEV_ROW_REMAP_PENDING":           dto.MetricType_GAUGE,
+	"DCGM_FI_DEV_ROW_REMAP_FAILURE":           dto.MetricType_GAUGE,
+	"DCGM_FI_PROF_GR_ENGINE_ACTIVE":           dto.MetricType_GAUGE,
+	"DCGM_FI_PROF_SM_ACTIVE":                  dto.MetricType_GAUGE,
+	"DCGM_FI_PROF_SM_OCCUPANCY":               dto.MetricType_GAUGE,
+	"DCGM_FI_PROF_PIPE_TENSOR_ACTIVE":         dto.MetricType_GAUGE,
+	"DCGM_FI_PROF_DRAM_ACTIVE":                dto.MetricType_GAUGE,
+	"DCGM_FI_PROF_PCIE_TX_BYTES":              dto.MetricType_GAUGE,
+	"DCGM_FI_PROF_PCIE_RX_BYTES":              dto.MetricType_GAUGE,
+	"DCGM_FI_PROF_NVLINK_TX_BYTES":            dto.MetricType_GAUGE,
+	"DCGM_FI_PROF_NVLINK_RX_BYTES":            dto.MetricType_GAUGE,
 }
 
 // dcgmLabelSet is dcgm-exporter's label set with pod attribution, plus

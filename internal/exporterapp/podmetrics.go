@@ -1,4 +1,4 @@
-package app
+package exporterapp
 
 import (
 	"github.com/prometheus/client_golang/prometheus"

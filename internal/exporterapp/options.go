@@ -1,6 +1,6 @@
-// Package app wires the exporter's flags to its components: the GPU
+// Package exporterapp wires the exporter's flags to its components: the GPU
 // backend, pod attribution, the collection loop and the HTTP server.
-package app
+package exporterapp
 
 import (
 	"errors"
@@ -25,6 +25,10 @@ type Options struct {
 	PodResourcesInterval time.Duration
 	PodResourcesTimeout  time.Duration
 	ExtraResourceNames   string
+
+	ContainerRuntimeSocket string
+	ProcRoot               string
+	Profiling              bool
 
 	ListenAddress string
 	WebConfigFile string
@@ -53,6 +57,8 @@ func NewOptions() *Options {
 		PodResourcesSocket:   "/var/lib/kubelet/pod-resources/kubelet.sock",
 		PodResourcesInterval: 5 * time.Second,
 		PodResourcesTimeout:  2 * time.Second,
+		ProcRoot:             "/proc",
+		Profiling:            true,
 		ListenAddress:        ":9400",
 		LogLevel:             "info",
 		ReadHeaderTimeout:    5 * time.Second,
@@ -74,7 +80,10 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.PodResourcesSocket, "pod-resources-socket", o.PodResourcesSocket, "Kubelet pod-resources socket; empty disables pod attribution.")
 	fs.DurationVar(&o.PodResourcesInterval, "pod-resources-interval", o.PodResourcesInterval, "How often pod attribution is refreshed in the background.")
 	fs.DurationVar(&o.PodResourcesTimeout, "pod-resources-timeout", o.PodResourcesTimeout, "Deadline of one pod-resources List call.")
-	fs.StringVar(&o.ExtraResourceNames, "resource-names", o.ExtraResourceNames, "Extra comma-separated extended resource names that hold GPUs (a trailing * matches a prefix), besides nvidia.com/gpu and nvidia.com/mig-*.")
+	fs.StringVar(&o.ExtraResourceNames, "resource-names", o.ExtraResourceNames, "Extra comma-separated extended resource names that hold GPUs (a trailing * matches a prefix), besides nvidia.com/gpu, nvidia.com/gpu.shared and nvidia.com/mig-*.")
+	fs.StringVar(&o.ContainerRuntimeSocket, "container-runtime-socket", o.ContainerRuntimeSocket, "CRI socket of the container runtime (e.g. /run/containerd/containerd.sock); set, a GPU shared by several pods serves each pod its own processes' utilization and memory (nvml backend). Empty: every pod of a shared GPU is served the device's values.")
+	fs.StringVar(&o.ProcRoot, "proc-root", o.ProcRoot, "Mount point of the host's /proc, read for GPU processes' cgroups (needs hostPID or a host /proc mount).")
+	fs.BoolVar(&o.Profiling, "profiling", o.Profiling, "Serve the DCGM_FI_PROF_* profiling fields through NVML GPM on GPUs that support it (Hopper and later).")
 	fs.StringVar(&o.ListenAddress, "web.listen-address", o.ListenAddress, "Address to serve /metrics, probes and the API on.")
 	fs.StringVar(&o.WebConfigFile, "web.config.file", o.WebConfigFile, "Prometheus exporter-toolkit web config file enabling TLS and/or basic auth.")
 	fs.StringVar(&o.LogLevel, "log.level", o.LogLevel, "Log level: debug, info, warn or error.")

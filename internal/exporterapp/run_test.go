@@ -1,4 +1,4 @@
-package app_test
+package exporterapp_test
 
 import (
 	"context"
@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gpuscale/gpuscale/cmd/exporter/app"
+	"github.com/gpuscale/gpuscale/internal/exporterapp"
 )
 
 // TestRunAttributesPods runs the whole exporter against a real gRPC
@@ -41,7 +41,9 @@ func TestRunAttributesPods(t *testing.T) {
 	k.setPods(
 		pod("llm", "vllm-0", "vllm", "nvidia.com/gpu", whole[0]),
 		pod("team-a", "notebook-a", "jupyter", "nvidia.com/gpu", whole[1]+"::0"),
-		pod("team-b", "notebook-b", "jupyter", "nvidia.com/gpu", whole[1]+"::1"),
+		// The NVIDIA device plugin's name for time-sliced GPUs when it
+		// renames shared resources.
+		pod("team-b", "notebook-b", "jupyter", "nvidia.com/gpu.shared", whole[1]+"::1"),
 		pod("batch", "embed-0", "worker", "nvidia.com/mig-1g.10gb", migs[0]),
 		pod("batch", "embed-1", "worker", "nvidia.com/mig-1g.10gb", migs[1]),
 		pod("other", "nic", "c", "example.com/nic", whole[2]), // not a GPU resource
@@ -135,23 +137,39 @@ func TestRunWithoutPodAttribution(t *testing.T) {
 	})
 }
 
+// TestRunNVMLWithoutDriver runs the NVML backend on this machine, which has
+// no driver: the exporter listens, stays alive (healthz 200) but unready
+// (readyz 503) while it retries, counts the failures, and stops cleanly.
 func TestRunNVMLWithoutDriver(t *testing.T) {
-	o := app.NewOptions()
+	o := exporterapp.NewOptions()
 	o.Backend = "nvml"
 	o.PodResourcesSocket = ""
 	o.ListenAddress = "127.0.0.1:0"
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	listened := false
-	err := app.Run(ctx, o, testLogger(t), func(net.Addr) { listened = true })
-	if err == nil || !strings.Contains(err.Error(), "NVML") {
-		t.Fatalf("Run with nvml on a machine without the driver: err = %v, want an NVML error", err)
+	p := start(t, o)
+	base := "http://" + p.addr
+	if code, body := get(t, http.DefaultClient, base+"/readyz"); code != http.StatusServiceUnavailable {
+		t.Errorf("/readyz without NVML: %d %s, want 503", code, body)
 	}
-	if listened {
-		t.Error("the server listened although the backend failed")
+	if code, body := get(t, http.DefaultClient, base+"/healthz"); code != http.StatusOK {
+		t.Errorf("/healthz while retrying NVML: %d %s, want 200", code, body)
 	}
-	if ctx.Err() != nil {
-		t.Error("Run took 30s to fail")
+	eventually(t, "an NVML open failure counted", func() error {
+		_, body := get(t, http.DefaultClient, base+"/metrics")
+		mfs, err := parseScrape(body)
+		if err != nil {
+			return err
+		}
+		mf := mfs["gpuscale_exporter_backend_open_failures_total"]
+		if mf == nil || mf.GetMetric()[0].GetCounter().GetValue() < 1 {
+			return fmt.Errorf("no failure counted yet")
+		}
+		if _, ok := mfs["DCGM_FI_DEV_GPU_UTIL"]; ok {
+			return fmt.Errorf("GPU series served without a backend")
+		}
+		return nil
+	})
+	if err := p.stop(); err != nil {
+		t.Errorf("Run after cancel = %v, want nil", err)
 	}
 }
 
@@ -163,18 +181,18 @@ func TestRunStartupErrors(t *testing.T) {
 	defer busy.Close()
 	tests := []struct {
 		name    string
-		mutate  func(o *app.Options)
+		mutate  func(o *exporterapp.Options)
 		wantErr string
 	}{
-		{"bad MIG layout", func(o *app.Options) { o.SimMIGProfiles = "9g.90gb" }, "MIG layout"},
-		{"address in use", func(o *app.Options) { o.ListenAddress = busy.Addr().String() }, "listen on"},
-		{"missing web config", func(o *app.Options) { o.WebConfigFile = "/nonexistent/web.yml" }, "web.yml"},
+		{"bad MIG layout", func(o *exporterapp.Options) { o.SimMIGProfiles = "9g.90gb" }, "MIG layout"},
+		{"address in use", func(o *exporterapp.Options) { o.ListenAddress = busy.Addr().String() }, "listen on"},
+		{"missing web config", func(o *exporterapp.Options) { o.WebConfigFile = "/nonexistent/web.yml" }, "web.yml"},
 	}
 	for _, tc := range tests {
 		o := simOptions("")
 		tc.mutate(o)
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		err := app.Run(ctx, o, testLogger(t), nil)
+		err := exporterapp.Run(ctx, o, testLogger(t), nil)
 		cancel()
 		if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
 			t.Errorf("%s: Run = %v, want an error mentioning %q", tc.name, err, tc.wantErr)
