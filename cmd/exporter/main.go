@@ -12,13 +12,19 @@ import (
 	"syscall"
 
 	"github.com/gpuscale/gpuscale/cmd/exporter/app"
+	"github.com/gpuscale/gpuscale/internal/buildinfo"
 )
 
 func main() {
 	o := app.NewOptions()
 	fs := flag.NewFlagSet("exporter", flag.ExitOnError)
 	o.AddFlags(fs)
+	showVersion := fs.Bool("version", false, "Print the version and exit.")
 	_ = fs.Parse(os.Args[1:])
+	if *showVersion {
+		fmt.Println(buildinfo.Print("exporter"))
+		return
+	}
 	o.Complete()
 	if err := o.Validate(); err != nil {
 		fmt.Fprintf(os.Stderr, "exporter: invalid flags:\n%v\n", err)
