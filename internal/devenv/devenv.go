@@ -30,7 +30,7 @@ const (
 	Namespace     = "gpuscale"
 	AdapterName   = "gpuscale-adapter"
 	ExporterName  = "gpuscale-exporter"
-	AdapterPort   = 443 // the APIService's service port in deploy/manifests
+	AdapterPort   = 6443 // the APIService's service port in deploy/manifests: unprivileged
 	manifestsDir  = "deploy/manifests"
 	readyTimeout  = 90 * time.Second
 	exporterLabel = "app.kubernetes.io/name"
