@@ -14,7 +14,7 @@ ARG STATIC_BASE=localhost/gpuscale-base-static:latest
 ARG GLIBC_BASE=localhost/gpuscale-base-glibc:latest
 
 FROM ${STATIC_BASE} AS adapter
-ARG TARGETOS=linux
+ARG TARGETOS
 ARG TARGETARCH
 ARG VERSION=unknown
 ARG REVISION=unknown
@@ -34,7 +34,7 @@ ENTRYPOINT ["/usr/local/bin/gpuscale-adapter"]
 # The exporter links glibc: go-nvml loads libnvidia-ml.so (which the NVIDIA
 # container runtime mounts in) with dlopen.
 FROM ${GLIBC_BASE} AS exporter
-ARG TARGETOS=linux
+ARG TARGETOS
 ARG TARGETARCH
 ARG VERSION=unknown
 ARG REVISION=unknown
@@ -58,7 +58,7 @@ USER 0:0
 ENTRYPOINT ["/usr/local/bin/gpuscale-exporter"]
 
 FROM ${STATIC_BASE} AS inferencesim
-ARG TARGETOS=linux
+ARG TARGETOS
 ARG TARGETARCH
 ARG VERSION=unknown
 ARG REVISION=unknown
