@@ -21,6 +21,8 @@ date=$(git log -1 --format=%cI 2>/dev/null || date -u +%Y-%m-%dT%H:%M:%SZ)
 pkg=github.com/prometheus/common/version
 ldflags="-s -w -X $pkg.Version=$version -X $pkg.Revision=$revision -X $pkg.Branch=$branch -X $pkg.BuildDate=$date -X $pkg.BuildUser=gpuscale"
 mkdir -p "$out"
+# As the Makefile: go-nvml's NVML 13 headers' deprecations are noise.
+export CGO_CFLAGS=${CGO_CFLAGS:--Wno-deprecated-declarations}
 # nomsgpack drops gin's msgpack codec (6 MiB less resident memory).
 build() { # cgo name
   CGO_ENABLED=$1 GOOS=linux GOARCH=$arch go build -trimpath -tags nomsgpack -ldflags "$ldflags" -o "$out/$2" "./cmd/$2"

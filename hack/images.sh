@@ -49,6 +49,7 @@ base_images() {
   if [[ ! -f "$cache/base-static-$key.tar" || ! -f "$cache/base-glibc-$key.tar" ]]; then
     echo "images: building base rootfs $key from Debian packages"
     tmp=$(mktemp -d)
+    chmod 0755 "$tmp" # apt downloads as its _apt user
     trap 'rm -rf "$tmp"' RETURN
     (cd "$tmp" && apt-get download libc6 ca-certificates >/dev/null)
     # apt-get download verified each file against the signed Release's hash.

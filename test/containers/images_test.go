@@ -188,11 +188,13 @@ func TestAdapterImage(t *testing.T) {
 		env:     inCluster, kubeletMounts: kubelet,
 	})
 
-	waitCtx, cancel := context.WithTimeout(ctx, 2*time.Minute)
-	defer cancel()
-	if err := env.WaitAPIAvailable(waitCtx, 90*time.Second); err != nil {
-		t.Fatalf("adapter container (%s): %v", containerState("gpuscale-test-adapter"), err)
-	}
+	// A container that exits fails the test at once, not after the wait.
+	poll(t, 90*time.Second, "metrics APIs through the aggregator", func() error {
+		if s := containerState("gpuscale-test-adapter"); !strings.HasPrefix(s, "running") {
+			t.Fatalf("the adapter container is %s", s)
+		}
+		return env.WaitAPIAvailable(ctx, 2*time.Second)
+	})
 
 	// The kubelet probes HTTPS without verifying the certificate.
 	insecure := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
