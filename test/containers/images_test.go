@@ -119,6 +119,14 @@ func TestExporterImage(t *testing.T) {
 	})
 	checkBuildInfo(t, mfs)
 
+	// Resident memory once it has collected and served for a while, as
+	// Prometheus and the adapter would have it: 20 scrapes over 10 s.
+	for range 20 {
+		if _, err := getBody(http.DefaultClient, base+"/metrics"); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
 	rss := vmRSS(t, containerPID(t, "gpuscale-test-exporter"))
 	t.Logf("FIGURE exporter RSS in its container (sim backend, 8 GPUs): %.1f MiB", float64(rss)/(1<<20))
 	if limit := c.Resources.Limits.Memory(); !limit.IsZero() && rss > limit.Value() {
