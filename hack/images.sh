@@ -49,9 +49,12 @@ base_images() {
   if [[ ! -f "$cache/base-static-$key.tar" || ! -f "$cache/base-glibc-$key.tar" ]]; then
     echo "images: building base rootfs $key from Debian packages"
     tmp=$(mktemp -d)
-    chmod 0755 "$tmp" # apt downloads as its _apt user
     trap 'rm -rf "$tmp"' RETURN
-    (cd "$tmp" && apt-get download libc6 ca-certificates >/dev/null)
+    # As root, apt warns that it downloads outside its _apt sandbox: noise.
+    if ! (cd "$tmp" && apt-get download libc6 ca-certificates >"$tmp/apt.log" 2>&1); then
+      cat "$tmp/apt.log" >&2
+      return 1
+    fi
     # apt-get download verified each file against the signed Release's hash.
     dpkg-deb -x "$tmp"/ca-certificates_*.deb "$tmp/ca"
     local s="$tmp/static" g="$tmp/glibc"
