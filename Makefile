@@ -5,7 +5,7 @@ GO ?= go
 export CGO_CFLAGS ?= -Wno-deprecated-declarations
 FUZZTIME ?= 5s
 
-.PHONY: all build lint unit fuzz-short fuzz e2e test demo bench bench-autoscale bench-list soak clean control-plane manifests
+.PHONY: all build lint unit fuzz-short fuzz e2e test demo bench bench-autoscale bench-list soak clean control-plane manifests images test-images
 
 all: build
 
@@ -44,7 +44,20 @@ e2e:
 	  grep -E '^(=== RUN|\s*--- |PASS|FAIL|ok|e2e:)|FIGURE' _output/e2e.log; \
 	  if [ $$rc -ne 0 ]; then echo "--- e2e failed; the last 150 lines of _output/e2e.log:"; tail -150 _output/e2e.log; fi; exit $$rc
 
-test: lint unit fuzz-short e2e
+# The adapter, exporter and inferencesim images, built with buildah from
+# Dockerfile on bases made from Debian packages (no registry is needed):
+# the local podman store and OCI archives in _output/images; docs/images.md.
+images:
+	hack/images.sh
+
+# Runs the images as the Helm chart renders them (test/containers): the
+# exporter's probes and /metrics, the adapter serving the local control
+# plane's metrics APIs through the aggregator. Needs root and podman.
+test-images: images
+	hack/control-plane-build.sh >/dev/null
+	GPUSCALE_IMAGES=1 $(GO) test -count=1 -timeout 20m -v ./test/containers/
+
+test: lint unit fuzz-short e2e test-images
 
 demo:
 	hack/control-plane-build.sh >/dev/null

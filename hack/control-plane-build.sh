@@ -21,12 +21,24 @@ ldflags="-s -w -X k8s.io/component-base/version.gitVersion=$k8s_version \
  -X k8s.io/component-base/version.gitTreeState=clean \
  -X k8s.io/client-go/pkg/version.gitVersion=$k8s_version"
 
+# progress shows a long build's progress on stderr: go build -v names each
+# package it compiles; every 100th is counted, and the whole output is kept
+# in a log shown if the build fails.
+progress() { # name logfile
+  awk -v name="$1" -v logf="$2" '{ print > logf; if (++n % 100 == 0) printf "control-plane-build:   %s: %d packages compiled\n", name, n > "/dev/stderr" }'
+}
+
 build() { # name package
   local name=$1 pkg=$2
   if [[ -x "$bin/$name" ]]; then return; fi
   log "building $name from $pkg (cached afterwards in $bin)"
-  local start=$SECONDS
-  (cd "$here/tools" && CGO_ENABLED=0 go build -trimpath -ldflags "$ldflags" -o "$bin/$name.tmp" "$pkg")
+  local start=$SECONDS buildlog="$bin/$name.build.log"
+  if ! (cd "$here/tools" && CGO_ENABLED=0 go build -v -trimpath -ldflags "$ldflags" -o "$bin/$name.tmp" "$pkg" 2>&1) | progress "$name" "$buildlog"; then
+    log "building $name failed; the end of $buildlog:"
+    tail -40 "$buildlog" >&2
+    return 1
+  fi
+  rm -f "$buildlog"
   mv "$bin/$name.tmp" "$bin/$name"
   log "built $name in $((SECONDS - start))s"
 }
@@ -38,6 +50,11 @@ build kube-scheduler k8s.io/kubernetes/cmd/kube-scheduler
 build kubectl k8s.io/kubernetes/cmd/kubectl
 if [[ ! -x "$bin/kwok" ]]; then
   log "building kwok $kwok_version"
-  GOBIN="$bin" CGO_ENABLED=0 go install -trimpath -ldflags "-s -w" "sigs.k8s.io/kwok/cmd/kwok@$kwok_version"
+  if ! GOBIN="$bin" CGO_ENABLED=0 go install -v -trimpath -ldflags "-s -w" "sigs.k8s.io/kwok/cmd/kwok@$kwok_version" 2>&1 | progress kwok "$bin/kwok.build.log"; then
+    log "building kwok failed; the end of $bin/kwok.build.log:"
+    tail -40 "$bin/kwok.build.log" >&2
+    exit 1
+  fi
+  rm -f "$bin/kwok.build.log"
 fi
 echo "$bin"

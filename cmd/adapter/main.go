@@ -5,13 +5,16 @@ package main
 
 import (
 	"flag"
+	"fmt"
 	"os"
 
 	"k8s.io/apiserver/pkg/server"
 	"k8s.io/component-base/logs"
+	"k8s.io/component-base/metrics/legacyregistry"
 	"k8s.io/klog/v2"
 
 	"github.com/gpuscale/gpuscale/cmd/adapter/app"
+	"github.com/gpuscale/gpuscale/internal/buildinfo"
 )
 
 func main() {
@@ -30,10 +33,17 @@ func main() {
 	a := app.NewAdapter()
 	logs.AddFlags(a.Flags())
 	a.Flags().AddGoFlagSet(flag.CommandLine)
+	showVersion := a.Flags().Bool("version", false, "Print the version and exit.")
 	if err := a.Flags().Parse(os.Args[1:]); err != nil {
 		klog.ErrorS(err, "parsing flags")
 		os.Exit(2)
 	}
+	if *showVersion {
+		fmt.Println(buildinfo.Print("adapter"))
+		return
+	}
+	// Served on the adapter's /metrics with the apiserver's own series.
+	legacyregistry.RawMustRegister(buildinfo.Collector())
 	if err := a.Run(server.SetupSignalContext()); err != nil {
 		klog.ErrorS(err, "adapter stopped")
 		os.Exit(1)

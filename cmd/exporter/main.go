@@ -12,6 +12,7 @@ import (
 	"runtime/debug"
 	"syscall"
 
+	"github.com/gpuscale/gpuscale/internal/buildinfo"
 	"github.com/gpuscale/gpuscale/internal/exporterapp"
 )
 
@@ -29,7 +30,12 @@ func main() {
 	o := exporterapp.NewOptions()
 	fs := flag.NewFlagSet("exporter", flag.ExitOnError)
 	o.AddFlags(fs)
+	showVersion := fs.Bool("version", false, "Print the version and exit.")
 	_ = fs.Parse(os.Args[1:])
+	if *showVersion {
+		fmt.Println(buildinfo.Print("exporter"))
+		return
+	}
 	o.Complete()
 	if err := o.Validate(); err != nil {
 		fmt.Fprintf(os.Stderr, "exporter: invalid flags:\n%v\n", err)

@@ -20,13 +20,16 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/gpuscale/gpuscale/internal/buildinfo"
 	"github.com/gpuscale/gpuscale/pkg/inferencesim"
 )
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
-	err := run(ctx, os.Args[1:], os.Stderr, nil)
+	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr, nil)
 	switch {
 	case err == nil || errors.Is(err, flag.ErrHelp):
 	case errors.Is(err, errUsage):
@@ -67,6 +70,7 @@ type options struct {
 	contextTokens   int
 	generatedTokens int
 	logLevel        string
+	version         bool
 }
 
 func parseFlags(args []string, stderr io.Writer) (*options, error) {
@@ -81,6 +85,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.IntVar(&o.contextTokens, "context-tokens", inferencesim.DefaultRequest.ContextTokens, "Prompt tokens of each generated request.")
 	fs.IntVar(&o.generatedTokens, "generated-tokens", inferencesim.DefaultRequest.GeneratedTokens, "Generated tokens of each generated request.")
 	fs.StringVar(&o.logLevel, "log.level", "info", "Log level: debug, info, warn or error.")
+	fs.BoolVar(&o.version, "version", false, "Print the version and exit.")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return nil, err
@@ -105,9 +110,13 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 
 // run serves until ctx is done, then shuts every server down gracefully.
 // ready, if not nil, receives the bound addresses once all listen.
-func run(ctx context.Context, args []string, stderr io.Writer, ready func([]net.Addr)) error {
+func run(ctx context.Context, args []string, stdout, stderr io.Writer, ready func([]net.Addr)) error {
 	o, err := parseFlags(args, stderr)
 	if err != nil {
+		return err
+	}
+	if o.version {
+		_, err := fmt.Fprintln(stdout, buildinfo.Print("inferencesim"))
 		return err
 	}
 	var level slog.Level
@@ -169,6 +178,7 @@ func newServers(o *options, log *slog.Logger) ([]*inferencesim.Server, error) {
 	}
 	size := inferencesim.Request{ContextTokens: o.contextTokens, GeneratedTokens: o.generatedTokens}
 	var servers []*inferencesim.Server
+	info := buildinfo.Collector()
 	for i, addr := range o.listen {
 		s, err := inferencesim.NewServer(inferencesim.Options{
 			Dialect: dialect,
@@ -177,6 +187,8 @@ func newServers(o *options, log *slog.Logger) ([]*inferencesim.Server, error) {
 			Rate:    o.rate,
 			Sizes:   inferencesim.FixedSizes(size),
 			Logger:  log.With("address", addr),
+			// Each server has its own registry; one collector serves all.
+			Collectors: []prometheus.Collector{info},
 		})
 		if err != nil {
 			return nil, fmt.Errorf("%w: %w", errUsage, err)

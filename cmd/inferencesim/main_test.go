@@ -17,7 +17,7 @@ func TestServesOneIndependentServerPerAddress(t *testing.T) {
 	done := make(chan error, 1)
 	go func() {
 		done <- run(ctx, []string{"--listen=127.0.0.1:0", "--listen", "127.0.0.1:0,127.0.0.1:0",
-			"--dialect=triton", "--model=llama", "--rate=3", "--log.level=error"}, io.Discard,
+			"--dialect=triton", "--model=llama", "--rate=3", "--log.level=error"}, io.Discard, io.Discard,
 			func(a []net.Addr) { addrc <- a })
 	}()
 	var addrs []net.Addr
@@ -35,6 +35,9 @@ func TestServesOneIndependentServerPerAddress(t *testing.T) {
 		body := get(t, "http://"+a.String()+"/metrics")
 		if !strings.Contains(body, `nv_inference_pending_request_count{model="llama",version="1"}`) {
 			t.Errorf("%s/metrics lacks the Triton queue gauge:\n%s", a, body)
+		}
+		if !strings.Contains(body, `gpuscale_build_info{`) {
+			t.Errorf("%s/metrics lacks gpuscale_build_info:\n%s", a, body)
 		}
 	}
 	// Each address has its own server: a rate change on one leaves the
@@ -85,9 +88,20 @@ func TestRejectsBadFlags(t *testing.T) {
 		{"--bogus"},
 		{"extra"},
 	} {
-		err := run(context.Background(), args, io.Discard, nil)
+		err := run(context.Background(), args, io.Discard, io.Discard, nil)
 		if !errors.Is(err, errUsage) {
 			t.Errorf("run(%q) = %v, want a usage error", args, err)
 		}
+	}
+}
+
+func TestVersionPrintsAndExits(t *testing.T) {
+	var out strings.Builder
+	// No --listen: a run that went on to serve would bind 127.0.0.1:8000.
+	if err := run(context.Background(), []string{"--version"}, &out, io.Discard, nil); err != nil {
+		t.Fatalf("run --version: %v", err)
+	}
+	if !strings.HasPrefix(out.String(), "inferencesim, version ") {
+		t.Errorf("--version printed %q", out.String())
 	}
 }

@@ -38,7 +38,7 @@ func (e *Env) StartAdapterWith(ctx context.Context, extraArgs []string) error {
 	if err != nil {
 		return err
 	}
-	certPEM, keyPEM, _, err := e.Cluster.ServingCerts(AdapterName+"."+Namespace+".svc", "localhost")
+	certPEM, keyPEM, err := e.AdapterServingCert()
 	if err != nil {
 		return err
 	}
@@ -87,20 +87,38 @@ func (e *Env) StopAdapter() error {
 	return nil
 }
 
-// serviceAccountKubeconfig writes a kubeconfig holding a token of the
-// gpuscale-adapter ServiceAccount, so the local adapter has exactly the
-// permissions deploy/manifests give the in-cluster one.
-func (e *Env) serviceAccountKubeconfig(ctx context.Context, dir string) (string, error) {
+// AdapterServingCert is a serving certificate and key for the adapter,
+// signed by the CA the APIServices trust (their caBundle), for the names
+// the aggregator and local clients use.
+func (e *Env) AdapterServingCert() (certPEM, keyPEM []byte, err error) {
+	certPEM, keyPEM, _, err = e.Cluster.ServingCerts(AdapterName+"."+Namespace+".svc", "localhost")
+	return certPEM, keyPEM, err
+}
+
+// AdapterToken is a day-long token of the gpuscale-adapter ServiceAccount:
+// what the kubelet would mount into the adapter's pod.
+func (e *Env) AdapterToken(ctx context.Context) (string, error) {
 	ttl := int64(24 * 3600)
 	tok, err := e.Cluster.Client().CoreV1().ServiceAccounts(Namespace).CreateToken(ctx, AdapterName,
 		&authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: &ttl}}, metav1.CreateOptions{})
 	if err != nil {
 		return "", fmt.Errorf("devenv: token for %s/%s: %w", Namespace, AdapterName, err)
 	}
+	return tok.Status.Token, nil
+}
+
+// serviceAccountKubeconfig writes a kubeconfig holding a token of the
+// gpuscale-adapter ServiceAccount, so the local adapter has exactly the
+// permissions deploy/manifests give the in-cluster one.
+func (e *Env) serviceAccountKubeconfig(ctx context.Context, dir string) (string, error) {
+	token, err := e.AdapterToken(ctx)
+	if err != nil {
+		return "", err
+	}
 	rc := e.Cluster.RESTConfig()
 	cfg := clientcmdapi.NewConfig()
 	cfg.Clusters["local"] = &clientcmdapi.Cluster{Server: rc.Host, CertificateAuthorityData: rc.CAData}
-	cfg.AuthInfos["adapter"] = &clientcmdapi.AuthInfo{Token: tok.Status.Token}
+	cfg.AuthInfos["adapter"] = &clientcmdapi.AuthInfo{Token: token}
 	cfg.Contexts["adapter"] = &clientcmdapi.Context{Cluster: "local", AuthInfo: "adapter"}
 	cfg.CurrentContext = "adapter"
 	path := filepath.Join(dir, "kubeconfig")

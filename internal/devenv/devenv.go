@@ -30,7 +30,7 @@ const (
 	Namespace     = "gpuscale"
 	AdapterName   = "gpuscale-adapter"
 	ExporterName  = "gpuscale-exporter"
-	AdapterPort   = 443 // the APIService's service port in deploy/manifests
+	AdapterPort   = 6443 // the APIService's service port in deploy/manifests: unprivileged
 	manifestsDir  = "deploy/manifests"
 	readyTimeout  = 90 * time.Second
 	exporterLabel = "app.kubernetes.io/name"
@@ -52,6 +52,10 @@ type Options struct {
 	Nodes, GPUsPerNode int
 	// AdapterBinary is the built adapter; Up builds it into Dir if empty.
 	AdapterBinary string
+	// ExternalAdapter leaves the adapter to the caller (a container built
+	// from the chart, say): Up registers it but starts none, and returns
+	// without waiting for the metrics APIs (WaitAPIAvailable does).
+	ExternalAdapter bool
 	// AdapterArgs are extra adapter flags (scrape interval and the like).
 	AdapterArgs []string
 	// AdapterEnv are extra NAME=value environment variables of the
@@ -105,7 +109,7 @@ func Up(ctx context.Context, o Options) (env *Env, err error) {
 			_ = e.Down()
 		}
 	}()
-	if e.opts.AdapterBinary == "" {
+	if e.opts.AdapterBinary == "" && !o.ExternalAdapter {
 		if e.opts.AdapterBinary, err = buildAdapter(ctx, root, o.Dir); err != nil {
 			return nil, err
 		}
@@ -128,6 +132,9 @@ func Up(ctx context.Context, o Options) (env *Env, err error) {
 	}
 	if err := e.createExporters(ctx); err != nil {
 		return nil, err
+	}
+	if o.ExternalAdapter {
+		return e, nil
 	}
 	if err := e.StartAdapter(ctx); err != nil {
 		return nil, err

@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/exporter-toolkit/web"
 	"k8s.io/utils/clock"
 
+	"github.com/gpuscale/gpuscale/internal/buildinfo"
 	"github.com/gpuscale/gpuscale/pkg/cricontainers"
 	"github.com/gpuscale/gpuscale/pkg/exporter"
 	"github.com/gpuscale/gpuscale/pkg/exporter/httpapi"
@@ -43,7 +44,7 @@ func Run(ctx context.Context, o *Options, log *slog.Logger, ready func(addr net.
 	defer cancel()
 
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), buildinfo.Collector())
 	pods, procs, closeAttribution, err := startAttribution(ctx, o, reg, log)
 	if err != nil {
 		return err

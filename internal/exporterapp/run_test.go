@@ -133,6 +133,9 @@ func TestRunWithoutPodAttribution(t *testing.T) {
 		if !strings.Contains(body, "DCGM_FI_DEV_GPU_UTIL{") {
 			return fmt.Errorf("no GPU metrics yet")
 		}
+		if !strings.Contains(body, "gpuscale_build_info{") {
+			return fmt.Errorf("no gpuscale_build_info")
+		}
 		return nil
 	})
 }

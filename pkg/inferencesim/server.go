@@ -36,6 +36,9 @@ type Options struct {
 	// Interval is how often Run advances the simulation; 50ms when zero.
 	Interval time.Duration
 	Logger   *slog.Logger
+	// Collectors are served on /metrics beside the dialect's series (the
+	// binary's gpuscale_build_info, say).
+	Collectors []prometheus.Collector
 }
 
 // Server is one simulated inference server: an Engine fed by a Load, whose
@@ -76,6 +79,11 @@ func NewServer(opts Options) (*Server, error) {
 		return nil, err
 	}
 	reg := prometheus.NewRegistry()
+	for _, c := range opts.Collectors {
+		if err := reg.Register(c); err != nil {
+			return nil, fmt.Errorf("inferencesim: register collector: %w", err)
+		}
+	}
 	x, err := newExposition(opts.Dialect, opts.Model, opts.TTFTBuckets, reg)
 	if err != nil {
 		return nil, err
