@@ -172,6 +172,11 @@ func TestChartRenders(t *testing.T) {
 			if got := dig(ds, "spec", "template", "spec", "priorityClassName"); got != "system-node-critical" {
 				t.Errorf("exporter priorityClassName %v, want system-node-critical", got)
 			}
+			for _, a := range args(t, ds) {
+				if strings.HasPrefix(a, "--proc-root") || strings.HasPrefix(a, "--container-runtime-socket") {
+					t.Errorf("exporter flag %s by default: the host's /proc and CRI socket are mounted only for sharedGPUs", a)
+				}
+			}
 			for _, a := range args(t, named(t, objs, "Deployment", "-adapter")) {
 				if strings.Contains(a, "prometheus") {
 					t.Errorf("adapter flag %s by default: prometheus.io annotations and the PromQL source are opt-in", a)
@@ -183,6 +188,7 @@ func TestChartRenders(t *testing.T) {
 				}
 			}
 		}},
+		{"shared GPUs", []string{"--set", "exporter.sharedGPUs.enabled=true", "--set", "exporter.sharedGPUs.runtimeSocket=/var/run/crio/crio.sock"}, checkSharedGPUs},
 		{"exporter priority class cleared", []string{"--set", "exporter.priorityClassName="}, func(t *testing.T, objs []object) {
 			if got := dig(named(t, objs, "DaemonSet", "-exporter"), "spec", "template", "spec", "priorityClassName"); got != nil {
 				t.Errorf("priorityClassName %v, want none", got)
@@ -342,5 +348,40 @@ func checkPromQLSource(t *testing.T, objs []object) {
 	c := container(t, dep)
 	if !hasNamed(c["volumeMounts"], "queries") || !hasNamed(dig(dep, "spec", "template", "spec", "volumes"), "queries") {
 		t.Error("the queries ConfigMap is not mounted")
+	}
+}
+
+// checkSharedGPUs: the exporter reads processes' cgroups from the host's
+// /proc and their pods from the CRI socket, both mounted read-only where
+// its flags say.
+func checkSharedGPUs(t *testing.T, objs []object) {
+	ds := named(t, objs, "DaemonSet", "-exporter")
+	a := args(t, ds)
+	for _, want := range []string{"--container-runtime-socket=/run/gpuscale/cri.sock", "--proc-root=/host/proc", "--profiling=true"} {
+		if !slices.Contains(a, want) {
+			t.Errorf("exporter args %v lack %s", a, want)
+		}
+	}
+	mounts := map[string]string{}
+	for _, m := range container(t, ds)["volumeMounts"].([]any) {
+		if dig(m, "readOnly") != true {
+			t.Errorf("mount %v is writable", m)
+		}
+		mounts[dig(m, "name").(string)] = dig(m, "mountPath").(string)
+	}
+	hostPaths := map[string]string{}
+	vols, _ := dig(ds, "spec", "template", "spec", "volumes").([]any)
+	for _, v := range vols {
+		if p, ok := dig(v, "hostPath", "path").(string); ok {
+			hostPaths[dig(v, "name").(string)] = p
+		}
+	}
+	for name, want := range map[string][2]string{
+		"cri-socket": {"/var/run/crio/crio.sock", "/run/gpuscale/cri.sock"},
+		"host-proc":  {"/proc", "/host/proc"},
+	} {
+		if hostPaths[name] != want[0] || mounts[name] != want[1] {
+			t.Errorf("volume %s: host %q at %q, want %q at %q", name, hostPaths[name], mounts[name], want[0], want[1])
+		}
 	}
 }
