@@ -12,8 +12,8 @@ import (
 
 	"github.com/gpuscale/gpuscale/internal/devenv"
 	"github.com/gpuscale/gpuscale/internal/simworld"
+	"github.com/gpuscale/gpuscale/internal/trace"
 	"github.com/gpuscale/gpuscale/pkg/inferencesim"
-	"github.com/gpuscale/gpuscale/pkg/trace"
 )
 
 // Config is what a replay is asked to do. Durations are in trace time
