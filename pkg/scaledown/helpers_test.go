@@ -21,6 +21,7 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/gpuscale/gpuscale/pkg/store"
+	"github.com/gpuscale/gpuscale/pkg/storesource"
 )
 
 var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
@@ -52,8 +53,10 @@ func newFixture(t *testing.T, cfg Config, objs ...runtime.Object) *fixture {
 	})
 	f.factory = informers.NewSharedInformerFactory(f.client, 0)
 	pods, nodes := f.factory.Core().V1().Pods(), f.factory.Core().V1().Nodes()
-	cfg.Client, cfg.Pods, cfg.Nodes, cfg.Samples = f.client, pods.Lister(), nodes.Lister(), f.store
-	cfg.MaxStaleness, cfg.Clock = staleness, f.clock
+	cfg.Client, cfg.Pods, cfg.Nodes, cfg.Clock = f.client, pods.Lister(), nodes.Lister(), f.clock
+	if cfg.Loads == nil {
+		cfg.Loads = storesource.New(f.store, staleness, time.Minute, f.clock.Now)
+	}
 	cfg.PatchQPS = or(cfg.PatchQPS, 1e6)
 	cfg.PatchBurst = or(cfg.PatchBurst, 1e6)
 	ctrl, err := New(cfg)

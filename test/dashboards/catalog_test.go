@@ -59,6 +59,7 @@ var ownMetrics = []ownMetric{
 	{"gpuscale_scaledown_last_reconcile_timestamp_seconds", gauge, "pkg/scaledown"},
 	{"gpuscale_scaledown_patches_total", counter, "pkg/scaledown"},
 	{"gpuscale_scaledown_patch_rate_limited_total", counter, "pkg/scaledown"},
+	{"gpuscale_scaledown_load_errors_total", counter, "pkg/scaledown"},
 }
 
 // inferenceMetrics are the inference servers' own names the dashboards use.

@@ -138,9 +138,6 @@ func (o *Options) Validate() error {
 	case SourceEmbedded:
 	case SourcePrometheus:
 		errs = append(errs, o.Prometheus.validate()...)
-		if o.ScaleDown.Enabled {
-			errs = append(errs, errors.New("--scale-down-controller needs --source=embedded: it reads the scraped samples"))
-		}
 	default:
 		errs = append(errs, fmt.Errorf("--source must be embedded or prometheus, got %q", o.Source))
 	}

@@ -72,7 +72,7 @@ func (a *Adapter) Run(ctx context.Context) error {
 	if err := p.TrackPods(pods.Informer()); err != nil {
 		return err
 	}
-	runScaleDown, err := a.scaleDownController(pods, nodes, src.store, log)
+	runScaleDown, err := a.scaleDownController(pods, nodes, src.values, log)
 	if err != nil {
 		return err
 	}

@@ -22,7 +22,6 @@ import (
 	"k8s.io/component-base/metrics/legacyregistry"
 
 	"github.com/gpuscale/gpuscale/pkg/scaledown"
-	"github.com/gpuscale/gpuscale/pkg/store"
 )
 
 // scaleDownLease is the Lease the adapter replicas elect the scale-down
@@ -49,9 +48,12 @@ type ScaleDownOptions struct {
 	UnneededTime            time.Duration
 }
 
+// defaultScaleDownOptions takes the controller's defaults from the
+// controller.
 func defaultScaleDownOptions() ScaleDownOptions {
-	return ScaleDownOptions{LeaseNamespace: "gpuscale", Resync: 10 * time.Second, IdleTime: 5 * time.Minute,
-		PatchQPS: 10, PatchBurst: 20, GPUUtilizationThreshold: 0.5, UnneededTime: 10 * time.Minute}
+	d := scaledown.Defaults()
+	return ScaleDownOptions{LeaseNamespace: "gpuscale", Resync: d.Resync, IdleTime: d.IdleTime,
+		PatchQPS: d.PatchQPS, PatchBurst: d.PatchBurst, GPUUtilizationThreshold: d.GPUUtilizationThreshold, UnneededTime: d.UnneededTime}
 }
 
 // AddFlags registers the options.
@@ -153,9 +155,9 @@ func slimPodForScaleDown(obj any) (any, error) {
 }
 
 // scaleDownController builds the controller on the adapter's informers and
-// store, registers its event handlers and metrics, and returns what runs
+// metric values (either --source), registers its event handlers and metrics, and returns what runs
 // it under leader election; nil when --scale-down-controller is off.
-func (a *Adapter) scaleDownController(pods coreinformers.PodInformer, nodes coreinformers.NodeInformer, st *store.Store, log *slog.Logger) (func(context.Context), error) {
+func (a *Adapter) scaleDownController(pods coreinformers.PodInformer, nodes coreinformers.NodeInformer, loads scaledown.Loads, log *slog.Logger) (func(context.Context), error) {
 	o := a.Options
 	if !o.ScaleDown.Enabled {
 		return nil, nil
@@ -175,7 +177,7 @@ func (a *Adapter) scaleDownController(pods coreinformers.PodInformer, nodes core
 	}
 	sd := o.ScaleDown
 	c, err := scaledown.New(scaledown.Config{
-		Client: client, Pods: pods.Lister(), Nodes: nodes.Lister(), Samples: st, MaxStaleness: o.MaxStaleness,
+		Client: client, Pods: pods.Lister(), Nodes: nodes.Lister(), Loads: loads,
 		IdleTime: sd.IdleTime, Resync: sd.Resync, PatchQPS: sd.PatchQPS, PatchBurst: sd.PatchBurst,
 		GPUUtilizationThreshold: sd.GPUUtilizationThreshold, UnneededTime: sd.UnneededTime,
 		Logger: log.With("component", "scale-down"),
