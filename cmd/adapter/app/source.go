@@ -28,9 +28,9 @@ type source struct {
 	loop func(ctx context.Context, ready func())
 }
 
-// newStore returns the embedded source's store: --window of samples, and
-// TTFT histograms for the TTFT window and a scrape more (for the time a
-// scrape takes), all the TTFT history any request reads.
+// newStore returns the embedded source's store: samples, and their TTFT
+// histograms, for the TTFT window and a scrape more (for the time a scrape
+// takes), all the history any request reads.
 func (o *Options) newStore() *store.Store {
 	return store.New(o.samplesKept(), store.WithTTFTRetention(o.TTFTWindow+o.ScrapeInterval))
 }
@@ -56,7 +56,7 @@ func (o *Options) newSource(pods coreinformers.PodInformer, log *slog.Logger) (*
 			CycleTimeout: o.ScrapeInterval}),
 		Store:      st,
 		Interval:   o.ScrapeInterval,
-		RetainFor:  o.Window,
+		RetainFor:  o.retainFor(),
 		Logger:     log.With("component", "gather"),
 		Registerer: legacyregistry.Registerer(),
 	})
