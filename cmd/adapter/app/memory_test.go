@@ -44,6 +44,7 @@ func BenchmarkMemory10kPods(b *testing.B) {
 		idx := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
 		st := o.newStore()
 		t0 := time.Now()
+		slimPod := o.podTransform()
 		for p := 0; p < pods; p++ {
 			slim, _ := slimPod(realisticPod(p))
 			_ = idx.Add(slim)

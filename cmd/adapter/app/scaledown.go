@@ -10,13 +10,11 @@ import (
 	"time"
 
 	"github.com/spf13/pflag"
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/uuid"
 	coreinformers "k8s.io/client-go/informers/core/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/leaderelection"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 	"k8s.io/component-base/metrics/legacyregistry"
@@ -89,69 +87,6 @@ func (o *ScaleDownOptions) validate() []error {
 		errs = append(errs, errors.New("--scale-down-lease-namespace must be set with --scale-down-controller"))
 	}
 	return errs
-}
-
-// podTransform is the pod informer's transform: slimPod, plus what the
-// scale-down controller reads when it runs.
-func (o *ScaleDownOptions) podTransform() cache.TransformFunc {
-	if !o.Enabled {
-		return slimPod
-	}
-	return slimPodForScaleDown
-}
-
-// slimPodForScaleDown keeps, beyond slimPod, the pod's GPU requests and the
-// annotations the cluster autoscaler and the ReplicaSet controller read.
-func slimPodForScaleDown(obj any) (any, error) {
-	full, ok := obj.(*corev1.Pod)
-	if !ok {
-		return obj, nil
-	}
-	out, err := slimPod(obj)
-	if err != nil {
-		return nil, err
-	}
-	slim := out.(*corev1.Pod)
-	gpus := func(c *corev1.Container) corev1.ResourceRequirements {
-		var r corev1.ResourceRequirements
-		if q, ok := c.Resources.Requests[scaledown.DefaultGPUResource]; ok {
-			r.Requests = corev1.ResourceList{scaledown.DefaultGPUResource: q}
-		}
-		if q, ok := c.Resources.Limits[scaledown.DefaultGPUResource]; ok {
-			r.Limits = corev1.ResourceList{scaledown.DefaultGPUResource: q}
-		}
-		return r
-	}
-	kept := map[string]int{}
-	for i, c := range slim.Spec.Containers {
-		kept[c.Name] = i
-	}
-	for i := range full.Spec.Containers {
-		c := &full.Spec.Containers[i]
-		r := gpus(c)
-		if r.Requests == nil && r.Limits == nil {
-			continue
-		}
-		if j, ok := kept[c.Name]; ok {
-			slim.Spec.Containers[j].Resources = r
-		} else {
-			slim.Spec.Containers = append(slim.Spec.Containers, corev1.Container{Name: c.Name, Resources: r})
-		}
-	}
-	for i := range full.Spec.InitContainers {
-		if r := gpus(&full.Spec.InitContainers[i]); r.Requests != nil || r.Limits != nil {
-			slim.Spec.InitContainers = append(slim.Spec.InitContainers, corev1.Container{Name: full.Spec.InitContainers[i].Name, Resources: r})
-		}
-	}
-	for _, k := range []string{scaledown.DeletionCostAnnotation, scaledown.SafeToEvictAnnotation, scaledown.MirrorPodAnnotation} {
-		if v, ok := full.Annotations[k]; ok {
-			if slim.Annotations == nil {
-				slim.Annotations = map[string]string{}
-			}
-			slim.Annotations[k] = v
-		}
-	}
-	return slim, nil
 }
 
 // scaleDownController builds the controller on the adapter's informers and
