@@ -12,6 +12,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes/fake"
 	corelisters "k8s.io/client-go/listers/core/v1"
@@ -189,11 +190,10 @@ func TestTrackPodsWithInformer(t *testing.T) {
 			t.Fatalf("%s: %v", s.name, err)
 		}
 		var got []string
-		for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
-			if got = listed(t, p, "ml", labels.Everything()); slices.Equal(got, s.want) {
-				break
-			}
-		}
+		_ = wait.PollUntilContextTimeout(context.Background(), 5*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+			got = listed(t, p, "ml", labels.Everything())
+			return slices.Equal(got, s.want), nil
+		})
 		if !slices.Equal(got, s.want) {
 			t.Errorf("%s: lists %v, want %v", s.name, got, s.want)
 		}
