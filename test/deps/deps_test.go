@@ -82,6 +82,15 @@ var rules = []rule{
 		},
 	},
 	{
+		// The seam that lets scale-down run with --source=prometheus.
+		name:    "scale-down imports the store rather than reading provider.Values",
+		applies: func(p string) bool { return under(p, "pkg/scaledown") },
+		direct:  true,
+		forbidden: func(_, dep string) bool {
+			return under(dep, "pkg/store", "pkg/storesource", "pkg/promsource")
+		},
+	},
+	{
 		// A binary's packages are its own: one binary's flags or wiring
 		// reused elsewhere would tie that code to it.
 		name:    "a package outside cmd/<binary> imports that binary's packages",
@@ -193,6 +202,9 @@ func TestRules(t *testing.T) {
 		{"harness on a binary's packages", pkg{ImportPath: m("internal/devenv"), Imports: []string{m("cmd/adapter/app")}},
 			[]string{"internal/devenv -> cmd/adapter/app"}},
 		{"harness on a binary's packages, only transitively", pkg{ImportPath: m("internal/devenv"), Deps: []string{m("cmd/adapter/app")}}, nil},
+		{"scale-down importing the store", pkg{ImportPath: m("pkg/scaledown"), Imports: []string{m("pkg/store")}, Deps: []string{m("pkg/store")}},
+			[]string{"pkg/scaledown -> pkg/store"}},
+		{"scale-down on the store through provider", pkg{ImportPath: m("pkg/scaledown"), Imports: []string{m("pkg/provider")}, Deps: []string{m("pkg/provider"), m("pkg/store")}}, nil},
 		{"other modules", pkg{ImportPath: "k8s.io/client-go/kubernetes", Deps: []string{m("cmd/adapter/app")}}, nil},
 	}
 	for _, tt := range tests {
