@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"time"
 
-	gonvml "github.com/NVIDIA/go-nvml/pkg/nvml"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/exporter-toolkit/web"
@@ -17,7 +16,6 @@ import (
 	"github.com/gpuscale/gpuscale/pkg/exporter"
 	"github.com/gpuscale/gpuscale/pkg/exporter/httpapi"
 	"github.com/gpuscale/gpuscale/pkg/gpu"
-	"github.com/gpuscale/gpuscale/pkg/gpu/nvml"
 	"github.com/gpuscale/gpuscale/pkg/gpu/sim"
 	"github.com/gpuscale/gpuscale/pkg/metrics"
 	"github.com/gpuscale/gpuscale/pkg/podresources"
@@ -86,11 +84,7 @@ func newBackend(o *Options, log *slog.Logger) (gpu.Backend, error) {
 		log.Warn("using the SIMULATED GPU backend: every series carries simulated=\"true\"", "gpus", o.SimGPUs, "model", o.SimModel)
 		return sim.New(sim.Options{GPUs: o.SimGPUs, Model: o.SimModel, MIGProfiles: splitList(o.SimMIGProfiles), Identity: o.Hostname})
 	case "nvml":
-		b, err := nvml.New(gonvml.New(), nvml.Options{Logger: log.With("component", "nvml"), XIDEvents: true})
-		if err != nil {
-			return nil, err
-		}
-		return b, nil
+		return newNVMLBackend(log)
 	}
 	return nil, fmt.Errorf("unknown backend %q", o.Backend)
 }
