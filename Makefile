@@ -5,7 +5,7 @@ GO ?= go
 export CGO_CFLAGS ?= -Wno-deprecated-declarations
 FUZZTIME ?= 5s
 
-.PHONY: all build lint unit fuzz-short fuzz e2e test demo bench bench-autoscale bench-list soak clean control-plane manifests images test-images
+.PHONY: all build lint race unit fuzz-short fuzz e2e test demo bench bench-autoscale bench-list soak clean control-plane manifests images test-images
 
 all: build
 
@@ -16,6 +16,14 @@ build:
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
+	@# Linux-only code carries build tags: the module vets on macOS too.
+	GOOS=darwin $(GO) vet ./...
+	hack/staticcheck.sh ./...
+
+# The packages that run goroutines of their own, under the race detector.
+RACE_PKGS ?= ./pkg/... ./cmd/... ./internal/childproc/
+race:
+	$(GO) test -race -count=1 $(RACE_PKGS)
 
 unit:
 	$(GO) test -count=1 ./...
@@ -57,7 +65,7 @@ test-images: images
 	hack/control-plane-build.sh >/dev/null
 	GPUSCALE_IMAGES=1 $(GO) test -count=1 -timeout 20m -v ./test/containers/
 
-test: lint unit fuzz-short e2e test-images
+test: lint unit race fuzz-short e2e test-images
 
 demo:
 	hack/control-plane-build.sh >/dev/null

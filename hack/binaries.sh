@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds the binaries the images hold into _output/bin/linux_<arch>/, with
-# -trimpath and the version stamped in (internal/buildinfo).
+# -trimpath and the version stamped in (pkg/buildinfo).
 #
 #   hack/binaries.sh [arch]   arch defaults to this machine's (go env GOARCH)
 #

@@ -14,7 +14,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/gpuscale/gpuscale/cmd/adapter/app"
-	"github.com/gpuscale/gpuscale/internal/buildinfo"
+	"github.com/gpuscale/gpuscale/pkg/buildinfo"
 )
 
 func main() {

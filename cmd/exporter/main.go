@@ -12,8 +12,8 @@ import (
 	"runtime/debug"
 	"syscall"
 
-	"github.com/gpuscale/gpuscale/internal/buildinfo"
 	"github.com/gpuscale/gpuscale/internal/exporterapp"
+	"github.com/gpuscale/gpuscale/pkg/buildinfo"
 )
 
 // gcPercent replaces Go's default GOGC of 100 unless GOGC is set. The

@@ -18,7 +18,7 @@ import (
 
 	"github.com/gpuscale/gpuscale/internal/autoscalebench"
 	"github.com/gpuscale/gpuscale/internal/devenv"
-	"github.com/gpuscale/gpuscale/pkg/trace"
+	"github.com/gpuscale/gpuscale/internal/trace"
 )
 
 func main() {

@@ -37,7 +37,7 @@ func run() error {
 		requests = flag.Int("requests", 50, "Timed list requests per size, after 5 untimed ones.")
 		metrics  = flag.String("metrics", "inference_queue_depth,inference_ttft_seconds_p90", "Comma-separated Pods metrics to list.")
 		interval = flag.Duration("scrape-interval", 30*time.Second, "The adapter's --scrape-interval: long, so that scrape cycles disturb the timed requests little.")
-		window   = flag.Duration("window", 2*time.Minute, "The adapter's --window, the history kept per pod; the timed requests start once it has filled.")
+		window   = flag.Duration("window", 2*time.Minute, "How long the timed requests wait for the adapter's history of every pod (its --ttft-window of samples) to fill.")
 		adEnv    = flag.String("adapter-env", "", "Comma-separated NAME=value environment of the adapter, e.g. GOMEMLIMIT=270MiB.")
 		out      = flag.String("out", "_output/bench-list", "Directory for the environment's logs and report.md.")
 		soakFor  = flag.Duration("soak", 0, "Instead of timing lists, keep the largest --pods size and a hostile fleet scraped this long, and report the adapter's memory, scrape cycles and the healthy pods' staleness (make soak).")
@@ -84,7 +84,7 @@ func run() error {
 	}
 	env, err := devenv.Up(ctx, devenv.Options{Dir: filepath.Join(dir, "env"), Nodes: 1, Logger: log, AdapterEnv: adapterEnv,
 		AdapterArgs: []string{"--scrape-interval=" + interval.String(), "--max-staleness=" + staleness.String(),
-			"--ttft-window=" + ttft.String(), "--window=" + max(*window, ttft).String(),
+			"--ttft-window=" + ttft.String(),
 			// Each size is one namespace, past the default per-namespace cap.
 			"--max-targets-per-namespace=" + strconv.Itoa(slices.Max(ns))}})
 	if err != nil {

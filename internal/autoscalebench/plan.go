@@ -12,8 +12,8 @@ import (
 
 	"github.com/gpuscale/gpuscale/internal/devenv"
 	"github.com/gpuscale/gpuscale/internal/simworld"
+	"github.com/gpuscale/gpuscale/internal/trace"
 	"github.com/gpuscale/gpuscale/pkg/inferencesim"
-	"github.com/gpuscale/gpuscale/pkg/trace"
 )
 
 // Config is what a replay is asked to do. Durations are in trace time
@@ -180,7 +180,7 @@ func (p *Plan) EnvOptions(dir string, clock *Clock, log *slog.Logger) devenv.Opt
 		Logger:        log,
 		AdapterArgs: []string{
 			"--scrape-interval=" + scrape.String(), "--max-staleness=" + (3 * scrape).String(),
-			"--ttft-window=" + p.wall(time.Minute).String(), "--window=" + p.wall(2*time.Minute).String(),
+			"--ttft-window=" + p.wall(time.Minute).String(),
 			"--scale-down-controller", "--scale-down-resync=" + p.wall(10*time.Second).String(),
 			"--scale-down-idle-time=" + p.wall(5*time.Minute).String(),
 		},

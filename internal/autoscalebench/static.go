@@ -6,8 +6,8 @@ import (
 	"slices"
 	"time"
 
+	"github.com/gpuscale/gpuscale/internal/trace"
 	"github.com/gpuscale/gpuscale/pkg/inferencesim"
-	"github.com/gpuscale/gpuscale/pkg/trace"
 )
 
 // StaticNeed is the static policy's size: provisioning for the peak, known

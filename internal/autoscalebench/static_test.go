@@ -5,8 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gpuscale/gpuscale/internal/trace"
 	"github.com/gpuscale/gpuscale/pkg/inferencesim"
-	"github.com/gpuscale/gpuscale/pkg/trace"
 )
 
 // steady is rate requests/s of the default request for d.

@@ -13,6 +13,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+
+	"github.com/gpuscale/gpuscale/internal/childproc"
 )
 
 // StartAdapter starts the adapter and waits for the metrics APIs to be
@@ -57,7 +59,7 @@ func (e *Env) StartAdapterWith(ctx context.Context, extraArgs []string) error {
 		"--exporter-selector=" + exporterLabel + "=" + ExporterName,
 		"--exporter-namespace=" + Namespace, "--exporter-daemonset=" + ExporterName,
 	}, extraArgs...)
-	p, err := startChildEnv(logPath, e.opts.AdapterEnv, e.opts.AdapterBinary, args...)
+	p, err := childproc.Start("adapter", e.opts.AdapterBinary, args, e.opts.AdapterEnv, logPath, nil)
 	if err != nil {
 		return fmt.Errorf("devenv: adapter: %w", err)
 	}
@@ -74,7 +76,7 @@ func (e *Env) AdapterPID() int {
 	if e.adapter == nil {
 		return 0
 	}
-	return e.adapter.cmd.Process.Pid
+	return e.adapter.Pid()
 }
 
 // StopAdapter stops the adapter (SIGTERM, then SIGKILL after 5s).
@@ -82,9 +84,9 @@ func (e *Env) StopAdapter() error {
 	if e.adapter == nil {
 		return nil
 	}
-	e.adapter.stop()
+	err := e.adapter.Stop()
 	e.adapter = nil
-	return nil
+	return err
 }
 
 // AdapterServingCert is a serving certificate and key for the adapter,

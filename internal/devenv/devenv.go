@@ -21,6 +21,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 
+	"github.com/gpuscale/gpuscale/internal/childproc"
 	"github.com/gpuscale/gpuscale/internal/localcluster"
 	"github.com/gpuscale/gpuscale/internal/simworld"
 )
@@ -79,7 +80,7 @@ type Env struct {
 	opts      Options
 	log       *slog.Logger
 	root      string
-	adapter   *child
+	adapter   *childproc.Process
 	worldStop context.CancelFunc
 	worldDone chan error
 }
@@ -146,7 +147,7 @@ func Up(ctx context.Context, o Options) (env *Env, err error) {
 func (e *Env) Down() error {
 	var errs []error
 	if e.adapter != nil {
-		e.adapter.stop()
+		errs = append(errs, e.adapter.Stop())
 		e.adapter = nil
 	}
 	if e.worldStop != nil {

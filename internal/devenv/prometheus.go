@@ -19,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/wait"
 
+	"github.com/gpuscale/gpuscale/internal/childproc"
 	"github.com/gpuscale/gpuscale/pkg/discovery"
 )
 
@@ -33,7 +34,7 @@ type Prometheus struct {
 	bin, dir, config string
 	port             int
 	stopSync         context.CancelFunc
-	proc             *child
+	proc             *childproc.Process
 }
 
 // PrometheusBinary is the prometheus executable: $GPUSCALE_PROMETHEUS, else
@@ -92,18 +93,17 @@ func (p *Prometheus) Start(ctx context.Context, lookback time.Duration) error {
 	if p.proc != nil {
 		return errors.New("devenv: prometheus already running")
 	}
-	proc, err := startChild(filepath.Join(p.dir, "prometheus.log"), p.bin,
-		"--config.file="+p.config, "--storage.tsdb.path="+filepath.Join(p.dir, "data"),
-		"--web.listen-address=127.0.0.1:"+strconv.Itoa(p.port), "--query.lookback-delta="+lookback.String(),
-		"--storage.tsdb.retention.time=2h")
+	proc, err := childproc.Start("prometheus", p.bin, []string{"--config.file=" + p.config, "--storage.tsdb.path=" + filepath.Join(p.dir, "data"),
+		"--web.listen-address=127.0.0.1:" + strconv.Itoa(p.port), "--query.lookback-delta=" + lookback.String(),
+		"--storage.tsdb.retention.time=2h"}, nil, filepath.Join(p.dir, "prometheus.log"), nil)
 	if err != nil {
 		return fmt.Errorf("devenv: prometheus: %w", err)
 	}
 	p.proc = proc
 	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
 		select {
-		case <-proc.done:
-			return false, fmt.Errorf("prometheus exited: %v", proc.err)
+		case <-proc.Done():
+			return false, fmt.Errorf("prometheus exited: %w", proc.Err())
 		default:
 		}
 		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, p.URL+"/-/ready", nil)
@@ -127,9 +127,9 @@ func (p *Prometheus) Stop() error {
 	if p.proc == nil {
 		return nil
 	}
-	p.proc.stop()
+	err := p.proc.Stop()
 	p.proc = nil
-	return nil
+	return err
 }
 
 // prometheusConfig writes prometheus.yml. Debian's prometheus is built

@@ -19,6 +19,7 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 	"google.golang.org/grpc"
+	"k8s.io/apimachinery/pkg/util/wait"
 	podresourcesv1 "k8s.io/kubelet/pkg/apis/podresources/v1"
 
 	"github.com/gpuscale/gpuscale/internal/exporterapp"
@@ -115,16 +116,12 @@ func get(t *testing.T, c *http.Client, url string) (int, string) {
 // eventually retries check every 50 ms for up to 10 s.
 func eventually(t *testing.T, what string, check func() error) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		err := check()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: still failing after 10s: %v", what, err)
-		}
-		time.Sleep(50 * time.Millisecond)
+	var last error
+	if err := wait.PollUntilContextTimeout(context.Background(), 50*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+		last = check()
+		return last == nil, nil
+	}); err != nil {
+		t.Fatalf("%s: still failing after 10s: %v", what, last)
 	}
 }
 

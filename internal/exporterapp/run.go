@@ -9,18 +9,16 @@ import (
 	"net/http"
 	"time"
 
-	gonvml "github.com/NVIDIA/go-nvml/pkg/nvml"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/exporter-toolkit/web"
 	"k8s.io/utils/clock"
 
-	"github.com/gpuscale/gpuscale/internal/buildinfo"
+	"github.com/gpuscale/gpuscale/pkg/buildinfo"
 	"github.com/gpuscale/gpuscale/pkg/cricontainers"
 	"github.com/gpuscale/gpuscale/pkg/exporter"
 	"github.com/gpuscale/gpuscale/pkg/exporter/httpapi"
 	"github.com/gpuscale/gpuscale/pkg/gpu"
-	"github.com/gpuscale/gpuscale/pkg/gpu/nvml"
 	"github.com/gpuscale/gpuscale/pkg/gpu/sim"
 	"github.com/gpuscale/gpuscale/pkg/gpu/sim/simhttp"
 	"github.com/gpuscale/gpuscale/pkg/metrics"
@@ -149,14 +147,8 @@ func newSimBackend(o *Options, log *slog.Logger) (*sim.Backend, error) {
 // newBackendOpener opens the NVML backend, retrying from 1 s doubling to
 // 1 min.
 func newBackendOpener(o *Options, log *slog.Logger, reg prometheus.Registerer) *backendOpener {
-	return newOpener(func() (gpu.Backend, error) {
-		b, err := nvml.New(gonvml.New(), nvml.Options{Logger: log.With("component", "nvml"), XIDEvents: true,
-			Processes: o.ContainerRuntimeSocket != "", Profiling: o.Profiling})
-		if err != nil {
-			return nil, err
-		}
-		return b, nil
-	}, clock.RealClock{}, defaultOpenBackoff(), log, reg)
+	return newOpener(func() (gpu.Backend, error) { return newNVMLBackend(o, log) },
+		clock.RealClock{}, defaultOpenBackoff(), log, reg)
 }
 
 // maxHeaderBytes bounds a request's headers (net/http adds 4 KiB of slack).

@@ -25,6 +25,8 @@ import (
 
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+
+	"github.com/gpuscale/gpuscale/internal/childproc"
 )
 
 // Options configures Start.
@@ -82,7 +84,7 @@ type Cluster struct {
 	client          kubernetes.Interface
 	adminTransport  http.RoundTripper
 	timings         Timings
-	procs           []*process // in start order
+	procs           []*childproc.Process // in start order
 	userSeq         atomic.Int64
 
 	stopOnce sync.Once
@@ -198,8 +200,8 @@ func (c *Cluster) start(ctx context.Context, stages string) error {
 	if err := c.await(ctx, kcm, "creating the default ServiceAccount", settleTimeout, c.defaultServiceAccountExists); err != nil {
 		return err
 	}
-	if kwok.exited() {
-		return kwok.failure("exited during startup")
+	if kwok.Exited() {
+		return kwok.Failure("exited during startup")
 	}
 	c.timings.Ready = time.Since(began)
 	return nil
@@ -243,32 +245,32 @@ func (c *Cluster) writeKubeconfigs() (map[string]string, error) {
 }
 
 // run starts a component from the bin folder and remembers it for Stop.
-func (c *Cluster) run(name string, args []string, env ...string) (*process, error) {
+func (c *Cluster) run(name string, args []string, env ...string) (*childproc.Process, error) {
 	var extra io.Writer
 	if c.opts.Stdout != nil {
 		extra = c.opts.Stdout
 	}
-	p, err := startProcess(name, filepath.Join(c.binDir, name), args, env, filepath.Join(c.dir, "logs"), extra)
+	p, err := childproc.Start(name, filepath.Join(c.binDir, name), args, env, filepath.Join(c.dir, "logs", name+".log"), extra)
 	if err != nil {
 		return nil, err
 	}
 	c.procs = append(c.procs, p)
-	c.log.Debug("started component", "name", name, "pid", p.cmd.Process.Pid)
+	c.log.Debug("started component", "name", name, "pid", p.Pid())
 	return p, nil
 }
 
 // await waits up to timeout for check; a component that died on a port
 // conflict yields errPortTaken so that Start retries on fresh ports.
-func (c *Cluster) await(ctx context.Context, p *process, what string, timeout time.Duration, check func(context.Context) bool) error {
+func (c *Cluster) await(ctx context.Context, p *childproc.Process, what string, timeout time.Duration, check func(context.Context) bool) error {
 	ctx, cancel := context.WithTimeoutCause(ctx, timeout, fmt.Errorf("no success within %s", timeout))
 	defer cancel()
 	began := time.Now()
-	err := p.waitFor(ctx, what, 200*time.Millisecond, check)
-	if err != nil && p.exited() && p.bindFailed() {
+	err := p.WaitFor(ctx, what, 200*time.Millisecond, check)
+	if err != nil && p.Exited() && p.BindFailed() {
 		return fmt.Errorf("%w: %w", errPortTaken, err)
 	}
 	if err == nil {
-		c.log.Debug("component ready", "name", p.name, "condition", what, "waited", time.Since(began))
+		c.log.Debug("component ready", "name", p.Name(), "condition", what, "waited", time.Since(began))
 	}
 	return err
 }
@@ -280,11 +282,11 @@ func (c *Cluster) Stop() error {
 		// Stop kwok, the scheduler and the controller manager together, then
 		// the API server, then etcd, so that no client logs a storm of
 		// connection errors into the logs worth reading.
-		var clients, servers []*process
+		var clients, servers []*childproc.Process
 		for _, p := range c.procs {
-			switch p.name {
+			switch p.Name() {
 			case "etcd", "kube-apiserver":
-				servers = append([]*process{p}, servers...)
+				servers = append([]*childproc.Process{p}, servers...)
 			default:
 				clients = append(clients, p)
 			}
@@ -292,11 +294,11 @@ func (c *Cluster) Stop() error {
 		errs := make([]error, len(clients))
 		var wg sync.WaitGroup
 		for i, p := range clients {
-			wg.Go(func() { errs[i] = p.stop() })
+			wg.Go(func() { errs[i] = p.Stop() })
 		}
 		wg.Wait()
 		for _, p := range servers {
-			errs = append(errs, p.stop())
+			errs = append(errs, p.Stop())
 		}
 		c.stopErr = errors.Join(errs...)
 	})

@@ -48,7 +48,7 @@ func startTestCluster(t *testing.T) *Cluster {
 	t.Cleanup(func() {
 		if t.Failed() {
 			for _, p := range c.procs {
-				t.Logf("last lines of %s:\n%s", p.logPath, p.logTail())
+				t.Logf("last lines of %s:\n%s", p.LogPath(), p.LogTail())
 			}
 		}
 		if err := c.Stop(); err != nil {

@@ -139,7 +139,7 @@ func TestBackendErrorKeepsSnapshot(t *testing.T) {
 		{10 * interval, false},
 	}
 	for i, tc := range tests {
-		clk.Advance(tc.advance)
+		clk.Step(tc.advance)
 		err := c.CollectOnce(ctx)
 		if !errors.Is(err, errDriver) || !strings.Contains(err.Error(), "nvml backend") {
 			t.Errorf("step %d: CollectOnce error %v, want it to wrap %v and name the backend", i, err, errDriver)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
+	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/gpuscale/gpuscale/pkg/gpu"
 	"github.com/gpuscale/gpuscale/pkg/metrics"
@@ -52,24 +53,6 @@ type fakePods map[string][]metrics.PodRef
 
 func (p fakePods) PodsByDevice() map[string][]metrics.PodRef { return p }
 
-// fakeClock is the collector's injected clock.
-type fakeClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *fakeClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
-}
-
 func reading(index int, util float64) gpu.Reading {
 	r := gpu.Reading{Device: gpu.Device{
 		Index: index, Minor: index, UUID: "GPU-" + string(rune('a'+index)), ModelName: "NVIDIA H100 80GB HBM3",
@@ -91,7 +74,7 @@ const interval = time.Second
 
 // newTestCollector wires a collector on a fake clock to a pedantic registry
 // holding it and its own metrics.
-func newTestCollector(t *testing.T, b gpu.Backend, pods PodSource) (*Collector, *fakeClock, *prometheus.Registry) {
+func newTestCollector(t *testing.T, b gpu.Backend, pods PodSource) (*Collector, *clocktesting.FakeClock, *prometheus.Registry) {
 	t.Helper()
 	reg := prometheus.NewPedanticRegistry()
 	c, err := NewCollector(Config{Backend: b, Pods: pods, Hostname: "node-a", Interval: interval, Registerer: reg})
@@ -99,7 +82,7 @@ func newTestCollector(t *testing.T, b gpu.Backend, pods PodSource) (*Collector, 
 		t.Fatalf("NewCollector: %v", err)
 	}
 	reg.MustRegister(c)
-	clk := &fakeClock{t: time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC)}
+	clk := clocktesting.NewFakeClock(time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC))
 	c.now = clk.Now
 	return c, clk, reg
 }

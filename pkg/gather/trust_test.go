@@ -16,6 +16,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/gpuscale/gpuscale/pkg/discovery"
+	"github.com/gpuscale/gpuscale/pkg/podslim"
 	"github.com/gpuscale/gpuscale/pkg/scrape"
 	"github.com/gpuscale/gpuscale/pkg/store"
 )
@@ -81,7 +82,14 @@ DCGM_FI_DEV_GPU_UTIL{gpu="1",UUID="GPU-8",namespace="ml",pod="a",container="c"} 
 // API server places on its node (with the UID it reports, when it reports
 // one), and for its own node; the rest is counted by exporter and reason.
 // A tenant's pod labelled like the exporter is not scraped as one at all.
+// All of it holds as well with the pods slimmed by KeepPodFields, as the
+// adapter's informer cache holds them.
 func TestExporterTrust(t *testing.T) {
+	t.Run("full pods", func(t *testing.T) { exporterTrust(t, false) })
+	t.Run("slim pods", func(t *testing.T) { exporterTrust(t, true) })
+}
+
+func exporterTrust(t *testing.T, slim bool) {
 	ctx := context.Background()
 	// The exporter and the tenant's pod share 127.0.0.1 and, since the
 	// exporter port is one flag, a port: they differ by path.
@@ -98,6 +106,11 @@ func TestExporterTrust(t *testing.T) {
 		placedPod("ml", "a", "node-a", "uid-a"), placedPod("ml", "b", "node-a", "uid-b"),
 		placedPod("ml", "c", "node-a", "uid-c"), placedPod("ml", "d", "node-a", "uid-d"),
 		placedPod("ml", "e", "node-a", "uid-e"), placedPod("other", "victim", "node-b", "uid-v"),
+	}
+	if slim {
+		for i, p := range pods {
+			pods[i] = podslim.Slim(p, KeepPodFields)
+		}
 	}
 	st := store.New(30)
 	g, err := New(Config{Pods: pods, Scraper: scrape.New(scrape.Config{Timeout: 2 * time.Second}), Store: st,

@@ -5,6 +5,8 @@ import (
 	"net/http/httptest"
 	"testing"
 	"time"
+
+	clocktesting "k8s.io/utils/clock/testing"
 )
 
 // BenchmarkEngineAdvance simulates one second at 50 requests/s per
@@ -35,16 +37,16 @@ func BenchmarkScrape(b *testing.B) {
 		advance time.Duration
 	}{{"render", 0}, {"simulate15s", 15 * time.Second}} {
 		b.Run(tc.name, func(b *testing.B) {
-			clock := &fakeClock{t: t0}
+			clock := clocktesting.NewFakeClock(t0)
 			s, err := NewServer(Options{Dialect: VLLM, Rate: 12, Now: clock.Now})
 			if err != nil {
 				b.Fatal(err)
 			}
 			req := httptest.NewRequest(http.MethodGet, "/metrics", nil)
-			clock.Add(time.Minute)
+			clock.Step(time.Minute)
 			b.ReportAllocs()
 			for b.Loop() {
-				clock.Add(tc.advance)
+				clock.Step(tc.advance)
 				w := httptest.NewRecorder()
 				s.ServeHTTP(w, req)
 				if w.Code != http.StatusOK {

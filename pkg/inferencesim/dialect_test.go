@@ -9,36 +9,19 @@ import (
 	"net/http/httptest"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
+	clocktesting "k8s.io/utils/clock/testing"
 )
 
-type fakeClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *fakeClock) Add(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
-}
-
 // newTestServer serves a simulated server on 127.0.0.1 on a fake clock.
-func newTestServer(t *testing.T, opts Options) (*Server, *fakeClock, *httptest.Server) {
+func newTestServer(t *testing.T, opts Options) (*Server, *clocktesting.FakeClock, *httptest.Server) {
 	t.Helper()
-	clock := &fakeClock{t: t0}
+	clock := clocktesting.NewFakeClock(t0)
 	opts.Now = clock.Now
 	s, err := NewServer(opts)
 	if err != nil {
@@ -207,7 +190,7 @@ func TestExpositionPerDialect(t *testing.T) {
 	for _, tc := range dialectCases() {
 		t.Run(string(tc.dialect), func(t *testing.T) {
 			s, clock, hs := newTestServer(t, Options{Dialect: tc.dialect, Rate: 18, Seed: 5})
-			clock.Add(45 * time.Second)
+			clock.Step(45 * time.Second)
 			fams, body, _ := scrape(t, hs.URL, "")
 			st := s.Stats() // same instant: the scrape already advanced to it
 			if st.Completed == 0 || st.Waiting == 0 {
@@ -305,7 +288,7 @@ func checkValue(t *testing.T, f family, got float64, st Stats) {
 
 func TestExpositionNegotiatesOpenMetrics(t *testing.T) {
 	_, clock, hs := newTestServer(t, Options{Dialect: VLLM, Rate: 5, Seed: 1})
-	clock.Add(10 * time.Second)
+	clock.Step(10 * time.Second)
 	fams, body, header := scrape(t, hs.URL, "application/openmetrics-text; version=1.0.0")
 	if ct := header.Get("Content-Type"); !strings.HasPrefix(ct, "application/openmetrics-text") {
 		t.Errorf("Content-Type %q, want OpenMetrics", ct)
@@ -329,7 +312,7 @@ func TestSameSeedSameMetrics(t *testing.T) {
 	for range 2 {
 		_, clock, hs := newTestServer(t, Options{Dialect: SGLang, Rate: 14, Seed: 99})
 		for range 6 {
-			clock.Add(5 * time.Second)
+			clock.Step(5 * time.Second)
 			scrape(t, hs.URL, "")
 		}
 		_, body, _ := scrape(t, hs.URL, "")

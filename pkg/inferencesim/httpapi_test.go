@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"k8s.io/apimachinery/pkg/util/wait"
 )
 
 func call(t *testing.T, method, url, body string) (int, string) {
@@ -47,7 +49,7 @@ func TestAPIRateChangeTakesEffect(t *testing.T) {
 		!strings.Contains(body, `"rate":12.5`) {
 		t.Fatalf("PUT rate: %d %s", code, body)
 	}
-	clock.Add(time.Minute)
+	clock.Step(time.Minute)
 	v := getLoad(t, hs.URL)
 	// 750 expected arrivals; Poisson spread is about 27.
 	if v.Rate != 12.5 || v.Stats.Submitted < 650 || v.Stats.Submitted > 850 {
@@ -60,7 +62,7 @@ func TestAPIRateChangeTakesEffect(t *testing.T) {
 	if code, body := call(t, http.MethodPut, hs.URL+"/api/v1/load", `{"rate": 0, "contextTokens": 4000}`); code != http.StatusOK {
 		t.Fatalf("PUT rate 0: %d %s", code, body)
 	}
-	clock.Add(time.Minute)
+	clock.Step(time.Minute)
 	after := getLoad(t, hs.URL)
 	if after.Stats.Submitted != v.Stats.Submitted || after.ContextTokens != 4000 || after.GeneratedTokens != 130 {
 		t.Errorf("after stopping: %+v %+v, want no new arrivals and 4000/130-token requests", after, *after.Stats)
@@ -78,7 +80,7 @@ func TestAPISubmitRequests(t *testing.T) {
 	if code != http.StatusAccepted || !strings.Contains(body, `"accepted":2`) {
 		t.Fatalf("POST requests: %d %s", code, body)
 	}
-	clock.Add(10 * time.Second)
+	clock.Step(10 * time.Second)
 	v := getLoad(t, hs.URL)
 	if v.Stats.Submitted != 2 || v.Stats.Completed != 2 || v.Stats.PromptTokens != 2500 || v.Stats.GenerationTokens != 15 {
 		t.Errorf("stats %+v, want both requests served: 2500 prompt and 15 generated tokens", *v.Stats)
@@ -131,19 +133,15 @@ func TestRunAdvancesInTheBackground(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- s.Run(ctx) }()
-	clock.Add(10 * time.Second)
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	clock.Step(10 * time.Second)
+	// Run's ticker is real time: wait for a tick to drive the fake clock's
+	// ten seconds into the engine.
+	if err := wait.PollUntilContextTimeout(ctx, time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
 		s.mu.Lock()
-		submitted := s.engine.Peek().Submitted
-		s.mu.Unlock()
-		if submitted > 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("Run did not advance the simulation")
-		}
-		time.Sleep(time.Millisecond)
+		defer s.mu.Unlock()
+		return s.engine.Peek().Submitted > 0, nil
+	}); err != nil {
+		t.Fatalf("Run did not advance the simulation: %v", err)
 	}
 	cancel()
 	if err := <-done; err != nil {

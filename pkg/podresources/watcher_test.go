@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	podresourcesv1 "k8s.io/kubelet/pkg/apis/podresources/v1"
+	clocktesting "k8s.io/utils/clock/testing"
 )
 
 // shuffle reorders pods, containers, devices and device IDs in place, the
@@ -130,7 +131,7 @@ func TestRefreshAssignments(t *testing.T) {
 func TestRefreshSocketGone(t *testing.T) {
 	socket := socketPath(t)
 	stop := serve(t, socket, newFakeKubelet(pod("default", "a", ctr("main", dev("nvidia.com/gpu", "GPU-1")))))
-	clock := &fakeClock{now: time.Unix(1_700_000_000, 0)}
+	clock := clocktesting.NewFakeClock(time.Unix(1_700_000_000, 0))
 	w := newTestWatcher(t, socket, func(o *Options) { o.MaxAge = 30 * time.Second })
 	w.now = clock.Now
 

@@ -19,6 +19,7 @@ import (
 
 	"github.com/gpuscale/gpuscale/pkg/provider"
 	"github.com/gpuscale/gpuscale/pkg/store"
+	"github.com/gpuscale/gpuscale/pkg/storesource"
 )
 
 // TestProviderRulesBothSources runs the provider's shared rules over the
@@ -44,7 +45,7 @@ func TestProviderRulesBothSources(t *testing.T) {
 		st.PutPod(store.Key{Namespace: "ml", Name: name}, store.SourceInference, s)
 	}
 	sources := map[string]provider.Values{
-		"embedded":   provider.NewStoreValues(st, 15*time.Second, time.Minute, func() time.Time { return t0 }),
+		"embedded":   storesource.New(st, 15*time.Second, time.Minute, func() time.Time { return t0 }),
 		"prometheus": newSource(t, f),
 	}
 	for name, values := range sources {

@@ -44,15 +44,22 @@ func NewPodSet(namespace string, pods []*corev1.Pod) *PodSet {
 // modify the slice.
 func (s *PodSet) Names() []string { return s.names }
 
+// MemoKey names one thing a Values source derives from a PodSet, and its
+// type. Keys compare by identity: each NewMemoKey is a key of its own.
+type MemoKey[T any] struct{ name string }
+
+// NewMemoKey returns a key; name only helps debugging.
+func NewMemoKey[T any](name string) *MemoKey[T] { return &MemoKey[T]{name: name} }
+
 // Memo returns what build returned for key the first time it was asked
-// for this set. build may run more than once when calls race; only one
-// result is kept.
-func (s *PodSet) Memo(key any, build func() any) any {
-	if v, ok := s.memo.Load(key); ok {
-		return v
+// for set. build may run more than once when calls race; only one result
+// is kept.
+func Memo[T any](set *PodSet, key *MemoKey[T], build func() T) T {
+	if v, ok := set.memo.Load(key); ok {
+		return v.(T)
 	}
-	v, _ := s.memo.LoadOrStore(key, build())
-	return v
+	v, _ := set.memo.LoadOrStore(key, build())
+	return v.(T)
 }
 
 // PodEvents is where the provider learns that pods changed: the pod

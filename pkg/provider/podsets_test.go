@@ -1,4 +1,4 @@
-package provider
+package provider_test
 
 import (
 	"context"
@@ -12,17 +12,20 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes/fake"
 	corelisters "k8s.io/client-go/listers/core/v1"
 
+	"github.com/gpuscale/gpuscale/pkg/provider"
 	"github.com/gpuscale/gpuscale/pkg/store"
+	"github.com/gpuscale/gpuscale/pkg/storesource"
 )
 
 // listed returns the names a Pods list answers, sorted; nil for NotFound.
-func listed(t *testing.T, p *Provider, ns string, selector labels.Selector) []string {
+func listed(t *testing.T, p *provider.Provider, ns string, selector labels.Selector) []string {
 	t.Helper()
-	list, err := p.GetMetricBySelector(context.Background(), ns, selector, podsInfo(QueueDepth), labels.Everything())
+	list, err := p.GetMetricBySelector(context.Background(), ns, selector, podsInfo(provider.QueueDepth), labels.Everything())
 	if apierrors.IsNotFound(err) {
 		return nil
 	}
@@ -43,8 +46,9 @@ func listed(t *testing.T, p *Provider, ns string, selector labels.Selector) []st
 // the same list.
 func TestPodListsFollowPodChanges(t *testing.T) {
 	f := newFixture()
-	fresh := New(Config{Store: f.store, Pods: corelisters.NewPodLister(f.pods), MaxStaleness: 15 * time.Second,
-		Now: func() time.Time { return f.now }}) // no TrackPods: lists every time
+	fresh := provider.New(provider.Config{Pods: corelisters.NewPodLister(f.pods), MaxStaleness: 15 * time.Second,
+		Values: storesource.New(f.store, 15*time.Second, time.Minute, func() time.Time { return f.now }),
+		Now:    func() time.Time { return f.now }}) // no TrackPods: lists every time
 	app := map[string]string{"app": "llm"}
 	for _, ns := range []string{"ml", "other"} {
 		for _, name := range []string{"a", "b", "c", "d"} {
@@ -85,46 +89,46 @@ func TestPodListsFollowPodChanges(t *testing.T) {
 		}
 	}
 
-	first, err := f.p.sets.get("ml", labels.SelectorFromSet(app))
+	first, err := f.p.PodSetFor("ml", labels.SelectorFromSet(app))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if again, _ := f.p.sets.get("ml", labels.SelectorFromSet(app)); again != first {
+	if again, _ := f.p.PodSetFor("ml", labels.SelectorFromSet(app)); again != first {
 		t.Error("no pod changed, yet the list of Ready pods was built again")
 	}
 	f.addPod("other", "a", true, app)
-	if again, _ := f.p.sets.get("ml", labels.SelectorFromSet(app)); again != first {
+	if again, _ := f.p.PodSetFor("ml", labels.SelectorFromSet(app)); again != first {
 		t.Error("a change in another namespace rebuilt this one's list")
 	}
-	if all, _ := f.p.sets.get("", labels.Everything()); len(all.Pods) != 3 { // ml/d, other/a, other/d
+	if all, _ := f.p.PodSetFor("", labels.Everything()); len(all.Pods) != 3 { // ml/d, other/a, other/d
 		t.Errorf("all namespaces: %d pods, want 3", len(all.Pods))
 	}
 }
 
-// TestPodSetsBounded: past maxPodSets the sets of changed namespaces go
+// TestPodSetsBounded: past provider.MaxPodSets the sets of changed namespaces go
 // first, and the provider keeps answering.
 func TestPodSetsBounded(t *testing.T) {
 	f := newFixture()
 	f.addPod("ml", "a", true, nil)
-	for i := range 2*maxPodSets + 10 {
+	for i := range 2*provider.MaxPodSets + 10 {
 		sel := labels.SelectorFromSet(map[string]string{"n": fmt.Sprint(i)})
-		if _, err := f.p.sets.get("ml", sel); err != nil {
+		if _, err := f.p.PodSetFor("ml", sel); err != nil {
 			t.Fatal(err)
 		}
-		if n := len(f.p.sets.sets); n > maxPodSets {
-			t.Fatalf("%d sets kept, bound %d", n, maxPodSets)
+		if n := f.p.PodSetsKept(); n > provider.MaxPodSets {
+			t.Fatalf("%d sets kept, bound %d", n, provider.MaxPodSets)
 		}
 	}
-	for i := 0; len(f.p.sets.sets) < maxPodSets; i++ { // fill up to the bound
-		_, _ = f.p.sets.get("ml", labels.SelectorFromSet(map[string]string{"m": fmt.Sprint(i)}))
+	for i := 0; f.p.PodSetsKept() < provider.MaxPodSets; i++ { // fill up to the bound
+		_, _ = f.p.PodSetFor("ml", labels.SelectorFromSet(map[string]string{"m": fmt.Sprint(i)}))
 	}
 	f.addPod("ml", "b", true, nil) // every set of ml is now stale
-	kept, _ := f.p.sets.get("other", labels.Everything())
-	_, _ = f.p.sets.get("ml", labels.Everything())
-	if n := len(f.p.sets.sets); n != 2 {
+	kept, _ := f.p.PodSetFor("other", labels.Everything())
+	_, _ = f.p.PodSetFor("ml", labels.Everything())
+	if n := f.p.PodSetsKept(); n != 2 {
 		t.Errorf("%d sets after eviction, want the 2 current ones", n)
 	}
-	if again, _ := f.p.sets.get("other", labels.Everything()); again != kept {
+	if again, _ := f.p.PodSetFor("other", labels.Everything()); again != kept {
 		t.Error("a current set was evicted while stale ones could go")
 	}
 }
@@ -139,7 +143,8 @@ func TestTrackPodsWithInformer(t *testing.T) {
 	podInf := factory.Core().V1().Pods()
 	st := store.New(4)
 	now := time.Now()
-	p := New(Config{Store: st, Pods: podInf.Lister(), MaxStaleness: time.Hour, Now: func() time.Time { return now }})
+	p := provider.New(provider.Config{Pods: podInf.Lister(), MaxStaleness: time.Hour, Now: func() time.Time { return now },
+		Values: storesource.New(st, time.Hour, time.Minute, func() time.Time { return now })})
 	if err := p.TrackPods(podInf.Informer()); err != nil {
 		t.Fatal(err)
 	}
@@ -185,11 +190,10 @@ func TestTrackPodsWithInformer(t *testing.T) {
 			t.Fatalf("%s: %v", s.name, err)
 		}
 		var got []string
-		for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
-			if got = listed(t, p, "ml", labels.Everything()); slices.Equal(got, s.want) {
-				break
-			}
-		}
+		_ = wait.PollUntilContextTimeout(context.Background(), 5*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+			got = listed(t, p, "ml", labels.Everything())
+			return slices.Equal(got, s.want), nil
+		})
 		if !slices.Equal(got, s.want) {
 			t.Errorf("%s: lists %v, want %v", s.name, got, s.want)
 		}

@@ -22,8 +22,6 @@ import (
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/metrics/pkg/apis/custom_metrics"
 	cmprovider "sigs.k8s.io/custom-metrics-apiserver/pkg/provider"
-
-	"github.com/gpuscale/gpuscale/pkg/store"
 )
 
 // Observer records the outcome of each metric request, so operators can
@@ -34,11 +32,9 @@ type Observer interface {
 
 // Config wires a Provider.
 type Config struct {
-	// Values is where values come from. When nil, the embedded source
-	// over Store is used.
-	Values Values
-	// Store backs the embedded source when Values is nil.
-	Store        *store.Store
+	// Values is where values come from: the embedded store
+	// (pkg/storesource) or Prometheus (pkg/promsource). Required.
+	Values       Values
 	Pods         corelisters.PodLister
 	Nodes        corelisters.NodeLister
 	Deployments  appslisters.DeploymentLister
@@ -67,9 +63,6 @@ func New(cfg Config) *Provider {
 	}
 	if cfg.Observer == nil {
 		cfg.Observer = nopObserver{}
-	}
-	if cfg.Values == nil {
-		cfg.Values = NewStoreValues(cfg.Store, cfg.MaxStaleness, cfg.TTFTWindow, cfg.Now)
 	}
 	return &Provider{cfg: cfg, sets: newPodSets(cfg.Pods)}
 }

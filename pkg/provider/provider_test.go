@@ -1,4 +1,4 @@
-package provider
+package provider_test
 
 import (
 	"context"
@@ -10,7 +10,6 @@ import (
 	"slices"
 	"sort"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -29,7 +28,9 @@ import (
 
 	"github.com/gpuscale/gpuscale/internal/cpumeter"
 	"github.com/gpuscale/gpuscale/pkg/histogram"
+	"github.com/gpuscale/gpuscale/pkg/provider"
 	"github.com/gpuscale/gpuscale/pkg/store"
+	"github.com/gpuscale/gpuscale/pkg/storesource"
 )
 
 var t0 = time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
@@ -41,7 +42,7 @@ type fixture struct {
 	events                     podEvents
 	store                      *store.Store
 	obs                        *recorder
-	p                          *Provider
+	p                          *provider.Provider
 	now                        time.Time
 	rv                         int // the last pod resourceVersion
 }
@@ -67,8 +68,9 @@ func newFixture() *fixture {
 	}
 	f := &fixture{pods: idx(), nodes: idx(), deploys: idx(), sets: idx(), store: store.New(30),
 		obs: &recorder{calls: map[string]int{}}, now: t0}
-	f.p = New(Config{
-		Store: f.store, Pods: corelisters.NewPodLister(f.pods), Nodes: corelisters.NewNodeLister(f.nodes),
+	f.p = provider.New(provider.Config{
+		Values: storesource.New(f.store, 15*time.Second, time.Minute, func() time.Time { return f.now }),
+		Pods:   corelisters.NewPodLister(f.pods), Nodes: corelisters.NewNodeLister(f.nodes),
 		Deployments: appslisters.NewDeploymentLister(f.deploys), StatefulSets: appslisters.NewStatefulSetLister(f.sets),
 		MaxStaleness: 15 * time.Second, TTFTWindow: time.Minute, Observer: f.obs,
 		Now: func() time.Time { return f.now },
@@ -159,7 +161,7 @@ func TestPodsBySelector(t *testing.T) {
 	f.put("ml", "ready-stale", store.SourceInference, t0.Add(-16*time.Second), "m", map[store.Signal]float64{store.QueueDepth: 3}, nil)
 	f.put("ml", "other-app", store.SourceInference, t0.Add(-2*time.Second), "m", map[store.Signal]float64{store.QueueDepth: 9}, nil)
 
-	list, err := f.p.GetMetricBySelector(context.Background(), "ml", labels.SelectorFromSet(app), podsInfo(QueueDepth), labels.Everything())
+	list, err := f.p.GetMetricBySelector(context.Background(), "ml", labels.SelectorFromSet(app), podsInfo(provider.QueueDepth), labels.Everything())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -179,11 +181,11 @@ func TestPodsBySelector(t *testing.T) {
 
 	// Nothing fresh: an explicit NotFound, never an empty list.
 	f.now = t0.Add(time.Minute)
-	_, err = f.p.GetMetricBySelector(context.Background(), "ml", labels.SelectorFromSet(app), podsInfo(QueueDepth), labels.Everything())
+	_, err = f.p.GetMetricBySelector(context.Background(), "ml", labels.SelectorFromSet(app), podsInfo(provider.QueueDepth), labels.Everything())
 	if !apierrors.IsNotFound(err) {
 		t.Fatalf("all stale: err = %v, want NotFound", err)
 	}
-	if f.obs.calls["custom/"+QueueDepth+"/pods/not_found"] != 1 || f.obs.calls["custom/"+QueueDepth+"/pods/ok"] != 1 {
+	if f.obs.calls["custom/"+provider.QueueDepth+"/pods/not_found"] != 1 || f.obs.calls["custom/"+provider.QueueDepth+"/pods/ok"] != 1 {
 		t.Errorf("observer calls = %v", f.obs.calls)
 	}
 }
@@ -199,11 +201,11 @@ func TestMetricByNameErrors(t *testing.T) {
 		wantErr  bool
 		wantMill int64
 	}{
-		{"pod gpu", podsInfo(GPUUtilization), types.NamespacedName{Namespace: "ml", Name: "p"}, false, 80000},
-		{"pod missing signal", podsInfo(QueueDepth), types.NamespacedName{Namespace: "ml", Name: "p"}, true, 0},
+		{"pod gpu", podsInfo(provider.GPUUtilization), types.NamespacedName{Namespace: "ml", Name: "p"}, false, 80000},
+		{"pod missing signal", podsInfo(provider.QueueDepth), types.NamespacedName{Namespace: "ml", Name: "p"}, true, 0},
 		{"unknown metric", podsInfo("no_such_metric"), types.NamespacedName{Namespace: "ml", Name: "p"}, true, 0},
-		{"unknown pod", podsInfo(GPUUtilization), types.NamespacedName{Namespace: "ml", Name: "nope"}, true, 0},
-		{"unknown resource", cmprovider.CustomMetricInfo{GroupResource: schema.GroupResource{Resource: "services"}, Metric: GPUUtilization},
+		{"unknown pod", podsInfo(provider.GPUUtilization), types.NamespacedName{Namespace: "ml", Name: "nope"}, true, 0},
+		{"unknown resource", cmprovider.CustomMetricInfo{GroupResource: schema.GroupResource{Resource: "services"}, Metric: provider.GPUUtilization},
 			types.NamespacedName{Namespace: "ml", Name: "p"}, true, 0},
 	}
 	for _, tc := range cases {
@@ -257,16 +259,16 @@ func TestWorkloadAggregation(t *testing.T) {
 		}
 		return milli(t, &mv.Value)
 	}
-	if got := get(QueueDepth); got != 7 {
+	if got := get(provider.QueueDepth); got != 7 {
 		t.Errorf("queue depth = %v, want sum 7", got)
 	}
-	if got := get(KVCacheUtilization); got != 50 {
+	if got := get(provider.KVCacheUtilization); got != 50 {
 		t.Errorf("kv cache = %v, want mean 50", got)
 	}
 	// Merged: 100 requests, 90 in (0,0.1], 10 in (1,2.5]. p90 rank 90 ->
 	// 0.1 exactly; the pods' own p90s are 0.09 and 2.35, mean 1.22.
 	merged := histogram.Quantile(0.9, hist(90, 0, 0, 0, 10))
-	if got := get(TTFTP90); math.Abs(got-merged) > 0.001 {
+	if got := get(provider.TTFTP90); math.Abs(got-merged) > 0.001 {
 		t.Errorf("ttft p90 = %v, want the merged histogram's %v", got, merged)
 	}
 	meanOfQuantiles := (histogram.Quantile(0.9, hist(90)) + histogram.Quantile(0.9, hist(0, 0, 0, 0, 10))) / 2
@@ -284,7 +286,7 @@ func TestNodesAndExternal(t *testing.T) {
 	f.store.PutNode("gpu-1", n)
 
 	list, err := f.p.GetMetricBySelector(context.Background(), "", labels.SelectorFromSet(map[string]string{"gpu": "yes"}),
-		cmprovider.CustomMetricInfo{GroupResource: schema.GroupResource{Resource: "nodes"}, Metric: GPUUtilization}, labels.Everything())
+		cmprovider.CustomMetricInfo{GroupResource: schema.GroupResource{Resource: "nodes"}, Metric: provider.GPUUtilization}, labels.Everything())
 	if err != nil || len(list.Items) != 1 || milli(t, &list.Items[0].Value) != 55 || list.Items[0].DescribedObject.Kind != "Node" {
 		t.Fatalf("nodes: %+v, %v", list, err)
 	}
@@ -297,22 +299,22 @@ func TestNodesAndExternal(t *testing.T) {
 		f.put("ml", p.name, store.SourceInference, t0, p.model, map[store.Signal]float64{store.QueueDepth: p.q}, nil)
 	}
 	sel, _ := labels.Parse("model_name=llama")
-	ext, err := f.p.GetExternalMetric(context.Background(), "ml", sel, cmprovider.ExternalMetricInfo{Metric: QueueDepth})
+	ext, err := f.p.GetExternalMetric(context.Background(), "ml", sel, cmprovider.ExternalMetricInfo{Metric: provider.QueueDepth})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(ext.Items) != 1 || ext.Items[0].MetricLabels[ModelLabel] != "llama" || milli(t, &ext.Items[0].Value) != 7 {
+	if len(ext.Items) != 1 || ext.Items[0].MetricLabels[provider.ModelLabel] != "llama" || milli(t, &ext.Items[0].Value) != 7 {
 		t.Fatalf("external = %+v", ext.Items)
 	}
-	all, err := f.p.GetExternalMetric(context.Background(), "ml", labels.Everything(), cmprovider.ExternalMetricInfo{Metric: QueueDepth})
+	all, err := f.p.GetExternalMetric(context.Background(), "ml", labels.Everything(), cmprovider.ExternalMetricInfo{Metric: provider.QueueDepth})
 	if err != nil || len(all.Items) != 2 {
 		t.Fatalf("all models = %+v, %v", all, err)
 	}
 	none, _ := labels.Parse("model_name=gpt")
-	if _, err := f.p.GetExternalMetric(context.Background(), "ml", none, cmprovider.ExternalMetricInfo{Metric: QueueDepth}); !apierrors.IsNotFound(err) {
+	if _, err := f.p.GetExternalMetric(context.Background(), "ml", none, cmprovider.ExternalMetricInfo{Metric: provider.QueueDepth}); !apierrors.IsNotFound(err) {
 		t.Fatalf("unknown model: err = %v, want NotFound", err)
 	}
-	if _, err := f.p.GetExternalMetric(context.Background(), "ml", sel, cmprovider.ExternalMetricInfo{Metric: GPUUtilization}); !apierrors.IsNotFound(err) {
+	if _, err := f.p.GetExternalMetric(context.Background(), "ml", sel, cmprovider.ExternalMetricInfo{Metric: provider.GPUUtilization}); !apierrors.IsNotFound(err) {
 		t.Fatalf("unsupported external metric: err = %v, want NotFound", err)
 	}
 }
@@ -347,14 +349,14 @@ func TestListAllMetrics(t *testing.T) {
 //     an adapter that scrapes every 5 s (each pod's TTFT window increase
 //     is computed again). The scrape itself is not timed.
 func BenchmarkPodsBySelector10k(b *testing.B) {
-	for _, metric := range []string{QueueDepth, TTFTP90} {
+	for _, metric := range []string{provider.QueueDepth, provider.TTFTP90} {
 		for _, change := range []string{"unchanged", "pod-changed", "rescraped"} {
 			b.Run(metric+"/"+change, func(b *testing.B) { benchPodsBySelector(b, metric, change, nil) })
 		}
 	}
 	// vLLM's TTFT layout has 23 buckets: four times the histogram memory
 	// each pod's quantile reads.
-	b.Run(TTFTP90+"/vllm-buckets/rescraped", func(b *testing.B) { benchPodsBySelector(b, TTFTP90, "rescraped", vllmBounds) })
+	b.Run(provider.TTFTP90+"/vllm-buckets/rescraped", func(b *testing.B) { benchPodsBySelector(b, provider.TTFTP90, "rescraped", vllmBounds) })
 }
 
 // vllmBounds is vLLM's TTFT bucket layout.
@@ -412,9 +414,9 @@ func benchPodsBySelector(b *testing.B, metric, change string, layout []float64) 
 	cpu.Report(b)
 }
 
-type failingValues struct{ Values }
+type failingValues struct{ provider.Values }
 
-func (failingValues) Pods(context.Context, *PodSet, Metric, labels.Selector) ([]Value, error) {
+func (failingValues) Pods(context.Context, *provider.PodSet, provider.Metric, labels.Selector) ([]provider.Value, error) {
 	return nil, fmt.Errorf("query prometheus at http://127.0.0.1:9090: connection refused")
 }
 
@@ -423,12 +425,12 @@ func (failingValues) Pods(context.Context, *PodSet, Metric, labels.Selector) ([]
 func TestSourceErrorIsAnInternalError(t *testing.T) {
 	f := newFixture()
 	f.addPod("ml", "p", true, nil)
-	f.p.cfg.Values = failingValues{}
-	_, err := f.p.GetMetricBySelector(context.Background(), "ml", labels.Everything(), podsInfo(QueueDepth), labels.Everything())
+	f.p.SetValues(failingValues{})
+	_, err := f.p.GetMetricBySelector(context.Background(), "ml", labels.Everything(), podsInfo(provider.QueueDepth), labels.Everything())
 	if !apierrors.IsInternalError(err) || !strings.Contains(err.Error(), "query prometheus at http://127.0.0.1:9090") {
 		t.Fatalf("err = %v, want an InternalError naming prometheus", err)
 	}
-	if f.obs.calls["custom/"+QueueDepth+"/pods/error"] != 1 {
+	if f.obs.calls["custom/"+provider.QueueDepth+"/pods/error"] != 1 {
 		t.Errorf("observer calls = %v", f.obs.calls)
 	}
 }
@@ -439,17 +441,17 @@ func TestSourceErrorIsAnInternalError(t *testing.T) {
 // cover exactly the pods with a fresh value.
 func TestPodsListItems(t *testing.T) {
 	app := map[string]string{"app": "llm"}
-	llama, _ := labels.Parse(ModelLabel + "=llama")
+	llama, _ := labels.Parse(provider.ModelLabel + "=llama")
 	for _, tc := range []struct {
 		metric string
 		sel    labels.Selector
 		want   []string
 	}{
-		{QueueDepth, labels.Everything(), []string{"a", "b", "c"}},
-		{QueueDepth, llama, []string{"a", "c"}},
-		{GPUUtilization, nil, []string{"a"}},
-		{TTFTP90, labels.Everything(), []string{"a", "b", "c"}},
-		{TTFTP50, llama, []string{"a", "c"}},
+		{provider.QueueDepth, labels.Everything(), []string{"a", "b", "c"}},
+		{provider.QueueDepth, llama, []string{"a", "c"}},
+		{provider.GPUUtilization, nil, []string{"a"}},
+		{provider.TTFTP90, labels.Everything(), []string{"a", "b", "c"}},
+		{provider.TTFTP50, llama, []string{"a", "c"}},
 	} {
 		t.Run(tc.metric+"/"+fmt.Sprint(tc.sel), func(t *testing.T) {
 			f := newFixture()
@@ -494,12 +496,12 @@ func TestPodsListItems(t *testing.T) {
 
 // misalignedValues answers one value too few: a broken source is an
 // error, never a list that names the wrong pods.
-type misalignedValues struct{ Values }
+type misalignedValues struct{ provider.Values }
 
-func (misalignedValues) Pods(_ context.Context, pods *PodSet, _ Metric, _ labels.Selector) ([]Value, error) {
-	out := make([]Value, len(pods.Pods)-1)
+func (misalignedValues) Pods(_ context.Context, pods *provider.PodSet, _ provider.Metric, _ labels.Selector) ([]provider.Value, error) {
+	out := make([]provider.Value, len(pods.Pods)-1)
 	for i := range out {
-		out[i] = Value{V: 1, Time: t0}
+		out[i] = provider.Value{V: 1, Time: t0}
 	}
 	return out, nil
 }
@@ -508,32 +510,12 @@ func TestMisalignedSourceIsAnError(t *testing.T) {
 	f := newFixture()
 	f.addPod("ml", "a", true, nil)
 	f.addPod("ml", "b", true, nil)
-	f.p.cfg.Values = misalignedValues{}
-	if _, err := f.p.GetMetricBySelector(context.Background(), "ml", labels.Everything(), podsInfo(QueueDepth), labels.Everything()); !apierrors.IsInternalError(err) {
+	f.p.SetValues(misalignedValues{})
+	if _, err := f.p.GetMetricBySelector(context.Background(), "ml", labels.Everything(), podsInfo(provider.QueueDepth), labels.Everything()); !apierrors.IsInternalError(err) {
 		t.Errorf("list: err = %v, want an InternalError", err)
 	}
-	if _, err := f.p.GetMetricByName(context.Background(), types.NamespacedName{Namespace: "ml", Name: "a"}, podsInfo(QueueDepth), labels.Everything()); !apierrors.IsInternalError(err) {
+	if _, err := f.p.GetMetricByName(context.Background(), types.NamespacedName{Namespace: "ml", Name: "a"}, podsInfo(provider.QueueDepth), labels.Everything()); !apierrors.IsInternalError(err) {
 		t.Errorf("by name: err = %v, want an InternalError", err)
-	}
-}
-
-// TestModelMatcher: the memoised matcher answers what the selector says of
-// the model label, whatever the order of the models it is asked about.
-func TestModelMatcher(t *testing.T) {
-	for _, expr := range []string{"", ModelLabel + "=llama", ModelLabel + "!=llama", ModelLabel + " in (llama, mistral)", "!" + ModelLabel, ModelLabel, "other=x"} {
-		sel, err := labels.Parse(expr)
-		if err != nil {
-			t.Fatal(err)
-		}
-		mm := newModelMatcher(sel)
-		for _, model := range []string{"llama", "llama", "mistral", "", "llama", "", "", "qwen"} {
-			if got, want := mm.matches(model), sel.Matches(labels.Set{ModelLabel: model}); got != want {
-				t.Errorf("%q on model %q = %v, want %v", expr, model, got, want)
-			}
-		}
-	}
-	if mm := newModelMatcher(nil); !mm.matches("anything") {
-		t.Error("a nil selector matches every model")
 	}
 }
 
@@ -546,7 +528,7 @@ func TestPodsAllNamespaces(t *testing.T) {
 		f.addPod(ns, "p", true, app)
 		f.put(ns, "p", store.SourceInference, t0, "m", map[store.Signal]float64{store.QueueDepth: float64(len(ns) + int(ns[0]))}, nil)
 	}
-	list, err := f.p.GetMetricBySelector(context.Background(), "", labels.SelectorFromSet(app), podsInfo(QueueDepth), labels.Everything())
+	list, err := f.p.GetMetricBySelector(context.Background(), "", labels.SelectorFromSet(app), podsInfo(provider.QueueDepth), labels.Everything())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -560,38 +542,14 @@ func TestPodsAllNamespaces(t *testing.T) {
 	}
 }
 
-func TestInParallel(t *testing.T) {
-	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(4))
-	for _, n := range []int{0, 1, parallelMin, 2*parallelMin - 1, 2 * parallelMin, 10001} {
-		var mu sync.Mutex
-		seen := make([]int, n)
-		calls := 0
-		inParallel(n, func(lo, hi int) {
-			mu.Lock()
-			defer mu.Unlock()
-			calls++
-			for i := lo; i < hi; i++ {
-				seen[i]++
-			}
-		})
-		for i, c := range seen {
-			if c != 1 {
-				t.Fatalf("n=%d: index %d visited %d times", n, i, c)
-			}
-		}
-		if want := max(1, min(4, n/parallelMin)); calls != want {
-			t.Errorf("n=%d: %d shares, want %d", n, calls, want)
-		}
-	}
-}
-
 // TestTTFTListInParallel: a TTFT list long enough to be split among
 // goroutines answers exactly as one goroutine does, model selector,
 // missing histograms and stale pods included.
 func TestTTFTListInParallel(t *testing.T) {
 	f := newFixture()
 	sel := map[string]string{"app": "llm"}
-	const pods = 3*parallelMin + 17
+	// storesource splits a list among goroutines from 2048 pods on.
+	const pods = 3*2048 + 17
 	for i := range pods {
 		name := fmt.Sprintf("llm-%05d", i)
 		f.addPod("ml", name, true, sel)
@@ -610,13 +568,13 @@ func TestTTFTListInParallel(t *testing.T) {
 	}
 	list := func(procs int, metricSel labels.Selector) []custom_metrics.MetricValue {
 		defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(procs))
-		l, err := f.p.GetMetricBySelector(context.Background(), "ml", labels.SelectorFromSet(sel), podsInfo(TTFTP90), metricSel)
+		l, err := f.p.GetMetricBySelector(context.Background(), "ml", labels.SelectorFromSet(sel), podsInfo(provider.TTFTP90), metricSel)
 		if err != nil {
 			t.Fatal(err)
 		}
 		return l.Items
 	}
-	for _, metricSel := range []labels.Selector{labels.Everything(), labels.SelectorFromSet(map[string]string{ModelLabel: "a"})} {
+	for _, metricSel := range []labels.Selector{labels.Everything(), labels.SelectorFromSet(map[string]string{provider.ModelLabel: "a"})} {
 		want, got := list(1, metricSel), list(4, metricSel)
 		if len(want) == 0 || len(want) == pods {
 			t.Fatalf("%d items of %d pods: the fixture should leave some pods out", len(want), pods)

@@ -1,4 +1,4 @@
-package provider
+package provider_test
 
 import (
 	"context"
@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	cmprovider "sigs.k8s.io/custom-metrics-apiserver/pkg/provider"
 
+	"github.com/gpuscale/gpuscale/pkg/provider"
 	"github.com/gpuscale/gpuscale/pkg/store"
 )
 
@@ -38,11 +39,11 @@ func TestOutOfRangeNeverServed(t *testing.T) {
 		src    store.Source
 		v      float64
 	}{
-		{"queue of 1e16", QueueDepth, store.QueueDepth, store.SourceInference, 1e16},
-		{"utilization 1e300", GPUUtilization, store.GPUUtilization, store.SourceGPU, 1e300},
-		{"utilization +Inf", GPUUtilization, store.GPUUtilization, store.SourceGPU, math.Inf(+1)},
-		{"negative running", RequestsRunning, store.RequestsRunning, store.SourceInference, -4},
-		{"KV cache 1e300", KVCacheUtilization, store.KVCacheUtilization, store.SourceInference, 1e300},
+		{"queue of 1e16", provider.QueueDepth, store.QueueDepth, store.SourceInference, 1e16},
+		{"utilization 1e300", provider.GPUUtilization, store.GPUUtilization, store.SourceGPU, 1e300},
+		{"utilization +Inf", provider.GPUUtilization, store.GPUUtilization, store.SourceGPU, math.Inf(+1)},
+		{"negative running", provider.RequestsRunning, store.RequestsRunning, store.SourceInference, -4},
+		{"KV cache 1e300", provider.KVCacheUtilization, store.KVCacheUtilization, store.SourceInference, 1e300},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -78,28 +79,28 @@ func TestOutOfRangeNeverServed(t *testing.T) {
 // reading a hostile target's series through Prometheus would.
 type fixedValues struct{ v float64 }
 
-func (s fixedValues) Pods(_ context.Context, pods *PodSet, _ Metric, _ labels.Selector) ([]Value, error) {
-	out := make([]Value, len(pods.Pods))
+func (s fixedValues) Pods(_ context.Context, pods *provider.PodSet, _ provider.Metric, _ labels.Selector) ([]provider.Value, error) {
+	out := make([]provider.Value, len(pods.Pods))
 	for i := range out {
-		out[i] = Value{V: s.v, Time: t0}
+		out[i] = provider.Value{V: s.v, Time: t0}
 	}
 	return out, nil
 }
 
-func (s fixedValues) Workload(context.Context, string, []*corev1.Pod, Metric, labels.Selector) (Value, bool, error) {
-	return Value{V: s.v, Time: t0}, true, nil
+func (s fixedValues) Workload(context.Context, string, []*corev1.Pod, provider.Metric, labels.Selector) (provider.Value, bool, error) {
+	return provider.Value{V: s.v, Time: t0}, true, nil
 }
 
-func (s fixedValues) Nodes(_ context.Context, nodes []string, _ Metric) (map[string]Value, error) {
-	out := map[string]Value{}
+func (s fixedValues) Nodes(_ context.Context, nodes []string, _ provider.Metric) (map[string]provider.Value, error) {
+	out := map[string]provider.Value{}
 	for _, n := range nodes {
-		out[n] = Value{V: s.v, Time: t0}
+		out[n] = provider.Value{V: s.v, Time: t0}
 	}
 	return out, nil
 }
 
-func (s fixedValues) Models(context.Context, string, []*corev1.Pod, Metric, labels.Selector) (map[string]Value, error) {
-	return map[string]Value{"m": {V: s.v, Time: t0}}, nil
+func (s fixedValues) Models(context.Context, string, []*corev1.Pod, provider.Metric, labels.Selector) (map[string]provider.Value, error) {
+	return map[string]provider.Value{"m": {V: s.v, Time: t0}}, nil
 }
 
 // TestOverflowingAggregateIsAnError: a workload's or a model's value that
@@ -135,15 +136,15 @@ func TestOverflowingAggregateIsAnError(t *testing.T) {
 		for _, p := range []string{"a", "b", "c"} {
 			f.put("ml", p, store.SourceGPU, t0, "", map[store.Signal]float64{store.GPUMemoryUsedBytes: 1 << 52}, nil)
 		}
-		err := getDeployment(f, GPUMemoryUsedBytes)
+		err := getDeployment(f, provider.GPUMemoryUsedBytes)
 		if !apierrors.IsInternalError(err) {
 			t.Fatalf("err = %v, want an InternalError", err)
 		}
-		if f.obs.calls["custom/"+GPUMemoryUsedBytes+"/deployments.apps/error"] != 1 {
+		if f.obs.calls["custom/"+provider.GPUMemoryUsedBytes+"/deployments.apps/error"] != 1 {
 			t.Errorf("observer calls = %v, want the request counted as an error", f.obs.calls)
 		}
 		// One pod alone is served exactly.
-		mv, err := f.p.GetMetricByName(context.Background(), types.NamespacedName{Namespace: "ml", Name: "a"}, podsInfo(GPUMemoryUsedBytes), labels.Everything())
+		mv, err := f.p.GetMetricByName(context.Background(), types.NamespacedName{Namespace: "ml", Name: "a"}, podsInfo(provider.GPUMemoryUsedBytes), labels.Everything())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -156,29 +157,29 @@ func TestOverflowingAggregateIsAnError(t *testing.T) {
 		name, metric string
 		v            float64
 	}{
-		{"source: queue past a quantity", QueueDepth, 1e16},
-		{"source: queue past what two servers hold", QueueDepth, 3 << 30},
-		{"source: mean utilization above 100", GPUUtilization, 100.5},
-		{"source: TTFT of 1e300 s", TTFTP90, 1e300},
-		{"source: NaN", QueueDepth, math.NaN()},
+		{"source: queue past a quantity", provider.QueueDepth, 1e16},
+		{"source: queue past what two servers hold", provider.QueueDepth, 3 << 30},
+		{"source: mean utilization above 100", provider.GPUUtilization, 100.5},
+		{"source: TTFT of 1e300 s", provider.TTFTP90, 1e300},
+		{"source: NaN", provider.QueueDepth, math.NaN()},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			f := newFixture()
 			deployment(f, "a", "b")
-			f.p.cfg.Values = fixedValues{tt.v}
+			f.p.SetValues(fixedValues{tt.v})
 			if err := getDeployment(f, tt.metric); err != nil && apierrors.IsNotFound(err) {
 				t.Errorf("err = %v, want an error that is not NotFound", err)
 			}
-			if tt.metric != QueueDepth {
+			if tt.metric != provider.QueueDepth {
 				return
 			}
-			ext, err := f.p.GetExternalMetric(context.Background(), "ml", labels.Everything(), cmprovider.ExternalMetricInfo{Metric: QueueDepth})
+			ext, err := f.p.GetExternalMetric(context.Background(), "ml", labels.Everything(), cmprovider.ExternalMetricInfo{Metric: provider.QueueDepth})
 			if err == nil {
 				t.Errorf("external: served %v", &ext.Items[0].Value)
 			} else if apierrors.IsNotFound(err) || !strings.Contains(err.Error(), "model m") {
 				t.Errorf("external: err = %v, want an error naming the model", err)
 			}
-			_, err = f.p.GetMetricBySelector(context.Background(), "ml", labels.Everything(), podsInfo(QueueDepth), labels.Everything())
+			_, err = f.p.GetMetricBySelector(context.Background(), "ml", labels.Everything(), podsInfo(provider.QueueDepth), labels.Everything())
 			if !apierrors.IsNotFound(err) {
 				t.Errorf("pods list: err = %v, want NotFound: no pod has a value that can be served", err)
 			}

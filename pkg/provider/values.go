@@ -6,6 +6,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
+
+	"github.com/gpuscale/gpuscale/pkg/store"
 )
 
 // Values answers metric values in batches: one API request is one call, so
@@ -38,6 +40,10 @@ type Metric struct {
 	Quantile float64
 	// Sum says a workload's pods add up; otherwise their mean is taken.
 	Sum bool
+	// Signal and Source say where the embedded store keeps a scalar
+	// metric's samples; a source other than the store ignores them.
+	Signal store.Signal
+	Source store.Source
 }
 
 // IsTTFT reports whether the metric is a quantile of the TTFT histogram.
@@ -54,7 +60,7 @@ type Value struct {
 func (v Value) Valid() bool { return !v.Time.IsZero() }
 
 func (d metricDef) metric() Metric {
-	return Metric{Name: d.name, Quantile: d.quantile, Sum: d.agg == sum}
+	return Metric{Name: d.name, Quantile: d.quantile, Sum: d.agg == sum, Signal: d.signal, Source: d.source}
 }
 
 // MetricByName describes a served metric, false if the name is unknown.

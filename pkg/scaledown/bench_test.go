@@ -16,6 +16,7 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/gpuscale/gpuscale/pkg/store"
+	"github.com/gpuscale/gpuscale/pkg/storesource"
 )
 
 // BenchmarkReconcileChurn1000: 1,000 managed one-GPU pods on 125 nodes of
@@ -106,7 +107,7 @@ func newChurnWorld(b *testing.B, qps float64, burst int) *churnWorld {
 		}
 	}
 	ctrl, err := New(Config{Client: client, Pods: corev1listers.NewPodLister(idx), Nodes: corev1listers.NewNodeLister(nodeIdx),
-		Samples: w.st, MaxStaleness: 3 * time.Second, Clock: w.clk, PatchQPS: qps, PatchBurst: burst})
+		Loads: storesource.New(w.st, 3*time.Second, time.Minute, w.clk.Now), Clock: w.clk, PatchQPS: qps, PatchBurst: burst})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -8,7 +8,8 @@
 // are serving, so no node is drained mid-request. It also reports, as
 // metrics, how the cluster autoscaler rates every GPU node.
 //
-// It reads only informer caches and the adapter's sample store; it writes
+// It reads only informer caches and the adapter's metric values (Loads:
+// the embedded store or Prometheus, whichever --source serves); it writes
 // only annotations of the pods it manages, through a token-bucket rate
 // limit. Run it in one replica at a time (leader election is the caller's).
 package scaledown
@@ -24,67 +25,72 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"golang.org/x/time/rate"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	corev1listers "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/clock"
 
-	"github.com/gpuscale/gpuscale/pkg/store"
+	"github.com/gpuscale/gpuscale/pkg/provider"
 )
 
-// Samples is the part of the adapter's store the controller reads.
-type Samples interface {
-	Latest(k store.Key, src store.Source, now time.Time, maxAge time.Duration) (store.Sample, bool)
+// Loads is where the controller reads how busy pods are: the values the
+// adapter serves, from either source. A value the source does not call
+// fresh is no value: unknown load, never idle.
+type Loads interface {
+	Pods(ctx context.Context, pods *provider.PodSet, m provider.Metric, sel labels.Selector) ([]provider.Value, error)
 }
 
-// Config configures a Controller. Zero durations and rates take the
-// defaults noted.
+// Config configures a Controller. Zero durations and rates take
+// Defaults()'s.
 type Config struct {
-	Client  kubernetes.Interface
-	Pods    corev1listers.PodLister
-	Nodes   corev1listers.NodeLister
-	Samples Samples
-	// MaxStaleness is the age past which a pod's newest sample says
-	// nothing about its load.
-	MaxStaleness time.Duration
+	Client kubernetes.Interface
+	Pods   corev1listers.PodLister
+	Nodes  corev1listers.NodeLister
+	Loads  Loads
 	// IdleTime is how long a replica must have been idle before its
-	// safe-to-evict "false" is cleared (default 5m).
+	// safe-to-evict "false" is cleared.
 	IdleTime time.Duration
-	// Resync is the period of reconciles without events (default 10s);
-	// Debounce gathers a burst of events into one reconcile (default 500ms).
+	// Resync is the period of reconciles without events; Debounce gathers
+	// a burst of events into one reconcile.
 	Resync, Debounce time.Duration
 	// PatchQPS and PatchBurst size the token bucket every patch takes a
-	// token from (default 10/s, burst 20).
+	// token from.
 	PatchQPS   float64
 	PatchBurst int
 	// GPUUtilizationThreshold and UnneededTime mirror the cluster
-	// autoscaler's --scale-down-gpu-utilization-threshold (default 0.5) and
-	// --scale-down-unneeded-time (default 10m); they only shape metrics.
+	// autoscaler's --scale-down-gpu-utilization-threshold and
+	// --scale-down-unneeded-time; they only shape metrics.
 	GPUUtilizationThreshold float64
 	UnneededTime            time.Duration
-	// GPUResource is the extended resource GPUs are requested as
-	// (default nvidia.com/gpu).
+	// GPUResource is the extended resource GPUs are requested as.
 	GPUResource corev1.ResourceName
 	Clock       clock.Clock
 	Logger      *slog.Logger
 }
 
+// Defaults are the values a zero field takes; the timings and thresholds
+// are the cluster autoscaler's defaults where it has a flag of the name.
+func Defaults() Config {
+	return Config{IdleTime: 5 * time.Minute, Resync: 10 * time.Second, Debounce: 500 * time.Millisecond,
+		PatchQPS: 10, PatchBurst: 20, GPUUtilizationThreshold: 0.5, UnneededTime: 10 * time.Minute,
+		GPUResource: DefaultGPUResource}
+}
+
 func (c *Config) defaults() error {
-	if c.Client == nil || c.Pods == nil || c.Nodes == nil || c.Samples == nil {
-		return errors.New("scaledown: Client, Pods, Nodes and Samples are required")
+	if c.Client == nil || c.Pods == nil || c.Nodes == nil || c.Loads == nil {
+		return errors.New("scaledown: Client, Pods, Nodes and Loads are required")
 	}
-	if c.MaxStaleness <= 0 {
-		return errors.New("scaledown: MaxStaleness must be positive")
-	}
-	c.IdleTime = or(c.IdleTime, 5*time.Minute)
-	c.Resync = or(c.Resync, 10*time.Second)
-	c.Debounce = or(c.Debounce, 500*time.Millisecond)
-	c.PatchQPS = or(c.PatchQPS, 10)
-	c.PatchBurst = or(c.PatchBurst, 20)
-	c.GPUUtilizationThreshold = or(c.GPUUtilizationThreshold, 0.5)
-	c.UnneededTime = or(c.UnneededTime, 10*time.Minute)
-	c.GPUResource = or(c.GPUResource, DefaultGPUResource)
+	d := Defaults()
+	c.IdleTime = or(c.IdleTime, d.IdleTime)
+	c.Resync = or(c.Resync, d.Resync)
+	c.Debounce = or(c.Debounce, d.Debounce)
+	c.PatchQPS = or(c.PatchQPS, d.PatchQPS)
+	c.PatchBurst = or(c.PatchBurst, d.PatchBurst)
+	c.GPUUtilizationThreshold = or(c.GPUUtilizationThreshold, d.GPUUtilizationThreshold)
+	c.UnneededTime = or(c.UnneededTime, d.UnneededTime)
+	c.GPUResource = or(c.GPUResource, d.GPUResource)
 	if c.Clock == nil {
 		c.Clock = clock.RealClock{}
 	}

@@ -2,6 +2,7 @@ package scaledown
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"testing"
@@ -10,11 +11,15 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/wait"
 	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/utils/clock"
+
+	"github.com/gpuscale/gpuscale/pkg/provider"
+	"github.com/gpuscale/gpuscale/pkg/storesource"
 )
 
 // nodesWith returns a node per entry holding that many one-GPU pods, all
@@ -238,6 +243,55 @@ func TestProtection(t *testing.T) {
 	}
 	if a := f.annotations("ns", "user"); a[ProtectedAnnotation] != "" || a[SafeToEvictAnnotation] != "false" {
 		t.Errorf("user's safe-to-evict touched: %v", a)
+	}
+}
+
+// flakyLoads is the store's loads, or an error while failing is set.
+type flakyLoads struct {
+	Loads
+	failing bool
+}
+
+func (l *flakyLoads) Pods(ctx context.Context, set *provider.PodSet, m provider.Metric, sel labels.Selector) ([]provider.Value, error) {
+	if l.failing {
+		return nil, errors.New("prometheus: connection refused")
+	}
+	return l.Loads.Pods(ctx, set, m, sel)
+}
+
+// TestLoadErrorsLeaveProtection: when the source cannot say how busy pods
+// are, the error is counted and their load is unknown: a serving replica
+// keeps its protection however long the source stays down.
+func TestLoadErrorsLeaveProtection(t *testing.T) {
+	loads := &flakyLoads{}
+	f := newFixture(t, Config{IdleTime: time.Minute, Loads: loads}, gpuNode("n", 8), pod("ns", "serving", "n", 1, true))
+	loads.Loads = storesource.New(f.store, staleness, time.Minute, f.clock.Now)
+	f.setLoad("ns", "serving", 0, 2)
+	f.reconcile()
+	if a := f.annotations("ns", "serving"); a[SafeToEvictAnnotation] != "false" {
+		t.Fatalf("serving replica not protected: %v", a)
+	}
+	loads.failing = true
+	for range 3 {
+		f.clock.Step(time.Minute)
+		f.setLoad("ns", "serving", 0, 0) // idle, but the source cannot tell
+		f.reconcile()
+	}
+	if a := f.annotations("ns", "serving"); a[SafeToEvictAnnotation] != "false" {
+		t.Errorf("protection cleared while loads were unreadable: %v", a)
+	}
+	if n := testutilCounter(t, f.ctrl, "gpuscale_scaledown_load_errors_total", nil); n != 6 {
+		t.Errorf("load errors = %v, want 6 (two metrics, three reconciles)", n)
+	}
+	loads.failing = false
+	f.clock.Step(time.Minute)
+	f.setLoad("ns", "serving", 0, 0)
+	f.reconcile() // idle from now on
+	f.clock.Step(time.Minute)
+	f.setLoad("ns", "serving", 0, 0)
+	f.reconcile()
+	if a := f.annotations("ns", "serving"); a[SafeToEvictAnnotation] == "false" {
+		t.Errorf("protection kept after a minute idle with loads readable again: %v", a)
 	}
 }
 

@@ -20,7 +20,9 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 	clocktesting "k8s.io/utils/clock/testing"
 
+	"github.com/gpuscale/gpuscale/pkg/podslim"
 	"github.com/gpuscale/gpuscale/pkg/store"
+	"github.com/gpuscale/gpuscale/pkg/storesource"
 )
 
 var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
@@ -36,6 +38,8 @@ type fixture struct {
 	clock   *clocktesting.FakeClock
 	store   *store.Store
 	ctrl    *Controller
+	// slim, when set, is the pod informer's transform's Keep.
+	slim podslim.Keep
 
 	mu      sync.Mutex
 	patched []string // namespace/name of every patch the API server received
@@ -43,7 +47,14 @@ type fixture struct {
 
 func newFixture(t *testing.T, cfg Config, objs ...runtime.Object) *fixture {
 	t.Helper()
-	f := &fixture{t: t, client: fake.NewClientset(objs...), clock: clocktesting.NewFakeClock(t0), store: store.New(8)}
+	return newSlimFixture(t, cfg, nil, objs...)
+}
+
+// newSlimFixture is newFixture with the pod informer's cache holding pods
+// slimmed by keep, as the adapter's does; nil keeps full pods.
+func newSlimFixture(t *testing.T, cfg Config, keep podslim.Keep, objs ...runtime.Object) *fixture {
+	t.Helper()
+	f := &fixture{t: t, client: fake.NewClientset(objs...), clock: clocktesting.NewFakeClock(t0), store: store.New(8), slim: keep}
 	f.client.PrependReactor("patch", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
 		f.mu.Lock()
 		defer f.mu.Unlock()
@@ -52,8 +63,15 @@ func newFixture(t *testing.T, cfg Config, objs ...runtime.Object) *fixture {
 	})
 	f.factory = informers.NewSharedInformerFactory(f.client, 0)
 	pods, nodes := f.factory.Core().V1().Pods(), f.factory.Core().V1().Nodes()
-	cfg.Client, cfg.Pods, cfg.Nodes, cfg.Samples = f.client, pods.Lister(), nodes.Lister(), f.store
-	cfg.MaxStaleness, cfg.Clock = staleness, f.clock
+	if keep != nil {
+		if err := pods.Informer().SetTransform(podslim.Transform(keep)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cfg.Client, cfg.Pods, cfg.Nodes, cfg.Clock = f.client, pods.Lister(), nodes.Lister(), f.clock
+	if cfg.Loads == nil {
+		cfg.Loads = storesource.New(f.store, staleness, time.Minute, f.clock.Now)
+	}
 	cfg.PatchQPS = or(cfg.PatchQPS, 1e6)
 	cfg.PatchBurst = or(cfg.PatchBurst, 1e6)
 	ctrl, err := New(cfg)
@@ -94,7 +112,11 @@ func (f *fixture) settle() {
 		for i := range l.Items {
 			p := &l.Items[i]
 			c, err := f.factory.Core().V1().Pods().Lister().Pods(p.Namespace).Get(p.Name)
-			if err != nil || !maps.Equal(c.Annotations, p.Annotations) {
+			want := p.Annotations
+			if f.slim != nil {
+				want = podslim.Slim(p, f.slim).Annotations
+			}
+			if err != nil || !maps.Equal(c.Annotations, want) {
 				return false, nil
 			}
 		}

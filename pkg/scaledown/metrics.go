@@ -41,6 +41,7 @@ var (
 type counters struct {
 	patches     *prometheus.CounterVec
 	rateLimited prometheus.Counter
+	loadErrors  prometheus.Counter
 }
 
 func newCounters() *counters {
@@ -52,6 +53,10 @@ func newCounters() *counters {
 		rateLimited: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "gpuscale_scaledown_patch_rate_limited_total",
 			Help: "Pod patches the rate limit (--scale-down-patch-qps, --scale-down-patch-burst) deferred to a later reconcile; a pod still waiting from the last reconcile is not counted again.",
+		}),
+		loadErrors: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "gpuscale_scaledown_load_errors_total",
+			Help: "Batches of pod loads (one namespace, one metric) the scale-down controller could not read from its source; those pods' load is unknown, so their protection is left as it is.",
 		}),
 	}
 }
@@ -117,6 +122,7 @@ func (col collector) Describe(ch chan<- *prometheus.Desc) {
 	}
 	col.c.metrics.patches.Describe(ch)
 	col.c.metrics.rateLimited.Describe(ch)
+	col.c.metrics.loadErrors.Describe(ch)
 }
 
 // Collect implements prometheus.Collector.
@@ -124,6 +130,7 @@ func (col collector) Collect(ch chan<- prometheus.Metric) {
 	c := col.c
 	col.c.metrics.patches.Collect(ch)
 	col.c.metrics.rateLimited.Collect(ch)
+	col.c.metrics.loadErrors.Collect(ch)
 	ch <- gauge(leaderDesc, boolf(c.leading.Load()))
 	c.mu.Lock()
 	defer c.mu.Unlock()

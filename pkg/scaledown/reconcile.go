@@ -15,7 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/gpuscale/gpuscale/pkg/store"
+	"github.com/gpuscale/gpuscale/pkg/provider"
 )
 
 // pendingTTL is how long a successful patch is trusted over an informer
@@ -96,7 +96,8 @@ func (c *Controller) Reconcile(ctx context.Context) Result {
 		c.log.Error("listing nodes from the cache", "err", err)
 		return Result{RequeueAfter: retryAfter}
 	}
-	p := buildPlan(pods, nodes, c.cfg.GPUResource, func(pod *corev1.Pod) load { return c.loadOf(pod, now) })
+	loads := c.loads(ctx, pods)
+	p := buildPlan(pods, nodes, c.cfg.GPUResource, func(pod *corev1.Pod) load { return loads[pod.UID] })
 
 	c.mu.Lock()
 	changes := c.changes(p, now)
@@ -148,16 +149,48 @@ func (c *Controller) countDeferred(waiting []change) {
 	c.deferred = next
 }
 
-// loadOf reads a pod's queued plus running requests from its newest fresh
-// inference sample.
-func (c *Controller) loadOf(p *corev1.Pod, now time.Time) load {
-	s, ok := c.cfg.Samples.Latest(store.Key{Namespace: p.Namespace, Name: p.Name}, store.SourceInference, now, c.cfg.MaxStaleness)
-	if !ok {
-		return load{}
+// loadMetrics add up to a pod's load: queued plus running requests.
+var loadMetrics = func() [2]provider.Metric {
+	q, okQ := provider.MetricByName(provider.QueueDepth)
+	r, okR := provider.MetricByName(provider.RequestsRunning)
+	if !okQ || !okR {
+		panic("scaledown: the provider serves no queue depth or running requests")
 	}
-	q, okQ := s.Get(store.QueueDepth)
-	r, okR := s.Get(store.RequestsRunning)
-	return load{value: q + r, known: okQ || okR}
+	return [2]provider.Metric{q, r}
+}()
+
+// loads reads the managed pods' loads, one batch per namespace and metric
+// (with --source=prometheus, one query each). A pod without a fresh value
+// of either metric, or whose namespace's query failed, has unknown load.
+func (c *Controller) loads(ctx context.Context, pods []*corev1.Pod) map[types.UID]load {
+	byNS := map[string][]*corev1.Pod{}
+	for _, p := range pods {
+		if isManaged(p) && active(p) && p.DeletionTimestamp == nil {
+			byNS[p.Namespace] = append(byNS[p.Namespace], p)
+		}
+	}
+	out := make(map[types.UID]load, len(pods))
+	for ns, nsPods := range byNS {
+		set := provider.NewPodSet(ns, nsPods)
+		for _, m := range loadMetrics {
+			vals, err := c.cfg.Loads.Pods(ctx, set, m, labels.Everything())
+			if err == nil && len(vals) != len(nsPods) {
+				err = fmt.Errorf("%d values for %d pods", len(vals), len(nsPods))
+			}
+			if err != nil {
+				c.metrics.loadErrors.Inc()
+				c.log.Error("reading pod loads; their load is unknown", "namespace", ns, "metric", m.Name, "err", err)
+				continue
+			}
+			for i, v := range vals {
+				if v.Valid() {
+					l := out[nsPods[i].UID]
+					out[nsPods[i].UID] = load{value: l.value + v.V, known: true}
+				}
+			}
+		}
+	}
+	return out
 }
 
 // changes lists the patches the plan needs and forgets state of pods and

@@ -63,31 +63,25 @@ const (
 // Range is the closed interval of the values a signal can physically take.
 type Range struct{ Min, Max float64 }
 
-// ranges are the signals' physical ranges, in their units, for one pod's or
-// one node's value (a sum over up to MaxDevices devices, or over an
-// inference server's engines and models).
-var ranges = [NumSignals]Range{
-	GPUUtilization:       {0, 100},
-	GPUMemoryUtilization: {0, 100},
-	GPUMemoryUsedBytes:   {0, MaxDevices * MaxDeviceMemoryBytes},
-	GPUPowerWatts:        {0, MaxDevices * MaxDevicePowerWatts},
-	QueueDepth:           {0, MaxRequests},
-	RequestsRunning:      {0, MaxRequests},
-	KVCacheUtilization:   {0, 100},
-	GPUSMActive:          {0, 100},
-	GPUTensorActive:      {0, 100},
-}
-
-var signalNames = [NumSignals]string{
-	GPUUtilization:       "gpu_utilization",
-	GPUMemoryUtilization: "gpu_memory_utilization",
-	GPUMemoryUsedBytes:   "gpu_memory_used_bytes",
-	GPUPowerWatts:        "gpu_power_watts",
-	QueueDepth:           "queue_depth",
-	RequestsRunning:      "requests_running",
-	KVCacheUtilization:   "kv_cache_utilization",
-	GPUSMActive:          "gpu_sm_active",
-	GPUTensorActive:      "gpu_tensor_active",
+// signals declares every scalar signal but its constant: its name, and the
+// physical range of one pod's or node's value (a sum over up to MaxDevices
+// devices, or over an inference server's engines and models) and, where it
+// is a sum over devices, of one device's reading. A new signal is a
+// constant above and a line here; TestSignalsDeclared fails without both.
+var signals = [NumSignals]struct {
+	name   string
+	rng    Range
+	device *Range // nil: the same as rng
+}{
+	GPUUtilization:       {"gpu_utilization", Range{0, 100}, nil},
+	GPUMemoryUtilization: {"gpu_memory_utilization", Range{0, 100}, nil},
+	GPUMemoryUsedBytes:   {"gpu_memory_used_bytes", Range{0, MaxDevices * MaxDeviceMemoryBytes}, &Range{0, MaxDeviceMemoryBytes}},
+	GPUPowerWatts:        {"gpu_power_watts", Range{0, MaxDevices * MaxDevicePowerWatts}, &Range{0, MaxDevicePowerWatts}},
+	QueueDepth:           {"queue_depth", Range{0, MaxRequests}, nil},
+	RequestsRunning:      {"requests_running", Range{0, MaxRequests}, nil},
+	KVCacheUtilization:   {"kv_cache_utilization", Range{0, 100}, nil},
+	GPUSMActive:          {"gpu_sm_active", Range{0, 100}, nil},
+	GPUTensorActive:      {"gpu_tensor_active", Range{0, 100}, nil},
 }
 
 // String names the signal, for errors and logs.
@@ -95,7 +89,7 @@ func (sig Signal) String() string {
 	if sig >= NumSignals {
 		return fmt.Sprintf("signal(%d)", uint8(sig))
 	}
-	return signalNames[sig]
+	return signals[sig].name
 }
 
 // Range returns the physical range of one pod's or node's value of sig.
@@ -103,18 +97,15 @@ func (sig Signal) Range() Range {
 	if sig >= NumSignals {
 		return Range{math.NaN(), math.NaN()}
 	}
-	return ranges[sig]
+	return signals[sig].rng
 }
 
 // DeviceRange returns the physical range of one device's reading of sig:
 // for the signals summed over a pod's or node's devices, a MaxDevices-th of
 // its Range; for the others, its Range.
 func (sig Signal) DeviceRange() Range {
-	switch sig {
-	case GPUMemoryUsedBytes:
-		return Range{0, MaxDeviceMemoryBytes}
-	case GPUPowerWatts:
-		return Range{0, MaxDevicePowerWatts}
+	if sig < NumSignals && signals[sig].device != nil {
+		return *signals[sig].device
 	}
 	return sig.Range()
 }

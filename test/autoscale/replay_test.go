@@ -19,7 +19,7 @@ import (
 
 	"github.com/gpuscale/gpuscale/internal/autoscalebench"
 	"github.com/gpuscale/gpuscale/internal/devenv"
-	"github.com/gpuscale/gpuscale/pkg/trace"
+	"github.com/gpuscale/gpuscale/internal/trace"
 )
 
 const tracePath = "../traces/azure-llm-inference-2023-conv.csv"

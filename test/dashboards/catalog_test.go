@@ -35,8 +35,8 @@ var ownMetrics = []ownMetric{
 	{"gpuscale_exporter_info", gauge, "pkg/exporter"},
 
 	{"gpuscale_adapter_metric_requests_total", counter, "pkg/provider"},
-	{"gpuscale_adapter_metric_fresh_pods", gauge, "pkg/provider"},
-	{"gpuscale_adapter_metric_newest_sample_age_seconds", gauge, "pkg/provider"},
+	{"gpuscale_adapter_metric_fresh_pods", gauge, "pkg/storesource"},
+	{"gpuscale_adapter_metric_newest_sample_age_seconds", gauge, "pkg/storesource"},
 	{"gpuscale_adapter_scrape_errors_total", counter, "pkg/gather"},
 	{"gpuscale_adapter_rejected_values_total", counter, "pkg/gather"},
 	{"gpuscale_adapter_scrape_last_success_timestamp_seconds", gauge, "pkg/gather"},
@@ -59,6 +59,7 @@ var ownMetrics = []ownMetric{
 	{"gpuscale_scaledown_last_reconcile_timestamp_seconds", gauge, "pkg/scaledown"},
 	{"gpuscale_scaledown_patches_total", counter, "pkg/scaledown"},
 	{"gpuscale_scaledown_patch_rate_limited_total", counter, "pkg/scaledown"},
+	{"gpuscale_scaledown_load_errors_total", counter, "pkg/scaledown"},
 }
 
 // inferenceMetrics are the inference servers' own names the dashboards use.

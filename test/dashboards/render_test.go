@@ -144,8 +144,6 @@ func TestChartSchemaRejects(t *testing.T) {
 		{"unknown query shape", []string{"--set", "adapter.source=prometheus", "--set", "adapter.prometheus.url=http://p:9090",
 			"--set", "adapter.prometheus.queries.pod.gpu_utilization=x"}, "/adapter/prometheus/queries"},
 		{"PromQL source without a URL", []string{"--set", "adapter.source=prometheus"}, "needs adapter.prometheus.url"},
-		{"PromQL source with scale-down", []string{"--set", "adapter.source=prometheus", "--set", "adapter.prometheus.url=http://p:9090",
-			"--set", "scaleDown.enabled=true"}, "scaleDown.enabled needs adapter.source=embedded"},
 		{"namespace selector without the opt-in", []string{"--set", "adapter.config.prometheusAnnotations.namespaceSelector=a=b"},
 			"prometheusAnnotations.enabled is false"},
 	}
@@ -216,6 +214,16 @@ func TestChartRenders(t *testing.T) {
 			"--set", "adapter.prometheus.bearerTokenFile=/var/run/secrets/kubernetes.io/serviceaccount/token",
 			"--set-string", `adapter.prometheus.queries.pods.gpu_utilization=avg by (namespace\, pod) (DCGM_FI_DEV_GPU_UTIL{pod=~"{{.PodRegex}}"})`},
 			checkPromQLSource},
+		{"PromQL source with scale-down", []string{"--set", "adapter.source=prometheus", "--set", "adapter.prometheus.url=http://p:9090",
+			"--set", "scaleDown.enabled=true"}, func(t *testing.T, objs []object) {
+			// Scale-down reads pod loads through either source.
+			a := args(t, named(t, objs, "Deployment", "-adapter"))
+			for _, want := range []string{"--source=prometheus", "--scale-down-controller"} {
+				if !slices.Contains(a, want) {
+					t.Errorf("adapter args %v lack %s", a, want)
+				}
+			}
+		}},
 		{"extra env and volumes", []string{"-f", filepath.Join(chartDir, "ci/all-on-values.yaml")}, func(t *testing.T, objs []object) {
 			dep := named(t, objs, "Deployment", "-adapter")
 			c := container(t, dep)

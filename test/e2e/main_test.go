@@ -50,7 +50,7 @@ func run(m *testing.M) int {
 	env, err = devenv.Up(ctx, devenv.Options{
 		Dir: dir, Nodes: 3, GPUsPerNode: 8, HPASyncPeriod: hpaSync, Logger: log,
 		AdapterArgs: []string{"--scrape-interval=" + scrapeInterval.String(), "--max-staleness=" + maxStaleness.String(),
-			"--ttft-window=" + ttftWindow.String(), "--window=30s", "--v=2",
+			"--ttft-window=" + ttftWindow.String(), "--v=2",
 			"--scale-down-controller", "--scale-down-resync=2s", "--scale-down-idle-time=" + scaleDownIdle.String()},
 	})
 	if err != nil {

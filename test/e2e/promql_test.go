@@ -20,8 +20,10 @@ import (
 // Prometheus (Debian's prometheus package) scraping the same exporters and
 // simulated inference servers: it serves the embedded adapter's values
 // within what the scrape timing explains, the queue-depth HPA scenario
-// passes, and Prometheus going down is a clear API error, not a NotFound or
-// a crash, with recovery when it returns.
+// passes, the scale-down controller protects a serving replica and
+// releases it once idle from the loads Prometheus reports, and Prometheus
+// going down is a clear API error, not a NotFound or a crash, with
+// recovery when it returns.
 func TestPromQLSource(t *testing.T) {
 	needEnv(t)
 	if devenv.PrometheusBinary() == "" {
@@ -84,6 +86,8 @@ func TestPromQLSource(t *testing.T) {
 
 	t.Run("HPA on queue depth", func(t *testing.T) { hpaQueueScenario(t, "e2e-promql-hpa") })
 
+	t.Run("scale-down protection", func(t *testing.T) { protectionScenario(t, namespace(t, "e2e-promql-protect")) })
+
 	t.Run("prometheus down", func(t *testing.T) {
 		path := "/apis/custom.metrics.k8s.io/v1beta2/namespaces/" + ns + "/pods/*/inference_queue_depth"
 		if err := prom.Stop(); err != nil {
@@ -131,12 +135,13 @@ func hpaQueueScenario(t *testing.T, name string) {
 	})
 }
 
-// promArgs are the suite's adapter flags for the PromQL source (no
-// scale-down controller: it reads scraped samples).
+// promArgs are the suite's adapter flags for the PromQL source, the
+// scale-down controller included.
 func promArgs(promURL string) []string {
 	return []string{"--source=prometheus", "--prometheus-url=" + promURL, "--prometheus-timeout=2s",
 		"--scrape-interval=" + scrapeInterval.String(), "--max-staleness=" + maxStaleness.String(),
-		"--ttft-window=" + ttftWindow.String(), "--window=30s", "--v=2"}
+		"--ttft-window=" + ttftWindow.String(), "--v=2",
+		"--scale-down-controller", "--scale-down-resync=2s", "--scale-down-idle-time=" + scaleDownIdle.String()}
 }
 
 // useAdapter replaces the running adapter by one with args, and restores

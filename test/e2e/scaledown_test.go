@@ -24,28 +24,37 @@ import (
 // load drops). With the scale-down controller's deletion costs the 4 left
 // sit on the fewest nodes their placement allows and at least one node is
 // empty; the control run (pods not labelled managed, so the controller
-// ignores them) records what the ReplicaSet's own ranking gives.
+// ignores them) gets the ReplicaSet's own ranking, which spreads the pods
+// left, and consolidation must leave them on fewer nodes than it does.
 func TestScaleDownConsolidation(t *testing.T) {
 	needEnv(t)
 	const from, to = 12, 4
+	consolidated, control := -1, -1
 	t.Run("consolidation", func(t *testing.T) {
 		before, after, took := scaleDownRun(t, "e2e-scaledown", true, from, to)
 		perfect := fewestNodes(before, to)
-		used := len(after)
+		consolidated = len(after)
 		t.Logf("FIGURE scale-down %d -> %d with consolidation: before %s; after %s; GPU nodes in use %d -> %d (fewest possible %d); %d Ready after %v",
-			from, to, placement(before), placement(after), len(before), used, perfect, to, took.Round(10*time.Millisecond))
-		if empty := gpuNodes(t) - used; empty < 1 {
+			from, to, placement(before), placement(after), len(before), consolidated, perfect, to, took.Round(10*time.Millisecond))
+		if empty := gpuNodes(t) - consolidated; empty < 1 {
 			t.Errorf("no GPU node emptied: pods on %s", placement(after))
 		}
-		if used > perfect {
-			t.Errorf("the %d pods left use %d nodes (%s); from %s, %d would do", to, used, placement(after), placement(before), perfect)
+		if consolidated > perfect {
+			t.Errorf("the %d pods left use %d nodes (%s); from %s, %d would do", to, consolidated, placement(after), placement(before), perfect)
 		}
 	})
 	t.Run("control", func(t *testing.T) {
 		before, after, took := scaleDownRun(t, "e2e-scaledown-control", false, from, to)
+		control = len(after)
 		t.Logf("FIGURE scale-down %d -> %d without consolidation (control): before %s; after %s; GPU nodes in use %d -> %d (fewest possible %d); %d Ready after %v",
-			from, to, placement(before), placement(after), len(before), len(after), fewestNodes(before, to), to, took.Round(10*time.Millisecond))
+			from, to, placement(before), placement(after), len(before), control, fewestNodes(before, to), to, took.Round(10*time.Millisecond))
 	})
+	if consolidated < 0 || control < 0 {
+		t.Fatal("a run did not finish; nothing to compare")
+	}
+	if consolidated >= control {
+		t.Errorf("consolidation left the pods on %d GPU nodes, the control on %d: consolidation must use fewer", consolidated, control)
+	}
 }
 
 // TestScaleDownProtection: a serving replica gets safe-to-evict=false, an
@@ -55,6 +64,13 @@ func TestScaleDownProtection(t *testing.T) {
 	needEnv(t)
 	ns := namespace(t, "e2e-protect")
 	waitNoOtherGPUPods(t, ns)
+	protectionScenario(t, ns)
+}
+
+// protectionScenario runs TestScaleDownProtection's scenario in ns with
+// whichever adapter runs.
+func protectionScenario(t *testing.T, ns string) {
+	t.Helper()
 	gpuDeployment(t, ns, "llm", 2, true)
 	pods := waitCosts(t, ns, 2)
 	serving, idle := pods[0].Name, pods[1].Name
@@ -77,8 +93,8 @@ func TestScaleDownProtection(t *testing.T) {
 	toClear := waitFor(t, scaleDownIdle+30*time.Second, "safe-to-evict cleared once idle", func(ctx context.Context) (bool, error) {
 		return podAnnotation(ctx, ns, serving, scaledown.SafeToEvictAnnotation) == "", nil
 	})
-	t.Logf("FIGURE protection: load -> safe-to-evict=false in %v; load stops -> cleared in %v (--scale-down-idle-time %v)",
-		toProtect.Round(10*time.Millisecond), toClear.Round(10*time.Millisecond), scaleDownIdle)
+	t.Logf("FIGURE protection (%s): load -> safe-to-evict=false in %v; load stops -> cleared in %v (--scale-down-idle-time %v)",
+		ns, toProtect.Round(10*time.Millisecond), toClear.Round(10*time.Millisecond), scaleDownIdle)
 }
 
 // scaleDownRun creates a Deployment of from one-GPU replicas in a fresh

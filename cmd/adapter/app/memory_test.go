@@ -31,8 +31,9 @@ func heapInUse() uint64 {
 }
 
 // BenchmarkMemory10kPods measures what the adapter holds for 10,000 pods:
-// the slimmed pod informer cache plus a full 2-minute window at 5s of GPU
-// and inference samples (4 GPU signals, 3 inference gauges and a 22-bucket
+// the slimmed pod informer cache plus a full window (what the default
+// --ttft-window needs, at the default 5s scrape interval) of GPU and
+// inference samples (4 GPU signals, 3 inference gauges and a 22-bucket
 // TTFT histogram behind the 3 TTFT quantiles). Reported as heap-MiB.
 func BenchmarkMemory10kPods(b *testing.B) {
 	const pods = 10000
@@ -43,6 +44,7 @@ func BenchmarkMemory10kPods(b *testing.B) {
 		idx := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
 		st := o.newStore()
 		t0 := time.Now()
+		slimPod := o.podTransform()
 		for p := 0; p < pods; p++ {
 			slim, _ := slimPod(realisticPod(p))
 			_ = idx.Add(slim)

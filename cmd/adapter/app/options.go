@@ -29,7 +29,6 @@ type Options struct {
 	MaxInflightBytes int64
 	MaxStaleness     time.Duration
 	TTFTWindow       time.Duration
-	Window           time.Duration
 	ExporterSelector string
 	ExporterPort     int
 	ExporterPath     string
@@ -77,7 +76,6 @@ func NewOptions() *Options {
 		MaxScrapeBytes:   scrape.DefaultMaxBytes,
 		MaxInflightBytes: scrape.DefaultMaxInflightBytes,
 		TTFTWindow:       60 * time.Second,
-		Window:           2 * time.Minute,
 		ExporterSelector: "app.kubernetes.io/name=gpuscale-exporter",
 		ExporterPort:     9400,
 		ExporterPath:     "/metrics",
@@ -109,7 +107,12 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.Int64Var(&o.MaxInflightBytes, "scrape-max-inflight-bytes", o.MaxInflightBytes, "Estimated memory all scrapes may hold parsed at once; half is split evenly among --scrape-workers, half shared. A scrape that needs more than it can get fails with reason limit (docs/performance.md).")
 	fs.DurationVar(&o.MaxStaleness, "max-staleness", o.MaxStaleness, "Age past which a pod's newest sample gives no value (default: three scrape intervals).")
 	fs.DurationVar(&o.TTFTWindow, "ttft-window", o.TTFTWindow, "Window of the time-to-first-token quantiles.")
-	fs.DurationVar(&o.Window, "window", o.Window, "How much history is kept per pod (at least --ttft-window).")
+	// --window sized a ring of samples only TTFT quantiles read, and only
+	// over --ttft-window: the store now keeps what that window needs, and
+	// the flag is accepted, for existing deployments, and ignored.
+	var window time.Duration
+	fs.DurationVar(&window, "window", 0, "Ignored: the history kept per pod follows --ttft-window.")
+	_ = fs.MarkDeprecated("window", "it has no effect: the history kept per pod follows --ttft-window")
 	fs.StringVar(&o.ExporterSelector, "exporter-selector", o.ExporterSelector, "Label selector of the GPU exporter pods; only pods of --exporter-daemonset in --exporter-namespace qualify.")
 	fs.StringVar(&o.ExporterNamespace, "exporter-namespace", o.ExporterNamespace, "Namespace of the exporter DaemonSet: pods elsewhere are never scraped as exporters, whatever their labels. '*' trusts that DaemonSet's pods in every namespace, so anyone who may create a DaemonSet of that name could report any pod's GPUs.")
 	fs.StringVar(&o.ExporterDaemonSet, "exporter-daemonset", o.ExporterDaemonSet, "Name of the DaemonSet (apps) that must control an exporter pod.")
@@ -144,9 +147,6 @@ func (o *Options) Validate() error {
 	case SourceEmbedded:
 	case SourcePrometheus:
 		errs = append(errs, o.Prometheus.validate()...)
-		if o.ScaleDown.Enabled {
-			errs = append(errs, errors.New("--scale-down-controller needs --source=embedded: it reads the scraped samples"))
-		}
 	default:
 		errs = append(errs, fmt.Errorf("--source must be embedded or prometheus, got %q", o.Source))
 	}
@@ -179,9 +179,6 @@ func (o *Options) Validate() error {
 	}
 	if o.TTFTWindow < 2*o.ScrapeInterval {
 		errs = append(errs, fmt.Errorf("--ttft-window (%v) needs at least two scrapes", o.TTFTWindow))
-	}
-	if o.Window < o.TTFTWindow {
-		errs = append(errs, fmt.Errorf("--window (%v) must be at least --ttft-window (%v)", o.Window, o.TTFTWindow))
 	}
 	if _, err := labels.Parse(o.ExporterSelector); err != nil {
 		errs = append(errs, fmt.Errorf("--exporter-selector: %w", err))
@@ -231,8 +228,17 @@ func (o *Options) needsNamespaces() bool {
 	return o.Source == SourceEmbedded && o.ScrapePrometheusAnnotations && o.PrometheusAnnotationsNamespaces != ""
 }
 
-// samplesKept is the ring size per pod: one sample per interval over the
-// window, plus one so the window's first increase has a left edge.
+// samplesKept is the ring size per pod: what a TTFT increase reads, one
+// sample per interval over the TTFT window, plus one so the window's first
+// increase has a left edge. Scalar signals are read from the newest sample
+// only.
 func (o *Options) samplesKept() int {
-	return int(o.Window/o.ScrapeInterval) + 2
+	return int(o.TTFTWindow/o.ScrapeInterval) + 2
+}
+
+// retainFor is how long a target that is no longer scraped keeps its
+// samples: past the staleness bound and a scrape, none of them can be
+// served again.
+func (o *Options) retainFor() time.Duration {
+	return o.MaxStaleness + o.ScrapeInterval
 }

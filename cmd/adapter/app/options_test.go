@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/gpuscale/gpuscale/pkg/discovery"
+	"github.com/gpuscale/gpuscale/pkg/promsource"
 )
 
 func TestValidateSource(t *testing.T) {
@@ -27,7 +28,7 @@ func TestValidateSource(t *testing.T) {
 		}, "--prometheus-timeout"},
 		{"prometheus with scale-down", func(o *Options) {
 			o.Source, o.Prometheus.URL, o.ScaleDown.Enabled = SourcePrometheus, "http://p:9090", true
-		}, "--scale-down-controller needs --source=embedded"},
+		}, ""},
 		{"unknown source", func(o *Options) { o.Source = "thanos" }, "--source must be embedded or prometheus"},
 		{"no idle connections", func(o *Options) { o.MaxIdleConns = 0 }, "--scrape-max-idle-conns must be at least 1"},
 		{"in-flight budget at its least", func(o *Options) { o.MaxInflightBytes = 64 * 512 << 10 }, ""},
@@ -113,8 +114,8 @@ func TestTrustFlags(t *testing.T) {
 	}
 }
 
-// TestPrometheusSource: prometheus mode builds a source with no store and
-// no scrape loop, and a broken queries file fails at start.
+// TestPrometheusSource: prometheus mode builds a PromQL source and no
+// scrape loop, and a broken queries file fails at start.
 func TestPrometheusSource(t *testing.T) {
 	dir := t.TempDir()
 	good := filepath.Join(dir, "good.yaml")
@@ -132,8 +133,8 @@ func TestPrometheusSource(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if src.store != nil || src.values == nil {
-		t.Fatalf("prometheus source: store %v, values %v", src.store, src.values)
+	if _, ok := src.values.(*promsource.Source); !ok {
+		t.Fatalf("prometheus source: values %T, want *promsource.Source", src.values)
 	}
 	ready := false
 	src.loop(t.Context(), func() { ready = true })

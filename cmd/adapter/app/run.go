@@ -50,7 +50,7 @@ func (a *Adapter) Run(ctx context.Context) error {
 		return fmt.Errorf("informers: %w", err)
 	}
 	pods := factory.Core().V1().Pods()
-	if err := pods.Informer().SetTransform(o.ScaleDown.podTransform()); err != nil {
+	if err := pods.Informer().SetTransform(o.podTransform()); err != nil {
 		return fmt.Errorf("pod informer transform: %w", err)
 	}
 	nodes := factory.Core().V1().Nodes()
@@ -80,7 +80,7 @@ func (a *Adapter) Run(ctx context.Context) error {
 	if err := p.TrackPods(pods.Informer()); err != nil {
 		return err
 	}
-	runScaleDown, err := a.scaleDownController(pods, nodes, src.store, log)
+	runScaleDown, err := a.scaleDownController(pods, nodes, src.values, log)
 	if err != nil {
 		return err
 	}

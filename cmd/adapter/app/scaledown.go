@@ -10,19 +10,16 @@ import (
 	"time"
 
 	"github.com/spf13/pflag"
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/uuid"
 	coreinformers "k8s.io/client-go/informers/core/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/leaderelection"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 	"k8s.io/component-base/metrics/legacyregistry"
 
 	"github.com/gpuscale/gpuscale/pkg/scaledown"
-	"github.com/gpuscale/gpuscale/pkg/store"
 )
 
 // scaleDownLease is the Lease the adapter replicas elect the scale-down
@@ -49,9 +46,12 @@ type ScaleDownOptions struct {
 	UnneededTime            time.Duration
 }
 
+// defaultScaleDownOptions takes the controller's defaults from the
+// controller.
 func defaultScaleDownOptions() ScaleDownOptions {
-	return ScaleDownOptions{LeaseNamespace: "gpuscale", Resync: 10 * time.Second, IdleTime: 5 * time.Minute,
-		PatchQPS: 10, PatchBurst: 20, GPUUtilizationThreshold: 0.5, UnneededTime: 10 * time.Minute}
+	d := scaledown.Defaults()
+	return ScaleDownOptions{LeaseNamespace: "gpuscale", Resync: d.Resync, IdleTime: d.IdleTime,
+		PatchQPS: d.PatchQPS, PatchBurst: d.PatchBurst, GPUUtilizationThreshold: d.GPUUtilizationThreshold, UnneededTime: d.UnneededTime}
 }
 
 // AddFlags registers the options.
@@ -89,73 +89,10 @@ func (o *ScaleDownOptions) validate() []error {
 	return errs
 }
 
-// podTransform is the pod informer's transform: slimPod, plus what the
-// scale-down controller reads when it runs.
-func (o *ScaleDownOptions) podTransform() cache.TransformFunc {
-	if !o.Enabled {
-		return slimPod
-	}
-	return slimPodForScaleDown
-}
-
-// slimPodForScaleDown keeps, beyond slimPod, the pod's GPU requests and the
-// annotations the cluster autoscaler and the ReplicaSet controller read.
-func slimPodForScaleDown(obj any) (any, error) {
-	full, ok := obj.(*corev1.Pod)
-	if !ok {
-		return obj, nil
-	}
-	out, err := slimPod(obj)
-	if err != nil {
-		return nil, err
-	}
-	slim := out.(*corev1.Pod)
-	gpus := func(c *corev1.Container) corev1.ResourceRequirements {
-		var r corev1.ResourceRequirements
-		if q, ok := c.Resources.Requests[scaledown.DefaultGPUResource]; ok {
-			r.Requests = corev1.ResourceList{scaledown.DefaultGPUResource: q}
-		}
-		if q, ok := c.Resources.Limits[scaledown.DefaultGPUResource]; ok {
-			r.Limits = corev1.ResourceList{scaledown.DefaultGPUResource: q}
-		}
-		return r
-	}
-	kept := map[string]int{}
-	for i, c := range slim.Spec.Containers {
-		kept[c.Name] = i
-	}
-	for i := range full.Spec.Containers {
-		c := &full.Spec.Containers[i]
-		r := gpus(c)
-		if r.Requests == nil && r.Limits == nil {
-			continue
-		}
-		if j, ok := kept[c.Name]; ok {
-			slim.Spec.Containers[j].Resources = r
-		} else {
-			slim.Spec.Containers = append(slim.Spec.Containers, corev1.Container{Name: c.Name, Resources: r})
-		}
-	}
-	for i := range full.Spec.InitContainers {
-		if r := gpus(&full.Spec.InitContainers[i]); r.Requests != nil || r.Limits != nil {
-			slim.Spec.InitContainers = append(slim.Spec.InitContainers, corev1.Container{Name: full.Spec.InitContainers[i].Name, Resources: r})
-		}
-	}
-	for _, k := range []string{scaledown.DeletionCostAnnotation, scaledown.SafeToEvictAnnotation, scaledown.MirrorPodAnnotation} {
-		if v, ok := full.Annotations[k]; ok {
-			if slim.Annotations == nil {
-				slim.Annotations = map[string]string{}
-			}
-			slim.Annotations[k] = v
-		}
-	}
-	return slim, nil
-}
-
 // scaleDownController builds the controller on the adapter's informers and
-// store, registers its event handlers and metrics, and returns what runs
+// metric values (either --source), registers its event handlers and metrics, and returns what runs
 // it under leader election; nil when --scale-down-controller is off.
-func (a *Adapter) scaleDownController(pods coreinformers.PodInformer, nodes coreinformers.NodeInformer, st *store.Store, log *slog.Logger) (func(context.Context), error) {
+func (a *Adapter) scaleDownController(pods coreinformers.PodInformer, nodes coreinformers.NodeInformer, loads scaledown.Loads, log *slog.Logger) (func(context.Context), error) {
 	o := a.Options
 	if !o.ScaleDown.Enabled {
 		return nil, nil
@@ -175,7 +112,7 @@ func (a *Adapter) scaleDownController(pods coreinformers.PodInformer, nodes core
 	}
 	sd := o.ScaleDown
 	c, err := scaledown.New(scaledown.Config{
-		Client: client, Pods: pods.Lister(), Nodes: nodes.Lister(), Samples: st, MaxStaleness: o.MaxStaleness,
+		Client: client, Pods: pods.Lister(), Nodes: nodes.Lister(), Loads: loads,
 		IdleTime: sd.IdleTime, Resync: sd.Resync, PatchQPS: sd.PatchQPS, PatchBurst: sd.PatchBurst,
 		GPUUtilizationThreshold: sd.GPUUtilizationThreshold, UnneededTime: sd.UnneededTime,
 		Logger: log.With("component", "scale-down"),

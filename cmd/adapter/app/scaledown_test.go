@@ -10,69 +10,11 @@ import (
 	"time"
 
 	"github.com/spf13/pflag"
-	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
-
-	"github.com/gpuscale/gpuscale/pkg/scaledown"
 )
-
-func TestSlimPodForScaleDownKeepsWhatTheControllerReads(t *testing.T) {
-	gpu := func(n int64) corev1.ResourceList {
-		return corev1.ResourceList{scaledown.DefaultGPUResource: *resource.NewQuantity(n, resource.DecimalSI),
-			corev1.ResourceCPU: resource.MustParse("4")}
-	}
-	full := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns", Labels: map[string]string{scaledown.ManagedLabel: scaledown.ManagedValue},
-			Annotations: map[string]string{
-				scaledown.DeletionCostAnnotation: "1003", scaledown.SafeToEvictAnnotation: "false", scaledown.ProtectedAnnotation: "true",
-				scaledown.MirrorPodAnnotation: "x", "gpuscale.io/scrape": "true", "kubectl.kubernetes.io/last-applied-configuration": "{...}",
-			}},
-		Spec: corev1.PodSpec{
-			NodeName:       "n",
-			InitContainers: []corev1.Container{{Name: "warmup", Resources: corev1.ResourceRequirements{Limits: gpu(4)}}, {Name: "cpu"}},
-			Containers: []corev1.Container{
-				{Name: "vllm", Ports: []corev1.ContainerPort{{ContainerPort: 8000}}, Resources: corev1.ResourceRequirements{Requests: gpu(2), Limits: gpu(2)}},
-				{Name: "sidecar-gpu", Resources: corev1.ResourceRequirements{Limits: gpu(1)}},
-				{Name: "logger", Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1")}}},
-			},
-		},
-	}
-	obj, err := slimPodForScaleDown(full)
-	if err != nil {
-		t.Fatal(err)
-	}
-	slim := obj.(*corev1.Pod)
-	if got, want := scaledown.PodGPUs(slim, scaledown.DefaultGPUResource), scaledown.PodGPUs(full, scaledown.DefaultGPUResource); got != want || want != 4 {
-		t.Errorf("GPUs after slimming = %d, before %d (want 4: the init container's)", got, want)
-	}
-	for _, k := range []string{scaledown.DeletionCostAnnotation, scaledown.SafeToEvictAnnotation, scaledown.ProtectedAnnotation, scaledown.MirrorPodAnnotation, "gpuscale.io/scrape"} {
-		if slim.Annotations[k] != full.Annotations[k] {
-			t.Errorf("annotation %s = %q, want %q", k, slim.Annotations[k], full.Annotations[k])
-		}
-	}
-	if _, ok := slim.Annotations["kubectl.kubernetes.io/last-applied-configuration"]; ok {
-		t.Error("kept an annotation nobody reads")
-	}
-	if len(slim.Spec.Containers) != 2 || len(slim.Spec.Containers[0].Ports) != 1 || len(slim.Spec.InitContainers) != 1 {
-		t.Errorf("containers = %+v, init %+v: want vllm (ports and GPUs) and the GPU sidecar; the GPU init container", slim.Spec.Containers, slim.Spec.InitContainers)
-	}
-	for _, c := range append(slim.Spec.Containers, slim.Spec.InitContainers...) {
-		if _, ok := c.Resources.Limits[corev1.ResourceCPU]; ok {
-			t.Errorf("%s kept its CPU limit", c.Name)
-		}
-	}
-	if full.Annotations[scaledown.DeletionCostAnnotation] != "1003" || len(full.Spec.Containers) != 3 {
-		t.Error("the informer's full object was modified")
-	}
-	var o ScaleDownOptions
-	if o.podTransform() == nil {
-		t.Error("no transform with the controller off")
-	}
-}
 
 func TestScaleDownOptionsValidate(t *testing.T) {
 	cases := []struct {

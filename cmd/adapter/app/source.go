@@ -17,21 +17,20 @@ import (
 	"github.com/gpuscale/gpuscale/pkg/provider"
 	"github.com/gpuscale/gpuscale/pkg/scrape"
 	"github.com/gpuscale/gpuscale/pkg/store"
+	"github.com/gpuscale/gpuscale/pkg/storesource"
 )
 
 // source is where the provider's values come from, per --source.
 type source struct {
 	values provider.Values
-	// store holds the scraped samples; nil with --source=prometheus.
-	store *store.Store
 	// loop fills the store: it runs one cycle, calls ready, and goes on
 	// until ctx is done. With --source=prometheus it only calls ready.
 	loop func(ctx context.Context, ready func())
 }
 
-// newStore returns the embedded source's store: --window of samples, and
-// TTFT histograms for the TTFT window and a scrape more (for the time a
-// scrape takes), all the TTFT history any request reads.
+// newStore returns the embedded source's store: samples, and their TTFT
+// histograms, for the TTFT window and a scrape more (for the time a scrape
+// takes), all the history any request reads.
 func (o *Options) newStore() *store.Store {
 	return store.New(o.samplesKept(), store.WithTTFTRetention(o.TTFTWindow+o.ScrapeInterval))
 }
@@ -64,17 +63,16 @@ func (o *Options) newSource(pods coreinformers.PodInformer, namespaces discovery
 			CycleTimeout: o.ScrapeInterval}),
 		Store:      st,
 		Interval:   o.ScrapeInterval,
-		RetainFor:  o.Window,
+		RetainFor:  o.retainFor(),
 		Logger:     log.With("component", "gather"),
 		Registerer: legacyregistry.Registerer(),
 	})
 	if err != nil {
 		return nil, err
 	}
-	legacyregistry.RawMustRegister(provider.FreshnessCollector{Store: st, MaxStaleness: o.MaxStaleness, Now: time.Now})
+	legacyregistry.RawMustRegister(storesource.FreshnessCollector{Store: st, MaxStaleness: o.MaxStaleness, Now: time.Now})
 	return &source{
-		values: provider.NewStoreValues(st, o.MaxStaleness, o.TTFTWindow, nil),
-		store:  st,
+		values: storesource.New(st, o.MaxStaleness, o.TTFTWindow, nil),
 		loop: func(ctx context.Context, ready func()) {
 			log.Info("starting the scrape loop", "interval", o.ScrapeInterval)
 			g.Cycle(ctx)

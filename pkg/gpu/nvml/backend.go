@@ -1,3 +1,5 @@
+//go:build linux && cgo
+
 // Package nvml is the gpu.Backend that reads NVIDIA GPUs through NVML, the
 // library the driver ships (libnvidia-ml.so.1). It reports whole GPUs, their
 // MIG instances and the XID errors the driver raises.

@@ -5,21 +5,18 @@ import (
 	"testing"
 	"time"
 
+	clocktesting "k8s.io/utils/clock/testing"
+
 	"github.com/gpuscale/gpuscale/pkg/gpu"
 )
 
-// fakeClock is the injected Options.Now; tests advance it by hand.
-type fakeClock struct{ t time.Time }
-
-func newFakeClock() *fakeClock {
-	return &fakeClock{t: time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC)}
+// newFakeClock is the injected Options.Now's clock; tests step it by hand.
+func newFakeClock() *clocktesting.FakeClock {
+	return clocktesting.NewFakeClock(time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC))
 }
 
-func (c *fakeClock) Now() time.Time          { return c.t }
-func (c *fakeClock) Advance(d time.Duration) { c.t = c.t.Add(d) }
-
 // newSim builds a backend on a fake clock, failing the test on error.
-func newSim(t *testing.T, opts Options) (*Backend, *fakeClock) {
+func newSim(t *testing.T, opts Options) (*Backend, *clocktesting.FakeClock) {
 	t.Helper()
 	clk := newFakeClock()
 	opts.Now = clk.Now

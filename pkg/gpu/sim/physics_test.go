@@ -71,7 +71,7 @@ func TestPowerTemperatureAndEnergyResponse(t *testing.T) {
 			setLoad(t, b, "0", Load{Utilization: ptr(50.0)})
 			var r gpu.Reading
 			for range tc.steps {
-				clk.Advance(tc.step)
+				clk.Step(tc.step)
 				r = collect(t, b)[0]
 			}
 			power := value(t, r, gpu.FieldPowerUsage)
@@ -115,7 +115,7 @@ func TestEnergyIsIntegralOfPower(t *testing.T) {
 	for _, l := range loads {
 		setLoad(t, b, "0", Load{Utilization: ptr(l)})
 		for range 2000 { // 20 s per load
-			clk.Advance(dt)
+			clk.Step(dt)
 			r := collect(t, b)[0]
 			p := value(t, r, gpu.FieldPowerUsage)
 			integral += (prevPower + p) / 2 * dt.Seconds() * 1000
@@ -144,7 +144,7 @@ func TestClocks(t *testing.T) {
 	for _, tc := range tests {
 		b, clk := newSim(t, Options{GPUs: 1})
 		setLoad(t, b, "0", Load{Utilization: ptr(tc.util)})
-		clk.Advance(time.Minute)
+		clk.Step(time.Minute)
 		r := collect(t, b)[0]
 		if got := value(t, r, gpu.FieldSMClock); got != tc.wantSM {
 			t.Errorf("util %v: SM clock = %v MHz, want %v", tc.util, got, tc.wantSM)
@@ -176,9 +176,9 @@ func TestSMClockThrottlesWhenHot(t *testing.T) {
 func TestClockGoingBackwardsChangesNothing(t *testing.T) {
 	b, clk := newSim(t, Options{GPUs: 1})
 	setLoad(t, b, "0", Load{Utilization: ptr(100.0)})
-	clk.Advance(5 * time.Second)
+	clk.Step(5 * time.Second)
 	before := collect(t, b)[0]
-	clk.Advance(-3 * time.Second)
+	clk.Step(-3 * time.Second)
 	after := collect(t, b)[0]
 	for _, f := range []gpu.Field{gpu.FieldPowerUsage, gpu.FieldEnergy, gpu.FieldGPUTemp} {
 		if value(t, before, f) != value(t, after, f) {

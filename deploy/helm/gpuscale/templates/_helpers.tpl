@@ -97,7 +97,7 @@ app.kubernetes.io/component: gpu-exporter
 - --tls-cert-file=/etc/gpuscale/tls/tls.crt
 - --tls-private-key-file=/etc/gpuscale/tls/tls.key
 {{- end }}
-{{- range $flag, $key := dict "scrape-interval" "scrapeInterval" "scrape-timeout" "scrapeTimeout" "max-staleness" "maxStaleness" "ttft-window" "ttftWindow" "window" "window" }}
+{{- range $flag, $key := dict "scrape-interval" "scrapeInterval" "scrape-timeout" "scrapeTimeout" "max-staleness" "maxStaleness" "ttft-window" "ttftWindow" }}
 {{- with index $c $key }}
 - --{{ $flag }}={{ . }}
 {{- end }}
@@ -143,9 +143,6 @@ app.kubernetes.io/component: gpu-exporter
 {{- if eq .Values.adapter.source "prometheus" }}
 {{- if not $p.url }}
 {{- fail "adapter.source=prometheus needs adapter.prometheus.url" }}
-{{- end }}
-{{- if .Values.scaleDown.enabled }}
-{{- fail "scaleDown.enabled needs adapter.source=embedded: the controller reads the scraped samples" }}
 {{- end }}
 - --source=prometheus
 - {{ printf "--prometheus-url=%s" $p.url | quote }}

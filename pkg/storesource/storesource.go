@@ -1,4 +1,7 @@
-package provider
+// Package storesource answers the adapter's metric values from the
+// embedded scraper's in-memory store (pkg/store): the default --source, and
+// the peer of pkg/promsource.
+package storesource
 
 import (
 	"context"
@@ -12,52 +15,57 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/gpuscale/gpuscale/pkg/histogram"
+	"github.com/gpuscale/gpuscale/pkg/provider"
 	"github.com/gpuscale/gpuscale/pkg/store"
 )
 
-// storeValues answers from the embedded scraper's in-memory store.
-type storeValues struct {
+// Source implements provider.Values over a store.
+type Source struct {
 	st           *store.Store
 	maxStaleness time.Duration
 	ttftWindow   time.Duration
 	now          func() time.Time
+	// lookup keys the pods' places in the store in each PodSet's memo.
+	lookup *provider.MemoKey[*store.Lookup]
 }
 
-// NewStoreValues returns the embedded source: values from st, where a
-// sample older than maxStaleness is no value and TTFT quantiles are
-// computed over ttftWindow. now may be nil (time.Now).
-func NewStoreValues(st *store.Store, maxStaleness, ttftWindow time.Duration, now func() time.Time) Values {
+var _ provider.Values = (*Source)(nil)
+
+// New returns the embedded source: values from st, where a sample older
+// than maxStaleness is no value and TTFT quantiles are computed over
+// ttftWindow. now may be nil (time.Now).
+func New(st *store.Store, maxStaleness, ttftWindow time.Duration, now func() time.Time) *Source {
 	if now == nil {
 		now = time.Now
 	}
-	return &storeValues{st: st, maxStaleness: maxStaleness, ttftWindow: ttftWindow, now: now}
+	return &Source{st: st, maxStaleness: maxStaleness, ttftWindow: ttftWindow, now: now,
+		lookup: provider.NewMemoKey[*store.Lookup]("store lookup")}
 }
 
-func (s *storeValues) def(m Metric) (metricDef, error) {
-	d, ok := podMetricsByName[m.Name]
+// def checks that m is a metric the provider serves, and says where the
+// store keeps it.
+func (s *Source) def(m provider.Metric) (provider.Metric, error) {
+	d, ok := provider.MetricByName(m.Name)
 	if !ok {
-		return metricDef{}, fmt.Errorf("store: unknown metric %q", m.Name)
+		return provider.Metric{}, fmt.Errorf("store: unknown metric %q", m.Name)
 	}
 	return d, nil
 }
 
-// lookupKey keys a PodSet's store.Lookup in its Memo.
-type lookupKey struct{ st *store.Store }
-
 // Pods implements Values.
-func (s *storeValues) Pods(_ context.Context, set *PodSet, m Metric, sel labels.Selector) ([]Value, error) {
+func (s *Source) Pods(_ context.Context, set *provider.PodSet, m provider.Metric, sel labels.Selector) ([]provider.Value, error) {
 	def, err := s.def(m)
 	if err != nil {
 		return nil, err
 	}
 	now := s.now()
-	out := make([]Value, len(set.Pods))
+	out := make([]provider.Value, len(set.Pods))
 	mm := newModelMatcher(sel)
 	if set.Namespace != "" {
 		// The HPA's list call: one store pass under one lock, with the
 		// pods' places in the store kept as long as the set is.
-		lookup := set.Memo(lookupKey{s.st}, func() any { return store.NewLookup(set.Namespace, set.Names()) }).(*store.Lookup)
-		if def.isTTFT() {
+		lookup := provider.Memo(set, s.lookup, func() *store.Lookup { return store.NewLookup(set.Namespace, set.Names()) })
+		if def.IsTTFT() {
 			// Each pod's two window ends are cache misses: at thousands
 			// of pods, cores reading their shares at once answer sooner.
 			inParallel(len(out), func(lo, hi int) {
@@ -66,20 +74,20 @@ func (s *storeValues) Pods(_ context.Context, set *PodSet, m Metric, sel labels.
 					if !mm.matches(newest.Model) {
 						return
 					}
-					if q := histogram.Quantile(def.quantile, inc); !math.IsNaN(q) && !math.IsInf(q, 0) {
-						out[i] = Value{V: q, Time: newest.Time}
+					if q := histogram.Quantile(def.Quantile, inc); !math.IsNaN(q) && !math.IsInf(q, 0) {
+						out[i] = provider.Value{V: q, Time: newest.Time}
 					}
 				})
 			})
 			return out, nil
 		}
-		s.st.LatestEach(lookup, def.source, now, s.maxStaleness,
+		s.st.LatestEach(lookup, def.Source, now, s.maxStaleness,
 			func(i int, smp *store.Sample) {
 				if !mm.matches(smp.Model) {
 					return
 				}
-				if v, ok := smp.Get(def.signal); ok {
-					out[i] = Value{V: v, Time: smp.Time}
+				if v, ok := smp.Get(def.Signal); ok {
+					out[i] = provider.Value{V: v, Time: smp.Time}
 				}
 			})
 		return out, nil
@@ -94,47 +102,47 @@ func (s *storeValues) Pods(_ context.Context, set *PodSet, m Metric, sel labels.
 
 // podValue is a pod's value: none unless its newest sample is fresh; a
 // dead target's last sample is not today's value.
-func (s *storeValues) podValue(pod *corev1.Pod, def metricDef, mm *modelMatcher, now time.Time) (Value, bool) {
+func (s *Source) podValue(pod *corev1.Pod, def provider.Metric, mm *modelMatcher, now time.Time) (provider.Value, bool) {
 	key := store.Key{Namespace: pod.Namespace, Name: pod.Name}
-	smp, ok := s.st.Latest(key, def.source, now, s.maxStaleness)
+	smp, ok := s.st.Latest(key, def.Source, now, s.maxStaleness)
 	if !ok || !mm.matches(smp.Model) {
-		return Value{}, false
+		return provider.Value{}, false
 	}
-	if def.isTTFT() {
+	if def.IsTTFT() {
 		inc, ok := s.ttftIncrease(key, now)
 		if !ok {
-			return Value{}, false
+			return provider.Value{}, false
 		}
-		q := histogram.Quantile(def.quantile, inc)
+		q := histogram.Quantile(def.Quantile, inc)
 		if math.IsNaN(q) || math.IsInf(q, 0) {
-			return Value{}, false
+			return provider.Value{}, false
 		}
-		return Value{V: q, Time: smp.Time}, true
+		return provider.Value{V: q, Time: smp.Time}, true
 	}
-	v, ok := smp.Get(def.signal)
-	return Value{V: v, Time: smp.Time}, ok
+	v, ok := smp.Get(def.Signal)
+	return provider.Value{V: v, Time: smp.Time}, ok
 }
 
 // ttftIncrease is the per-bucket increase of a pod's TTFT histogram over
 // the window, which is what rate() feeds histogram_quantile in PromQL.
-func (s *storeValues) ttftIncrease(key store.Key, now time.Time) (*histogram.Histogram, bool) {
+func (s *Source) ttftIncrease(key store.Key, now time.Time) (*histogram.Histogram, bool) {
 	return s.st.TTFTIncrease(key, now, s.ttftWindow, s.maxStaleness)
 }
 
 // Workload implements Values: sums for queue depth and running requests,
 // means for utilizations, and for TTFT a quantile of the merged histogram
 // increases (never a mean of quantiles).
-func (s *storeValues) Workload(_ context.Context, _ string, pods []*corev1.Pod, m Metric, sel labels.Selector) (Value, bool, error) {
+func (s *Source) Workload(_ context.Context, _ string, pods []*corev1.Pod, m provider.Metric, sel labels.Selector) (provider.Value, bool, error) {
 	def, err := s.def(m)
 	if err != nil {
-		return Value{}, false, err
+		return provider.Value{}, false, err
 	}
 	now := s.now()
 	mm := newModelMatcher(sel)
 	var a modelAgg
 	for _, pod := range pods {
 		key := store.Key{Namespace: pod.Namespace, Name: pod.Name}
-		smp, ok := s.st.Latest(key, def.source, now, s.maxStaleness)
+		smp, ok := s.st.Latest(key, def.Source, now, s.maxStaleness)
 		if !ok || !mm.matches(smp.Model) {
 			continue
 		}
@@ -145,15 +153,15 @@ func (s *storeValues) Workload(_ context.Context, _ string, pods []*corev1.Pod, 
 }
 
 // add accumulates one pod's fresh sample.
-func (s *storeValues) add(a *modelAgg, key store.Key, smp store.Sample, def metricDef, now time.Time) {
-	if def.isTTFT() {
+func (s *Source) add(a *modelAgg, key store.Key, smp store.Sample, def provider.Metric, now time.Time) {
+	if def.IsTTFT() {
 		if inc, ok := s.ttftIncrease(key, now); ok {
 			a.incs = append(a.incs, inc)
 			a.newest = later(a.newest, smp.Time)
 		}
 		return
 	}
-	if v, ok := smp.Get(def.signal); ok {
+	if v, ok := smp.Get(def.Signal); ok {
 		a.sum += v
 		a.n++
 		a.newest = later(a.newest, smp.Time)
@@ -161,24 +169,24 @@ func (s *storeValues) add(a *modelAgg, key store.Key, smp store.Sample, def metr
 }
 
 // Nodes implements Values from the exporters' whole-node samples.
-func (s *storeValues) Nodes(_ context.Context, nodes []string, m Metric) (map[string]Value, error) {
+func (s *Source) Nodes(_ context.Context, nodes []string, m provider.Metric) (map[string]provider.Value, error) {
 	def, err := s.def(m)
 	if err != nil {
 		return nil, err
 	}
 	now := s.now()
-	out := make(map[string]Value, len(nodes))
+	out := make(map[string]provider.Value, len(nodes))
 	for _, n := range nodes {
 		smp, ok := s.st.LatestNode(n, now, s.maxStaleness)
-		if v, has := smp.Get(def.signal); ok && has {
-			out[n] = Value{V: v, Time: smp.Time}
+		if v, has := smp.Get(def.Signal); ok && has {
+			out[n] = provider.Value{V: v, Time: smp.Time}
 		}
 	}
 	return out, nil
 }
 
 // Models implements Values: the pods' samples grouped by their model.
-func (s *storeValues) Models(_ context.Context, _ string, pods []*corev1.Pod, m Metric, sel labels.Selector) (map[string]Value, error) {
+func (s *Source) Models(_ context.Context, _ string, pods []*corev1.Pod, m provider.Metric, sel labels.Selector) (map[string]provider.Value, error) {
 	def, err := s.def(m)
 	if err != nil {
 		return nil, err
@@ -199,7 +207,7 @@ func (s *storeValues) Models(_ context.Context, _ string, pods []*corev1.Pod, m 
 		}
 		s.add(a, key, smp, def, now)
 	}
-	out := make(map[string]Value, len(byModel))
+	out := make(map[string]provider.Value, len(byModel))
 	for model, a := range byModel {
 		if v, ok := a.value(def); ok {
 			out[model] = v
@@ -216,19 +224,19 @@ type modelAgg struct {
 	newest time.Time
 }
 
-func (a *modelAgg) value(def metricDef) (Value, bool) {
-	if def.isTTFT() {
-		q, ok := quantileOf(def.quantile, a.incs)
-		return Value{V: q, Time: a.newest}, ok
+func (a *modelAgg) value(def provider.Metric) (provider.Value, bool) {
+	if def.IsTTFT() {
+		q, ok := quantileOf(def.Quantile, a.incs)
+		return provider.Value{V: q, Time: a.newest}, ok
 	}
 	if a.n == 0 {
-		return Value{}, false
+		return provider.Value{}, false
 	}
 	v := a.sum
-	if def.agg == mean {
+	if !def.Sum {
 		v /= float64(a.n)
 	}
-	return Value{V: v, Time: a.newest}, true
+	return provider.Value{V: v, Time: a.newest}, true
 }
 
 func quantileOf(q float64, incs []*histogram.Histogram) (float64, bool) {
@@ -265,7 +273,7 @@ func (m *modelMatcher) matches(model string) bool {
 	}
 	if !m.seen || model != m.model {
 		m.seen, m.model = true, model
-		m.result = m.sel.Matches(labels.Set{ModelLabel: model})
+		m.result = m.sel.Matches(labels.Set{provider.ModelLabel: model})
 	}
 	return m.result
 }

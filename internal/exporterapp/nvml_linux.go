@@ -1,0 +1,22 @@
+//go:build linux && cgo
+
+package exporterapp
+
+import (
+	"log/slog"
+
+	gonvml "github.com/NVIDIA/go-nvml/pkg/nvml"
+
+	"github.com/gpuscale/gpuscale/pkg/gpu"
+	"github.com/gpuscale/gpuscale/pkg/gpu/nvml"
+)
+
+// newNVMLBackend reads the GPUs through NVML (go-nvml's cgo bindings).
+func newNVMLBackend(o *Options, log *slog.Logger) (gpu.Backend, error) {
+	b, err := nvml.New(gonvml.New(), nvml.Options{Logger: log.With("component", "nvml"), XIDEvents: true,
+		Processes: o.ContainerRuntimeSocket != "", Profiling: o.Profiling})
+	if err != nil {
+		return nil, err
+	}
+	return b, nil
+}

@@ -1,0 +1,18 @@
+package provider
+
+import (
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/gpuscale/gpuscale/pkg/podslim"
+)
+
+// KeepPodFields keeps what the provider reads of a pod in the adapter's
+// slim informer cache (pkg/podslim): labels for the selectors, readiness
+// (podReady), and the resource version that tells a change from a resync.
+func KeepPodFields(full, slim *corev1.Pod) {
+	slim.Labels = full.Labels
+	slim.ResourceVersion = full.ResourceVersion
+	slim.DeletionTimestamp = full.DeletionTimestamp
+	slim.Status.Phase = full.Status.Phase
+	podslim.Condition(full, slim, corev1.PodReady)
+}

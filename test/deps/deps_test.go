@@ -1,0 +1,214 @@
+// Package deps checks the direction of the module's imports: product
+// packages never depend on binaries, test harnesses or the simulator, so
+// that what ships is what the tests exercise and nothing more.
+package deps
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"os/exec"
+	"slices"
+	"strings"
+	"testing"
+)
+
+const module = "github.com/gpuscale/gpuscale/"
+
+// simulator are the packages that model GPUs and inference servers for
+// tests, benchmarks and the demo: the simulated inference server and the
+// exporter's simulated GPU backend. The backend is a product feature
+// (--backend=sim), but only the exporter's composition root picks it:
+// no other product package may depend on either.
+var simulator = []string{"pkg/inferencesim", "pkg/gpu/sim"}
+
+// knownExceptions are violations tolerated while a fix is under way; each
+// is "importer -> imported". The check fails on any other violation, and
+// on an exception that no longer occurs, so this list only ever shrinks.
+var knownExceptions = []string{}
+
+type pkg struct {
+	ImportPath string
+	Imports    []string
+	Deps       []string
+}
+
+// rule is one constraint on the packages whose path starts with from.
+type rule struct {
+	name string
+	// applies reports whether the rule constrains package p.
+	applies func(p string) bool
+	// forbidden reports whether p may not depend on dep.
+	forbidden func(p, dep string) bool
+	// direct rules look at imports only; the others at every dependency.
+	direct bool
+}
+
+func under(p string, prefixes ...string) bool {
+	for _, pre := range prefixes {
+		if p == pre || strings.HasPrefix(p, pre+"/") {
+			return true
+		}
+	}
+	return false
+}
+
+var rules = []rule{
+	{
+		name:    "a product package (pkg/) depends on a binary, a test harness or a script",
+		applies: func(p string) bool { return under(p, "pkg") },
+		forbidden: func(_, dep string) bool {
+			return under(dep, "cmd", "internal", "test", "hack")
+		},
+	},
+	{
+		name:    "a product package depends on the simulator",
+		applies: func(p string) bool { return under(p, "pkg") && !under(p, simulator...) },
+		forbidden: func(_, dep string) bool {
+			return under(dep, simulator...)
+		},
+	},
+	{
+		name:    "the adapter depends on the simulator or a test harness",
+		applies: func(p string) bool { return under(p, "cmd/adapter") },
+		forbidden: func(_, dep string) bool {
+			return under(dep, simulator...) || under(dep, "internal", "test", "hack")
+		},
+	},
+	{
+		// The seam that lets scale-down run with --source=prometheus.
+		name:    "scale-down imports the store rather than reading provider.Values",
+		applies: func(p string) bool { return under(p, "pkg/scaledown") },
+		direct:  true,
+		forbidden: func(_, dep string) bool {
+			return under(dep, "pkg/store", "pkg/storesource", "pkg/promsource")
+		},
+	},
+	{
+		// A binary's packages are its own: one binary's flags or wiring
+		// reused elsewhere would tie that code to it.
+		name:    "a package outside cmd/<binary> imports that binary's packages",
+		applies: func(string) bool { return true },
+		direct:  true,
+		forbidden: func(p, dep string) bool {
+			if !under(dep, "cmd") {
+				return false
+			}
+			bin := strings.Join(strings.SplitN(dep, "/", 3)[:2], "/")
+			return !under(p, bin)
+		},
+	},
+}
+
+// listPackages runs go list over the module's packages (tests excluded:
+// the rules are about what ships).
+func listPackages(t *testing.T) []pkg {
+	t.Helper()
+	cmd := exec.Command("go", "list", "-json=ImportPath,Imports,Deps", module+"...")
+	cmd.Dir = "../.."
+	out, err := cmd.Output()
+	if err != nil {
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			t.Fatalf("go list: %v\n%s", err, ee.Stderr)
+		}
+		t.Fatalf("go list: %v", err)
+	}
+	dec := json.NewDecoder(strings.NewReader(string(out)))
+	var pkgs []pkg
+	for {
+		var p pkg
+		if err := dec.Decode(&p); errors.Is(err, io.EOF) {
+			break
+		} else if err != nil {
+			t.Fatalf("decode go list output: %v", err)
+		}
+		pkgs = append(pkgs, p)
+	}
+	if len(pkgs) < 10 {
+		t.Fatalf("go list found %d packages; the module has dozens", len(pkgs))
+	}
+	return pkgs
+}
+
+// violations applies the rules to the packages, with paths relative to the
+// module, as "importer -> imported: rule".
+func violations(pkgs []pkg) map[string]string {
+	out := map[string]string{}
+	for _, p := range pkgs {
+		from, ok := strings.CutPrefix(p.ImportPath, module)
+		if !ok {
+			continue
+		}
+		for _, r := range rules {
+			if !r.applies(from) {
+				continue
+			}
+			deps := p.Deps
+			if r.direct {
+				deps = p.Imports
+			}
+			for _, d := range deps {
+				if dep, ok := strings.CutPrefix(d, module); ok && r.forbidden(from, dep) {
+					out[fmt.Sprintf("%s -> %s", from, dep)] = r.name
+				}
+			}
+		}
+	}
+	return out
+}
+
+func TestDependencyDirection(t *testing.T) {
+	found := violations(listPackages(t))
+	for _, v := range slices.Sorted(maps.Keys(found)) {
+		if !slices.Contains(knownExceptions, v) {
+			t.Errorf("%s: %s", v, found[v])
+		}
+	}
+	for _, e := range knownExceptions {
+		if _, ok := found[e]; !ok {
+			t.Errorf("known exception %q no longer occurs: remove it from knownExceptions", e)
+		}
+	}
+}
+
+// TestRules shows each rule firing, so that a check that passes is not a
+// check that cannot fail.
+func TestRules(t *testing.T) {
+	m := func(p string) string { return module + p }
+	tests := []struct {
+		name string
+		pkg  pkg
+		want []string
+	}{
+		{"product on product", pkg{ImportPath: m("pkg/provider"), Imports: []string{m("pkg/store")}, Deps: []string{m("pkg/store"), "fmt"}}, nil},
+		{"product on harness, transitively", pkg{ImportPath: m("pkg/provider"), Deps: []string{m("internal/simworld")}},
+			[]string{"pkg/provider -> internal/simworld"}},
+		{"product on a binary", pkg{ImportPath: m("pkg/gather"), Imports: []string{m("cmd/adapter/app")}, Deps: []string{m("cmd/adapter/app")}},
+			[]string{"pkg/gather -> cmd/adapter/app"}},
+		{"product on the simulator", pkg{ImportPath: m("pkg/exporter"), Deps: []string{m("pkg/inferencesim")}},
+			[]string{"pkg/exporter -> pkg/inferencesim"}},
+		{"simulator on its own parts", pkg{ImportPath: m("pkg/gpu/sim"), Deps: []string{m("pkg/gpu")}}, nil},
+		{"adapter on the simulator", pkg{ImportPath: m("cmd/adapter/app"), Deps: []string{m("pkg/gpu/sim")}},
+			[]string{"cmd/adapter/app -> pkg/gpu/sim"}},
+		{"exporter on its sim backend", pkg{ImportPath: m("cmd/exporter/app"), Imports: []string{m("pkg/gpu/sim")}, Deps: []string{m("pkg/gpu/sim")}}, nil},
+		{"binary on its own packages", pkg{ImportPath: m("cmd/exporter"), Imports: []string{m("cmd/exporter/app")}}, nil},
+		{"harness on a binary's packages", pkg{ImportPath: m("internal/devenv"), Imports: []string{m("cmd/adapter/app")}},
+			[]string{"internal/devenv -> cmd/adapter/app"}},
+		{"harness on a binary's packages, only transitively", pkg{ImportPath: m("internal/devenv"), Deps: []string{m("cmd/adapter/app")}}, nil},
+		{"scale-down importing the store", pkg{ImportPath: m("pkg/scaledown"), Imports: []string{m("pkg/store")}, Deps: []string{m("pkg/store")}},
+			[]string{"pkg/scaledown -> pkg/store"}},
+		{"scale-down on the store through provider", pkg{ImportPath: m("pkg/scaledown"), Imports: []string{m("pkg/provider")}, Deps: []string{m("pkg/provider"), m("pkg/store")}}, nil},
+		{"other modules", pkg{ImportPath: "k8s.io/client-go/kubernetes", Deps: []string{m("cmd/adapter/app")}}, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := slices.Sorted(maps.Keys(violations([]pkg{tt.pkg})))
+			if !slices.Equal(got, tt.want) {
+				t.Errorf("violations = %q, want %q", got, tt.want)
+			}
+		})
+	}
+}
