@@ -33,11 +33,10 @@ func newMetricsHandler(g prometheus.Gatherer, src SnapshotSource) http.HandlerFu
 			// As promhttp.ContinueOnError: serve what was gathered.
 			slog.Debug("gathering the exporter's own metrics", "err", err)
 		}
-		format := expfmt.NegotiateIncludingOpenMetrics(r.Header)
+		// Only the two text formats are offered: a client that accepts
+		// neither gets text, NegotiateAccept's fallback.
+		format := expfmt.NegotiateAccept(r.Header, expfmt.FmtOpenMetrics_1_0_0, expfmt.FmtOpenMetrics_0_0_1, expfmt.FmtText)
 		openMetrics := format.FormatType() == expfmt.TypeOpenMetrics
-		if !openMetrics && format.FormatType() != expfmt.TypeTextPlain {
-			format = expfmt.NewFormat(expfmt.TypeTextPlain)
-		}
 		w.Header().Set("Content-Type", string(format))
 		var out io.Writer = w
 		if acceptsGzip(r) {
