@@ -143,6 +143,31 @@ func TestMetricsOpenMetrics(t *testing.T) {
 	}
 }
 
+// TestMetricsNegotiation: the handler writes only the two text formats, so
+// a client asking for anything else (Prometheus's protobuf first, say) is
+// answered in text, and says so in its Content-Type.
+func TestMetricsNegotiation(t *testing.T) {
+	n := newSimNode(t, sim.Options{GPUs: 1})
+	n.collect(t)
+	for _, tc := range []struct{ accept, want string }{
+		{"", "text/plain"},
+		{"application/vnd.google.protobuf;proto=io.prometheus.client.MetricFamily;encoding=delimited", "text/plain"},
+		{"application/vnd.google.protobuf;proto=io.prometheus.client.MetricFamily;encoding=delimited;q=0.7,text/plain;version=0.0.4;q=0.3", "text/plain"},
+		{"application/openmetrics-text;version=0.0.1", "application/openmetrics-text"},
+		{"application/openmetrics-text;version=1.0.0;q=0.5,text/plain;q=0.4", "application/openmetrics-text"},
+	} {
+		resp := do(t, n.h, http.MethodGet, "/metrics", "", "Accept", tc.accept)
+		body := readBody(t, resp)
+		ct := resp.Header.Get("Content-Type")
+		if resp.StatusCode != http.StatusOK || !strings.HasPrefix(ct, tc.want) {
+			t.Errorf("Accept %q: status %d, Content-Type %q, want %s", tc.accept, resp.StatusCode, ct, tc.want)
+		}
+		if tc.want == "text/plain" {
+			parseText(t, body)
+		}
+	}
+}
+
 // TestMetricUnits checks dcgm-exporter's units on an idle simulated H100
 // after 10 s: framebuffer in MiB, power in W, energy in mJ.
 func TestMetricUnits(t *testing.T) {
