@@ -3,6 +3,7 @@ package app
 import (
 	"context"
 	"fmt"
+	"github.com/gpuscale/gpuscale/pkg/capacity"
 	"log/slog"
 	"net/http"
 	"sync/atomic"
@@ -65,9 +66,12 @@ func (a *Adapter) Run(ctx context.Context) error {
 	requests := provider.NewRequestCounter()
 	legacyregistry.RawMustRegister(requests)
 
+	capacityMetrics := capacity.NewMetrics()
+	legacyregistry.RawMustRegister(capacityMetrics.Collectors()...)
 	p := provider.New(provider.Config{
 		Values: src.values, Pods: pods.Lister(), Nodes: nodes.Lister(), Deployments: deploys.Lister(), StatefulSets: sets.Lister(),
 		MaxStaleness: o.MaxStaleness, TTFTWindow: o.TTFTWindow, Observer: requests,
+		Capacity: capacity.New(capacity.DefaultConfig(), capacityMetrics),
 	})
 	if err := p.TrackPods(pods.Informer()); err != nil {
 		return err
