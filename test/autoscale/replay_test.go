@@ -97,6 +97,13 @@ func TestReplayShortSlice(t *testing.T) {
 	if queue.MinutesMet < gpu.MinutesMet {
 		t.Errorf("queue-depth policy met the SLO in %d minutes, the GPU-utilization policy in %d: want at least as many", queue.MinutesMet, gpu.MinutesMet)
 	}
+	// The capacity signal beats queue depth: as many SLO minutes or more,
+	// on fewer GPU-hours, and nothing left unserved.
+	capacity := sums[autoscalebench.PolicyCapacity]
+	if capacity.MinutesMet < queue.MinutesMet || capacity.GPUHours >= queue.GPUHours || capacity.Unserved > 0 {
+		t.Errorf("capacity policy: %d SLO minutes on %.2f GPU-hours, %d unserved; queue-depth: %d on %.2f; want at least as many minutes on fewer GPU-hours",
+			capacity.MinutesMet, capacity.GPUHours, capacity.Unserved, queue.MinutesMet, queue.GPUHours)
+	}
 	// The static policy runs exactly its size for the whole slice.
 	if static.PeakReplicas != plan.Static || static.ScaleUps+static.ScaleDowns != 0 {
 		t.Errorf("static policy: peak %d replicas, %d scale events; want %d and none", static.PeakReplicas, static.ScaleUps+static.ScaleDowns, plan.Static)
