@@ -3,7 +3,6 @@ package app
 import (
 	"context"
 	"fmt"
-	"github.com/gpuscale/gpuscale/pkg/capacity"
 	"log/slog"
 	"net/http"
 	"sync/atomic"
@@ -16,6 +15,7 @@ import (
 	"k8s.io/klog/v2"
 	basecmd "sigs.k8s.io/custom-metrics-apiserver/pkg/cmd"
 
+	"github.com/gpuscale/gpuscale/pkg/capacity"
 	"github.com/gpuscale/gpuscale/pkg/provider"
 )
 
