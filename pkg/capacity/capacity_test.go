@@ -204,3 +204,86 @@ func TestForget(t *testing.T) {
 		t.Errorf("state after forgetting: %v", e.state)
 	}
 }
+
+func TestMaxPrefillBusy(t *testing.T) {
+	for _, w := range []float64{0.01, 0.05, 0.1, 0.3, 0.9} {
+		rho := MaxPrefillBusy(w)
+		// The M/M/1 tail at one mean service time equals the share.
+		near(t, "rho*exp(rho-1)", rho*math.Exp(rho-1), w, 1e-9)
+		if rho <= w {
+			// P(W > s) < P(W > 0) = rho: tolerating a wait of one
+			// prefill carries more load than tolerating none.
+			t.Errorf("MaxPrefillBusy(%g) = %g, not above MaxLoad(1, %g)", w, rho, w)
+		}
+	}
+	if MaxPrefillBusy(0) != 0 || MaxPrefillBusy(1) != 1 {
+		t.Error("MaxPrefillBusy edge cases")
+	}
+}
+
+func TestEstimatePrefillBound(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	// Long prompts, short outputs: 4 requests run in 10% of the KV
+	// cache, so the KV term alone sees a replica nearly empty.
+	pod := func(name string, waiting, sec, n float64) Pod {
+		return Pod{Name: name, Ready: true, Data: true, Startup: time.Minute, Running: 4, Waiting: waiting, KVPercent: 10,
+			Prefill: true, PrefillSeconds: sec, Prefills: n}
+	}
+	kvOnly := MaxLoad(40, 0.1)
+	rhoMax := MaxPrefillBusy(0.1)
+	for _, tc := range []struct {
+		name        string
+		first, then []Pod
+		dt          time.Duration
+		wantLoad    float64 // replicas of prefill busy, 0: no term
+		wantNeeded  float64
+	}{{
+		// 10 s apart, each replica prefilled 25 requests of 0.4 s: busy
+		// 100% of the time with 2 queued (0.8 s of backlog over 60 s).
+		name:       "saturated prefill",
+		first:      []Pod{pod("a", 0, 100, 250), pod("b", 0, 50, 125)},
+		then:       []Pod{pod("a", 2, 110, 275), pod("b", 2, 60, 150)},
+		dt:         10 * time.Second,
+		wantLoad:   2 + 4*0.4/60,
+		wantNeeded: (2 + 4*0.4/60) / rhoMax,
+	}, {
+		// A light load: 10% busy each; the KV term rules.
+		name:       "light prefill",
+		first:      []Pod{pod("a", 0, 100, 250), pod("b", 0, 50, 125)},
+		then:       []Pod{pod("a", 0, 101, 252.5), pod("b", 0, 51, 127.5)},
+		dt:         10 * time.Second,
+		wantLoad:   0.2,
+		wantNeeded: max(8/kvOnly, 0.2/rhoMax),
+	}, {
+		// A restarted server (counters reset) has no rate yet; the other
+		// replica's busy fraction stands for both.
+		name:       "restart",
+		first:      []Pod{pod("a", 0, 100, 250), pod("b", 0, 50, 125)},
+		then:       []Pod{pod("a", 0, 105, 262.5), pod("b", 0, 1, 2)},
+		dt:         10 * time.Second,
+		wantLoad:   1,
+		wantNeeded: 1 / rhoMax,
+	}, {
+		// One sample only: no rate, no prefill term, nothing guessed.
+		name:       "one sample",
+		first:      []Pod{pod("a", 0, 100, 250)},
+		wantNeeded: 4 / MaxLoad(40, 0.1),
+	}} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := New(DefaultConfig(), nil)
+			k := Key{"ns", "deployment/" + tc.name}
+			est, err := e.Estimate(k, t0, tc.first)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tc.then != nil {
+				if est, err = e.Estimate(k, t0.Add(tc.dt), tc.then); err != nil {
+					t.Fatal(err)
+				}
+			}
+			near(t, "prefill load", est.PrefillLoad, tc.wantLoad, 1e-6)
+			near(t, "needed", est.Needed, tc.wantNeeded, 1e-6)
+			near(t, "utilization", est.Utilization, tc.wantNeeded/float64(est.Replicas), 1e-6)
+		})
+	}
+}
