@@ -225,15 +225,16 @@ func TestEstimatePrefillBound(t *testing.T) {
 	t0 := time.Unix(1000, 0)
 	// Long prompts, short outputs: 4 requests run in 10% of the KV
 	// cache, so the KV term alone sees a replica nearly empty.
+	sampled := t0
 	pod := func(name string, waiting, sec, n float64) Pod {
 		return Pod{Name: name, Ready: true, Data: true, Startup: time.Minute, Running: 4, Waiting: waiting, KVPercent: 10,
-			Prefill: true, PrefillSeconds: sec, Prefills: n}
+			Prefill: true, PrefillSeconds: sec, Prefills: n, PrefillTime: sampled}
 	}
 	kvOnly := MaxLoad(40, 0.1)
 	rhoMax := MaxPrefillBusy(0.1)
 	for _, tc := range []struct {
 		name        string
-		first, then []Pod
+		first, then func() []Pod
 		dt          time.Duration
 		wantLoad    float64 // replicas of prefill busy, 0: no term
 		wantNeeded  float64
@@ -241,16 +242,16 @@ func TestEstimatePrefillBound(t *testing.T) {
 		// 10 s apart, each replica prefilled 25 requests of 0.4 s: busy
 		// 100% of the time with 2 queued (0.8 s of backlog over 60 s).
 		name:       "saturated prefill",
-		first:      []Pod{pod("a", 0, 100, 250), pod("b", 0, 50, 125)},
-		then:       []Pod{pod("a", 2, 110, 275), pod("b", 2, 60, 150)},
+		first:      func() []Pod { return []Pod{pod("a", 0, 100, 250), pod("b", 0, 50, 125)} },
+		then:       func() []Pod { return []Pod{pod("a", 2, 110, 275), pod("b", 2, 60, 150)} },
 		dt:         10 * time.Second,
 		wantLoad:   2 + 4*0.4/60,
 		wantNeeded: (2 + 4*0.4/60) / rhoMax,
 	}, {
 		// A light load: 10% busy each; the KV term rules.
 		name:       "light prefill",
-		first:      []Pod{pod("a", 0, 100, 250), pod("b", 0, 50, 125)},
-		then:       []Pod{pod("a", 0, 101, 252.5), pod("b", 0, 51, 127.5)},
+		first:      func() []Pod { return []Pod{pod("a", 0, 100, 250), pod("b", 0, 50, 125)} },
+		then:       func() []Pod { return []Pod{pod("a", 0, 101, 252.5), pod("b", 0, 51, 127.5)} },
 		dt:         10 * time.Second,
 		wantLoad:   0.2,
 		wantNeeded: max(8/kvOnly, 0.2/rhoMax),
@@ -258,26 +259,40 @@ func TestEstimatePrefillBound(t *testing.T) {
 		// A restarted server (counters reset) has no rate yet; the other
 		// replica's busy fraction stands for both.
 		name:       "restart",
-		first:      []Pod{pod("a", 0, 100, 250), pod("b", 0, 50, 125)},
-		then:       []Pod{pod("a", 0, 105, 262.5), pod("b", 0, 1, 2)},
+		first:      func() []Pod { return []Pod{pod("a", 0, 100, 250), pod("b", 0, 50, 125)} },
+		then:       func() []Pod { return []Pod{pod("a", 0, 105, 262.5), pod("b", 0, 1, 2)} },
 		dt:         10 * time.Second,
 		wantLoad:   1,
 		wantNeeded: 1 / rhoMax,
 	}, {
 		// One sample only: no rate, no prefill term, nothing guessed.
 		name:       "one sample",
-		first:      []Pod{pod("a", 0, 100, 250)},
+		first:      func() []Pod { return []Pod{pod("a", 0, 100, 250)} },
 		wantNeeded: 4 / MaxLoad(40, 0.1),
 	}} {
 		t.Run(tc.name, func(t *testing.T) {
 			e := New(DefaultConfig(), nil)
 			k := Key{"ns", "deployment/" + tc.name}
-			est, err := e.Estimate(k, t0, tc.first)
+			sampled = t0
+			est, err := e.Estimate(k, t0, tc.first())
 			if err != nil {
 				t.Fatal(err)
 			}
 			if tc.then != nil {
-				if est, err = e.Estimate(k, t0.Add(tc.dt), tc.then); err != nil {
+				// Asked again before the next scrape: no new interval,
+				// so no rate yet.
+				if est, err = e.Estimate(k, t0.Add(time.Second), tc.first()); err != nil {
+					t.Fatal(err)
+				}
+				if est.PrefillLoad != 0 {
+					t.Errorf("prefill load %g from one sample seen twice", est.PrefillLoad)
+				}
+				sampled = t0.Add(tc.dt)
+				if est, err = e.Estimate(k, t0.Add(tc.dt+time.Second), tc.then()); err != nil {
+					t.Fatal(err)
+				}
+				// And again: the rate stands.
+				if est, err = e.Estimate(k, t0.Add(tc.dt+2*time.Second), tc.then()); err != nil {
 					t.Fatal(err)
 				}
 			}

@@ -37,9 +37,11 @@ type Pod struct {
 	// rates of its counters.
 	Name string
 	// Prefill says PrefillSeconds and Prefills are fresh: the server's
-	// cumulative prefill time and requests prefilled.
+	// cumulative prefill time and requests prefilled, in the sample
+	// taken at PrefillTime.
 	Prefill                  bool
 	PrefillSeconds, Prefills float64
+	PrefillTime              time.Time
 }
 
 // Estimate is the signal and every part of it, so that each decision can
@@ -226,7 +228,7 @@ func (e *Estimator) estimate(st *workloadState, now time.Time, pods []Pod) (Esti
 // arrive to work it off. Without two samples or a measured prefill time
 // the term is absent (0), never guessed.
 func (e *Estimator) prefill(st *workloadState, est *Estimate, now time.Time, pods []Pod, waiting float64) {
-	l := st.observePrefill(now, pods)
+	l := st.observePrefill(pods)
 	if l.meanSec > 0 {
 		st.prefillSec = l.meanSec
 	}

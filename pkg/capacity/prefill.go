@@ -35,10 +35,14 @@ func MaxPrefillBusy(wait float64) float64 {
 	return lo
 }
 
-// prefillCounter is a pod's last cumulative prefill time and count.
+// prefillCounter is a pod's last cumulative prefill time and count, at
+// the time of the sample they came from, and the busy fraction measured
+// between that sample and the one before (rated: there was one).
 type prefillCounter struct {
 	t        time.Time
 	sec, cnt float64
+	busy     float64
+	rated    bool
 }
 
 // prefillLoad is what the replicas' prefill counters say at one estimate.
@@ -52,11 +56,13 @@ type prefillLoad struct {
 	meanSec float64
 }
 
-// observePrefill updates the per-pod counters with pods at now and
-// returns the prefill load since the previous samples. A counter lower
-// than before is a restarted server: its rate starts again from the new
-// sample.
-func (st *workloadState) observePrefill(now time.Time, pods []Pod) prefillLoad {
+// observePrefill updates the per-pod counters with pods and returns the
+// prefill load. Rates are taken between the times of the samples, not of
+// the estimates: the HPA may ask more often than the servers are
+// scraped, and a sample seen twice is no new interval (its pod keeps the
+// rate it had). A counter lower than before is a restarted server: its
+// rate starts again from the new sample.
+func (st *workloadState) observePrefill(pods []Pod) prefillLoad {
 	var (
 		l          prefillLoad
 		dSec, dCnt float64
@@ -66,25 +72,30 @@ func (st *workloadState) observePrefill(now time.Time, pods []Pod) prefillLoad {
 		st.prefill = map[string]prefillCounter{}
 	}
 	for _, p := range pods {
-		if !p.Ready || !p.Data || !p.Prefill || p.Name == "" {
+		if !p.Ready || !p.Data || !p.Prefill || p.Name == "" || p.PrefillTime.IsZero() {
 			continue
 		}
 		seen[p.Name] = true
 		prev, ok := st.prefill[p.Name]
-		cur := prefillCounter{t: now, sec: p.PrefillSeconds, cnt: p.Prefills}
-		st.prefill[p.Name] = cur
-		dt := now.Sub(prev.t).Seconds()
-		if !ok || dt <= 0 || cur.sec < prev.sec || cur.cnt < prev.cnt {
-			continue
+		cur := prefillCounter{t: p.PrefillTime, sec: p.PrefillSeconds, cnt: p.Prefills}
+		switch dt := cur.t.Sub(prev.t).Seconds(); {
+		case ok && dt == 0 && cur.sec == prev.sec && cur.cnt == prev.cnt:
+			cur = prev // the same sample again
+		case ok && dt > 0 && cur.sec >= prev.sec && cur.cnt >= prev.cnt:
+			// Prefills of one replica overlap only where one request's
+			// last chunk and the next one's first share a step, so the
+			// time they add up to is the time the replica spent
+			// prefilling, up to that overlap; the fraction is capped at
+			// its physical 1.
+			cur.busy, cur.rated = min(1, (cur.sec-prev.sec)/dt), true
+			dSec += cur.sec - prev.sec
+			dCnt += cur.cnt - prev.cnt
 		}
-		// Prefills of one replica overlap only where one request's last
-		// chunk and the next one's first share a step, so the time they
-		// add up to is the time the replica spent prefilling, up to that
-		// overlap; the fraction is capped at its physical 1.
-		l.busy += min(1, (cur.sec-prev.sec)/dt)
-		l.rated++
-		dSec += cur.sec - prev.sec
-		dCnt += cur.cnt - prev.cnt
+		st.prefill[p.Name] = cur
+		if cur.rated {
+			l.busy += cur.busy
+			l.rated++
+		}
 	}
 	for name := range st.prefill {
 		if !seen[name] {

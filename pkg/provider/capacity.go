@@ -97,7 +97,7 @@ func (p *Provider) capacityPods(ctx context.Context, namespace string, pods []*c
 		if run.Valid() && wait.Valid() && kv.Valid() {
 			c.Data, c.Running, c.Waiting, c.KVPercent = true, run.V, wait.V, kv.V
 			if opt[0] != nil && opt[1] != nil && opt[0][i].Valid() && opt[1][i].Valid() {
-				c.Prefill, c.PrefillSeconds, c.Prefills = true, opt[0][i].V, opt[1][i].V
+				c.Prefill, c.PrefillSeconds, c.Prefills, c.PrefillTime = true, opt[0][i].V, opt[1][i].V, opt[0][i].Time
 			}
 		} else if !sel.Empty() {
 			continue // another model's pod, or one with no values
