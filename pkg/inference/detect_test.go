@@ -262,3 +262,20 @@ vllm:request_prefill_time_seconds_count{model_name="m",engine="1"} 1
 		})
 	}
 }
+
+// A scraper parses only Families(): every family Detect reads must be
+// among them, or its signal silently never arrives.
+func TestFamiliesNameWhatDetectReads(t *testing.T) {
+	names, _ := Families()
+	has := map[string]bool{}
+	for _, n := range names {
+		has[n] = true
+	}
+	for _, m := range mappings {
+		for _, n := range append([]string{m.queue, m.running, m.ttft, m.prefill}, m.kvCache...) {
+			if n != "" && !has[n] {
+				t.Errorf("%s: %s is read but not in Families()", m.dialect, n)
+			}
+		}
+	}
+}

@@ -91,6 +91,9 @@ func Families() (names, prefixes []string) {
 		if m.ttft != "" {
 			names = append(names, m.ttft)
 		}
+		if m.prefill != "" {
+			names = append(names, m.prefill)
+		}
 	}
 	return names, prefixes
 }
