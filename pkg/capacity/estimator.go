@@ -33,15 +33,6 @@ type Pod struct {
 	// Running and Waiting are the requests in the batch and in the
 	// queue; KVPercent the KV cache in use, 0-100.
 	Running, Waiting, KVPercent float64
-	// Name identifies the pod from one estimate to the next, for the
-	// rates of its counters.
-	Name string
-	// Prefill says PrefillSeconds and Prefills are fresh: the server's
-	// cumulative prefill time and requests prefilled, in the sample
-	// taken at PrefillTime.
-	Prefill                  bool
-	PrefillSeconds, Prefills float64
-	PrefillTime              time.Time
 }
 
 // Estimate is the signal and every part of it, so that each decision can
@@ -68,17 +59,8 @@ type Estimate struct {
 	// loading, and LoadingCredit the requests they will serve once Ready.
 	Replicas, Loading int
 	LoadingCredit     float64
-	// Needed is the replicas the HPA asks for: the larger of Forecast /
-	// PerReplica and PrefillForecast / PrefillMax.
+	// Needed is Forecast / PerReplica: the replicas the HPA asks for.
 	Needed float64
-	// PrefillLoad is the replicas' prefill work now, in replicas busy:
-	// their measured busy fractions and the queue's backlog of prefill
-	// to work off within the horizon; 0 before two samples of the
-	// prefill counters. PrefillForecast is its peak expected over the
-	// horizon, PrefillMax the busy fraction one replica carries within
-	// the objective (MaxPrefillBusy), PrefillSeconds the mean prefill
-	// time of a request.
-	PrefillLoad, PrefillForecast, PrefillMax, PrefillSeconds float64
 }
 
 // Config sets the estimator's one policy choice.
@@ -112,12 +94,6 @@ type workloadState struct {
 	holt     Holt
 	slots    float64 // last measured, 0: never
 	lastUsed time.Time
-	// prefill holds each pod's last prefill counters; prefillHolt
-	// forecasts the prefill load; prefillSec is the last measured mean
-	// prefill time of a request, 0: never.
-	prefill     map[string]prefillCounter
-	prefillHolt Holt
-	prefillSec  float64
 }
 
 // New returns an estimator; m may be nil.
@@ -150,7 +126,6 @@ func (e *Estimator) estimate(st *workloadState, now time.Time, pods []Pod) (Esti
 	var (
 		est        Estimate
 		kv, run    float64
-		waiting    float64
 		startups   []time.Duration
 		haveLoaded bool
 	)
@@ -168,7 +143,6 @@ func (e *Estimator) estimate(st *workloadState, now time.Time, pods []Pod) (Esti
 		est.Replicas++
 		est.Demand += p.Running + p.Waiting
 		run += p.Running
-		waiting += p.Waiting
 		kv += p.KVPercent / 100
 	}
 	if !haveLoaded {
@@ -193,9 +167,8 @@ func (e *Estimator) estimate(st *workloadState, now time.Time, pods []Pod) (Esti
 	// once. So the replicas must carry the peak expected until then:
 	// for a linear trend, its end or now.
 	est.Forecast = max(est.Demand, st.holt.Forecast(est.Horizon), 0)
-	e.prefill(st, &est, now, pods, waiting)
 
-	if est.Forecast == 0 && est.PrefillForecast == 0 {
+	if est.Forecast == 0 {
 		// Nothing runs or waits and nothing is expected: no capacity
 		// is used, whatever a replica holds.
 		if est.Slots > 0 {
@@ -212,39 +185,9 @@ func (e *Estimator) estimate(st *workloadState, now time.Time, pods []Pod) (Esti
 		return Estimate{}, fmt.Errorf("%w: %.3g requests fit a replica's KV cache", ErrNoCapacity, est.Slots)
 	}
 	est.LoadingCredit = float64(est.Loading) * est.PerReplica
-	// A replica is full when either its KV cache or its prefill is.
 	est.Needed = est.Forecast / est.PerReplica
-	if est.PrefillMax > 0 {
-		est.Needed = max(est.Needed, est.PrefillForecast/est.PrefillMax)
-	}
 	est.Utilization = est.Needed / float64(est.Replicas)
 	return est, nil
-}
-
-// prefill sets est's prefill term from the pods' prefill counters: the
-// busy fractions of the replicas measured twice, scaled to all replicas
-// with data, plus the backlog the queue holds (waiting requests times the
-// mean prefill time), spread over the horizon in which added replicas
-// arrive to work it off. Without two samples or a measured prefill time
-// the term is absent (0), never guessed.
-func (e *Estimator) prefill(st *workloadState, est *Estimate, now time.Time, pods []Pod, waiting float64) {
-	l := st.observePrefill(pods)
-	if l.meanSec > 0 {
-		st.prefillSec = l.meanSec
-	}
-	if l.rated == 0 || st.prefillSec <= 0 {
-		return
-	}
-	est.PrefillSeconds = st.prefillSec
-	est.PrefillMax = MaxPrefillBusy(1 - e.cfg.Quantile)
-	load := l.busy * float64(est.Replicas) / float64(l.rated)
-	if h := est.Horizon.Seconds(); h > 0 {
-		load += waiting * st.prefillSec / h
-	}
-	est.PrefillLoad = load
-	// Same smoothing and same reasoning as the demand's forecast.
-	st.prefillHolt.Observe(now, load, est.Horizon/4, est.Horizon/2)
-	est.PrefillForecast = max(load, st.prefillHolt.Forecast(est.Horizon), 0)
 }
 
 func (e *Estimator) forgetLocked(now time.Time) {

@@ -14,7 +14,6 @@ type Metrics struct {
 	utilization, demand, forecast, trend *prometheus.GaugeVec
 	slots, perReplica, horizon, replicas *prometheus.GaugeVec
 	loading, loadingCredit, needed       *prometheus.GaugeVec
-	prefillLoad, prefillForecast         *prometheus.GaugeVec
 	errors                               *prometheus.CounterVec
 	all                                  []*prometheus.GaugeVec
 }
@@ -29,25 +28,23 @@ func NewMetrics() *Metrics {
 		return prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "gpuscale_adapter_capacity_" + name, Help: help}, labelNames)
 	}
 	m := &Metrics{
-		utilization:     g("utilization", "Last inference_capacity_utilization served: forecast demand over what the Ready replicas serve within the objective."),
-		demand:          g("demand_requests", "Requests running or waiting in the Ready replicas at the last estimate."),
-		forecast:        g("forecast_requests", "Peak requests expected over the start-up horizon (Holt's linear trend)."),
-		trend:           g("trend_requests_per_second", "Holt's smoothed trend of the demand."),
-		slots:           g("slots_per_replica", "Requests of the current mix one replica's KV cache holds."),
-		perReplica:      g("per_replica_requests", "Requests one replica serves with at most the objective's share queued (Erlang C)."),
-		horizon:         g("horizon_seconds", "Start-up horizon: median measured creation-to-Ready time of the workload's pods."),
-		replicas:        g("ready_replicas", "Ready replicas with fresh values at the last estimate."),
-		loading:         g("loading_replicas", "Replicas still loading at the last estimate."),
-		loadingCredit:   g("loading_credit_requests", "Requests the loading replicas will serve once Ready."),
-		needed:          g("replicas_needed", "Forecast demand over per-replica capacity: the replicas an HPA at target 1 asks for."),
-		prefillLoad:     g("prefill_load_replicas", "Prefill work now in replicas busy: measured busy fractions plus the queue's backlog over the horizon."),
-		prefillForecast: g("prefill_forecast_replicas", "Peak prefill load expected over the start-up horizon (Holt's linear trend)."),
+		utilization:   g("utilization", "Last inference_capacity_utilization served: forecast demand over what the Ready replicas serve within the objective."),
+		demand:        g("demand_requests", "Requests running or waiting in the Ready replicas at the last estimate."),
+		forecast:      g("forecast_requests", "Peak requests expected over the start-up horizon (Holt's linear trend)."),
+		trend:         g("trend_requests_per_second", "Holt's smoothed trend of the demand."),
+		slots:         g("slots_per_replica", "Requests of the current mix one replica's KV cache holds."),
+		perReplica:    g("per_replica_requests", "Requests one replica serves with at most the objective's share queued (Erlang C)."),
+		horizon:       g("horizon_seconds", "Start-up horizon: median measured creation-to-Ready time of the workload's pods."),
+		replicas:      g("ready_replicas", "Ready replicas with fresh values at the last estimate."),
+		loading:       g("loading_replicas", "Replicas still loading at the last estimate."),
+		loadingCredit: g("loading_credit_requests", "Requests the loading replicas will serve once Ready."),
+		needed:        g("replicas_needed", "Forecast demand over per-replica capacity: the replicas an HPA at target 1 asks for."),
 		errors: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "gpuscale_adapter_capacity_estimate_errors_total",
 			Help: "Capacity estimates that served no value, by reason (no_data, no_capacity).",
 		}, []string{"reason"}),
 	}
-	m.all = []*prometheus.GaugeVec{m.utilization, m.demand, m.forecast, m.trend, m.slots, m.perReplica, m.horizon, m.replicas, m.loading, m.loadingCredit, m.needed, m.prefillLoad, m.prefillForecast}
+	m.all = []*prometheus.GaugeVec{m.utilization, m.demand, m.forecast, m.trend, m.slots, m.perReplica, m.horizon, m.replicas, m.loading, m.loadingCredit, m.needed}
 	return m
 }
 
@@ -76,8 +73,6 @@ func (m *Metrics) set(k Key, e Estimate) {
 	m.loading.With(l).Set(float64(e.Loading))
 	m.loadingCredit.With(l).Set(e.LoadingCredit)
 	m.needed.With(l).Set(e.Needed)
-	m.prefillLoad.With(l).Set(e.PrefillLoad)
-	m.prefillForecast.With(l).Set(e.PrefillForecast)
 }
 
 func (m *Metrics) failed(err error) {

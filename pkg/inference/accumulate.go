@@ -16,13 +16,11 @@ type accumulator struct {
 	dialect        Dialect
 	queue, running total
 	kv             total
-	// prefillSec and prefills are the prefill histogram's sums and counts.
-	prefillSec, prefills total
-	ttft                 []*histogram.Histogram
-	ttftVoid             bool
-	models               map[string]struct{}
-	warnings             []string
-	rejected             []Rejection
+	ttft           []*histogram.Histogram
+	ttftVoid       bool
+	models         map[string]struct{}
+	warnings       []string
+	rejected       []Rejection
 }
 
 // total adds up the series of one signal. One rejected series voids it: a
@@ -87,8 +85,6 @@ func (a *accumulator) signals(m *mapping, kvFamily string) *Signals {
 		QueueDepth:         a.value(&a.queue, store.QueueDepth, m.queue, false),
 		Running:            a.value(&a.running, store.RequestsRunning, m.running, false),
 		KVCacheUtilization: a.value(&a.kv, store.KVCacheUtilization, kvFamily, true),
-		PrefillSeconds:     a.value(&a.prefillSec, store.PrefillSeconds, m.prefill, false),
-		Prefills:           a.value(&a.prefills, store.Prefills, m.prefill, false),
 		Warnings:           a.warnings,
 	}
 	if len(a.ttft) > 0 && !a.ttftVoid {

@@ -19,10 +19,6 @@ var ErrUnknownDialect = errors.New("unknown inference server dialect")
 // another type (a histogram where a gauge was expected).
 var ErrNotGauge = errors.New("not a gauge")
 
-// ErrNotHistogram is wrapped by the error of a Rejection whose series
-// should be a histogram and is not.
-var ErrNotHistogram = errors.New("not a histogram")
-
 // Detect recognises the inference server behind one scrape, as parsed by
 // expfmt, and maps its metrics onto Signals. When a signal has several
 // series (models, model versions, data-parallel engines) queue depth and
@@ -140,7 +136,6 @@ func eachSeries(m *mapping, families map[string]*dto.MetricFamily, route func(mo
 			acc.seen(model)
 		}
 	}
-	eachPrefill(m, families, route)
 	if mf := families[m.ttft]; m.ttft != "" && mf.GetType() == dto.MetricType_HISTOGRAM {
 		for _, metric := range mf.GetMetric() {
 			model := modelOf(metric, m.modelLabels)
@@ -157,37 +152,6 @@ func eachSeries(m *mapping, families map[string]*dto.MetricFamily, route func(mo
 			acc.ttft = append(acc.ttft, h)
 			acc.seen(model)
 		}
-	}
-}
-
-// eachPrefill adds up the sums and counts of m's prefill-time histogram.
-// A series of another type voids both: a sum missing a term is not the
-// server's.
-func eachPrefill(m *mapping, families map[string]*dto.MetricFamily, route func(model string) *accumulator) {
-	mf := families[m.prefill]
-	if m.prefill == "" || mf == nil {
-		return
-	}
-	for _, metric := range mf.GetMetric() {
-		model := modelOf(metric, m.modelLabels)
-		acc := route(model)
-		h := metric.GetHistogram()
-		if h == nil {
-			acc.prefillSec.void, acc.prefills.void = true, true
-			acc.reject(m.prefill, metric, fmt.Errorf("%w: a %s", ErrNotHistogram, mf.GetType()))
-			continue
-		}
-		if err := acc.prefillSec.add(store.PrefillSeconds, h.GetSampleSum()); err != nil {
-			acc.prefills.void = true
-			acc.reject(m.prefill, metric, err)
-			continue
-		}
-		if err := acc.prefills.add(store.Prefills, float64(h.GetSampleCount())); err != nil {
-			acc.prefillSec.void = true
-			acc.reject(m.prefill, metric, err)
-			continue
-		}
-		acc.seen(model)
 	}
 }
 

@@ -16,9 +16,6 @@ type mapping struct {
 	ttft    string // a histogram family; empty: none
 	// ttftScale converts TTFT bounds and sums to seconds.
 	ttftScale float64
-	// prefill is a histogram family of per-request prefill seconds;
-	// empty: none.
-	prefill string
 }
 
 // mappings in detection priority. vLLM comes before Triton because Triton's
@@ -38,7 +35,6 @@ var mappings = []mapping{
 		kvScale:   100,
 		ttft:      "vllm:time_to_first_token_seconds",
 		ttftScale: 1,
-		prefill:   "vllm:request_prefill_time_seconds",
 	},
 	{
 		dialect:     SGLang,
@@ -90,9 +86,6 @@ func Families() (names, prefixes []string) {
 		names = append(names, m.kvCache...)
 		if m.ttft != "" {
 			names = append(names, m.ttft)
-		}
-		if m.prefill != "" {
-			names = append(names, m.prefill)
 		}
 	}
 	return names, prefixes

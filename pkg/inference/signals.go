@@ -32,10 +32,6 @@ type Signals struct {
 	// TTFT is the cumulative time-to-first-token histogram in seconds, nil
 	// when the server has none (TGI).
 	TTFT *histogram.Histogram
-	// PrefillSeconds and Prefills are the cumulative sum and count of the
-	// per-request prefill time histogram (seconds, requests), nil when
-	// the server has none.
-	PrefillSeconds, Prefills *float64
 	// Warnings lists oddities of the scrape that cost no value: other
 	// dialects present, a TTFT family of the wrong type.
 	Warnings []string

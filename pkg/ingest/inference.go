@@ -47,10 +47,6 @@ func Inference(families map[string]*dto.MetricFamily) (store.Sample, inference.D
 	if sig.Running != nil {
 		s.Set(store.RequestsRunning, *sig.Running)
 	}
-	if sig.PrefillSeconds != nil && sig.Prefills != nil {
-		s.Set(store.PrefillSeconds, *sig.PrefillSeconds)
-		s.Set(store.Prefills, *sig.Prefills)
-	}
 	if sig.KVCacheUtilization != nil {
 		s.Set(store.KVCacheUtilization, *sig.KVCacheUtilization)
 	}

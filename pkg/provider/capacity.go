@@ -21,7 +21,6 @@ import (
 
 	"github.com/gpuscale/gpuscale/pkg/capacity"
 	"github.com/gpuscale/gpuscale/pkg/recommend"
-	"github.com/gpuscale/gpuscale/pkg/store"
 )
 
 // CapacityUtilization is the demand expected over a workload's start-up
@@ -38,24 +37,6 @@ type CapacityEstimator interface {
 // capacityInputs are the per-pod values the estimate reads.
 var capacityInputs = [...]string{RequestsRunning, QueueDepth, KVCacheUtilization}
 
-// Inputs of the capacity estimate that are not served: the prefill
-// histogram's cumulative sum and count. They are optional: a server
-// without them, or a source that cannot answer them, leaves the estimate
-// without its prefill term.
-const (
-	prefillSecondsInput = "gpuscale_internal_prefill_seconds"
-	prefillsInput       = "gpuscale_internal_prefills"
-)
-
-var capacityOptional = [...]string{prefillSecondsInput, prefillsInput}
-
-// capacityOnlyMetrics are the optional inputs' definitions, apart from
-// podMetrics so that none is listed or served.
-var capacityOnlyMetrics = map[string]metricDef{
-	prefillSecondsInput: {name: prefillSecondsInput, signal: store.PrefillSeconds, source: store.SourceInference, agg: sum, format: resource.DecimalSI},
-	prefillsInput:       {name: prefillsInput, signal: store.Prefills, source: store.SourceInference, agg: sum, format: resource.DecimalSI},
-}
-
 // maxCapacityUtilization bounds a served utilization: a million times a
 // workload's capacity is no measurement, whatever the inputs said.
 const maxCapacityUtilization = 1e6
@@ -65,18 +46,9 @@ const maxCapacityUtilization = 1e6
 // values matching sel carry the demand.
 func (p *Provider) capacityPods(ctx context.Context, namespace string, pods []*corev1.Pod, sel labels.Selector, loading bool) ([]capacity.Pod, error) {
 	ready := readyPods(pods)
-	var (
-		vals [len(capacityInputs)][]Value
-		opt  [len(capacityOptional)][]Value
-	)
+	var vals [len(capacityInputs)][]Value
 	if len(ready) > 0 {
 		set := NewPodSet(namespace, ready)
-		for i, name := range capacityOptional {
-			v, err := p.cfg.Values.Pods(ctx, set, capacityOnlyMetrics[name].metric(), sel)
-			if err == nil && len(v) == len(ready) {
-				opt[i] = v
-			}
-		}
 		for i, name := range capacityInputs {
 			def := podMetricsByName[name]
 			v, err := p.cfg.Values.Pods(ctx, set, def.metric(), sel)
@@ -91,14 +63,11 @@ func (p *Provider) capacityPods(ctx context.Context, namespace string, pods []*c
 	}
 	out := make([]capacity.Pod, 0, len(pods))
 	for i, pod := range ready {
-		c := capacity.Pod{Ready: true, Name: pod.Name}
+		c := capacity.Pod{Ready: true}
 		c.Startup, _ = recommend.StartupTime(pod)
 		run, wait, kv := vals[0][i], vals[1][i], vals[2][i]
 		if run.Valid() && wait.Valid() && kv.Valid() {
 			c.Data, c.Running, c.Waiting, c.KVPercent = true, run.V, wait.V, kv.V
-			if opt[0] != nil && opt[1] != nil && opt[0][i].Valid() && opt[1][i].Valid() {
-				c.Prefill, c.PrefillSeconds, c.Prefills, c.PrefillTime = true, opt[0][i].V, opt[1][i].V, opt[0][i].Time
-			}
 		} else if !sel.Empty() {
 			continue // another model's pod, or one with no values
 		}

@@ -36,9 +36,6 @@ func NewStoreValues(st *store.Store, maxStaleness, ttftWindow time.Duration, now
 func (s *storeValues) def(m Metric) (metricDef, error) {
 	d, ok := podMetricsByName[m.Name]
 	if !ok {
-		d, ok = capacityOnlyMetrics[m.Name]
-	}
-	if !ok {
 		return metricDef{}, fmt.Errorf("store: unknown metric %q", m.Name)
 	}
 	return d, nil

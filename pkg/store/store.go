@@ -28,12 +28,6 @@ const (
 	QueueDepth                         // requests waiting
 	RequestsRunning                    // requests being processed
 	KVCacheUtilization                 // percent
-	// PrefillSeconds and Prefills are the server's cumulative time spent
-	// prefilling requests and requests prefilled (the sum and count of
-	// vLLM's request_prefill_time_seconds): counters, not served, whose
-	// rates tell how busy a replica's prefill is (pkg/capacity).
-	PrefillSeconds
-	Prefills
 	NumSignals
 )
 
@@ -62,9 +56,6 @@ const (
 	// a float64 no longer counts single requests, so increases would be
 	// wrong. At a million requests a second that is 285 years.
 	MaxTTFTCount = 1 << 53
-	// MaxCounter bounds a cumulative counter: past 2^53 a float64 no
-	// longer counts by ones.
-	MaxCounter = 1 << 53
 )
 
 // Range is the closed interval of the values a signal can physically take.
@@ -81,8 +72,6 @@ var ranges = [NumSignals]Range{
 	QueueDepth:           {0, MaxRequests},
 	RequestsRunning:      {0, MaxRequests},
 	KVCacheUtilization:   {0, 100},
-	PrefillSeconds:       {0, MaxCounter},
-	Prefills:             {0, MaxCounter},
 }
 
 var signalNames = [NumSignals]string{
@@ -93,8 +82,6 @@ var signalNames = [NumSignals]string{
 	QueueDepth:           "queue_depth",
 	RequestsRunning:      "requests_running",
 	KVCacheUtilization:   "kv_cache_utilization",
-	PrefillSeconds:       "prefill_seconds",
-	Prefills:             "prefills",
 }
 
 // String names the signal, for errors and logs.
