@@ -15,6 +15,7 @@ import (
 	"github.com/gpuscale/gpuscale/internal/devenv"
 	"github.com/gpuscale/gpuscale/internal/localcluster"
 	"github.com/gpuscale/gpuscale/pkg/inferencesim"
+	"github.com/gpuscale/gpuscale/pkg/provider"
 	"github.com/gpuscale/gpuscale/pkg/recommend"
 	"github.com/gpuscale/gpuscale/pkg/scaledown"
 )
@@ -24,7 +25,7 @@ import (
 const workloadName = "llm"
 
 // Policies lists every policy, in report order.
-var Policies = []string{PolicyGPUUtilization, PolicyQueueDepth, PolicyTTFT, PolicyStatic, PolicyQueueDepthRecommended, PolicyRunningRequests}
+var Policies = []string{PolicyGPUUtilization, PolicyQueueDepth, PolicyTTFT, PolicyStatic, PolicyQueueDepthRecommended, PolicyRunningRequests, PolicyLLMD, PolicyCapacity}
 
 // Targets are the HPA targets of the autoscaled policies.
 type Targets struct {
@@ -60,6 +61,11 @@ func describe(policy string, t Targets, static, minR, maxR int) string {
 		return fmt.Sprintf("HPA: pods inference_requests_running averageValue %s, %d-%d replicas", fmtFloat(t.RequestsRunning), minR, maxR)
 	case PolicyTTFT:
 		return fmt.Sprintf("HPA: Deployment inference_ttft_seconds_p90 value %s, %d-%d replicas", t.TTFT, minR, maxR)
+	case PolicyCapacity:
+		return fmt.Sprintf("HPA: Deployment inference_capacity_utilization value 1, `adapter recommend` behavior, %d-%d replicas", minR, maxR)
+	case PolicyLLMD:
+		return fmt.Sprintf("llm-d SLO-aware law: TTFT p90/%s clamped at %g, mean over %v; up above %g, down below %g; %d-%d replicas",
+			t.TTFT, llmdClamp, llmdSmoothing, llmdUp, llmdDown, minR, maxR)
 	case PolicyStatic:
 		return fmt.Sprintf("no autoscaler: %d replicas, the slice's peak need", static)
 	}
@@ -95,6 +101,12 @@ func autoscaler(policy, namespace string, t Targets, minR, maxR int32, speedup f
 		metric = podsMetric("inference_queue_depth", t.QueueDepth)
 	case PolicyRunningRequests:
 		metric = podsMetric("inference_requests_running", t.RequestsRunning)
+	case PolicyCapacity:
+		metric = autoscalingv2.MetricSpec{Type: autoscalingv2.ObjectMetricSourceType, Object: &autoscalingv2.ObjectMetricSource{
+			DescribedObject: autoscalingv2.CrossVersionObjectReference{APIVersion: "apps/v1", Kind: "Deployment", Name: workloadName},
+			Metric:          autoscalingv2.MetricIdentifier{Name: provider.CapacityUtilization},
+			Target:          autoscalingv2.MetricTarget{Type: autoscalingv2.ValueMetricType, Value: resource.NewQuantity(1, resource.DecimalSI)},
+		}}
 	case PolicyTTFT:
 		target := resource.NewMilliQuantity(t.TTFT.Milliseconds(), resource.DecimalSI)
 		metric = autoscalingv2.MetricSpec{Type: autoscalingv2.ObjectMetricSourceType, Object: &autoscalingv2.ObjectMetricSource{
@@ -106,7 +118,7 @@ func autoscaler(policy, namespace string, t Targets, minR, maxR int32, speedup f
 		return nil, fmt.Errorf("autoscalebench: policy %q has no HPA", policy)
 	}
 	behavior := defaultBehavior()
-	if policy == PolicyQueueDepthRecommended {
+	if policy == PolicyQueueDepthRecommended || policy == PolicyCapacity {
 		rec := recommend.Recommend(recommend.Workload{
 			Startup: []time.Duration{t.ModelLoad}, GPUsPerPod: 1, GPUsPerNode: 8,
 		}, recommend.DefaultAutoscaler())

@@ -23,6 +23,13 @@ const (
 	// its batch: a signal proportional to load (Little's law), where the
 	// queue is zero until a replica is already full.
 	PolicyRunningRequests = "running-requests"
+	// PolicyCapacity scales on inference_capacity_utilization at value
+	// 1, with the behavior `adapter recommend` gives: forecast demand
+	// over the start-up horizon against measured capacity (pkg/capacity).
+	PolicyCapacity = "capacity"
+	// PolicyLLMD is the reference: llm-d's SLO-aware control law on TTFT
+	// p90 over the SLO (llmd.go), driving the Deployment's scale itself.
+	PolicyLLMD = "llm-d-slo"
 )
 
 // RequestOutcome is what happened to one replayed request.

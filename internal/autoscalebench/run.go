@@ -69,7 +69,7 @@ func Run(ctx context.Context, env *devenv.Env, p *Plan, clock *Clock) (*Recordin
 	start := clock.Now()
 	wallStart := time.Now()
 	for _, r := range runs {
-		if r.policy == PolicyStatic {
+		if r.policy == PolicyStatic || r.policy == PolicyLLMD {
 			continue
 		}
 		hpa, err := autoscaler(r.policy, r.namespace, p.Targets, 1, int32(p.MaxReplicas), p.Speedup)
@@ -83,16 +83,28 @@ func Run(ctx context.Context, env *devenv.Env, p *Plan, clock *Clock) (*Recordin
 
 	sampleCtx, stopSampling := context.WithCancel(ctx)
 	sampled := make(chan struct{})
+	controllers := 1
 	go func() {
-		defer close(sampled)
+		defer func() { sampled <- struct{}{} }()
 		sample(sampleCtx, env, p, runs, clock, start)
 	}()
+	for _, r := range runs {
+		if r.policy == PolicyLLMD {
+			controllers++
+			go func() {
+				defer func() { sampled <- struct{}{} }()
+				runLLMD(sampleCtx, env, p, r, clock, start)
+			}()
+		}
+	}
 	stats, err := dispatch(ctx, env, p, runs, wallStart)
 	if err == nil {
 		err = settle(ctx, p, runs, clock, start)
 	}
 	stopSampling()
-	<-sampled
+	for range controllers {
+		<-sampled
+	}
 	if err != nil {
 		return nil, stats, err
 	}

@@ -226,3 +226,21 @@ func checkTTFT(t *testing.T, got *histogram.Histogram, w *ttftWant) {
 }
 
 type familyMap = map[string]*dto.MetricFamily
+
+// A scraper parses only Families(): every family Detect reads must be
+// among them, or its signal silently never arrives (found when a new
+// family was read by Detect but skipped by the scraper).
+func TestFamiliesNameWhatDetectReads(t *testing.T) {
+	names, _ := Families()
+	has := map[string]bool{}
+	for _, n := range names {
+		has[n] = true
+	}
+	for _, m := range mappings {
+		for _, n := range append([]string{m.queue, m.running, m.ttft}, m.kvCache...) {
+			if n != "" && !has[n] {
+				t.Errorf("%s: %s is read but not in Families()", m.dialect, n)
+			}
+		}
+	}
+}

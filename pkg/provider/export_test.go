@@ -22,3 +22,6 @@ func (p *Provider) PodSetsKept() int {
 
 // SetValues replaces the provider's source.
 func (p *Provider) SetValues(v Values) { p.cfg.Values = v }
+
+// SetCapacity gives the provider a capacity estimator.
+func (p *Provider) SetCapacity(c CapacityEstimator) { p.cfg.Capacity = c }

@@ -25,6 +25,9 @@ func (p *Provider) GetExternalMetric(ctx context.Context, namespace string, metr
 }
 
 func (p *Provider) externalMetric(ctx context.Context, namespace string, sel labels.Selector, metric string) (*external_metrics.ExternalMetricValueList, error) {
+	if metric == CapacityUtilization && p.cfg.Capacity != nil {
+		return p.capacityModel(ctx, namespace, sel)
+	}
 	if !externalMetrics[metric] {
 		return nil, cmprovider.NewMetricNotFoundError(externalResource, metric)
 	}
@@ -79,6 +82,9 @@ func (p *Provider) ListAllExternalMetrics() []cmprovider.ExternalMetricInfo {
 			out = append(out, cmprovider.ExternalMetricInfo{Metric: d.name})
 		}
 	}
+	if p.cfg.Capacity != nil {
+		out = append(out, cmprovider.ExternalMetricInfo{Metric: CapacityUtilization})
+	}
 	return out
 }
 
@@ -93,6 +99,11 @@ func (p *Provider) ListAllMetrics() []cmprovider.CustomMetricInfo {
 		out = append(out, cmprovider.CustomMetricInfo{GroupResource: namespacesResource, Namespaced: false, Metric: d.name})
 		if nodeMetrics[d.name] {
 			out = append(out, cmprovider.CustomMetricInfo{GroupResource: nodesResource, Namespaced: false, Metric: d.name})
+		}
+	}
+	if p.cfg.Capacity != nil {
+		for _, gr := range []schema.GroupResource{deploymentsResource, statefulsetsResource} {
+			out = append(out, cmprovider.CustomMetricInfo{GroupResource: gr, Namespaced: true, Metric: CapacityUtilization})
 		}
 	}
 	return out

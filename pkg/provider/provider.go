@@ -45,6 +45,8 @@ type Config struct {
 	TTFTWindow time.Duration
 	Observer   Observer
 	Now        func() time.Time
+	// Capacity serves CapacityUtilization; nil: not served.
+	Capacity CapacityEstimator
 }
 
 // Provider implements cmprovider.MetricsProvider.
@@ -89,6 +91,13 @@ func (p *Provider) metricByName(ctx context.Context, name types.NamespacedName, 
 	}
 	if gr == nodesResource {
 		return p.nodeValue(ctx, name.Name, info.Metric)
+	}
+	if info.Metric == CapacityUtilization && p.cfg.Capacity != nil && (gr == deploymentsResource || gr == statefulsetsResource) {
+		pods, ref, err := p.workloadPods(gr, name)
+		if err != nil {
+			return nil, notFoundOr(err, gr, info.Metric, name.Name)
+		}
+		return p.capacityByName(ctx, gr, name, pods, ref)
 	}
 	def, ok := podMetricsByName[info.Metric]
 	if !ok {

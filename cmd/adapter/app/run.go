@@ -15,6 +15,7 @@ import (
 	"k8s.io/klog/v2"
 	basecmd "sigs.k8s.io/custom-metrics-apiserver/pkg/cmd"
 
+	"github.com/gpuscale/gpuscale/pkg/capacity"
 	"github.com/gpuscale/gpuscale/pkg/discovery"
 	"github.com/gpuscale/gpuscale/pkg/provider"
 )
@@ -73,9 +74,12 @@ func (a *Adapter) Run(ctx context.Context) error {
 	requests := provider.NewRequestCounter()
 	legacyregistry.RawMustRegister(requests)
 
+	capacityMetrics := capacity.NewMetrics()
+	legacyregistry.RawMustRegister(capacityMetrics.Collectors()...)
 	p := provider.New(provider.Config{
 		Values: src.values, Pods: pods.Lister(), Nodes: nodes.Lister(), Deployments: deploys.Lister(), StatefulSets: sets.Lister(),
 		MaxStaleness: o.MaxStaleness, TTFTWindow: o.TTFTWindow, Observer: requests,
+		Capacity: capacity.New(capacity.DefaultConfig(), capacityMetrics),
 	})
 	if err := p.TrackPods(pods.Informer()); err != nil {
 		return err

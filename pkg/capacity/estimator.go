@@ -1,0 +1,209 @@
+package capacity
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"sync"
+	"time"
+)
+
+var (
+	// ErrNoData is wrapped when no Ready replica has fresh values of
+	// requests running, waiting and KV-cache use: no demand is known.
+	ErrNoData = errors.New("no ready replica reports requests running, waiting and KV-cache use")
+	// ErrNoCapacity is wrapped when there is demand but no request has
+	// yet been seen running with KV-cache in use, so how many requests a
+	// replica holds is unknown.
+	ErrNoCapacity = errors.New("no replica's capacity measured yet")
+)
+
+// Pod is what the estimator needs of one pod of a workload.
+type Pod struct {
+	// Ready: the pod is Ready and not terminating. Loading: it is
+	// neither Ready nor terminating, so it will serve once loaded.
+	Ready, Loading bool
+	// Startup is the pod's measured creation-to-Ready time, 0 when
+	// unknown (recommend.StartupTime).
+	Startup time.Duration
+	// Data says the pod's newest values below are fresh; only Ready
+	// pods have any.
+	Data bool
+	// Running and Waiting are the requests in the batch and in the
+	// queue; KVPercent the KV cache in use, 0-100.
+	Running, Waiting, KVPercent float64
+}
+
+// Estimate is the signal and every part of it, so that each decision can
+// be explained (the adapter exports them as its own metrics).
+type Estimate struct {
+	// Utilization is Forecast over what the replicas with data serve
+	// within the objective: Forecast / (PerReplica x Replicas).
+	Utilization float64
+	// Demand is the requests in the replicas now, running or waiting.
+	Demand float64
+	// Forecast is the most requests expected at any time over the
+	// horizon: the larger of Demand and Holt's forecast.
+	Forecast float64
+	// Level and Trend (requests per second) are Holt's state.
+	Level, Trend float64
+	// Slots is how many requests of the current mix one replica's KV
+	// cache holds; PerReplica how many of them it serves with no more
+	// than the objective's share of requests queued.
+	Slots, PerReplica float64
+	// Horizon is the median measured start-up time of the workload's
+	// pods: how far ahead a scale-up decided now takes effect.
+	Horizon time.Duration
+	// Replicas are the Ready replicas with data; Loading the pods still
+	// loading, and LoadingCredit the requests they will serve once Ready.
+	Replicas, Loading int
+	LoadingCredit     float64
+	// Needed is Forecast / PerReplica: the replicas the HPA asks for.
+	Needed float64
+}
+
+// Config sets the estimator's one policy choice.
+type Config struct {
+	// Quantile is the TTFT quantile the objective is stated on (0.9 for
+	// a p90 SLO): a replica is full when more than 1-Quantile of
+	// arriving requests would queue.
+	Quantile float64
+	// Forget drops a workload's state after it was not asked about for
+	// this long.
+	Forget time.Duration
+}
+
+// DefaultConfig protects a p90 objective.
+func DefaultConfig() Config { return Config{Quantile: 0.9, Forget: 10 * time.Minute} }
+
+// Estimator keeps, per workload or model, the forecast's state and the
+// last measured capacity. It is safe for concurrent use.
+type Estimator struct {
+	cfg     Config
+	metrics *Metrics
+	mu      sync.Mutex
+	state   map[Key]*workloadState
+}
+
+// Key names what is estimated: a workload ("deployment/llm") or a model
+// ("model/llama") in a namespace.
+type Key struct{ Namespace, Target string }
+
+type workloadState struct {
+	holt     Holt
+	slots    float64 // last measured, 0: never
+	lastUsed time.Time
+}
+
+// New returns an estimator; m may be nil.
+func New(cfg Config, m *Metrics) *Estimator {
+	return &Estimator{cfg: cfg, metrics: m, state: map[Key]*workloadState{}}
+}
+
+// Estimate updates k's forecast with pods at now and returns the signal.
+// Errors wrap ErrNoData or ErrNoCapacity: no value is made up.
+func (e *Estimator) Estimate(k Key, now time.Time, pods []Pod) (Estimate, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.forgetLocked(now)
+	st := e.state[k]
+	if st == nil {
+		st = &workloadState{}
+		e.state[k] = st
+	}
+	st.lastUsed = now
+	est, err := e.estimate(st, now, pods)
+	if err != nil {
+		e.metrics.failed(err)
+		return Estimate{}, fmt.Errorf("%s/%s: %w", k.Namespace, k.Target, err)
+	}
+	e.metrics.set(k, est)
+	return est, nil
+}
+
+func (e *Estimator) estimate(st *workloadState, now time.Time, pods []Pod) (Estimate, error) {
+	var (
+		est        Estimate
+		kv, run    float64
+		startups   []time.Duration
+		haveLoaded bool
+	)
+	for _, p := range pods {
+		if p.Startup > 0 {
+			startups = append(startups, p.Startup)
+		}
+		if p.Loading {
+			est.Loading++
+		}
+		if !p.Ready || !p.Data {
+			continue
+		}
+		haveLoaded = true
+		est.Replicas++
+		est.Demand += p.Running + p.Waiting
+		run += p.Running
+		kv += p.KVPercent / 100
+	}
+	if !haveLoaded {
+		return Estimate{}, ErrNoData
+	}
+	est.Horizon = median(startups)
+	// A replica's KV cache holds 1/(KV used per running request)
+	// requests of the current mix. Measured when at least one request
+	// runs; otherwise the last measurement stands.
+	if run >= 1 && kv > 0 {
+		st.slots = run / kv
+	}
+	est.Slots = st.slots
+
+	// The level settles within a quarter of the horizon and the trend
+	// within half of it, so that after a change the forecast has caught
+	// up within one horizon, and the trend, which the horizon multiplies,
+	// is the smoother of the two.
+	st.holt.Observe(now, est.Demand, est.Horizon/4, est.Horizon/2)
+	est.Level, est.Trend = st.holt.Level(), st.holt.Trend()
+	// Capacity added now serves from a horizon away; removing it acts at
+	// once. So the replicas must carry the peak expected until then:
+	// for a linear trend, its end or now.
+	est.Forecast = max(est.Demand, st.holt.Forecast(est.Horizon), 0)
+
+	if est.Forecast == 0 {
+		// Nothing runs or waits and nothing is expected: no capacity
+		// is used, whatever a replica holds.
+		if est.Slots > 0 {
+			est.PerReplica = MaxLoad(int(est.Slots), 1-e.cfg.Quantile)
+			est.LoadingCredit = float64(est.Loading) * est.PerReplica
+		}
+		return est, nil
+	}
+	if est.Slots <= 0 {
+		return Estimate{}, ErrNoCapacity
+	}
+	est.PerReplica = MaxLoad(int(math.Floor(est.Slots)), 1-e.cfg.Quantile)
+	if est.PerReplica <= 0 {
+		return Estimate{}, fmt.Errorf("%w: %.3g requests fit a replica's KV cache", ErrNoCapacity, est.Slots)
+	}
+	est.LoadingCredit = float64(est.Loading) * est.PerReplica
+	est.Needed = est.Forecast / est.PerReplica
+	est.Utilization = est.Needed / float64(est.Replicas)
+	return est, nil
+}
+
+func (e *Estimator) forgetLocked(now time.Time) {
+	for k, st := range e.state {
+		if now.Sub(st.lastUsed) > e.cfg.Forget {
+			delete(e.state, k)
+			e.metrics.forget(k)
+		}
+	}
+}
+
+// median is the lower median of ds, 0 when empty.
+func median(ds []time.Duration) time.Duration {
+	if len(ds) == 0 {
+		return 0
+	}
+	slices.Sort(ds)
+	return ds[(len(ds)-1)/2]
+}

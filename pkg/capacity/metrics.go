@@ -1,0 +1,96 @@
+package capacity
+
+import (
+	"errors"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Metrics exports every part of the last estimate of each workload and
+// model, so that a scaling decision can be read back (docs/autoscaling.md
+// plots them beside the replicas). Series are removed with the state they
+// describe.
+type Metrics struct {
+	utilization, demand, forecast, trend *prometheus.GaugeVec
+	slots, perReplica, horizon, replicas *prometheus.GaugeVec
+	loading, loadingCredit, needed       *prometheus.GaugeVec
+	errors                               *prometheus.CounterVec
+	all                                  []*prometheus.GaugeVec
+}
+
+// Labels of the per-target series: the namespace, and the target as
+// "deployment/<name>", "statefulset/<name>" or "model/<name>".
+var labelNames = []string{"namespace", "target"}
+
+// NewMetrics returns the collectors; register them with Collectors.
+func NewMetrics() *Metrics {
+	g := func(name, help string) *prometheus.GaugeVec {
+		return prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "gpuscale_adapter_capacity_" + name, Help: help}, labelNames)
+	}
+	m := &Metrics{
+		utilization:   g("utilization", "Last inference_capacity_utilization served: forecast demand over what the Ready replicas serve within the objective."),
+		demand:        g("demand_requests", "Requests running or waiting in the Ready replicas at the last estimate."),
+		forecast:      g("forecast_requests", "Peak requests expected over the start-up horizon (Holt's linear trend)."),
+		trend:         g("trend_requests_per_second", "Holt's smoothed trend of the demand."),
+		slots:         g("slots_per_replica", "Requests of the current mix one replica's KV cache holds."),
+		perReplica:    g("per_replica_requests", "Requests one replica serves with at most the objective's share queued (Erlang C)."),
+		horizon:       g("horizon_seconds", "Start-up horizon: median measured creation-to-Ready time of the workload's pods."),
+		replicas:      g("ready_replicas", "Ready replicas with fresh values at the last estimate."),
+		loading:       g("loading_replicas", "Replicas still loading at the last estimate."),
+		loadingCredit: g("loading_credit_requests", "Requests the loading replicas will serve once Ready."),
+		needed:        g("replicas_needed", "Forecast demand over per-replica capacity: the replicas an HPA at target 1 asks for."),
+		errors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "gpuscale_adapter_capacity_estimate_errors_total",
+			Help: "Capacity estimates that served no value, by reason (no_data, no_capacity).",
+		}, []string{"reason"}),
+	}
+	m.all = []*prometheus.GaugeVec{m.utilization, m.demand, m.forecast, m.trend, m.slots, m.perReplica, m.horizon, m.replicas, m.loading, m.loadingCredit, m.needed}
+	return m
+}
+
+// Collectors returns everything to register.
+func (m *Metrics) Collectors() []prometheus.Collector {
+	out := []prometheus.Collector{m.errors}
+	for _, g := range m.all {
+		out = append(out, g)
+	}
+	return out
+}
+
+func (m *Metrics) set(k Key, e Estimate) {
+	if m == nil {
+		return
+	}
+	l := prometheus.Labels{"namespace": k.Namespace, "target": k.Target}
+	m.utilization.With(l).Set(e.Utilization)
+	m.demand.With(l).Set(e.Demand)
+	m.forecast.With(l).Set(e.Forecast)
+	m.trend.With(l).Set(e.Trend)
+	m.slots.With(l).Set(e.Slots)
+	m.perReplica.With(l).Set(e.PerReplica)
+	m.horizon.With(l).Set(e.Horizon.Seconds())
+	m.replicas.With(l).Set(float64(e.Replicas))
+	m.loading.With(l).Set(float64(e.Loading))
+	m.loadingCredit.With(l).Set(e.LoadingCredit)
+	m.needed.With(l).Set(e.Needed)
+}
+
+func (m *Metrics) failed(err error) {
+	if m == nil {
+		return
+	}
+	reason := "no_data"
+	if errors.Is(err, ErrNoCapacity) {
+		reason = "no_capacity"
+	}
+	m.errors.WithLabelValues(reason).Inc()
+}
+
+func (m *Metrics) forget(k Key) {
+	if m == nil {
+		return
+	}
+	for _, g := range m.all {
+		g.DeleteLabelValues(k.Namespace, k.Target)
+	}
+}

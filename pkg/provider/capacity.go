@@ -1,0 +1,168 @@
+package provider
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/selection"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/metrics/pkg/apis/custom_metrics"
+	"k8s.io/metrics/pkg/apis/external_metrics"
+	cmprovider "sigs.k8s.io/custom-metrics-apiserver/pkg/provider"
+
+	"github.com/gpuscale/gpuscale/pkg/capacity"
+	"github.com/gpuscale/gpuscale/pkg/recommend"
+)
+
+// CapacityUtilization is the demand expected over a workload's start-up
+// horizon over what its Ready replicas serve within the objective
+// (pkg/capacity). Served for Deployments and StatefulSets, and per model
+// as an external metric; an HPA targets it with value 1.
+const CapacityUtilization = "inference_capacity_utilization"
+
+// CapacityEstimator turns a workload's pods into the capacity signal.
+type CapacityEstimator interface {
+	Estimate(k capacity.Key, now time.Time, pods []capacity.Pod) (capacity.Estimate, error)
+}
+
+// capacityInputs are the per-pod values the estimate reads.
+var capacityInputs = [...]string{RequestsRunning, QueueDepth, KVCacheUtilization}
+
+// maxCapacityUtilization bounds a served utilization: a million times a
+// workload's capacity is no measurement, whatever the inputs said.
+const maxCapacityUtilization = 1e6
+
+// capacityPods reads what the estimator needs of pods: every pod counts
+// for the horizon and the loading credit; Ready pods with all three
+// values matching sel carry the demand.
+func (p *Provider) capacityPods(ctx context.Context, namespace string, pods []*corev1.Pod, sel labels.Selector, loading bool) ([]capacity.Pod, error) {
+	ready := readyPods(pods)
+	var vals [len(capacityInputs)][]Value
+	if len(ready) > 0 {
+		set := NewPodSet(namespace, ready)
+		for i, name := range capacityInputs {
+			def := podMetricsByName[name]
+			v, err := p.cfg.Values.Pods(ctx, set, def.metric(), sel)
+			if err != nil {
+				return nil, &sourceError{err}
+			}
+			if len(v) != len(ready) {
+				return nil, &sourceError{fmt.Errorf("%d values for %d pods", len(v), len(ready))}
+			}
+			vals[i] = v
+		}
+	}
+	out := make([]capacity.Pod, 0, len(pods))
+	for i, pod := range ready {
+		c := capacity.Pod{Ready: true}
+		c.Startup, _ = recommend.StartupTime(pod)
+		run, wait, kv := vals[0][i], vals[1][i], vals[2][i]
+		if run.Valid() && wait.Valid() && kv.Valid() {
+			c.Data, c.Running, c.Waiting, c.KVPercent = true, run.V, wait.V, kv.V
+		} else if !sel.Empty() {
+			continue // another model's pod, or one with no values
+		}
+		out = append(out, c)
+	}
+	if loading {
+		for _, pod := range pods {
+			if pod.DeletionTimestamp == nil && !podReady(pod) && pod.Status.Phase != corev1.PodSucceeded && pod.Status.Phase != corev1.PodFailed {
+				out = append(out, capacity.Pod{Loading: true})
+			}
+		}
+	}
+	return out, nil
+}
+
+// capacityQuantity checks and converts a utilization for serving.
+func capacityQuantity(v float64) (resource.Quantity, error) {
+	if math.IsNaN(v) || v < 0 || v > maxCapacityUtilization {
+		return resource.Quantity{}, fmt.Errorf("%w: %s: %g", errNotServable, CapacityUtilization, v)
+	}
+	return *resource.NewMilliQuantity(int64(math.Round(v*1000)), resource.DecimalSI), nil
+}
+
+// capacityByName serves the signal of one Deployment or StatefulSet.
+func (p *Provider) capacityByName(ctx context.Context, gr schema.GroupResource, name types.NamespacedName, pods []*corev1.Pod, ref custom_metrics.ObjectReference) (*custom_metrics.MetricValue, error) {
+	in, err := p.capacityPods(ctx, name.Namespace, pods, labels.Everything(), true)
+	if err != nil {
+		return nil, err
+	}
+	now := p.cfg.Now()
+	est, err := p.cfg.Capacity.Estimate(capacity.Key{Namespace: name.Namespace, Target: strings.ToLower(ref.Kind) + "/" + name.Name}, now, in)
+	if err != nil {
+		// No value is a NotFound, as for every metric: the HPA keeps
+		// its replicas. Why is in the estimator's error counter.
+		return nil, apierrors.NewNotFound(gr, fmt.Sprintf("%s %s: %v", CapacityUtilization, name.Name, err))
+	}
+	q, err := capacityQuantity(est.Utilization)
+	if err != nil {
+		return nil, err
+	}
+	return &custom_metrics.MetricValue{
+		DescribedObject: ref,
+		Metric:          custom_metrics.MetricIdentifier{Name: CapacityUtilization},
+		Timestamp:       metav1.NewTime(now),
+		Value:           q,
+	}, nil
+}
+
+// capacityModel serves the signal of the one model sel names, over the
+// namespace's pods serving it. Loading pods do not say which model they
+// will serve, so they earn no credit here; the HPA still counts them.
+func (p *Provider) capacityModel(ctx context.Context, namespace string, sel labels.Selector) (*external_metrics.ExternalMetricValueList, error) {
+	model, ok := oneModel(sel)
+	if !ok {
+		return nil, apierrors.NewBadRequest(fmt.Sprintf("%s needs the selector %s=<model>", CapacityUtilization, ModelLabel))
+	}
+	pods, err := p.cfg.Pods.Pods(namespace).List(labels.Everything())
+	if err != nil {
+		return nil, err
+	}
+	in, err := p.capacityPods(ctx, namespace, pods, sel, false)
+	if err != nil {
+		return nil, err
+	}
+	now := p.cfg.Now()
+	est, err := p.cfg.Capacity.Estimate(capacity.Key{Namespace: namespace, Target: "model/" + model}, now, in)
+	if err != nil {
+		return nil, cmprovider.NewMetricNotFoundForSelectorError(externalResource, CapacityUtilization, namespace, sel)
+	}
+	q, err := capacityQuantity(est.Utilization)
+	if err != nil {
+		return nil, err
+	}
+	return &external_metrics.ExternalMetricValueList{Items: []external_metrics.ExternalMetricValue{{
+		MetricName:   CapacityUtilization,
+		MetricLabels: map[string]string{ModelLabel: model},
+		Timestamp:    metav1.NewTime(now),
+		Value:        q,
+	}}}, nil
+}
+
+// oneModel returns the model a selector pins with model_name=<model>.
+func oneModel(sel labels.Selector) (string, bool) {
+	if sel == nil {
+		return "", false
+	}
+	reqs, _ := sel.Requirements()
+	if len(reqs) != 1 || reqs[0].Key() != ModelLabel {
+		return "", false
+	}
+	switch reqs[0].Operator() {
+	case selection.Equals, selection.DoubleEquals, selection.In:
+		if vals := reqs[0].Values(); vals.Len() == 1 {
+			return vals.UnsortedList()[0], true
+		}
+	}
+	return "", false
+}
