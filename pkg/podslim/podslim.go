@@ -77,7 +77,8 @@ func container(cs *[]corev1.Container, name string) *corev1.Container {
 	return &(*cs)[len(*cs)-1]
 }
 
-// Condition copies the type and status of full's condition of type t.
+// Condition copies the type, status and transition time of full's
+// condition of type t.
 func Condition(full, slim *corev1.Pod, t corev1.PodConditionType) {
 	for _, c := range slim.Status.Conditions {
 		if c.Type == t {
@@ -86,7 +87,9 @@ func Condition(full, slim *corev1.Pod, t corev1.PodConditionType) {
 	}
 	for _, c := range full.Status.Conditions {
 		if c.Type == t {
-			slim.Status.Conditions = append(slim.Status.Conditions, corev1.PodCondition{Type: c.Type, Status: c.Status})
+			// The transition time is what start-up times are measured
+			// from (recommend.StartupTime); it costs a few bytes.
+			slim.Status.Conditions = append(slim.Status.Conditions, corev1.PodCondition{Type: c.Type, Status: c.Status, LastTransitionTime: c.LastTransitionTime})
 			return
 		}
 	}
