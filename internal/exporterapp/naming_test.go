@@ -46,6 +46,7 @@ var dcgmNames = map[string]dto.MetricType{
 	"DCGM_FI_PROF_PCIE_RX_BYTES":              dto.MetricType_GAUGE,
 	"DCGM_FI_PROF_NVLINK_TX_BYTES":            dto.MetricType_GAUGE,
 	"DCGM_FI_PROF_NVLINK_RX_BYTES":            dto.MetricType_GAUGE,
+	"DCGM_FI_DEV_VGPU_LICENSE_STATUS":         dto.MetricType_GAUGE,
 }
 
 // dcgmLabelSet is dcgm-exporter's label set with pod attribution, plus
@@ -53,14 +54,15 @@ var dcgmNames = map[string]dto.MetricType{
 var dcgmLabelSet = []string{"DCGM_FI_DRIVER_VERSION", "GPU_I_ID", "GPU_I_PROFILE", "Hostname", "UUID",
 	"container", "device", "gpu", "modelName", "namespace", "pci_bus_id", "pod", "simulated"}
 
-// TestMetricNames scrapes a real exporter (sim backend, MIG instances and
-// pods attached, an XID recorded) and checks every family it emits: a
+// TestMetricNames scrapes a real exporter (sim backend as vGPU guests, MIG
+// instances and pods attached, an XID recorded) and checks every family it emits: a
 // dcgm-exporter name with exactly dcgm-exporter's labels, a gpuscale_ name,
 // or Go and process runtime metrics.
 func TestMetricNames(t *testing.T) {
 	k := &fakeKubelet{}
 	o := simOptions(serveKubelet(t, k))
 	o.SimMIGProfiles = "3g.40gb,1g.10gb"
+	o.SimVGPU = true
 	p := start(t, o)
 	base := "http://" + p.addr
 	gpus := fetchGPUs(t, base)

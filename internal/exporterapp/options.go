@@ -20,6 +20,7 @@ type Options struct {
 	SimGPUs        int
 	SimModel       string
 	SimMIGProfiles string
+	SimVGPU        bool
 
 	PodResourcesSocket   string
 	PodResourcesInterval time.Duration
@@ -77,6 +78,7 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.IntVar(&o.SimGPUs, "sim-gpus", o.SimGPUs, "Number of simulated GPUs (sim backend).")
 	fs.StringVar(&o.SimModel, "sim-model", o.SimModel, "Model name of the simulated GPUs (sim backend).")
 	fs.StringVar(&o.SimMIGProfiles, "sim-mig-profiles", o.SimMIGProfiles, "Comma-separated MIG layout applied to every simulated GPU, e.g. 3g.40gb,2g.20gb,1g.10gb,1g.10gb (sim backend).")
+	fs.BoolVar(&o.SimVGPU, "sim-vgpu", o.SimVGPU, "Simulate licensed vGPU guests, which serve DCGM_FI_DEV_VGPU_LICENSE_STATUS; bare metal has no licence (sim backend).")
 	fs.StringVar(&o.PodResourcesSocket, "pod-resources-socket", o.PodResourcesSocket, "Kubelet pod-resources socket; empty disables pod attribution.")
 	fs.DurationVar(&o.PodResourcesInterval, "pod-resources-interval", o.PodResourcesInterval, "How often pod attribution is refreshed in the background.")
 	fs.DurationVar(&o.PodResourcesTimeout, "pod-resources-timeout", o.PodResourcesTimeout, "Deadline of one pod-resources List call.")

@@ -141,7 +141,7 @@ func startAttribution(ctx context.Context, o *Options, reg prometheus.Registerer
 
 func newSimBackend(o *Options, log *slog.Logger) (*sim.Backend, error) {
 	log.Warn("using the SIMULATED GPU backend: every series carries simulated=\"true\"", "gpus", o.SimGPUs, "model", o.SimModel)
-	return sim.New(sim.Options{GPUs: o.SimGPUs, Model: o.SimModel, MIGProfiles: splitList(o.SimMIGProfiles), Identity: o.Hostname})
+	return sim.New(sim.Options{GPUs: o.SimGPUs, Model: o.SimModel, MIGProfiles: splitList(o.SimMIGProfiles), Identity: o.Hostname, VGPU: o.SimVGPU})
 }
 
 // newBackendOpener opens the NVML backend, retrying from 1 s doubling to

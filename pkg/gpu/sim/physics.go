@@ -83,6 +83,8 @@ type device struct {
 	energyMJ   float64
 	// nvlinkBytes counts NVLink traffic, TX plus RX, since the start.
 	nvlinkBytes float64
+	// vgpu: a vGPU guest, whose licence is licensed.
+	vgpu, licensed bool
 }
 
 func newDevice(i int, identity, model string, s spec, now time.Time) *device {
@@ -165,6 +167,9 @@ func (d *device) apply(mig *migInstance, l Load) error {
 	if l.Fail != nil {
 		d.failing = *l.Fail
 	}
+	if l.VGPULicensed != nil {
+		d.licensed = *l.VGPULicensed
+	}
 	return nil
 }
 
@@ -201,6 +206,9 @@ func (d *device) readings() []gpu.Reading {
 	r.Set(gpu.FieldMemClock, d.spec.memMHz)
 	r.Set(gpu.FieldLastXID, float64(d.lastXID))
 	setHealthAndProfiling(&r, util)
+	if d.vgpu {
+		r.Set(gpu.FieldVGPULicensed, map[bool]float64{false: 0, true: 1}[d.licensed])
+	}
 	r.Set(gpu.FieldNVLinkBandwidth, math.Round(d.nvlinkBytes))
 	r.XIDCounts = make(map[uint64]uint64, len(d.xids))
 	for k, v := range d.xids {
@@ -236,7 +244,8 @@ const (
 // setHealthAndProfiling sets the fields a healthy, unlicensed bare-metal
 // GPU reports beside utilization and memory: no media engines in use, no
 // PCIe replays or row remaps, and profiling activity in proportion to the
-// load. A bare-metal GPU has no vGPU licence, so that field stays absent.
+// load. A bare-metal GPU has no vGPU licence, so that field is set only
+// for vGPU guests (readings).
 func setHealthAndProfiling(r *gpu.Reading, util float64) {
 	busy := util / 100
 	for f, v := range map[gpu.Field]float64{

@@ -259,3 +259,34 @@ func TestSpecs(t *testing.T) {
 		}
 	}
 }
+
+// TestVGPULicence: bare metal has no licence field at all; a vGPU guest
+// serves 1 while licensed and 0 once the licence is lost.
+func TestVGPULicence(t *testing.T) {
+	bare, _ := newSim(t, Options{GPUs: 1})
+	if _, ok := collect(t, bare)[0].Get(gpu.FieldVGPULicensed); ok {
+		t.Error("bare metal serves a vGPU licence")
+	}
+	if err := bare.SetLoad("0", Load{VGPULicensed: ptr(true)}); err == nil {
+		t.Error("a licence set on bare metal was accepted")
+	}
+	guest, _ := newSim(t, Options{GPUs: 2, VGPU: true})
+	for _, tc := range []struct {
+		set  *bool
+		want [2]float64
+	}{
+		{nil, [2]float64{1, 1}},
+		{ptr(false), [2]float64{1, 0}},
+		{ptr(true), [2]float64{1, 1}},
+	} {
+		if tc.set != nil {
+			setLoad(t, guest, "1", Load{VGPULicensed: tc.set})
+		}
+		rs := collect(t, guest)
+		for i := range rs {
+			if got := value(t, rs[i], gpu.FieldVGPULicensed); got != tc.want[i] {
+				t.Errorf("after %v: GPU %d licence %v, want %v", tc.set, i, got, tc.want[i])
+			}
+		}
+	}
+}

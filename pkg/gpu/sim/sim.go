@@ -37,6 +37,10 @@ type Options struct {
 	Identity string
 	// DriverVersion is reported as the driver version label.
 	DriverVersion string
+	// VGPU makes every GPU a licensed vGPU guest, which serves
+	// DCGM_FI_DEV_VGPU_LICENSE_STATUS (Load.VGPULicensed changes it);
+	// bare metal, the default, has no licence and leaves it absent.
+	VGPU bool
 	// Now is the clock the physics runs on; time.Now by default.
 	Now func() time.Time
 }
@@ -53,6 +57,9 @@ type Load struct {
 	// Fail makes every read of the GPU fail until cleared, as a GPU that
 	// fell off the bus does.
 	Fail *bool `json:"fail,omitempty"`
+	// VGPULicensed sets a vGPU guest's licence (Options.VGPU); refused
+	// on bare metal, which has none.
+	VGPULicensed *bool `json:"vgpuLicensed,omitempty"`
 }
 
 // Backend is the simulated gpu.Backend.
@@ -87,6 +94,7 @@ func New(opts Options) (*Backend, error) {
 	start := opts.Now()
 	for i := 0; i < opts.GPUs; i++ {
 		d := newDevice(i, opts.Identity, opts.Model, spec, start)
+		d.vgpu, d.licensed = opts.VGPU, opts.VGPU
 		for j, p := range migs {
 			d.migs = append(d.migs, &migInstance{
 				uuid:    "MIG-" + stableUUID(opts.Identity, fmt.Sprintf("gpu%d/mig%d", i, j)),
@@ -139,6 +147,9 @@ func (b *Backend) SetLoad(id string, l Load) error {
 	}
 	if l.XID != nil && *l.XID != 0 && !gpu.ValidXID(*l.XID) {
 		return fmt.Errorf("sim: xid %d outside %d-%d, the range of NVIDIA's XID codes", *l.XID, gpu.MinXID, gpu.MaxXID)
+	}
+	if l.VGPULicensed != nil && !b.opts.VGPU {
+		return errors.New("sim: vgpuLicensed on bare-metal GPUs, which have no vGPU licence (start with --sim-vgpu)")
 	}
 	now := b.now()
 	b.mu.Lock()
