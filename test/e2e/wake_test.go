@@ -155,7 +155,7 @@ func wake(t *testing.T, ns string, router *simworld.Router, figure string) {
 	t.Logf("FIGURE wake-from-zero %s: first request to first token = %.2f s (sync period %.0f s, model load %.0f s)",
 		figure, woke.Seconds(), hpaSync.Seconds(), modelLoad.Seconds())
 	scaled, ready := timeline()
-	t.Logf("wake-from-zero %s: first request -> HPA scales to 1: %.2f s; -> replica Ready: %.2f s; -> first token: %.2f s (scrape interval %.0f s)",
+	t.Logf("wake-from-zero %s: first request -> HPA scales to 1: %.2f s; -> the Deployment counts it Ready: %.2f s; -> first token: %.2f s (scrape interval %.0f s)",
 		figure, scaled.Seconds(), ready.Seconds(), woke.Seconds(), scrapeInterval.Seconds())
 
 	waitFor(t, 30*time.Second, "every held request forwarded and answered", func(context.Context) (bool, error) {
