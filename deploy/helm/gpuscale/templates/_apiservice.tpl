@@ -65,7 +65,10 @@ to, its app.kubernetes.io/* and Helm labels, and its Helm release. */}}
 holds, listing every such APIService. A version the chart does not
 register conflicts too when the chart registers another version of its
 group: the group's preferred version (v1beta2 for custom) is the one the
-HPA controller asks, so registering it alone takes the whole group. */}}
+HPA controller asks, so registering it alone takes the whole group. And
+takeOver works on install only: `helm upgrade --take-ownership` adopts an
+existing object without rewriting it (Helm 3.22: a two-way merge of the
+rendered object with itself), which would leave it routing to its owner. */}}
 {{- define "gpuscale.apiService.checkOwners" -}}
 {{- $ctx := . }}
 {{- $all := include "gpuscale.apiService.all" . | fromJsonArray }}
@@ -77,17 +80,21 @@ HPA controller asks, so registering it alone takes the whole group. */}}
 {{- range $all }}
 {{- $name := printf "%s.%s" .version .group }}
 {{- $current := lookup "apiregistration.k8s.io/v1" "APIService" "" $name }}
-{{- if and $current (not (include "gpuscale.apiService.ours" (list $ctx $current))) (not (include "gpuscale.apiService.takeOver" (list $ctx .))) }}
+{{- if and $current (not (include "gpuscale.apiService.ours" (list $ctx $current))) }}
 {{- $owner := include "gpuscale.apiService.owner" $current }}
 {{- $off := printf "apiService.%s.%s=false" .key .version }}
 {{- $take := printf "apiService.takeOver.%s.%s=true" .key .version }}
 {{- if include "gpuscale.apiService.enabled" (list $ctx .) }}
-{{- $conflicts = append $conflicts (printf "APIService %s belongs to %s: registering gpuscale's would send every request for %s %s to gpuscale instead. To leave it to its owner, set %s; to replace it, set %s (and pass --take-ownership, since Helm adopts no object it did not create)." $name $owner .group .version $off $take) }}
-{{- else if hasKey $groups .group }}
+{{- if not (include "gpuscale.apiService.takeOver" (list $ctx .)) }}
+{{- $conflicts = append $conflicts (printf "APIService %s belongs to %s: registering gpuscale's would send every request for %s %s to gpuscale instead. To leave it to its owner, set %s; to replace it, set %s and pass --take-ownership to helm install (Helm adopts no object it did not create otherwise)." $name $owner .group .version $off $take) }}
+{{- else if $ctx.Release.IsUpgrade }}
+{{- $conflicts = append $conflicts (printf "APIService %s belongs to %s, and %s cannot take it over on helm upgrade: Helm adopts an existing object on upgrade without rewriting it (even with --take-ownership), so it would keep routing to its owner. To replace it, delete it (kubectl delete apiservice %s) and upgrade again; to leave it to its owner, set %s." $name $owner $take $name $off) }}
+{{- end }}
+{{- else if and (hasKey $groups .group) (not (include "gpuscale.apiService.takeOver" (list $ctx .))) }}
 {{- $group := .group }}
 {{- $others := list }}
 {{- range $all }}{{ if and (eq .group $group) (include "gpuscale.apiService.enabled" (list $ctx .)) }}{{ $others = append $others (printf "apiService.%s.%s=false" .key .version) }}{{ end }}{{ end }}
-{{- $conflicts = append $conflicts (printf "APIService %s belongs to %s: gpuscale does not register it (%s), but registering another version of %s beside it would change the group's preferred version, which the HPA controller asks for every metric of the group. To leave %s to its owner, set %s; to replace it, set apiService.%s.%s=true and %s (and pass --take-ownership)." $name $owner $off .group .group (join " and " $others) .key .version $take) }}
+{{- $conflicts = append $conflicts (printf "APIService %s belongs to %s: gpuscale does not register it (%s), but registering another version of %s beside it would change the group's preferred version, which the HPA controller asks for every metric of the group. To leave %s to its owner, set %s; to replace it, set apiService.%s.%s=true and %s and pass --take-ownership to helm install." $name $owner $off .group .group (join " and " $others) .key .version $take) }}
 {{- end }}
 {{- end }}
 {{- end }}
