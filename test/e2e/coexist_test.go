@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -50,8 +51,13 @@ func TestHelmAPIServiceOwners(t *testing.T) {
 	// The suite's adapter keeps the custom APIServices; this release's
 	// exporters would only add pods.
 	customOff := []string{"--set", "apiService.custom.v1beta2=false", "--set", "apiService.custom.v1beta1=false", "--set", "exporter.enabled=false"}
+	// A second release, beside prometheus-adapter.
+	const second = "gs-coexist-custom"
 	// Before the APIServices are restored (cleanups run last first).
-	t.Cleanup(func() { _, _ = run("uninstall", release) })
+	t.Cleanup(func() {
+		_, _ = run("uninstall", release)
+		_, _ = run("uninstall", second)
+	})
 
 	t.Run("KEDA's external APIService is refused", func(t *testing.T) {
 		out, err := run(append([]string{"install", release, "--dry-run=server"}, customOff...)...)
@@ -111,19 +117,44 @@ func TestHelmAPIServiceOwners(t *testing.T) {
 		// v1beta2 beside it would become the group's preferred version.
 		deleteAPIService(t, client, customV1beta2)
 		replaceAPIService(t, client, prometheusAdapterAPIService())
-		out, err := run("install", "gs-coexist-custom", "--dry-run=server", "--set", "apiService.custom.v1beta1=false",
+		out, err := run("install", second, "--dry-run=server", "--set", "apiService.custom.v1beta1=false",
 			"--set", "apiService.external.v1beta1=false", "--set", "exporter.enabled=false")
 		wantRefusal(t, out, err,
 			"APIService "+customV1beta1+" belongs to the Service monitoring/prometheus-adapter",
 			"release=prometheus-adapter", "preferred version",
 			"set apiService.custom.v1beta2=false", "apiService.takeOver.custom.v1beta1=true")
 	})
+	t.Run("v1beta2 beside prometheus-adapter's v1beta1 when told", func(t *testing.T) {
+		// docs/migrating-from-prometheus-adapter.md's switch: v1beta2
+		// becomes the group's preferred version, v1beta1 stays its owner's.
+		before := getAPIService(t, client, customV1beta1)
+		if out, err := run("install", second, "--set", "apiService.custom.v1beta1=false", "--set", "apiService.takeOver.custom.v1beta1=true",
+			"--set", "apiService.external.v1beta1=false", "--set", "exporter.enabled=false"); err != nil {
+			t.Fatalf("helm install: %v\n%s", err, out)
+		}
+		wantOwnedBy(t, getAPIService(t, client, customV1beta2), ns, second)
+		if after := getAPIService(t, client, customV1beta1); after.GetResourceVersion() != before.GetResourceVersion() {
+			t.Errorf("prometheus-adapter's APIService changed: %v", after.Object)
+		}
+		b, err := raw(context.Background(), "/apis/custom.metrics.k8s.io")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var group metav1.APIGroup
+		if err := json.Unmarshal(b, &group); err != nil {
+			t.Fatal(err)
+		}
+		if group.PreferredVersion.Version != "v1beta2" {
+			t.Errorf("custom.metrics.k8s.io prefers %q, want v1beta2 (gpuscale's)", group.PreferredVersion.Version)
+		}
+	})
 	t.Run("prometheus-adapter's unverified APIService taken over", func(t *testing.T) {
 		// The chart writes insecureSkipTLSVerify: false beside its
 		// caBundle: the API refuses both at once, and a take-over keeps
 		// every field the chart leaves out.
-		const second = "gs-coexist-custom"
-		t.Cleanup(func() { _, _ = run("uninstall", second) })
+		if out, err := run("uninstall", second); err != nil {
+			t.Fatalf("helm uninstall: %v\n%s", err, out)
+		}
 		if out, err := run("install", second, "--set", "apiService.takeOver.custom.v1beta1=true", "--take-ownership",
 			"--set", "apiService.external.v1beta1=false", "--set", "exporter.enabled=false"); err != nil {
 			t.Fatalf("helm install with the override: %v\n%s", err, out)
