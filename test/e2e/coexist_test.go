@@ -76,8 +76,15 @@ func TestHelmAPIServiceOwners(t *testing.T) {
 
 	keda := getAPIService(t, client, externalV1beta1)
 	t.Run("beside KEDA with the external group off", func(t *testing.T) {
-		if out, err := run(append([]string{"install", release, "--set", "apiService.external.v1beta1=false"}, customOff...)...); err != nil {
+		out, err := run(append([]string{"install", release, "--set", "apiService.external.v1beta1=false"}, customOff...)...)
+		if err != nil {
 			t.Fatalf("helm install: %v\n%s", err, out)
+		}
+		// The notes name what is left to other adapters, and check none of it.
+		_, notes, _ := strings.Cut(out, "\nNOTES:\n")
+		if !strings.Contains(notes, "left to whichever adapter owns them") || !strings.Contains(notes, externalV1beta1) ||
+			strings.Contains(notes, "get --raw") || strings.Contains(notes, "kubectl get apiservice") {
+			t.Errorf("NOTES with every group off:\n%s", notes)
 		}
 		after := getAPIService(t, client, externalV1beta1)
 		if after.GetResourceVersion() != keda.GetResourceVersion() {
