@@ -19,7 +19,7 @@ namespace=gpuscale
 # alone: it is opt-in, so it gets its own file.
 render() {
   # A render that generates its certificate differs every time: the plain
-  # manifests name a Secret the user makes instead (30-apiservice.yaml).
+  # manifests name a Secret the user makes instead (30-apiservice-custom-metrics.yaml).
   "$helm" template "$release" "$chart" --namespace "$namespace" --set createNamespace=true \
     --set adapter.tls.secretName=gpuscale-adapter-tls
   "$helm" template "$release" "$chart" --namespace "$namespace" --set scaleDown.enabled=true \
@@ -39,8 +39,10 @@ split_docs() { # dir
       head["scaledown-rbac.yaml"] = "OPT-IN: apply only when the adapter runs the scale-down controller\n# (add --scale-down-controller to the args in 40-adapter.yaml). Its only\n# write access: pod annotations, and its leader-election Lease in gpuscale.\n# RBAC cannot narrow patch to annotations; the ValidatingAdmissionPolicy\n# here refuses any other change by the adapter (Kubernetes 1.30+)."
       file["metrics-reader-rbac.yaml"] = "20-metrics-readers-rbac.yaml"
       head["metrics-reader-rbac.yaml"] = "Who may read the metrics gpuscale serves: the HPA controller, and any\n# subject bound to gpuscale:metrics-reader. Everyone else gets 403."
-      file["apiservice.yaml"] = "30-apiservice.yaml"
-      head["apiservice.yaml"] = "Registers the adapter with the aggregation layer for the custom (v1beta2,\n# v1beta1) and external (v1beta1) metrics APIs. The aggregator verifies the\n# adapter: before applying, create the kubernetes.io/tls Secret\n# gpuscale-adapter-tls in gpuscale for gpuscale-adapter.gpuscale.svc, and set\n# each APIService'"'"'s spec.caBundle to the base64 PEM of the CA that signed it\n# (or let cert-manager'"'"'s CA injector do so: annotation\n# cert-manager.io/inject-ca-from). The Helm chart does all of this itself."
+      file["apiservice-custom.yaml"] = "30-apiservice-custom-metrics.yaml"
+      head["apiservice-custom.yaml"] = "Registers the adapter with the aggregation layer for custom.metrics.k8s.io\n# (v1beta2, v1beta1).\n#\n# CHECK FIRST: a cluster has ONE APIService of each name, and applying this\n# file replaces whichever adapter serves it now (prometheus-adapter, a\n# vendor'"'"'s), so every HPA on that adapter'"'"'s metrics loses them:\n#   kubectl get apiservice v1beta2.custom.metrics.k8s.io v1beta1.custom.metrics.k8s.io\n# If either exists and its SERVICE is not gpuscale/gpuscale-adapter, skip this\n# file or read docs/coexistence.md. (The Helm chart looks it up and refuses.)\n#\n# The aggregator verifies the adapter: before applying, create the\n# kubernetes.io/tls Secret gpuscale-adapter-tls in gpuscale for\n# gpuscale-adapter.gpuscale.svc, and set each APIService'"'"'s spec.caBundle to the\n# base64 PEM of the CA that signed it (or let cert-manager'"'"'s CA injector do\n# so: annotation cert-manager.io/inject-ca-from). The chart does all of this."
+      file["apiservice-external.yaml"] = "31-apiservice-external-metrics.yaml"
+      head["apiservice-external.yaml"] = "Registers the adapter with the aggregation layer for\n# external.metrics.k8s.io (v1beta1).\n#\n# CHECK FIRST: a cluster has ONE APIService of this name, and KEDA owns it\n# wherever KEDA runs: applying this file takes it from KEDA and breaks every\n# ScaledObject. Look before applying:\n#   kubectl get apiservice v1beta1.external.metrics.k8s.io\n# If it exists and its SERVICE is not gpuscale/gpuscale-adapter, skip this\n# file: gpuscale'"'"'s signals reach ScaledObjects through its KEDA external\n# scaler instead (docs/coexistence.md). The Helm chart looks it up and refuses.\n#\n# TLS: as in 30-apiservice-custom-metrics.yaml (spec.caBundle)."
       file["adapter.yaml"] = "40-adapter.yaml"
       head["adapter.yaml"] = "The adapter Deployment and its Service. (The end-to-end suite runs the\n# adapter as a local process and replaces this file with an ExternalName\n# Service of the same name.)"
       file["exporter.yaml"] = "50-exporter.yaml"

@@ -40,9 +40,10 @@ const (
 // manifests applied unchanged: the test proves them. 40-adapter.yaml (the
 // in-cluster Deployment and ClusterIP Service) is replaced by a local
 // process and an ExternalName Service of the same name.
-var manifests = []string{"00-namespace.yaml", "10-adapter-rbac.yaml", "15-scaledown-rbac.yaml", "20-metrics-readers-rbac.yaml", "30-apiservice.yaml"}
+var manifests = []string{"00-namespace.yaml", "10-adapter-rbac.yaml", "15-scaledown-rbac.yaml", "20-metrics-readers-rbac.yaml",
+	"30-apiservice-custom-metrics.yaml", "31-apiservice-external-metrics.yaml"}
 
-// apiServices are the APIServices 30-apiservice.yaml registers.
+// apiServices are the APIServices the 30- and 31-apiservice files register.
 var apiServices = []string{"v1beta2.custom.metrics.k8s.io", "v1beta1.custom.metrics.k8s.io", "v1beta1.external.metrics.k8s.io"}
 
 // Options configure Up.
@@ -228,7 +229,7 @@ func (e *Env) WaitAPIAvailable(ctx context.Context, timeout time.Duration) error
 	return nil
 }
 
-// trustAdapterCA does what 30-apiservice.yaml asks of whoever applies it:
+// trustAdapterCA does what the APIService files ask of whoever applies them:
 // it puts the CA that signs the adapter's certificate (here the cluster
 // CA, see StartAdapterWith) in each APIService's caBundle, so the
 // aggregator verifies the adapter as it does in a cluster.

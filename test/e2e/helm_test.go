@@ -265,9 +265,13 @@ func TestHelmNotes(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, helm, "install", "gs-notes", filepath.Join(root, chartDir), "--namespace", ns,
-		// The suite's own APIServices already exist: without
-		// --take-ownership helm refuses to plan an install over them (a
-		// dry run changes nothing either way).
+		// The suite's own APIServices already exist and route to its
+		// adapter, not this release's: the chart refuses to replace them
+		// unless told to, and Helm refuses to plan an install over objects
+		// it did not create without --take-ownership (a dry run changes
+		// nothing either way).
+		"--set", "apiService.takeOver.custom.v1beta2=true", "--set", "apiService.takeOver.custom.v1beta1=true",
+		"--set", "apiService.takeOver.external.v1beta1=true",
 		"--dry-run=server", "--take-ownership", "--kubeconfig", env.Cluster.AdminKubeconfig())
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr

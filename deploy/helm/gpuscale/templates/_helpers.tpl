@@ -217,17 +217,24 @@ agree.
 {{- end }}
 
 {{/* APIService TLS settings: the aggregator verifies the adapter unless
-insecureSkipTLSVerify is chosen. */}}
+insecureSkipTLSVerify is chosen. "false" is written out: an APIService taken
+over from another adapter (prometheus-adapter's skips verification by
+default) keeps every field the chart leaves unset, and the API refuses
+insecureSkipTLSVerify beside a caBundle. */}}
 {{- define "gpuscale.apiService.tls" -}}
 {{- $src := include "gpuscale.adapter.tlsSource" . -}}
 {{- if .Values.apiService.caBundle }}
 caBundle: {{ .Values.apiService.caBundle }}
+insecureSkipTLSVerify: false
 {{- else if eq $src "generate" }}
 caBundle: {{ (include "gpuscale.adapter.generatedTLS" . | fromJson).ca }}
+insecureSkipTLSVerify: false
 {{- else if .Values.apiService.insecureSkipTLSVerify }}
 insecureSkipTLSVerify: true
 {{- else if eq $src "selfSigned" }}
 {{- fail "adapter.tls.source=selfSigned cannot be verified by the aggregator: also set apiService.insecureSkipTLSVerify=true to accept that, or use generate or certManager" }}
+{{- else }}
+insecureSkipTLSVerify: false
 {{- end }}
 {{- end }}
 
