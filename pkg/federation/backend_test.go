@@ -30,7 +30,7 @@ type authority struct {
 	pem  []byte
 }
 
-func newAuthority(t *testing.T, cn string) *authority {
+func newAuthority(t testing.TB, cn string) *authority {
 	t.Helper()
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
@@ -49,7 +49,7 @@ func newAuthority(t *testing.T, cn string) *authority {
 
 // issue returns a leaf's certificate and key in PEM: a client certificate
 // when client, else a serving one for dnsNames and 127.0.0.1.
-func (a *authority) issue(t *testing.T, cn string, client bool, dnsNames ...string) (certPEM, keyPEM []byte) {
+func (a *authority) issue(t testing.TB, cn string, client bool, dnsNames ...string) (certPEM, keyPEM []byte) {
 	t.Helper()
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
@@ -76,7 +76,7 @@ func (a *authority) issue(t *testing.T, cn string, client bool, dnsNames ...stri
 	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kb})
 }
 
-func writeFile(t *testing.T, dir, name string, b []byte) string {
+func writeFile(t testing.TB, dir, name string, b []byte) string {
 	t.Helper()
 	p := filepath.Join(dir, name)
 	if err := os.WriteFile(p, b, 0o600); err != nil {
@@ -113,7 +113,7 @@ type fakeBackend struct {
 // tlsFiles are a backend's serving CA and gpuscale's client credentials.
 type tlsFiles struct{ ca, cert, key string }
 
-func newFakeBackend(t *testing.T, servingNames ...string) (*fakeBackend, tlsFiles) {
+func newFakeBackend(t testing.TB, servingNames ...string) (*fakeBackend, tlsFiles) {
 	t.Helper()
 	dir := t.TempDir()
 	servingCA, proxyCA := newAuthority(t, "serving-ca"), newAuthority(t, "front-proxy-ca")

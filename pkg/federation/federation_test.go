@@ -70,7 +70,7 @@ type fixture struct {
 	p       *federation.Provider
 }
 
-func newFixture(t *testing.T, timeout time.Duration) *fixture {
+func newFixture(t testing.TB, timeout time.Duration) *fixture {
 	t.Helper()
 	b, files := newFakeBackend(t, backendHost, "localhost")
 	backend, err := federation.NewBackend(federation.BackendConfig{URL: b.url("localhost"), CAFile: files.ca,
@@ -83,7 +83,7 @@ func newFixture(t *testing.T, timeout time.Duration) *fixture {
 	return f
 }
 
-func (f *fixture) count(t *testing.T, name string, lv ...string) float64 {
+func (f *fixture) count(t testing.TB, name string, lv ...string) float64 {
 	t.Helper()
 	reg := prometheus.NewPedanticRegistry()
 	reg.MustRegister(f.metrics.Collectors()...)
