@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -154,9 +155,24 @@ func customPath(version string, gr schema.GroupResource, namespace, name, metric
 	return append(base, gr.String(), name, metric)
 }
 
+// checkSegments refuses path segments that would make the backend's path
+// another than the one asked for: the client joins and cleans segments, so
+// ".." would climb and "a/b" would add a level.
+func checkSegments(segments ...string) error {
+	for _, s := range segments {
+		if s == "." || s == ".." || strings.Contains(s, "/") {
+			return apierrors.NewBadRequest(fmt.Sprintf("%q cannot be forwarded as a path segment", s))
+		}
+	}
+	return nil
+}
+
 // customMetric forwards one custom metrics request; name "*" with a
 // selector lists the objects it selects.
 func (b *Backend) customMetric(ctx context.Context, gr schema.GroupResource, namespace, name, metric string, selector, metricSelector labels.Selector) (*custom_metrics.MetricValueList, error) {
+	if err := checkSegments(gr.String(), namespace, name, metric); err != nil {
+		return nil, err
+	}
 	req := b.client.Get().AbsPath(customPath(b.customVersion.Load().(string), gr, namespace, name, metric)...)
 	if selector != nil && !selector.Empty() {
 		req = req.Param("labelSelector", selector.String())
@@ -173,6 +189,9 @@ func (b *Backend) customMetric(ctx context.Context, gr schema.GroupResource, nam
 
 // externalMetric forwards one external metrics request.
 func (b *Backend) externalMetric(ctx context.Context, namespace, metric string, metricSelector labels.Selector) (*external_metrics.ExternalMetricValueList, error) {
+	if err := checkSegments(namespace, metric); err != nil {
+		return nil, err
+	}
 	req := b.client.Get().AbsPath("/apis", externalGroup, externalVersion, "namespaces", namespace, metric)
 	if metricSelector != nil && !metricSelector.Empty() {
 		req = req.Param("labelSelector", metricSelector.String())

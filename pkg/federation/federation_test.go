@@ -357,6 +357,27 @@ func TestOneObjectManyValues(t *testing.T) {
 	}
 }
 
+// TestPathSegmentsAreChecked: a name that would change the backend's path
+// once joined is a BadRequest, and nothing is sent.
+func TestPathSegmentsAreChecked(t *testing.T) {
+	f := newFixture(t, 0)
+	pods := schema.GroupResource{Resource: "pods"}
+	for _, c := range []struct{ ns, name, metric string }{
+		{"ns1", "..", "m"}, {"ns1", "a", ".."}, {"..", "a", "m"}, {"ns1", "a", "x/y"}, {"ns1", ".", "m"},
+	} {
+		_, err := f.p.GetMetricByName(asAlice(), types.NamespacedName{Namespace: c.ns, Name: c.name}, cmprovider.CustomMetricInfo{GroupResource: pods, Namespaced: true, Metric: c.metric}, labels.Everything())
+		if !apierrors.IsBadRequest(err) {
+			t.Errorf("%+v: err = %v, want BadRequest", c, err)
+		}
+	}
+	if _, err := f.p.GetExternalMetric(asAlice(), "..", labels.Everything(), cmprovider.ExternalMetricInfo{Metric: "m"}); !apierrors.IsBadRequest(err) {
+		t.Errorf("external namespace ..: err = %v, want BadRequest", err)
+	}
+	if n := len(f.backend.requests()); n != 0 {
+		t.Errorf("backend got %d requests", n)
+	}
+}
+
 // TestNoUserIsNotForwarded: without an authenticated user in the context
 // nothing is sent.
 func TestNoUserIsNotForwarded(t *testing.T) {
