@@ -44,27 +44,27 @@ func (b *Backend) getJSON(ctx context.Context, out any, path ...string) (found b
 }
 
 // discoverCustom lists the backend's custom metrics and settles which
-// version forwarded requests use: v1beta2 when served, else v1beta1.
+// version forwarded requests use: v1beta2 when served, else v1beta1. The
+// versions are probed, not read from the group's discovery document:
+// custom-metrics-apiserver lists only its first version (v1beta1) there,
+// though it serves both.
 func (b *Backend) discoverCustom(ctx context.Context) ([]cmprovider.CustomMetricInfo, error) {
-	var group metav1.APIGroup
-	found, err := b.getJSON(ctx, &group, "/apis", customGroup)
-	if err != nil || !found {
-		return nil, err
-	}
+	var list metav1.APIResourceList
 	version := ""
-	for _, v := range group.Versions {
-		if v.Version == customV1beta2 || (v.Version == customV1beta1 && version == "") {
-			version = v.Version
+	for _, v := range []string{customV1beta2, customV1beta1} {
+		found, err := b.getJSON(ctx, &list, "/apis", customGroup, v)
+		if err != nil {
+			return nil, err
+		}
+		if found {
+			version = v
+			break
 		}
 	}
 	if version == "" {
-		return nil, fmt.Errorf("metrics backend %s serves %s in no version gpuscale knows (%v)", b.url, customGroup, group.Versions)
+		return nil, nil // no custom metrics API at all (KEDA's server)
 	}
 	b.customVersion.Store(version)
-	var list metav1.APIResourceList
-	if found, err = b.getJSON(ctx, &list, "/apis", customGroup, version); err != nil || !found {
-		return nil, err
-	}
 	out := make([]cmprovider.CustomMetricInfo, 0, len(list.APIResources))
 	for _, r := range list.APIResources {
 		// custom-metrics-apiserver names each "<resource>.<group>/<metric>".

@@ -396,7 +396,8 @@ func discoveryAnswers(b *fakeBackend, versions ...string) {
 	for _, v := range versions {
 		gv = append(gv, metav1.GroupVersionForDiscovery{GroupVersion: "custom.metrics.k8s.io/" + v, Version: v})
 	}
-	b.set("/apis/custom.metrics.k8s.io", answer{code: 200, body: &metav1.APIGroup{Name: "custom.metrics.k8s.io", Versions: gv, PreferredVersion: gv[0]}})
+	// custom-metrics-apiserver lists only its first version here.
+	b.set("/apis/custom.metrics.k8s.io", answer{code: 200, body: &metav1.APIGroup{Name: "custom.metrics.k8s.io", Versions: gv[len(gv)-1:], PreferredVersion: gv[len(gv)-1]}})
 	res := &metav1.APIResourceList{GroupVersion: "custom.metrics.k8s.io/" + versions[0], APIResources: []metav1.APIResource{
 		{Name: "pods/queue_backlog", Namespaced: true, Kind: "MetricValueList"},
 		{Name: "deployments.apps/queue_backlog", Namespaced: true, Kind: "MetricValueList"},
@@ -452,7 +453,14 @@ func TestDiscoveryMerged(t *testing.T) {
 	if n := f.count(t, "gpuscale_adapter_forward_discovered_metrics", "custom"); n != 2 {
 		t.Errorf("discovered custom = %v, want 2", n)
 	}
-	for _, r := range f.backend.requests() {
+	discovery := f.backend.requests()
+	// The group's document names v1beta1 only, as custom-metrics-apiserver's
+	// does; the backend serves v1beta2 too, and that is what is asked.
+	_, _ = f.p.GetMetricByName(asAlice(), types.NamespacedName{Namespace: "ns1", Name: "p"}, cmprovider.CustomMetricInfo{GroupResource: schema.GroupResource{Resource: "pods"}, Namespaced: true, Metric: "queue_backlog"}, labels.Everything())
+	if reqs := f.backend.requests(); len(reqs) != len(discovery)+1 || !strings.HasPrefix(reqs[len(reqs)-1].path, "/apis/custom.metrics.k8s.io/v1beta2/") {
+		t.Errorf("after discovery, requests %v: want one more, to v1beta2", reqs[len(discovery):])
+	}
+	for _, r := range discovery {
 		if r.header.Get("X-Remote-User") != federation.DiscoveryUser || !slices.Contains(r.header.Values("X-Remote-Group"), user.AllAuthenticated) {
 			t.Errorf("discovery %s sent as %q %v", r.path, r.header.Get("X-Remote-User"), r.header.Values("X-Remote-Group"))
 		}
@@ -503,7 +511,9 @@ func TestStaleDiscoveryIsDropped(t *testing.T) {
 func TestBackendWithoutAnAPI(t *testing.T) {
 	f := newFixture(t, 0)
 	discoveryAnswers(f.backend, "v1beta2")
-	f.backend.set("/apis/custom.metrics.k8s.io", answer{code: 404, body: status(404, metav1.StatusReasonNotFound, "not found")})
+	for _, p := range []string{"/apis/custom.metrics.k8s.io", "/apis/custom.metrics.k8s.io/v1beta2"} {
+		f.backend.set(p, answer{code: 404, body: status(404, metav1.StatusReasonNotFound, "not found")})
+	}
 	f.p.Refresh(context.Background())
 	if up := f.count(t, "gpuscale_adapter_forward_discovery_up", "custom"); up != 1 {
 		t.Errorf("custom discovery_up = %v, want 1 (nothing to list is no failure)", up)
