@@ -124,6 +124,11 @@ func TestFederation(t *testing.T) {
 			t.Fatalf("the test adapter's audit log has no answered request of %s as %s in group %s; its events as %s: %+v", path, reader.user, reader.group, reader.user, readers)
 		}
 		t.Logf("the test adapter served requests for %v", keys(users))
+		// The HPA controller's own reads of backend_queue reach the
+		// backend as the HPA controller.
+		if !slices.ContainsFunc(keys(users), func(u string) bool { return strings.HasSuffix(u, ":horizontal-pod-autoscaler") }) {
+			t.Errorf("no request as the HPA controller in the test adapter's audit log: %v", keys(users))
+		}
 		if !users[federation.DiscoveryUser] {
 			t.Errorf("no discovery as %s in the test adapter's audit log", federation.DiscoveryUser)
 		}
