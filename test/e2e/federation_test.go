@@ -46,26 +46,16 @@ func federationArgs(t *testing.T, ta *testAdapter) []string {
 // adapter (custom-metrics-apiserver's test adapter): the aggregator's one
 // custom.metrics.k8s.io APIService serves both, discovery lists both, an
 // HPA on the test adapter's metric and an HPA on a gpuscale signal both
-// scale in one cluster, the test adapter sees (in its audit log) the
+// scale in one cluster, its external metric is served through gpuscale's
+// external APIService, the test adapter sees (in its audit log) the
 // original callers, never gpuscale, and NotFound stays NotFound.
 func TestFederation(t *testing.T) {
 	needEnv(t)
-	ctx := context.Background()
 	ta := startTestAdapter(t)
 	useAdapter(t, federationArgs(t, ta))
 	ns := namespace(t, "e2e-federation")
 
-	t.Run("discovery merged", func(t *testing.T) {
-		waitFor(t, 30*time.Second, "both adapters' names in the custom and external discovery", func(ctx context.Context) (bool, error) {
-			custom, err1 := resourceNames(ctx, "/apis/custom.metrics.k8s.io/v1beta2")
-			external, err2 := resourceNames(ctx, "/apis/external.metrics.k8s.io/v1beta1")
-			// The test adapter lists the placeholders of
-			// custom-metrics-apiserver's default providers.
-			return err1 == nil && err2 == nil &&
-				slices.Contains(custom, "pods/inference_queue_depth") && slices.Contains(custom, "/custommetrics") &&
-				slices.Contains(external, "inference_queue_depth") && slices.Contains(external, "externalmetrics"), nil
-		})
-	})
+	t.Run("discovery merged", checkMergedDiscovery)
 
 	// Both HPAs run at once.
 	deployment(t, ns, "llm", 1)
@@ -98,66 +88,102 @@ func TestFederation(t *testing.T) {
 
 	reader := metricsReader(t)
 	path := "/apis/custom.metrics.k8s.io/v1beta2/namespaces/" + ns + "/deployments.apps/llm/backend_queue"
-	t.Run("caller identity reaches the backend", func(t *testing.T) {
-		l, err := customListAs(ctx, reader.client, path)
-		if err != nil || len(l.Items) != 1 || l.Items[0].Value.Value() != 30 {
-			t.Fatalf("forwarded metric as %s: %v, %v; want backend_queue=30", reader.user, l, err)
-		}
-		// The audit event is written once the response is sent: it may
-		// land a moment after the client has the answer.
-		users := map[string]bool{}
-		var readers []auditEvent
-		err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
-			clear(users)
-			readers = readers[:0]
-			for _, e := range ta.auditEvents(t) {
-				users[e.User.Username] = true
-				if e.User.Username == reader.user {
-					readers = append(readers, e)
-				}
-			}
-			return slices.ContainsFunc(readers, func(e auditEvent) bool {
-				return e.RequestURI == path && slices.Contains(e.User.Groups, reader.group) && e.ResponseStatus.Code == 200
-			}), nil
-		})
-		if err != nil {
-			t.Fatalf("the test adapter's audit log has no answered request of %s as %s in group %s; its events as %s: %+v", path, reader.user, reader.group, reader.user, readers)
-		}
-		t.Logf("the test adapter served requests for %v", keys(users))
-		// The HPA controller's own reads of backend_queue reach the
-		// backend as the HPA controller.
-		if !slices.ContainsFunc(keys(users), func(u string) bool { return strings.HasSuffix(u, ":horizontal-pod-autoscaler") }) {
-			t.Errorf("no request as the HPA controller in the test adapter's audit log: %v", keys(users))
-		}
-		if !users[federation.DiscoveryUser] {
-			t.Errorf("no discovery as %s in the test adapter's audit log", federation.DiscoveryUser)
-		}
-		for u := range users {
-			if strings.Contains(u, "gpuscale-adapter") && u != federation.DiscoveryUser {
-				t.Errorf("the backend served a request as gpuscale's own identity %q, not the caller's", u)
-			}
-		}
-	})
-
+	t.Run("caller identity reaches the backend", func(t *testing.T) { checkCallerIdentity(t, ta, reader, path) })
+	t.Run("external metric forwarded", func(t *testing.T) { checkExternalForwarded(t, reader, ns) })
 	t.Run("NotFound stays NotFound", func(t *testing.T) {
-		_, err := customListAs(ctx, reader.client, "/apis/custom.metrics.k8s.io/v1beta2/namespaces/"+ns+"/deployments.apps/llm/no_such_metric")
+		_, err := customListAs(context.Background(), reader.client, "/apis/custom.metrics.k8s.io/v1beta2/namespaces/"+ns+"/deployments.apps/llm/no_such_metric")
 		if !apierrors.IsNotFound(err) {
 			t.Fatalf("a metric neither adapter has: err = %v, want NotFound", err)
 		}
 	})
+	t.Run("forwarded requests counted", checkForwardCounted)
+	t.Run("forwarded latency", func(t *testing.T) { forwardedLatency(t, ta, reader, ns) })
+}
 
-	t.Run("forwarded requests counted", func(t *testing.T) {
-		metrics := adapterMetrics(t)
-		for _, want := range []string{`gpuscale_adapter_forwarded_requests_total{api="custom",result="ok"}`,
-			`gpuscale_adapter_forwarded_requests_total{api="custom",result="not_found"}`,
-			`gpuscale_adapter_forward_discovery_up{api="custom"} 1`, `gpuscale_adapter_forward_discovery_up{api="external"} 1`} {
-			if !strings.Contains(metrics, want) {
-				t.Errorf("adapter /metrics lacks %s", want)
+func checkMergedDiscovery(t *testing.T) {
+	waitFor(t, 30*time.Second, "both adapters' names in the custom and external discovery", func(ctx context.Context) (bool, error) {
+		custom, err1 := resourceNames(ctx, "/apis/custom.metrics.k8s.io/v1beta2")
+		external, err2 := resourceNames(ctx, "/apis/external.metrics.k8s.io/v1beta1")
+		// The test adapter lists the placeholders of
+		// custom-metrics-apiserver's default providers.
+		return err1 == nil && err2 == nil &&
+			slices.Contains(custom, "pods/inference_queue_depth") && slices.Contains(custom, "/custommetrics") &&
+			slices.Contains(external, "inference_queue_depth") && slices.Contains(external, "externalmetrics"), nil
+	})
+}
+
+// checkCallerIdentity: the reader's read of the forwarded metric reaches
+// the test adapter as the reader, with its group; the HPA controller's as
+// the HPA controller; discovery as gpuscale's discovery identity; nothing
+// as gpuscale's own ServiceAccount.
+func checkCallerIdentity(t *testing.T, ta *testAdapter, reader reader, path string) {
+	ctx := context.Background()
+	l, err := customListAs(ctx, reader.client, path)
+	if err != nil || len(l.Items) != 1 || l.Items[0].Value.Value() != 30 {
+		t.Fatalf("forwarded metric as %s: %v, %v; want backend_queue=30", reader.user, l, err)
+	}
+	// The audit event is written once the response is sent: it may land a
+	// moment after the client has the answer.
+	users := map[string]bool{}
+	var readers []auditEvent
+	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+		clear(users)
+		readers = readers[:0]
+		for _, e := range ta.auditEvents(t) {
+			users[e.User.Username] = true
+			if e.User.Username == reader.user {
+				readers = append(readers, e)
 			}
 		}
+		return slices.ContainsFunc(readers, func(e auditEvent) bool {
+			return e.RequestURI == path && slices.Contains(e.User.Groups, reader.group) && e.ResponseStatus.Code == 200
+		}), nil
 	})
+	if err != nil {
+		t.Fatalf("the test adapter's audit log has no answered request of %s as %s in group %s; its events as %s: %+v", path, reader.user, reader.group, reader.user, readers)
+	}
+	t.Logf("the test adapter served requests for %v", keys(users))
+	if !slices.ContainsFunc(keys(users), func(u string) bool { return strings.HasSuffix(u, ":horizontal-pod-autoscaler") }) {
+		t.Errorf("no request as the HPA controller in the test adapter's audit log: %v", keys(users))
+	}
+	if !users[federation.DiscoveryUser] {
+		t.Errorf("no discovery as %s in the test adapter's audit log", federation.DiscoveryUser)
+	}
+	for u := range users {
+		if strings.Contains(u, "gpuscale-adapter") && u != federation.DiscoveryUser {
+			t.Errorf("the backend served a request as gpuscale's own identity %q, not the caller's", u)
+		}
+	}
+}
 
-	t.Run("forwarded latency", func(t *testing.T) { forwardedLatency(t, ta, reader, ns) })
+// checkExternalForwarded: the test adapter's fixed external metric
+// (my-external-metric: 42 for foo=bar, 43 for foo=baz) is served through
+// gpuscale's external APIService, its label selector passed on.
+func checkExternalForwarded(t *testing.T, reader reader, ns string) {
+	b, err := reader.client.Get().AbsPath("/apis/external.metrics.k8s.io/v1beta1/namespaces/"+ns+"/my-external-metric").
+		Param("labelSelector", "foo=bar").DoRaw(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var l metricList
+	if err := json.Unmarshal(b, &l); err != nil {
+		t.Fatal(err)
+	}
+	if len(l.Items) != 1 || l.Items[0].Value.Value() != 42 {
+		t.Fatalf("my-external-metric{foo=bar} through gpuscale: %s; want one value, 42", b)
+	}
+}
+
+func checkForwardCounted(t *testing.T) {
+	metrics := adapterMetrics(t)
+	for _, want := range []string{`gpuscale_adapter_forwarded_requests_total{api="custom",result="ok"}`,
+		`gpuscale_adapter_forwarded_requests_total{api="custom",result="not_found"}`,
+		`gpuscale_adapter_forwarded_requests_total{api="external",result="ok"}`,
+		`gpuscale_adapter_forward_discovery_up{api="custom"} 1`, `gpuscale_adapter_forward_discovery_up{api="external"} 1`} {
+		if !strings.Contains(metrics, want) {
+			t.Errorf("adapter /metrics lacks %s", want)
+		}
+	}
 }
 
 // adapterMetrics reads the adapter's own /metrics (as cluster-admin,
@@ -177,7 +203,8 @@ func adapterMetrics(t *testing.T) string {
 	return string(b)
 }
 
-// reader is a user allowed to read every custom metric, and nothing else.
+// reader is a user allowed to read every custom and external metric, and
+// nothing else.
 type reader struct {
 	user, group string
 	client      rest.Interface
@@ -190,7 +217,7 @@ func metricsReader(t *testing.T) reader {
 	r := reader{user: "federation-reader", group: "federation-readers"}
 	rbac := env.Cluster.Client().RbacV1()
 	role := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "e2e-federation-reader"},
-		Rules: []rbacv1.PolicyRule{{APIGroups: []string{"custom.metrics.k8s.io"}, Resources: []string{"*"}, Verbs: []string{"get", "list"}}}}
+		Rules: []rbacv1.PolicyRule{{APIGroups: []string{"custom.metrics.k8s.io", "external.metrics.k8s.io"}, Resources: []string{"*"}, Verbs: []string{"get", "list"}}}}
 	binding := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "e2e-federation-reader"},
 		RoleRef:  rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: role.Name},
 		Subjects: []rbacv1.Subject{{Kind: "User", APIGroup: "rbac.authorization.k8s.io", Name: r.user}}}
