@@ -130,3 +130,15 @@ var unsafeFileChars = regexp.MustCompile(`[^A-Za-z0-9._-]+`)
 func fileSafe(s string) string {
 	return strings.Trim(unsafeFileChars.ReplaceAllString(s, "_"), "_")
 }
+
+// FrontProxyClientCert issues a client certificate from the front-proxy CA
+// with the CN the API server's --requestheader-allowed-names accepts: what
+// a component that proxies to aggregated API servers on behalf of users
+// (gpuscale's federation) presents, as the aggregator itself does.
+func (c *Cluster) FrontProxyClientCert() (certPEM, keyPEM []byte, err error) {
+	kp, err := c.pki.frontProxy.issue(leafSpec{commonName: "front-proxy-client", client: true})
+	if err != nil {
+		return nil, nil, err
+	}
+	return kp.certPEM, kp.keyPEM, nil
+}

@@ -88,8 +88,17 @@ func (a *Adapter) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	a.WithCustomMetrics(p)
-	a.WithExternalMetrics(p)
+	// Federation (off by default): names gpuscale does not serve go to
+	// --forward-to.
+	served, runForward, err := o.Forward.wrap(p)
+	if err != nil {
+		return err
+	}
+	if runForward != nil {
+		go runForward(ctx)
+	}
+	a.WithCustomMetrics(served)
+	a.WithExternalMetrics(served)
 
 	// Ready once the caches are synced and (embedded) one scrape cycle has
 	// filled the store: before that every answer would be a misleading

@@ -132,6 +132,7 @@ app.kubernetes.io/component: gpu-exporter
 - {{ . }}
 {{- end }}
 {{- end }}
+{{- include "gpuscale.adapter.federationArgs" . }}
 {{- range .Values.adapter.extraArgs }}
 - {{ . }}
 {{- end }}
@@ -241,4 +242,29 @@ insecureSkipTLSVerify: false
 {{/* Whether the Prometheus Operator API is served. */}}
 {{- define "gpuscale.monitoringAPI" -}}
 {{- if .Capabilities.APIVersions.Has "monitoring.coreos.com/v1" }}true{{ end }}
+{{- end }}
+
+{{/* Federation's flags (--forward-to and friends; docs/federation.md). */}}
+{{- define "gpuscale.adapter.federationArgs" -}}
+{{- $f := .Values.federation -}}
+{{- if $f.enabled }}
+{{- if not $f.url }}
+{{- fail "federation.enabled needs federation.url: the other metrics server's Service as https://NAME.NAMESPACE.svc:PORT" }}
+{{- end }}
+{{- if not $f.clientCertSecretName }}
+{{- fail "federation.enabled needs federation.clientCertSecretName: a kubernetes.io/tls Secret with the front-proxy client certificate the other server trusts (docs/federation.md)" }}
+{{- end }}
+- {{ printf "--forward-to=%s" $f.url | quote }}
+- --forward-client-cert-file=/etc/gpuscale/federation/client/tls.crt
+- --forward-client-key-file=/etc/gpuscale/federation/client/tls.key
+{{- if $f.caConfigMapName }}
+- --forward-ca-file=/etc/gpuscale/federation/ca/{{ $f.caKey }}
+{{- end }}
+{{- with $f.timeout }}
+- --forward-timeout={{ . }}
+{{- end }}
+{{- with $f.discoveryInterval }}
+- --forward-discovery-interval={{ . }}
+{{- end }}
+{{- end }}
 {{- end }}

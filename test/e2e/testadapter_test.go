@@ -1,0 +1,173 @@
+package e2e
+
+import (
+	"bufio"
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gpuscale/gpuscale/internal/childproc"
+)
+
+// testAdapter is custom-metrics-apiserver's own test adapter
+// (sigs.k8s.io/custom-metrics-apiserver/test-adapter, built from the module
+// gpuscale requires): a second, real metrics API server on loopback, with
+// delegated authentication (it trusts the cluster's front-proxy CA from the
+// extension-apiserver-authentication ConfigMap) and delegated
+// authorization (SubjectAccessReviews to the local kube-apiserver), and an
+// audit log that records who each request was served for.
+type testAdapter struct {
+	url       string // https://127.0.0.1:PORT
+	caFile    string // verifies its serving certificate
+	auditPath string
+}
+
+// testAdapterWritePort is where the test adapter serves its write
+// endpoint: fixed in its main.go (":8080"), so the test checks it is free.
+const testAdapterWritePort = 8080
+
+func startTestAdapter(t *testing.T) *testAdapter {
+	t.Helper()
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "test-adapter")
+	build := exec.Command("go", "build", "-o", bin, "sigs.k8s.io/custom-metrics-apiserver/test-adapter")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("build the test adapter: %v\n%s", err, out)
+	}
+	if l, err := net.Listen("tcp", ":"+strconv.Itoa(testAdapterWritePort)); err != nil {
+		t.Fatalf("the test adapter's write endpoint needs port %d (fixed in its main.go): %v", testAdapterWritePort, err)
+	} else {
+		l.Close()
+	}
+	kubeconfig, err := env.Cluster.Kubeconfig("federation-test-adapter", "system:masters")
+	if err != nil {
+		t.Fatal(err)
+	}
+	certPEM, keyPEM, caPEM, err := env.Cluster.ServingCerts("test-adapter.federation.svc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ta := &testAdapter{caFile: writeTestFile(t, dir, "ca.crt", caPEM), auditPath: filepath.Join(dir, "audit.log")}
+	policy := writeTestFile(t, dir, "audit-policy.yaml", []byte("apiVersion: audit.k8s.io/v1\nkind: Policy\nrules:\n- level: Metadata\n"))
+	port := freeLoopbackPort(t)
+	ta.url = "https://127.0.0.1:" + strconv.Itoa(port)
+	args := []string{"--secure-port=" + strconv.Itoa(port), "--bind-address=127.0.0.1",
+		"--tls-cert-file=" + writeTestFile(t, dir, "tls.crt", certPEM), "--tls-private-key-file=" + writeTestFile(t, dir, "tls.key", keyPEM),
+		"--lister-kubeconfig=" + kubeconfig, "--authentication-kubeconfig=" + kubeconfig, "--authorization-kubeconfig=" + kubeconfig,
+		"--audit-log-path=" + ta.auditPath, "--audit-policy-file=" + policy, "--v=2"}
+	logPath := filepath.Join(env.Cluster.Dir(), "logs", "test-adapter.log")
+	p, err := childproc.Start("test-adapter", bin, args, nil, logPath, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = p.Stop() })
+	client := ta.httpClient(t)
+	waitFor(t, 60*time.Second, "the test adapter to be ready (log "+logPath+")", func(ctx context.Context) (bool, error) {
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, ta.url+"/readyz", nil)
+		resp, err := client.Do(req)
+		if err != nil {
+			return false, nil
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK, nil
+	})
+	return ta
+}
+
+func (ta *testAdapter) httpClient(t *testing.T) *http.Client {
+	t.Helper()
+	ca, err := os.ReadFile(ta.caFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(ca)
+	return &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}}}
+}
+
+// setObjectMetric sets a namespaced object's metric through the test
+// adapter's write endpoint.
+func (ta *testAdapter) setObjectMetric(t *testing.T, ns, resource, name, metric, value string) {
+	t.Helper()
+	u := fmt.Sprintf("http://127.0.0.1:%d/write-metrics/namespaces/%s/%s/%s/%s", testAdapterWritePort, ns, resource, name, metric)
+	req, _ := http.NewRequest(http.MethodPost, u, strings.NewReader(strconv.Quote(value)))
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("write %s: %s", u, resp.Status)
+	}
+}
+
+// auditEvent is the part of an audit.k8s.io/v1 Event the test reads.
+type auditEvent struct {
+	Stage      string `json:"stage"`
+	RequestURI string `json:"requestURI"`
+	User       struct {
+		Username string              `json:"username"`
+		Groups   []string            `json:"groups"`
+		Extra    map[string][]string `json:"extra"`
+	} `json:"user"`
+	ResponseStatus struct {
+		Code int `json:"code"`
+	} `json:"responseStatus"`
+}
+
+// auditEvents reads the test adapter's completed requests.
+func (ta *testAdapter) auditEvents(t *testing.T) []auditEvent {
+	t.Helper()
+	f, err := os.Open(ta.auditPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var out []auditEvent
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		var e auditEvent
+		if err := json.Unmarshal(sc.Bytes(), &e); err != nil {
+			t.Fatalf("audit log line %q: %v", sc.Text(), err)
+		}
+		if e.Stage == "ResponseComplete" {
+			out = append(out, e)
+		}
+	}
+	if err := sc.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func writeTestFile(t *testing.T, dir, name string, b []byte) string {
+	t.Helper()
+	p := filepath.Join(dir, name)
+	if err := os.WriteFile(p, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func freeLoopbackPort(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
