@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/gpuscale/gpuscale/pkg/discovery"
+	"github.com/gpuscale/gpuscale/pkg/kedascaler"
 	"github.com/gpuscale/gpuscale/pkg/scrape"
 )
 
@@ -49,6 +50,7 @@ type Options struct {
 	MemoryLimitRatio float64
 	ScaleDown        ScaleDownOptions
 	Prometheus       PrometheusOptions
+	KEDAScaler       KEDAScalerOptions
 }
 
 // PrometheusOptions configure --source=prometheus.
@@ -88,6 +90,7 @@ func NewOptions() *Options {
 		MemoryLimitRatio: 0.9,
 		ScaleDown:        defaultScaleDownOptions(),
 		Prometheus:       PrometheusOptions{Timeout: 5 * time.Second},
+		KEDAScaler:       KEDAScalerOptions{CheckInterval: kedascaler.DefaultCheckInterval},
 	}
 }
 
@@ -124,6 +127,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.ExporterPath, "exporter-path", o.ExporterPath, "Path of the exporter's metrics endpoint.")
 	fs.Float64Var(&o.MemoryLimitRatio, "memory-limit-ratio", o.MemoryLimitRatio, "Share of the container's memory limit (from its cgroup) given to the Go runtime as its soft limit (GOMEMLIMIT), so that garbage collection tightens before the OOM killer acts; 0 disables. An explicit GOMEMLIMIT wins.")
 	o.ScaleDown.AddFlags(fs)
+	o.KEDAScaler.AddFlags(fs)
 }
 
 // Complete fills derived defaults.
@@ -206,6 +210,7 @@ func (o *Options) Validate() error {
 		errs = append(errs, fmt.Errorf("--max-targets-per-namespace must be 0 (no cap) or more, got %d", o.MaxTargetsPerNamespace))
 	}
 	errs = append(errs, o.ScaleDown.validate()...)
+	errs = append(errs, o.KEDAScaler.validate()...)
 	return errors.Join(errs...)
 }
 
