@@ -185,3 +185,21 @@ func TestKEDAWrongMetadata(t *testing.T) {
 	})
 	t.Logf("KEDA event: %s", seen)
 }
+
+// TestKEDAExamplesServerDryRun: deploy/examples/keda are valid against the
+// real API with KEDA's CRDs.
+func TestKEDAExamplesServerDryRun(t *testing.T) {
+	needEnv(t)
+	ns := namespace(t, "keda-examples")
+	files, err := filepath.Glob("../../deploy/examples/keda/*.yaml")
+	if err != nil || len(files) < 3 {
+		t.Fatalf("examples: %v %v", files, err)
+	}
+	args := []string{"apply", "--dry-run=server", "-n", ns}
+	for _, f := range files {
+		args = append(args, "-f", f)
+	}
+	if out, err := env.Cluster.Kubectl(context.Background(), args...); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+}
