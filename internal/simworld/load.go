@@ -31,6 +31,7 @@ func (w *World) spreadLocked() {
 		return
 	}
 	want := map[podKey]float64{}
+	idle := map[string]bool{} // by namespace/selector
 	for _, rule := range w.rules {
 		pods, err := w.pods.Pods(rule.namespace).List(rule.selector)
 		if err != nil {
@@ -46,6 +47,19 @@ func (w *World) spreadLocked() {
 		for _, k := range backends {
 			want[k] += rule.rps / float64(len(backends))
 		}
+		idle[rule.namespace+"/"+rule.selector.String()] = len(backends) == 0
+	}
+	// With no ready backend, the rule's clients reach the routers in
+	// front of its pods instead, which hold what they get.
+	for _, r := range w.routers {
+		key := r.router.namespace + "/" + r.router.selector.String()
+		rps := 0.0
+		for _, rule := range w.rules {
+			if idle[key] && rule.namespace+"/"+rule.selector.String() == key {
+				rps = rule.rps
+			}
+		}
+		r.router.setIdleRate(rps)
 	}
 	for k, r := range w.servers {
 		if r.rate == want[k] {

@@ -85,8 +85,9 @@ func (w *World) loop(ctx context.Context) {
 // teardown stops everything the World started.
 func (w *World) teardown() {
 	w.mu.Lock()
-	servers, exporters, sockets := w.servers, w.exporter, w.sockets
+	servers, exporters, sockets, routers := w.servers, w.exporter, w.sockets, w.routers
 	w.servers, w.exporter, w.sockets = map[podKey]*inferenceRun{}, map[podKey]*exporterRun{}, map[string]*podResourcesServer{}
+	w.routers = map[podKey]*routerRun{}
 	w.pods, w.nodes, w.podIndex = nil, nil, nil
 	w.mu.Unlock()
 	close(w.stopDrains)
@@ -95,6 +96,9 @@ func (w *World) teardown() {
 		r.stop()
 	}
 	for _, r := range exporters {
+		r.stop()
+	}
+	for _, r := range routers {
 		r.stop()
 	}
 	for _, s := range sockets {
@@ -160,6 +164,12 @@ func (w *World) releaseLocked(pods map[podKey]*corev1.Pod) (stop func()) {
 			stops = append(stops, r.stop)
 		}
 	}
+	for k, r := range w.routers {
+		if p := pods[k]; p == nil || r.addr != w.routerAddr(p) {
+			delete(w.routers, k)
+			stops = append(stops, r.stop)
+		}
+	}
 	for k := range w.muted {
 		if pods[k.pod] == nil {
 			delete(w.muted, k)
@@ -196,6 +206,14 @@ func (w *World) startLocked(p *corev1.Pod) {
 			w.log.Warn("cannot start inference server; will retry", "pod", k.String(), "err", err)
 		} else {
 			w.servers[k] = r
+		}
+	}
+	if addr := w.routerAddr(p); addr != "" && w.routers[k] == nil {
+		r, err := startRouter(w.log, k, simContainer(p, RouterImage), addr, w.Send)
+		if err != nil {
+			w.log.Warn("cannot start router; will retry", "pod", k.String(), "err", err)
+		} else {
+			w.routers[k] = r
 		}
 	}
 	if addr := w.exporterAddr(p); addr != "" && w.exporter[k] == nil && !w.muted[muteKey{k, ExporterImage}] {

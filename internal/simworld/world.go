@@ -69,6 +69,10 @@ type Options struct {
 	// ExporterPort is where exporters listen when their container declares
 	// no port; 9400 when zero.
 	ExporterPort int
+	// RouterPort is where routers (RouterImage) listen when their
+	// container declares no port; 9090, the endpoint picker's metrics
+	// port, when zero.
+	RouterPort int
 	// GPUUpdateInterval is how often GPU load follows the servers' work and
 	// how often failed starts are retried; 1s when zero.
 	GPUUpdateInterval time.Duration
@@ -116,6 +120,7 @@ type World struct {
 	podIndex cache.Indexer            // pods by node; nil until Run has synced
 	servers  map[podKey]*inferenceRun
 	exporter map[podKey]*exporterRun
+	routers  map[podKey]*routerRun
 	sockets  map[string]*podResourcesServer // by node
 	gpus     map[string]map[podKey]allocation
 	rules    []rateRule
@@ -155,6 +160,7 @@ func New(o Options) (*World, error) {
 	o.Logger = cmp.Or(o.Logger, slog.New(slog.DiscardHandler))
 	o.InferencePort = cmp.Or(o.InferencePort, 8000)
 	o.ExporterPort = cmp.Or(o.ExporterPort, 9400)
+	o.RouterPort = cmp.Or(o.RouterPort, 9090)
 	o.GPUUpdateInterval = cmp.Or(o.GPUUpdateInterval, time.Second)
 	o.ExporterInterval = cmp.Or(o.ExporterInterval, time.Second)
 	if o.Now == nil {
@@ -167,6 +173,7 @@ func New(o Options) (*World, error) {
 		kick:       make(chan struct{}, 1),
 		servers:    map[podKey]*inferenceRun{},
 		exporter:   map[podKey]*exporterRun{},
+		routers:    map[podKey]*routerRun{},
 		sockets:    map[string]*podResourcesServer{},
 		gpus:       map[string]map[podKey]allocation{},
 		muted:      map[muteKey]bool{},

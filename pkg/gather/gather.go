@@ -121,7 +121,15 @@ func (g *Gatherer) Run(ctx context.Context) {
 // dozens of histograms nobody here reads, is most of the scraping work.
 var readFamilies = map[discovery.Kind]*scrape.Families{
 	discovery.KindExporter:  scrape.NewFamilies(ingest.GPUFamilies(), nil),
-	discovery.KindInference: scrape.NewFamilies(inference.Families()),
+	discovery.KindInference: scrape.NewFamilies(inferenceAndRouterFamilies()),
+}
+
+// inferenceAndRouterFamilies are the families of every inference server
+// and router dialect: an annotated pod is either, told by what it serves.
+func inferenceAndRouterFamilies() (names, prefixes []string) {
+	names, prefixes = inference.Families()
+	rn, rp := inference.RouterFamilies()
+	return append(names, rn...), append(prefixes, rp...)
 }
 
 // Cycle runs one discovery and scrape round.
@@ -223,6 +231,12 @@ func (g *Gatherer) ingest(tt *target, r scrape.Result) {
 			g.cfg.Store.PutNode(t.Node, node)
 		}
 	case discovery.KindInference:
+		if inference.IsRouter(r.Families) {
+			if !g.ingestRouter(tt, r) {
+				return
+			}
+			break
+		}
 		s, dialect, rejected, err := ingest.Inference(r.Families)
 		if err != nil {
 			g.fail(tt, ingest.Reason(err), err)
@@ -235,6 +249,22 @@ func (g *Gatherer) ingest(tt *target, r scrape.Result) {
 	}
 	tt.lastSuccess.Store(r.Time.UnixNano())
 	tt.health.Store(uint32(scrape.HealthUp))
+}
+
+// ingestRouter stores a router's held requests; false when the scrape
+// failed.
+func (g *Gatherer) ingestRouter(tt *target, r scrape.Result) bool {
+	t := tt.Target
+	s, dialect, rejected, err := ingest.Router(r.Families)
+	if err != nil {
+		g.fail(tt, ingest.Reason(err), err)
+		return false
+	}
+	g.reject(tt, rejected)
+	s.Time = r.Time
+	g.cfg.Store.PutRouter(store.Key{Namespace: t.Namespace, Name: t.Pod}, s)
+	g.m.dialects.WithLabelValues(string(dialect)).Inc()
+	return true
 }
 
 func (g *Gatherer) fail(tt *target, reason string, err error) {

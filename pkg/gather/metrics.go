@@ -32,7 +32,7 @@ func newGatherMetrics() *gatherMetrics {
 		}, []string{"kind"}),
 		dialects: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "gpuscale_adapter_inference_scrapes_total",
-			Help: "Successful inference server scrapes by detected dialect.",
+			Help: "Successful inference server and router scrapes by detected dialect.",
 		}, []string{"dialect"}),
 		cycle: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "gpuscale_adapter_scrape_cycle_duration_seconds",
@@ -60,7 +60,7 @@ func (m *gatherMetrics) register(r prometheus.Registerer, more ...prometheus.Col
 var failReasons = [...]string{scrape.ReasonTimeout, scrape.ReasonConnect, scrape.ReasonHTTPStatus, scrape.ReasonTooLarge,
 	scrape.ReasonParse, scrape.ReasonCanceled, scrape.ReasonOther, scrape.ReasonRedirect,
 	scrape.ReasonLimit, scrape.ReasonCycleDeadline,
-	reasonUnknownDialect, reasonNoGPUSeries, reasonDuplicateSeries, reasonInvalidHistogram}
+	reasonUnknownDialect, reasonNoGPUSeries, reasonDuplicateSeries, reasonInvalidHistogram, reasonTooManyModels}
 
 // The reasons ingest rejects a whole scrape for (ingest.Reason).
 const (
@@ -68,6 +68,7 @@ const (
 	reasonNoGPUSeries      = ingest.ReasonNoGPUSeries
 	reasonDuplicateSeries  = ingest.ReasonDuplicateSeries
 	reasonInvalidHistogram = ingest.ReasonInvalidHistogram
+	reasonTooManyModels    = ingest.ReasonTooManyModels
 )
 
 // failReason returns the index of reason in failReasons, "other" for one
@@ -91,7 +92,7 @@ var (
 	lastSuccessDesc = prometheus.NewDesc("gpuscale_adapter_scrape_last_success_timestamp_seconds",
 		"Unix time of the last successful scrape of each target pod.", []string{"namespace", "pod"}, nil)
 	scrapeErrorsDesc = prometheus.NewDesc("gpuscale_adapter_scrape_errors_total",
-		"Failed scrapes by target pod and reason (timeout, connect, http_status, redirect, too_large, limit, parse, cycle_deadline, unknown_dialect, no_gpu_series, duplicate_series, invalid_histogram, ...).",
+		"Failed scrapes by target pod and reason (timeout, connect, http_status, redirect, too_large, limit, parse, cycle_deadline, unknown_dialect, no_gpu_series, duplicate_series, invalid_histogram, too_many_models, ...).",
 		[]string{"namespace", "pod", "reason"}, nil)
 	rejectedValuesDesc = prometheus.NewDesc("gpuscale_adapter_rejected_values_total",
 		"Values dropped from otherwise stored scrapes, by target pod and reason (not_finite, out_of_range, wrong_type); the sums and means they belong to are not served.",

@@ -61,7 +61,7 @@ func Reason(err error) string {
 	case errors.Is(err, histogram.ErrInvalid):
 		return ReasonInvalidHistogram
 	}
-	return ""
+	return routerReason(err)
 }
 
 // Rejection is a value that was not stored, and with it every sum or mean

@@ -140,6 +140,9 @@ func (p *Provider) metricByName(ctx context.Context, name types.NamespacedName, 
 	}
 	ready := readyPods(pods)
 	if len(ready) == 0 {
+		if model, ok := oneModel(sel); ok && def.name == QueueDepth && gr != namespacesResource {
+			return p.wakeValue(ctx, name.Namespace, model, sel, ref, def)
+		}
 		return nil, cmprovider.NewMetricNotFoundForError(gr, info.Metric, name.Name)
 	}
 	v, ok, err := p.cfg.Values.Workload(ctx, ready[0].Namespace, ready, def.metric(), sel)

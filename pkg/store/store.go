@@ -455,6 +455,9 @@ type Store struct {
 	// namespace.
 	pods  map[string]*objects
 	nodes *objects
+	// routers holds the newest sample of each router pod, by namespace
+	// and pod name (routers.go).
+	routers map[string]map[string]RouterSample
 }
 
 // retention is how much of its history a window keeps.
@@ -485,7 +488,7 @@ func New(capacity int, opts ...Option) *Store {
 	for _, o := range opts {
 		o(&keep)
 	}
-	return &Store{keep: keep, pods: map[string]*objects{}, nodes: newObjects()}
+	return &Store{keep: keep, pods: map[string]*objects{}, nodes: newObjects(), routers: map[string]map[string]RouterSample{}}
 }
 
 // PutPod appends a pod's sample. Samples must arrive in time order per
@@ -735,6 +738,7 @@ func (s *Store) Forget(now time.Time, maxAge time.Duration) (pods, nodes int) {
 			delete(s.pods, nsName)
 		}
 	}
+	pods += s.forgetRoutersLocked(now, maxAge)
 	return pods, s.nodes.forget(now, maxAge)
 }
 

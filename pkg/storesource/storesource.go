@@ -194,18 +194,25 @@ func (s *Source) Models(_ context.Context, _ string, pods []*corev1.Pod, m provi
 	now := s.now()
 	mm := newModelMatcher(sel)
 	byModel := map[string]*modelAgg{}
+	agg := func(model string) *modelAgg {
+		a := byModel[model]
+		if a == nil {
+			a = &modelAgg{}
+			byModel[model] = a
+		}
+		return a
+	}
+	routed := holdsRequests(def)
 	for _, pod := range pods {
 		key := store.Key{Namespace: pod.Namespace, Name: pod.Name}
+		if routed {
+			s.addRouter(key, mm, now, agg)
+		}
 		smp, ok := s.st.Latest(key, store.SourceInference, now, s.maxStaleness)
 		if !ok || smp.Model == "" || !mm.matches(smp.Model) {
 			continue
 		}
-		a := byModel[smp.Model]
-		if a == nil {
-			a = &modelAgg{}
-			byModel[smp.Model] = a
-		}
-		s.add(a, key, smp, def, now)
+		s.add(agg(smp.Model), key, smp, def, now)
 	}
 	out := make(map[string]provider.Value, len(byModel))
 	for model, a := range byModel {
@@ -214,6 +221,33 @@ func (s *Source) Models(_ context.Context, _ string, pods []*corev1.Pod, m provi
 		}
 	}
 	return out, nil
+}
+
+// holdsRequests reports whether routers' held requests count towards m: a
+// request a router holds for a model is waiting for it, so it is queue
+// depth; it is neither running nor in any KV cache, and has no TTFT yet.
+func holdsRequests(m provider.Metric) bool {
+	return !m.IsTTFT() && m.Source == store.SourceInference && m.Signal == store.QueueDepth
+}
+
+// addRouter adds what a router pod holds for each model the selector
+// matches, if its newest scrape is fresh: a stale router is no value, not
+// a fresh zero. A router that names a model holding nothing for it adds 0,
+// so a model with no server but a router in front has a value.
+func (s *Source) addRouter(key store.Key, mm *modelMatcher, now time.Time, agg func(model string) *modelAgg) {
+	r, ok := s.st.LatestRouter(key, now, s.maxStaleness)
+	if !ok {
+		return
+	}
+	for model, held := range r.Held {
+		if model == "" || !mm.matches(model) {
+			continue
+		}
+		a := agg(model)
+		a.sum += held
+		a.n++
+		a.newest = later(a.newest, r.Time)
+	}
 }
 
 // modelAgg accumulates the pods of one workload or model.
