@@ -5,6 +5,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/gpuscale/gpuscale/internal/localcluster"
 	"github.com/gpuscale/gpuscale/internal/simworld"
@@ -39,6 +40,31 @@ func InferenceDeployment(namespace, name string, replicas int32, extraPodLabels 
 					}},
 				},
 			},
+		},
+	}
+}
+
+// RouterPort is the port simulated routers serve their metrics on, the
+// endpoint picker's.
+const RouterPort = 9090
+
+// RouterPod is a simulated endpoint picker (simworld.RouterImage) in front
+// of the pods backends selects, for model, annotated for the adapter to
+// scrape: it holds the model's requests while none of them is ready.
+func RouterPod(namespace, name string, backends map[string]string, model string) *corev1.Pod {
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace, Labels: map[string]string{"app": name},
+			Annotations: map[string]string{"gpuscale.io/scrape": "true"}},
+		Spec: corev1.PodSpec{
+			Tolerations: []corev1.Toleration{localcluster.GPUToleration()},
+			Containers: []corev1.Container{{
+				Name: "epp", Image: simworld.RouterImage,
+				Ports: []corev1.ContainerPort{{Name: "metrics", ContainerPort: RouterPort}},
+				Env: []corev1.EnvVar{
+					{Name: "SIM_ROUTE_SELECTOR", Value: labels.SelectorFromSet(backends).String()},
+					{Name: "SIM_MODEL", Value: model},
+				},
+			}},
 		},
 	}
 }

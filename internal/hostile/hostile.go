@@ -68,6 +68,15 @@ func Kinds(redirectTo string, bombBytes int) ([]Kind, error) {
 			"vllm:time_to_first_token_seconds_bucket{le=\"0.5\",model_name=\"llama\"} 3\n" +
 			"vllm:time_to_first_token_seconds_bucket{le=\"+Inf\",model_name=\"llama\"} 9\n" +
 			"vllm:time_to_first_token_seconds_sum{model_name=\"llama\"} -4\nvllm:time_to_first_token_seconds_count{model_name=\"llama\"} 9\n")},
+		// Routers (pkg/inference/router.go): held counts no queue holds,
+		// a series twice, more models than a router may name.
+		{Name: "router-out-of-range", Handler: text("# TYPE inference_extension_flow_control_queue_size gauge\n" +
+			"inference_extension_flow_control_queue_size{fairness_id=\"a\",model_name=\"llama\",target_model_name=\"llama\"} 1e16\n" +
+			"inference_extension_flow_control_queue_size{fairness_id=\"a\",model_name=\"qwen\",target_model_name=\"qwen\"} NaN\n" +
+			"inference_extension_flow_control_queue_size{fairness_id=\"a\",model_name=\"phi\",target_model_name=\"phi\"} -3\n")},
+		{Name: "router-duplicates", Handler: text("# TYPE dynamo_frontend_queued_requests gauge\n" +
+			"dynamo_frontend_queued_requests{model=\"llama\"} 3\ndynamo_frontend_queued_requests{model=\"llama\"} 4\n")},
+		{Name: "router-models", Handler: text(routerModels(5000))},
 		{Name: "redirect", Handler: http.RedirectHandler(redirectTo, http.StatusFound)},
 		{Name: "slow-drip", Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			w.Header().Set("Content-Type", "text/plain; version=0.0.4")
@@ -105,6 +114,16 @@ func gzipBomb(n int) ([]byte, error) {
 		return nil, err
 	}
 	return buf.Bytes(), nil
+}
+
+// routerModels is a Dynamo frontend naming n models.
+func routerModels(n int) string {
+	var b strings.Builder
+	b.WriteString("# TYPE dynamo_frontend_queued_requests gauge\n")
+	for i := range n {
+		fmt.Fprintf(&b, "dynamo_frontend_queued_requests{model=\"m%d\"} 1\n", i)
+	}
+	return b.String()
 }
 
 // seriesBody is n series of the queue-depth family, each with a label

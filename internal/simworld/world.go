@@ -11,14 +11,19 @@
 //   - a pod with an ExporterImage container runs the gpuscale exporter with
 //     simulated GPUs, named after its node, on podIP:9400;
 //   - every node gets a kubelet pod-resources gRPC socket that reports the
-//     node's pods and the GPUs a device plugin would have given them.
+//     node's pods and the GPUs a device plugin would have given them;
+//   - a pod with a RouterImage container runs a simulated endpoint picker
+//     on podIP:9090, which holds the requests it gets while none of its
+//     backends is ready, forwards them once one is, and exposes what it
+//     holds by model in the EPP's metric (router.go).
 //
 // The pieces are tied together as in a real cluster: SetRate spreads a
 // request rate over the ready pods behind a selector as a Service would,
 // and every GPUUpdateInterval each server's busy fraction and KV cache use
 // become the utilization and memory of the GPUs its pod holds, set through
-// the node exporter's simulation API. Faults (a dead metrics endpoint, a
-// missing exporter) can be injected.
+// the node exporter's simulation API. While a selector has no ready pod,
+// its SetRate load goes to the routers in front of it instead, which hold
+// it. Faults (a dead metrics endpoint, a missing exporter) can be injected.
 package simworld
 
 import (

@@ -80,6 +80,20 @@ func ttft(by string, wrapTriton func(string) string) string {
 
 func same(s string) string { return s }
 
+// The requests routers hold per model (the embedded source's router
+// dialects, pkg/inference/router.go): they count towards a model's queue,
+// and are all of it while the model has no server.
+const (
+	eppQueue     = "inference_extension_flow_control_queue_size"
+	dynamoQueued = "dynamo_frontend_queued_requests"
+)
+
+// routerHeld is a router's held requests with their model label copied to
+// model_name.
+func routerHeld(metric, modelLabel string) string {
+	return `label_replace(` + podSel(metric, modelLabel) + `, "model_name", "$1", "` + modelLabel + `", "(.+)")`
+}
+
 // tritonModel copies Triton's model label to model_name.
 func tritonModel(s string) string {
 	return `label_replace(` + s + `, "model_name", "$1", "model", "(.+)")`
@@ -121,7 +135,8 @@ func DefaultQueries() QueryFile {
 		Models: map[string]string{
 			provider.QueueDepth: "sum by (model_name) (" + firstOf(podSel("vllm:num_requests_waiting", "model_name"),
 				podSel("sglang:num_queue_reqs", "model_name"),
-				tritonModel(podSel("nv_inference_pending_request_count", "model"))) + ")",
+				tritonModel(podSel("nv_inference_pending_request_count", "model")),
+				routerHeld(eppQueue, "target_model_name"), routerHeld(dynamoQueued, "model")) + ")",
 			provider.TTFTP90: ttft("model_name", tritonModel),
 		},
 	}

@@ -63,7 +63,7 @@ func TestQueries(t *testing.T) {
 		{"external queue depth by model", func(s *Source) error {
 			_, err := s.Models(context.Background(), "ml", pods, metric(t, provider.QueueDepth), llama)
 			return err
-		}, `sum by (model_name) (vllm:num_requests_waiting{namespace="ml", pod=~"a|b\\.c", model_name="llama"} or on (namespace, pod) sglang:num_queue_reqs{namespace="ml", pod=~"a|b\\.c", model_name="llama"} or on (namespace, pod) label_replace(nv_inference_pending_request_count{namespace="ml", pod=~"a|b\\.c", model="llama"}, "model_name", "$1", "model", "(.+)"))`},
+		}, `sum by (model_name) (vllm:num_requests_waiting{namespace="ml", pod=~"a|b\\.c", model_name="llama"} or on (namespace, pod) sglang:num_queue_reqs{namespace="ml", pod=~"a|b\\.c", model_name="llama"} or on (namespace, pod) label_replace(nv_inference_pending_request_count{namespace="ml", pod=~"a|b\\.c", model="llama"}, "model_name", "$1", "model", "(.+)") or on (namespace, pod) label_replace(inference_extension_flow_control_queue_size{namespace="ml", pod=~"a|b\\.c", target_model_name="llama"}, "model_name", "$1", "target_model_name", "(.+)") or on (namespace, pod) label_replace(dynamo_frontend_queued_requests{namespace="ml", pod=~"a|b\\.c", model="llama"}, "model_name", "$1", "model", "(.+)"))`},
 	}
 	f := newFakeProm(t)
 	s := newSource(t, f)

@@ -184,20 +184,30 @@ func TestHostileFleet(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := map[string][]string{
-		"endless":       {scrape.ReasonTooLarge, scrape.ReasonLimit},
-		"gzip-bomb":     {scrape.ReasonTooLarge, scrape.ReasonLimit},
-		"cardinality":   {scrape.ReasonLimit, scrape.ReasonTooLarge},
-		"huge-labels":   {scrape.ReasonLimit, scrape.ReasonTooLarge},
-		"duplicates":    {"duplicate_series"},
-		"bad-histogram": {"invalid_histogram"},
-		"redirect":      {scrape.ReasonRedirect},
-		"slow-drip":     {scrape.ReasonTimeout, scrape.ReasonCycleDeadline},
-		"silent":        {scrape.ReasonTimeout, scrape.ReasonCycleDeadline},
+		"endless":           {scrape.ReasonTooLarge, scrape.ReasonLimit},
+		"gzip-bomb":         {scrape.ReasonTooLarge, scrape.ReasonLimit},
+		"cardinality":       {scrape.ReasonLimit, scrape.ReasonTooLarge},
+		"huge-labels":       {scrape.ReasonLimit, scrape.ReasonTooLarge},
+		"duplicates":        {"duplicate_series"},
+		"bad-histogram":     {"invalid_histogram"},
+		"redirect":          {scrape.ReasonRedirect},
+		"router-duplicates": {"duplicate_series"},
+		"router-models":     {"too_many_models", scrape.ReasonLimit},
+		"slow-drip":         {scrape.ReasonTimeout, scrape.ReasonCycleDeadline},
+		"silent":            {scrape.ReasonTimeout, scrape.ReasonCycleDeadline},
 	}
 	for pod, reasons := range want {
 		if n := count(fams, "gpuscale_adapter_scrape_errors_total", attackerNS, pod, reasons...); n == 0 {
 			t.Errorf("hostile %s: no scrape error counted under %v: %v", pod, reasons, byReason(fams, "gpuscale_adapter_scrape_errors_total", attackerNS, pod))
 		}
+	}
+	for _, k := range kinds {
+		if r, ok := st.LatestRouter(store.Key{Namespace: attackerNS, Name: k.Name}, now, time.Hour); ok && len(r.Held) > 0 {
+			t.Errorf("hostile %s: stored held requests %v", k.Name, r.Held)
+		}
+	}
+	if n := count(fams, "gpuscale_adapter_rejected_values_total", attackerNS, "router-out-of-range", "out_of_range", "not_finite"); n == 0 {
+		t.Errorf("hostile router-out-of-range: no rejected value counted: %v", byReason(fams, "gpuscale_adapter_rejected_values_total", attackerNS, "router-out-of-range"))
 	}
 	if n := count(fams, "gpuscale_adapter_rejected_values_total", attackerNS, "out-of-range", "out_of_range", "not_finite"); n == 0 {
 		t.Errorf("hostile out-of-range: no rejected value counted: %v", byReason(fams, "gpuscale_adapter_rejected_values_total", attackerNS, "out-of-range"))
