@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -109,6 +110,10 @@ func deploy(t *testing.T, ns, name string, replicas int32) labels.Selector {
 	if _, err := env.Cluster.Client().AppsV1().Deployments(ns).Create(context.Background(), d, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
+	return labelsOf(d)
+}
+
+func labelsOf(d *appsv1.Deployment) labels.Selector {
 	return labels.SelectorFromSet(d.Spec.Selector.MatchLabels)
 }
 
