@@ -32,6 +32,7 @@ const (
 var (
 	env        *devenv.Env
 	kedaPKI    *kedaenv.PKI
+	kedaRun    *kedaenv.KEDA
 	scalerAddr string // the adapter's KEDA scaler port
 )
 
@@ -86,13 +87,13 @@ func run(m *testing.M) int {
 			fmt.Fprintf(os.Stderr, "keda: teardown: %v\n", err)
 		}
 	}()
-	k, err := kedaenv.Start(ctx, kedaenv.Options{Cluster: env.Cluster, Dir: dir, PKI: kedaPKI, Logger: log, BuildLog: os.Stderr})
+	kedaRun, err = kedaenv.Start(ctx, kedaenv.Options{Cluster: env.Cluster, Dir: dir, PKI: kedaPKI, Logger: log, BuildLog: os.Stderr})
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "keda: KEDA: %v\n", err)
 		return 1
 	}
 	defer func() {
-		if err := k.Stop(); err != nil {
+		if err := kedaRun.Stop(); err != nil {
 			fmt.Fprintf(os.Stderr, "keda: stopping KEDA: %v\n", err)
 		}
 	}()
