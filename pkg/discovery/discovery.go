@@ -1,7 +1,8 @@
 // Package discovery turns the pods the adapter's informer sees into scrape
 // targets: the GPU exporters (by label selector, in the exporter's namespace
-// and controlled by its DaemonSet) and the inference servers that ask to be
-// scraped (by annotation).
+// and controlled by its DaemonSet) and the inference servers, and routers in
+// front of them, that ask to be scraped (by annotation; what a pod serves
+// tells a router from a server, in pkg/gather).
 //
 // Every label and annotation of a pod is written by whoever may create pods
 // in its namespace, so none of it is trusted to say what a pod is or where

@@ -77,8 +77,8 @@ func match(families map[string]*dto.MetricFamily) (*mapping, []string, error) {
 		}
 	}
 	if len(found) == 0 {
-		return nil, nil, fmt.Errorf("%w: no vllm:*, sglang:*, tgi_* or nv_inference_* metrics in the scrape",
-			ErrUnknownDialect)
+		return nil, nil, fmt.Errorf("%w: no vllm:*, sglang:*, tgi_* or nv_inference_* metrics in the scrape (nor a router's: %s*)",
+			ErrUnknownDialect, strings.Join(routerPrefixes(), "*, "))
 	}
 	var warnings []string
 	for _, other := range found[1:] {

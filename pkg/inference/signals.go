@@ -1,5 +1,8 @@
 // Package inference recognises the metrics of LLM inference servers (vLLM,
-// SGLang, TGI, Triton) and maps each dialect onto one common set of signals.
+// SGLang, TGI, Triton) and maps each dialect onto one common set of signals,
+// and those of the routers in front of them (the Gateway API inference
+// extension's endpoint picker, NVIDIA Dynamo's frontend) onto the requests
+// they hold per model (router.go).
 package inference
 
 import "github.com/gpuscale/gpuscale/pkg/histogram"

@@ -10,6 +10,8 @@ import (
 
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
+
+	"github.com/gpuscale/gpuscale/pkg/store"
 )
 
 // FuzzGPU feeds arbitrary text through expfmt's parser and GPU: never a
@@ -41,6 +43,49 @@ func FuzzGPU(f *testing.F) {
 			return
 		}
 		checkServable(t, pods, node)
+		for _, r := range rejected {
+			if !slices.Contains(RejectReasons[:], r.Reason) || r.Err == nil {
+				t.Fatalf("rejection %+v", r)
+			}
+		}
+	})
+}
+
+// FuzzRouter: Router never panics, fails only for its own reasons (each
+// with a scrape-level Reason), and every held count it returns is a
+// request count of a named model.
+func FuzzRouter(f *testing.F) {
+	files, err := filepath.Glob(filepath.Join("..", "inference", "testdata", "routers", "*.txt"))
+	if err != nil {
+		f.Fatal(err)
+	}
+	for _, name := range files {
+		b, err := os.ReadFile(name)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(b)
+	}
+	f.Add([]byte("dynamo_frontend_queued_requests{model=\"a\"} 1\ndynamo_frontend_queued_requests{model=\"a\"} 2\n"))
+	f.Add([]byte("inference_extension_flow_control_queue_size{model_name=\"a\"} -Inf\n"))
+	f.Fuzz(func(t *testing.T, in []byte) {
+		p := expfmt.NewTextParser(model.UTF8Validation)
+		fams, err := p.TextToMetricFamilies(bytes.NewReader(in))
+		if err != nil {
+			return
+		}
+		smp, _, rejected, err := Router(fams)
+		if err != nil {
+			if Reason(err) == "" {
+				t.Fatalf("error without a reason: %v", err)
+			}
+			return
+		}
+		for model, v := range smp.Held {
+			if model == "" || store.QueueDepth.Check(v) != nil {
+				t.Fatalf("held %q = %v", model, v)
+			}
+		}
 		for _, r := range rejected {
 			if !slices.Contains(RejectReasons[:], r.Reason) || r.Err == nil {
 				t.Fatalf("rejection %+v", r)

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/gpuscale/gpuscale/internal/devenv"
 )
@@ -43,13 +44,19 @@ func TestPromQLSource(t *testing.T) {
 	// the GPUs stay busy and their utilization is steady, not a coin toss
 	// between two reading times.
 	env.World.SetRate(ns, sel, 10)
-	for _, q := range []string{
-		`count(vllm:num_requests_waiting{namespace="` + ns + `"})`,
-		`count(DCGM_FI_DEV_GPU_UTIL{namespace="` + ns + `"})`,
+	// A router for a model with no server: both sources serve its 0 in
+	// the per-model queue depth.
+	if _, err := env.Cluster.Client().CoreV1().Pods(ns).Create(ctx, devenv.RouterPod(ns, "epp", map[string]string{"app": "idle"}, "model-idle"), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for q, want := range map[string]float64{
+		`count(vllm:num_requests_waiting{namespace="` + ns + `"})`:                   2,
+		`count(DCGM_FI_DEV_GPU_UTIL{namespace="` + ns + `"})`:                        2,
+		`count(inference_extension_flow_control_queue_size{namespace="` + ns + `"})`: 1,
 	} {
-		waitFor(t, 60*time.Second, "prometheus to scrape both pods: "+q, func(ctx context.Context) (bool, error) {
+		waitFor(t, 60*time.Second, "prometheus to scrape the pods: "+q, func(ctx context.Context) (bool, error) {
 			v, err := promScalar(ctx, prom.URL, q)
-			return err == nil && v == 2, nil
+			return err == nil && v == want, nil
 		})
 	}
 	checks := comparisons(ns)

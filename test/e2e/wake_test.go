@@ -88,11 +88,36 @@ func TestWakeFromZeroHPA(t *testing.T) {
 			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"model_name": "model-llm"}}},
 		Target: autoscalingv2.MetricTarget{Type: autoscalingv2.AverageValueMetricType, AverageValue: &one},
 	}})
-	ctx := context.Background()
 	waitFor(t, 30*time.Second, "the idle router's zero in the External API", func(ctx context.Context) (bool, error) {
 		l, err := externalList(ctx, externalQueue(ns, "model-llm"))
 		return err == nil && len(l.Items) == 1 && l.Items[0].Value.IsZero(), nil
 	})
+	wake(t, ns, router, "hpa")
+}
+
+// TestWakeFromZeroHPAObject: the same through the Deployment's Object
+// metric, whose selector names the model: with no Ready pod it is the
+// model's queue over the namespace, the router's held requests.
+func TestWakeFromZeroHPAObject(t *testing.T) {
+	needEnv(t)
+	ns := namespace(t, "e2e-wake-object")
+	one := resource.MustParse("1")
+	router := wakeScenario(t, ns, autoscalingv2.MetricSpec{Type: autoscalingv2.ObjectMetricSourceType, Object: &autoscalingv2.ObjectMetricSource{
+		DescribedObject: autoscalingv2.CrossVersionObjectReference{APIVersion: "apps/v1", Kind: "Deployment", Name: "llm"},
+		Metric: autoscalingv2.MetricIdentifier{Name: "inference_queue_depth",
+			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"model_name": "model-llm"}}},
+		Target: autoscalingv2.MetricTarget{Type: autoscalingv2.ValueMetricType, Value: &one},
+	}})
+	wake(t, ns, router, "hpa object")
+}
+
+// wake checks that the HPA holds the model at zero on its metric, sends
+// the first requests to the router, measures the time to the first token
+// and checks that every held request is answered and none refused; then
+// the idle model goes back to zero.
+func wake(t *testing.T, ns string, router *simworld.Router, figure string) {
+	t.Helper()
+	ctx := context.Background()
 	var status autoscalingv2.HorizontalPodAutoscalerStatus
 	if err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
 		status = getHPA(t, ns, "llm").Status
@@ -108,6 +133,7 @@ func TestWakeFromZeroHPA(t *testing.T) {
 
 	firstToken := make(chan time.Time, 1)
 	sent := time.Now()
+	timeline := watchWake(t, ns, sent)
 	if err := router.Send(inferencesim.Request{ContextTokens: 400, GeneratedTokens: 8}, func(time.Duration) {
 		firstToken <- time.Now()
 	}); err != nil {
@@ -126,8 +152,11 @@ func TestWakeFromZeroHPA(t *testing.T) {
 	case <-time.After(60 * time.Second):
 		t.Fatalf("no first token 60s after the first request; router %+v", router.Stats())
 	}
-	t.Logf("FIGURE wake-from-zero hpa: first request to first token = %.2f s (sync period %.0f s, model load %.0f s, scrape interval %.0f s)",
-		woke.Seconds(), hpaSync.Seconds(), modelLoad.Seconds(), scrapeInterval.Seconds())
+	t.Logf("FIGURE wake-from-zero %s: first request to first token = %.2f s (sync period %.0f s, model load %.0f s)",
+		figure, woke.Seconds(), hpaSync.Seconds(), modelLoad.Seconds())
+	scaled, ready := timeline()
+	t.Logf("wake-from-zero %s: first request -> HPA scales to 1: %.2f s; -> the Deployment counts it Ready: %.2f s; -> first token: %.2f s (scrape interval %.0f s)",
+		figure, scaled.Seconds(), ready.Seconds(), woke.Seconds(), scrapeInterval.Seconds())
 
 	waitFor(t, 30*time.Second, "every held request forwarded and answered", func(context.Context) (bool, error) {
 		s := router.Stats()
@@ -141,4 +170,39 @@ func TestWakeFromZeroHPA(t *testing.T) {
 		d, err := env.Cluster.Client().AppsV1().Deployments(ns).Get(ctx, "llm", metav1.GetOptions{})
 		return err == nil && d.Status.Replicas == 0 && *d.Spec.Replicas == 0, nil
 	})
+}
+
+// watchWake records, from since, when the Deployment is scaled up and when
+// its first replica is Ready; the returned function stops watching and
+// says (zero for what did not happen).
+func watchWake(t *testing.T, ns string, since time.Time) func() (scaled, ready time.Duration) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	var scaled, ready time.Duration
+	go func() {
+		defer close(done)
+		_ = wait.PollUntilContextCancel(ctx, 50*time.Millisecond, true, func(ctx context.Context) (bool, error) {
+			d, err := env.Cluster.Client().AppsV1().Deployments(ns).Get(ctx, "llm", metav1.GetOptions{})
+			if err != nil {
+				return false, nil
+			}
+			if scaled == 0 && *d.Spec.Replicas > 0 {
+				scaled = time.Since(since)
+			}
+			if ready == 0 && d.Status.ReadyReplicas > 0 {
+				ready = time.Since(since)
+			}
+			return scaled > 0 && ready > 0, nil
+		})
+	}()
+	t.Cleanup(cancel)
+	return func() (time.Duration, time.Duration) {
+		select {
+		case <-done:
+		case <-time.After(5 * time.Second):
+		}
+		cancel()
+		<-done
+		return scaled, ready
+	}
 }
