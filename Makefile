@@ -50,11 +50,13 @@ fuzz:
 	@hack/fuzz.sh $(FUZZTIME)
 
 # The end-to-end suite on a real local control plane (built once from Go
-# modules by hack/control-plane-build.sh and cached in ~/.cache/gpuscale).
+# modules by hack/control-plane-build.sh and cached in ~/.cache/gpuscale),
+# with a real KEDA for test/keda (hack/keda-build.sh, cached likewise).
 e2e:
 	hack/control-plane-build.sh >/dev/null
+	hack/keda-build.sh >/dev/null
 	@mkdir -p _output
-	@GPUSCALE_E2E=1 $(GO) test -p 1 -count=1 -timeout 45m -v ./internal/localcluster/ ./test/e2e/ ./test/autoscale/ >_output/e2e.log 2>&1; rc=$$?; \
+	@GPUSCALE_E2E=1 $(GO) test -p 1 -count=1 -timeout 45m -v ./internal/localcluster/ ./test/e2e/ ./test/keda/ ./test/autoscale/ >_output/e2e.log 2>&1; rc=$$?; \
 	  grep -E '^(=== RUN|\s*--- |PASS|FAIL|ok|e2e:)|FIGURE' _output/e2e.log; \
 	  if [ $$rc -ne 0 ]; then echo "--- e2e failed; the last 150 lines of _output/e2e.log:"; tail -150 _output/e2e.log; fi; exit $$rc
 

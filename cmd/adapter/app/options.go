@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/gpuscale/gpuscale/pkg/discovery"
+	"github.com/gpuscale/gpuscale/pkg/kedascaler"
 	"github.com/gpuscale/gpuscale/pkg/scrape"
 )
 
@@ -51,7 +52,8 @@ type Options struct {
 	Prometheus       PrometheusOptions
 
 	// Forward: federation with another metrics API server (forward.go).
-	Forward ForwardOptions
+	Forward    ForwardOptions
+	KEDAScaler KEDAScalerOptions
 }
 
 // PrometheusOptions configure --source=prometheus.
@@ -92,7 +94,8 @@ func NewOptions() *Options {
 		ScaleDown:        defaultScaleDownOptions(),
 		Prometheus:       PrometheusOptions{Timeout: 5 * time.Second},
 
-		Forward: defaultForwardOptions(),
+		Forward:    defaultForwardOptions(),
+		KEDAScaler: KEDAScalerOptions{CheckInterval: kedascaler.DefaultCheckInterval},
 	}
 }
 
@@ -131,6 +134,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	o.ScaleDown.AddFlags(fs)
 
 	o.Forward.AddFlags(fs)
+	o.KEDAScaler.AddFlags(fs)
 }
 
 // Complete fills derived defaults.
@@ -215,6 +219,7 @@ func (o *Options) Validate() error {
 	errs = append(errs, o.ScaleDown.validate()...)
 
 	errs = append(errs, o.Forward.validate()...)
+	errs = append(errs, o.KEDAScaler.validate()...)
 	return errors.Join(errs...)
 }
 

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/spf13/pflag"
 
@@ -144,5 +145,40 @@ func TestPrometheusSource(t *testing.T) {
 	o.Prometheus.Queries = bad
 	if _, err := o.newSource(nil, nil, slog.New(slog.DiscardHandler)); err == nil || !strings.Contains(err.Error(), "no_such_metric") {
 		t.Fatalf("bad queries file: err = %v", err)
+	}
+}
+
+func TestValidateKEDAScaler(t *testing.T) {
+	cases := []struct {
+		name    string
+		set     func(*KEDAScalerOptions)
+		wantErr string
+	}{
+		{"off by default", func(*KEDAScalerOptions) {}, ""},
+		{"on with a client CA", func(o *KEDAScalerOptions) { o.Port, o.ClientCAFile = 6000, "/ca.crt" }, ""},
+		{"on without client auth, knowingly", func(o *KEDAScalerOptions) { o.Port, o.NoClientAuth = 6000, true }, ""},
+		{"on without a client CA", func(o *KEDAScalerOptions) { o.Port = 6000 }, "--keda-scaler-client-ca-file"},
+		{"client CA and no client auth", func(o *KEDAScalerOptions) { o.Port, o.ClientCAFile, o.NoClientAuth = 6000, "/ca.crt", true }, "exclude each other"},
+		{"not a port", func(o *KEDAScalerOptions) { o.Port, o.ClientCAFile = 70000, "/ca.crt" }, "is not a port"},
+		{"check interval too short", func(o *KEDAScalerOptions) {
+			o.Port, o.ClientCAFile, o.CheckInterval = 6000, "/ca.crt", time.Millisecond
+		}, "--keda-scaler-check-interval"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			o := NewOptions()
+			tc.set(&o.KEDAScaler)
+			o.Complete()
+			err := o.Validate()
+			if tc.wantErr == "" {
+				if err != nil {
+					t.Fatalf("Validate: %v", err)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+				t.Fatalf("Validate = %v, want %q", err, tc.wantErr)
+			}
+		})
 	}
 }

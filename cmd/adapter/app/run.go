@@ -38,6 +38,8 @@ func NewAdapter() *Adapter {
 
 // Run builds the pipeline and serves until ctx is done.
 func (a *Adapter) Run(ctx context.Context) error {
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
 	o := a.Options
 	o.Complete()
 	if err := o.Validate(); err != nil {
@@ -116,6 +118,10 @@ func (a *Adapter) Run(ctx context.Context) error {
 	})); err != nil {
 		return fmt.Errorf("readyz check: %w", err)
 	}
+	// After Server(): the serving certificate's files are settled.
+	if err := a.startKEDAScaler(ctx, cancel, p, log); err != nil {
+		return fmt.Errorf("KEDA scaler: %w", err)
+	}
 
 	go func() {
 		factory.Start(ctx.Done())
@@ -128,5 +134,12 @@ func (a *Adapter) Run(ctx context.Context) error {
 		}
 		src.loop(ctx, func() { firstCycle.Store(true) })
 	}()
-	return a.AdapterBase.Run(ctx)
+	if err := a.AdapterBase.Run(ctx); err != nil {
+		return err
+	}
+	// A failed KEDA scaler stopped the adapter; a signal is no error.
+	if cause := context.Cause(ctx); cause != ctx.Err() {
+		return fmt.Errorf("KEDA scaler: %w", cause)
+	}
+	return nil
 }

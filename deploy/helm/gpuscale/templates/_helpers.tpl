@@ -103,6 +103,7 @@ app.kubernetes.io/component: gpu-exporter
 {{- end }}
 {{- end }}
 {{- include "gpuscale.adapter.sourceArgs" . }}
+{{- include "gpuscale.kedaScaler.args" . }}
 - --exporter-selector={{ include "gpuscale.adapter.exporterSelector" . }}
 - --exporter-namespace={{ $c.exporterNamespace | default .Release.Namespace }}
 - --exporter-daemonset={{ $c.exporterDaemonSet | default (include "gpuscale.exporter.fullname" .) }}
