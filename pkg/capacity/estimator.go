@@ -44,10 +44,12 @@ type Estimate struct {
 	// Demand is the requests in the replicas now, running or waiting.
 	Demand float64
 	// Forecast is the most requests expected at any time over the
-	// horizon: the larger of Demand and Holt's forecast.
+	// horizon: the larger of Demand and Holt's damped forecast.
 	Forecast float64
-	// Level and Trend (requests per second) are Holt's state.
-	Level, Trend float64
+	// Level is Holt's level; Trend (requests per second) the part of its
+	// trend that exceeds its noise (Holt.SignificantTrend), which the
+	// forecast projects; TrendStdErr that noise.
+	Level, Trend, TrendStdErr float64
 	// Slots is how many requests of the current mix one replica's KV
 	// cache holds; PerReplica how many of them it serves with no more
 	// than the objective's share of requests queued.
@@ -157,15 +159,11 @@ func (e *Estimator) estimate(st *workloadState, now time.Time, pods []Pod) (Esti
 	}
 	est.Slots = st.slots
 
-	// The level settles within a quarter of the horizon and the trend
-	// within half of it, so that after a change the forecast has caught
-	// up within one horizon, and the trend, which the horizon multiplies,
-	// is the smoother of the two.
-	st.holt.Observe(now, est.Demand, est.Horizon/4, est.Horizon/2)
-	est.Level, est.Trend = st.holt.Level(), st.holt.Trend()
+	st.holt.Observe(now, est.Demand, ForecastSmoothing(est.Horizon))
+	est.Level, est.Trend, est.TrendStdErr = st.holt.Level(), st.holt.SignificantTrend(), st.holt.TrendStdErr()
 	// Capacity added now serves from a horizon away; removing it acts at
 	// once. So the replicas must carry the peak expected until then:
-	// for a linear trend, its end or now.
+	// for a damped trend, its end or now.
 	est.Forecast = max(est.Demand, st.holt.Forecast(est.Horizon), 0)
 
 	if est.Forecast == 0 {
@@ -188,6 +186,22 @@ func (e *Estimator) estimate(st *workloadState, now time.Time, pods []Pod) (Esti
 	est.Needed = est.Forecast / est.PerReplica
 	est.Utilization = est.Needed / float64(est.Replicas)
 	return est, nil
+}
+
+// ForecastSmoothing is the forecast's smoothing for a start-up horizon:
+// the level settles within a quarter of it and the trend within half, so
+// that after a change the forecast has caught up within one horizon; the
+// trend, which the horizon multiplies, is the smoother of the two. The
+// trend fades with a time constant of one horizon: a trend is assumed to
+// last about as long as the start-up it must anticipate, no longer, so a
+// forecast one horizon ahead adds trend x 0.63 horizon, and no forecast
+// adds more than trend x horizon. On a steady ramp the damped trend
+// settles at 2/3 of the slope (damped trends understate a trend that
+// persists; that is their price for not overshooting one that stops), so
+// the forecast leads a ramp by about 0.42 horizon of its slope. Every
+// constant is a share of the measured horizon; none is fitted to a trace.
+func ForecastSmoothing(horizon time.Duration) Smoothing {
+	return Smoothing{Level: horizon / 4, Trend: horizon / 2, Damping: horizon}
 }
 
 func (e *Estimator) forgetLocked(now time.Time) {
