@@ -2,6 +2,11 @@ package autoscalebench
 
 import (
 	"bytes"
+	"encoding/json"
+	"errors"
+	"math"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -83,5 +88,58 @@ func TestCapacityGaugesCoverTheAdapter(t *testing.T) {
 	}
 	if len(capacityGauges) < 12 {
 		t.Errorf("%d gauges recorded", len(capacityGauges))
+	}
+}
+
+// TestWriteSignalPlot: a recording with the capacity policy's estimates
+// gets capacity-signal.png/.svg, whose SVG names every part; one without
+// gets none, and a recording round-trips its estimates through JSON.
+func TestWriteSignalPlot(t *testing.T) {
+	rec := reportRecording()
+	capPolicy := generated(PolicyCapacity, "capacity value 1", rec.Duration, 2)
+	for at := time.Duration(0); at < rec.Duration; at += capacitySampleEvery {
+		m := at.Minutes()
+		capPolicy.Capacity = append(capPolicy.Capacity, CapacityParts{
+			At: at, Demand: 10 + 2*m, Forecast: 12 + 2*m, Trend: 0.1, TrendStdErr: 0.05,
+			Slots: 23, PerReplica: 16.6, HorizonSeconds: 10, Ready: 1 + float64(int(m)%3), Loading: float64(int(m) % 2),
+			LoadingCredit: 16.6 * float64(int(m)%2), Needed: (12 + 2*m) / 16.6, Utilization: 0.9,
+		})
+	}
+	capPolicy.Capacity[3].Trend = math.NaN() // a bad value read back is skipped, not plotted
+	rec.Policies = append(rec.Policies, capPolicy)
+
+	dir := t.TempDir()
+	if err := WriteReport(dir, rec); err != nil {
+		t.Fatalf("WriteReport: %v", err)
+	}
+	checkPNG(t, filepath.Join(dir, signalPlotName+".png"))
+	checkSVG(t, filepath.Join(dir, signalPlotName+".svg"))
+	svg := readFile(t, filepath.Join(dir, signalPlotName+".svg"))
+	for _, want := range []string{"forecast over the horizon", "loading credit", "start-up horizon", "Erlang C", "needed"} {
+		if !strings.Contains(svg, want) {
+			t.Errorf("the signal plot lacks %q", want)
+		}
+	}
+
+	var back Recording
+	capPolicy.Capacity[3].Trend = 0 // JSON has no NaN
+	rec.Policies[len(rec.Policies)-1] = capPolicy
+	raw, err := json.Marshal(rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(raw, &back); err != nil {
+		t.Fatal(err)
+	}
+	if got := back.Policies[len(back.Policies)-1].Capacity; len(got) != len(capPolicy.Capacity) || got[5] != capPolicy.Capacity[5] {
+		t.Errorf("estimates after a JSON round trip: %d, want %d", len(got), len(capPolicy.Capacity))
+	}
+
+	bare := t.TempDir()
+	if err := WriteReport(bare, reportRecording()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(bare, signalPlotName+".svg")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("a recording without estimates got a signal plot: %v", err)
 	}
 }
