@@ -29,9 +29,10 @@ type CapacityParts struct {
 	// on the wall clock, so it and the trend's seconds are wall seconds:
 	// multiply by the recording's Speedup for trace time.
 	HorizonSeconds float64
-	// Ready and Loading replicas; LoadingCredit the requests the
-	// loading ones will serve; Needed the replicas asked for.
-	Ready, Loading, LoadingCredit, Needed, Utilization float64
+	// Ready, Reporting (Ready with fresh data) and Loading replicas;
+	// LoadingCredit the requests the loading ones will serve; Needed the
+	// replicas asked for.
+	Ready, Reporting, Loading, LoadingCredit, Needed, Utilization float64
 }
 
 // capacityGauges maps each gpuscale_adapter_capacity_* gauge to its field.
@@ -44,6 +45,7 @@ var capacityGauges = map[string]func(*CapacityParts) *float64{
 	"gpuscale_adapter_capacity_per_replica_requests":             func(c *CapacityParts) *float64 { return &c.PerReplica },
 	"gpuscale_adapter_capacity_horizon_seconds":                  func(c *CapacityParts) *float64 { return &c.HorizonSeconds },
 	"gpuscale_adapter_capacity_ready_replicas":                   func(c *CapacityParts) *float64 { return &c.Ready },
+	"gpuscale_adapter_capacity_reporting_replicas":               func(c *CapacityParts) *float64 { return &c.Reporting },
 	"gpuscale_adapter_capacity_loading_replicas":                 func(c *CapacityParts) *float64 { return &c.Loading },
 	"gpuscale_adapter_capacity_loading_credit_requests":          func(c *CapacityParts) *float64 { return &c.LoadingCredit },
 	"gpuscale_adapter_capacity_replicas_needed":                  func(c *CapacityParts) *float64 { return &c.Needed },

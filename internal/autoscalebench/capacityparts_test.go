@@ -55,7 +55,7 @@ func TestParseCapacityParts(t *testing.T) {
 	want := CapacityParts{
 		Demand: est.Demand, Forecast: est.Forecast, Trend: est.Trend, TrendStdErr: est.TrendStdErr,
 		Slots: est.Slots, PerReplica: est.PerReplica, HorizonSeconds: est.Horizon.Seconds(),
-		Ready: float64(est.Replicas), Loading: float64(est.Loading), LoadingCredit: est.LoadingCredit,
+		Ready: float64(est.Replicas), Reporting: float64(est.Reporting), Loading: float64(est.Loading), LoadingCredit: est.LoadingCredit,
 		Needed: est.Needed, Utilization: est.Utilization,
 	}
 	if got != want {

@@ -204,7 +204,9 @@ func TestEstimate(t *testing.T) {
 	k := Key{"ns", "deployment/llm"}
 
 	// Two replicas each hold 10 requests at half their KV cache: 20 fit
-	// one; with no history the forecast is today's demand.
+	// one. A third is Ready but has no fresh data: the Service gives it
+	// as many requests as the others, so it counts 10. With no history
+	// the forecast is today's demand.
 	est, err := e.Estimate(k, t0, []Pod{ready(10, 0, 50), ready(10, 0, 50), {Loading: true}, {Ready: true}})
 	if err != nil {
 		t.Fatal(err)
@@ -212,12 +214,13 @@ func TestEstimate(t *testing.T) {
 	per := MaxLoad(20, 0.1)
 	near(t, "slots", est.Slots, 20, 1e-9)
 	near(t, "per replica", est.PerReplica, per, 1e-9)
-	near(t, "forecast", est.Forecast, 20, 1e-9)
-	near(t, "utilization", est.Utilization, 20/(2*per), 1e-9)
-	near(t, "needed", est.Needed, 20/per, 1e-9)
+	near(t, "demand", est.Demand, 30, 1e-9)
+	near(t, "forecast", est.Forecast, 30, 1e-9)
+	near(t, "utilization", est.Utilization, 30/(3*per), 1e-9)
+	near(t, "needed", est.Needed, 30/per, 1e-9)
 	near(t, "loading credit", est.LoadingCredit, per, 1e-9)
-	if est.Replicas != 2 || est.Loading != 1 || est.Horizon != time.Minute {
-		t.Errorf("replicas %d loading %d horizon %v", est.Replicas, est.Loading, est.Horizon)
+	if est.Replicas != 3 || est.Reporting != 2 || est.Loading != 1 || est.Horizon != time.Minute {
+		t.Errorf("replicas %d reporting %d loading %d horizon %v", est.Replicas, est.Reporting, est.Loading, est.Horizon)
 	}
 
 	// Demand rising by 1 request a second for a minute: the forecast
@@ -226,7 +229,7 @@ func TestEstimate(t *testing.T) {
 	var last Estimate
 	for i := 1; i <= 60; i++ {
 		d := 20 + float64(i)
-		last, err = e.Estimate(k, t0.Add(time.Duration(i)*time.Second), []Pod{ready(d/2, 0, d/2*5), ready(d/2, 0, d/2*5)})
+		last, err = e.Estimate(Key{"ns", "deployment/rising"}, t0.Add(time.Duration(i)*time.Second), []Pod{ready(d/2, 0, d/2*5), ready(d/2, 0, d/2*5)})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -256,6 +259,38 @@ func TestEstimate(t *testing.T) {
 	est, err = e.Estimate(Key{"ns", "deployment/idle"}, t0, []Pod{ready(0, 0, 0)})
 	if err != nil || est.Utilization != 0 {
 		t.Errorf("idle: %v, %v", est.Utilization, err)
+	}
+}
+
+// TestEstimateThroughMissedScrapes: replicas that miss a scrape change
+// neither the demand nor the replicas asked for, and the HPA's answer
+// (the ratio times every Ready replica) stays the replicas needed.
+func TestEstimateThroughMissedScrapes(t *testing.T) {
+	t0 := time.Unix(0, 0)
+	e := New(DefaultConfig(), nil)
+	k := Key{"ns", "deployment/llm"}
+	full := Pod{Ready: true, Data: true, Startup: time.Minute, Running: 12, Waiting: 0, KVPercent: 50}
+	stale := Pod{Ready: true, Startup: time.Minute}
+	var first Estimate
+	for i, pods := range [][]Pod{
+		{full, full, full, full, full, full},
+		{full, stale, stale, stale, stale, stale},
+		{full, full, full, stale, stale, stale},
+		{full, full, full, full, full, full},
+	} {
+		est, err := e.Estimate(k, t0.Add(time.Duration(i)*15*time.Second), pods)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if i == 0 {
+			first = est
+		}
+		near(t, "demand", est.Demand, 72, 1e-9)
+		near(t, "needed", est.Needed, first.Needed, 1e-9)
+		near(t, "HPA's answer", est.Utilization*float64(est.Replicas), first.Needed, 1e-9)
+		if est.Replicas != 6 {
+			t.Errorf("step %d: %d Ready replicas, want 6", i, est.Replicas)
+		}
 	}
 }
 

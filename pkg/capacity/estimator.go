@@ -41,7 +41,14 @@ type Estimate struct {
 	// Utilization is Forecast over what the replicas with data serve
 	// within the objective: Forecast / (PerReplica x Replicas).
 	Utilization float64
-	// Demand is the requests in the replicas now, running or waiting.
+	// Demand is the requests in the Ready replicas now, running or
+	// waiting: summed over those with fresh data, and for each Ready
+	// replica without (a scrape missed or not yet taken) their mean, as
+	// the Service spreads requests evenly over Ready replicas. Without
+	// that, a replica that misses a scrape would take its requests out of
+	// the total the forecast smooths, and the HPA, which multiplies the
+	// ratio by every Ready replica, would read the lagging total over too
+	// few replicas as overload.
 	Demand float64
 	// Forecast is the most requests expected at any time over the
 	// horizon: the larger of Demand and Holt's damped forecast.
@@ -57,10 +64,11 @@ type Estimate struct {
 	// Horizon is the median measured start-up time of the workload's
 	// pods: how far ahead a scale-up decided now takes effect.
 	Horizon time.Duration
-	// Replicas are the Ready replicas with data; Loading the pods still
-	// loading, and LoadingCredit the requests they will serve once Ready.
-	Replicas, Loading int
-	LoadingCredit     float64
+	// Replicas are the Ready replicas and Reporting those of them with
+	// fresh data; Loading the pods still loading, and LoadingCredit the
+	// requests they will serve once Ready.
+	Replicas, Reporting, Loading int
+	LoadingCredit                float64
 	// Needed is Forecast / PerReplica: the replicas the HPA asks for.
 	Needed float64
 }
@@ -138,11 +146,14 @@ func (e *Estimator) estimate(st *workloadState, now time.Time, pods []Pod) (Esti
 		if p.Loading {
 			est.Loading++
 		}
+		if p.Ready {
+			est.Replicas++
+		}
 		if !p.Ready || !p.Data {
 			continue
 		}
 		haveLoaded = true
-		est.Replicas++
+		est.Reporting++
 		est.Demand += p.Running + p.Waiting
 		run += p.Running
 		kv += p.KVPercent / 100
@@ -150,6 +161,7 @@ func (e *Estimator) estimate(st *workloadState, now time.Time, pods []Pod) (Esti
 	if !haveLoaded {
 		return Estimate{}, ErrNoData
 	}
+	est.Demand *= float64(est.Replicas) / float64(est.Reporting)
 	est.Horizon = median(startups)
 	// A replica's KV cache holds 1/(KV used per running request)
 	// requests of the current mix. Measured when at least one request
