@@ -60,6 +60,7 @@ func signalPanels(rec Recording, pr PolicyRecording) ([]*plot.Plot, error) {
 	reps := newPanel(rec, "replicas")
 	if err := addParts(reps, rec, pr, []partLine{
 		{"needed (forecast / per replica)", func(c CapacityParts) float64 { return c.Needed }, dashed},
+		{"reporting fresh data", func(c CapacityParts) float64 { return c.Reporting }, []vg.Length{vg.Points(1), vg.Points(2)}},
 	}); err != nil {
 		return nil, err
 	}
@@ -72,7 +73,7 @@ func signalPanels(rec Recording, pr PolicyRecording) ([]*plot.Plot, error) {
 		{"ready", func(s Sample) int { return s.Ready }, nil},
 		{"pods (billed)", func(s Sample) int { return s.Pods }, []vg.Length{vg.Points(2), vg.Points(2)}},
 	} {
-		if _, err := addSampleLine(reps, rec, pr, sr.name, sr.get, policyColor(i+1), sr.dashes); err != nil {
+		if _, err := addSampleLine(reps, rec, pr, sr.name, sr.get, policyColor(i+2), sr.dashes); err != nil {
 			return nil, err
 		}
 	}
