@@ -220,7 +220,7 @@ func (b *bench) time(ctx context.Context, ns string, r *result) error {
 // admin (the adapter delegates the check to the kube-apiserver).
 func (b *bench) adapterGet(ctx context.Context, path string) ([]byte, error) {
 	cfg := b.env.Cluster.RESTConfig()
-	cfg.Host = "https://localhost:" + strconv.Itoa(devenv.AdapterPort)
+	cfg.Host = b.env.AdapterURL()
 	client, err := rest.HTTPClientFor(cfg)
 	if err != nil {
 		return nil, err

@@ -43,8 +43,9 @@ var (
 	unservedColor = color.Black
 )
 
-// writePlots writes <policy>.png/.svg for every policy and
-// comparison.png/.svg.
+// writePlots writes <policy>.png/.svg for every policy,
+// comparison.png/.svg and, when the recording has the capacity policy's
+// estimates, capacity-signal.png/.svg (plotsignal.go).
 //
 // gonum refuses NaN and Inf points, so TTFT series are cleaned first: a
 // NaN (no arrivals in the bucket) breaks the line, and +Inf (the p90 fell
@@ -65,7 +66,10 @@ func writePlots(dir string, rec Recording) error {
 	if err != nil {
 		return fmt.Errorf("plotting comparison: %w", err)
 	}
-	return saveStack(filepath.Join(dir, "comparison"), panels)
+	if err := saveStack(filepath.Join(dir, "comparison"), panels); err != nil {
+		return err
+	}
+	return writeSignalPlot(dir, rec)
 }
 
 // plotFileName keeps a policy name from escaping dir or making an odd file.

@@ -65,6 +65,9 @@ type PolicyRecording struct {
 	Describe string
 	Requests []RequestOutcome // in arrival order
 	Samples  []Sample         // in time order, about every SampleInterval
+	// Capacity is the adapter's capacity estimate of the capacity
+	// policy's workload, every HPA sync; empty for other policies.
+	Capacity []CapacityParts `json:",omitempty"`
 }
 
 // Recording is one replay of a trace slice under several policies.

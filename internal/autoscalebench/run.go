@@ -30,6 +30,7 @@ type policyRun struct {
 	outcomes []RequestOutcome
 	served   int
 	samples  []Sample
+	capacity []CapacityParts // the capacity policy's estimates
 }
 
 // Stats describe how faithfully a replay ran.
@@ -89,11 +90,18 @@ func Run(ctx context.Context, env *devenv.Env, p *Plan, clock *Clock) (*Recordin
 		sample(sampleCtx, env, p, runs, clock, start)
 	}()
 	for _, r := range runs {
-		if r.policy == PolicyLLMD {
+		switch r.policy {
+		case PolicyLLMD:
 			controllers++
 			go func() {
 				defer func() { sampled <- struct{}{} }()
 				runLLMD(sampleCtx, env, p, r, clock, start)
+			}()
+		case PolicyCapacity:
+			controllers++
+			go func() {
+				defer func() { sampled <- struct{}{} }()
+				sampleCapacity(sampleCtx, env, p, r, clock, start)
 			}()
 		}
 	}
@@ -298,6 +306,7 @@ func recording(p *Plan, runs []*policyRun) *Recording {
 		rec.Policies = append(rec.Policies, PolicyRecording{
 			Policy: r.policy, Describe: r.describe,
 			Requests: slices.Clone(r.outcomes), Samples: slices.Clone(r.samples),
+			Capacity: slices.Clone(r.capacity),
 		})
 		r.mu.Unlock()
 	}

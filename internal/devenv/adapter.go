@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -11,6 +13,7 @@ import (
 
 	authenticationv1 "k8s.io/api/authentication/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
@@ -53,7 +56,7 @@ func (e *Env) StartAdapterWith(ctx context.Context, extraArgs []string) error {
 	}
 	logPath := filepath.Join(e.opts.Dir, "logs", "adapter.log")
 	args := append([]string{
-		"--secure-port=" + strconv.Itoa(AdapterPort), "--bind-address=127.0.0.1",
+		"--secure-port=" + strconv.Itoa(e.adapterPort), "--bind-address=127.0.0.1",
 		"--tls-cert-file=" + certFile, "--tls-private-key-file=" + keyFile,
 		"--lister-kubeconfig=" + kubeconfig, "--authentication-kubeconfig=" + kubeconfig, "--authorization-kubeconfig=" + kubeconfig,
 		"--exporter-selector=" + exporterLabel + "=" + ExporterName,
@@ -160,4 +163,33 @@ func repoRoot() (string, error) {
 func containsModule(gomod []byte) bool {
 	const want = "module github.com/gpuscale/gpuscale\n"
 	return len(gomod) >= len(want) && string(gomod[:len(want)]) == want
+}
+
+// AdapterGet fetches a path of the local adapter's own server (its
+// /metrics, say) as the cluster's admin: the adapter delegates the check
+// to the kube-apiserver.
+func (e *Env) AdapterGet(ctx context.Context, path string) ([]byte, error) {
+	cfg := e.Cluster.RESTConfig()
+	cfg.Host = e.AdapterURL()
+	client, err := rest.HTTPClientFor(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("devenv: adapter client: %w", err)
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, cfg.Host+path, nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("devenv: adapter %s: %w", path, err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return nil, fmt.Errorf("devenv: adapter %s: %w", path, err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("devenv: adapter %s: %s", path, resp.Status)
+	}
+	return body, nil
 }

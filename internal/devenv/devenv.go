@@ -15,6 +15,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strconv"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -28,13 +29,18 @@ import (
 
 // Namespace and names from deploy/manifests.
 const (
-	Namespace     = "gpuscale"
-	AdapterName   = "gpuscale-adapter"
-	ExporterName  = "gpuscale-exporter"
-	AdapterPort   = 6443 // the APIService's service port in deploy/manifests: unprivileged
-	manifestsDir  = "deploy/manifests"
-	readyTimeout  = 90 * time.Second
-	exporterLabel = "app.kubernetes.io/name"
+	Namespace    = "gpuscale"
+	AdapterName  = "gpuscale-adapter"
+	ExporterName = "gpuscale-exporter"
+	AdapterPort  = 6443 // the APIService's service port in deploy/manifests: unprivileged
+	// AdapterPortEnv names the environment variable that moves the local
+	// adapter off AdapterPort (the APIServices and their Service follow),
+	// so that two environments can run on one machine; with
+	// localcluster.PodCIDREnv set apart too, nothing else collides.
+	AdapterPortEnv = "GPUSCALE_ADAPTER_PORT"
+	manifestsDir   = "deploy/manifests"
+	readyTimeout   = 90 * time.Second
+	exporterLabel  = "app.kubernetes.io/name"
 )
 
 // manifests applied unchanged: the test proves them. 40-adapter.yaml (the
@@ -78,13 +84,31 @@ type Env struct {
 	Cluster *localcluster.Cluster
 	World   *simworld.World
 
-	opts      Options
-	log       *slog.Logger
-	root      string
-	adapter   *childproc.Process
-	worldStop context.CancelFunc
-	worldDone chan error
+	opts        Options
+	adapterPort int // AdapterPort, or AdapterPortEnv's value
+	log         *slog.Logger
+	root        string
+	adapter     *childproc.Process
+	worldStop   context.CancelFunc
+	worldDone   chan error
 }
+
+// AdapterListenPort is the port the local adapter listens on:
+// AdapterPortEnv's value, or AdapterPort.
+func AdapterListenPort() (int, error) {
+	v := os.Getenv(AdapterPortEnv)
+	if v == "" {
+		return AdapterPort, nil
+	}
+	port, err := strconv.Atoi(v)
+	if err != nil || port < 1024 || port > 65535 {
+		return 0, fmt.Errorf("devenv: %s=%q: want an unprivileged port, 1024-65535", AdapterPortEnv, v)
+	}
+	return port, nil
+}
+
+// AdapterURL is the local adapter's own HTTPS address.
+func (e *Env) AdapterURL() string { return "https://localhost:" + strconv.Itoa(e.adapterPort) }
 
 // Up starts everything and returns once the custom metrics APIService is
 // Available. On error nothing is left running.
@@ -105,7 +129,11 @@ func Up(ctx context.Context, o Options) (env *Env, err error) {
 	if err != nil {
 		return nil, err
 	}
-	e := &Env{opts: o, log: o.Logger, root: root}
+	port, err := AdapterListenPort()
+	if err != nil {
+		return nil, err
+	}
+	e := &Env{opts: o, log: o.Logger, root: root, adapterPort: port}
 	defer func() {
 		if err != nil {
 			_ = e.Down()
@@ -178,7 +206,7 @@ func (e *Env) applyManifests(ctx context.Context) error {
 	svc := &corev1.Service{
 		ObjectMeta: metav1.ObjectMeta{Name: AdapterName, Namespace: Namespace},
 		Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeExternalName, ExternalName: "localhost",
-			Ports: []corev1.ServicePort{{Name: "https", Port: AdapterPort}}},
+			Ports: []corev1.ServicePort{{Name: "https", Port: int32(e.adapterPort)}}},
 	}
 	if _, err := e.Cluster.Client().CoreV1().Services(Namespace).Create(ctx, svc, metav1.CreateOptions{}); err != nil {
 		return fmt.Errorf("devenv: adapter service: %w", err)
@@ -232,13 +260,15 @@ func (e *Env) WaitAPIAvailable(ctx context.Context, timeout time.Duration) error
 // trustAdapterCA does what the APIService files ask of whoever applies them:
 // it puts the CA that signs the adapter's certificate (here the cluster
 // CA, see StartAdapterWith) in each APIService's caBundle, so the
-// aggregator verifies the adapter as it does in a cluster.
+// aggregator verifies the adapter as it does in a cluster. It also points
+// the APIServices at the port the local adapter listens on.
 func (e *Env) trustAdapterCA(ctx context.Context) error {
 	_, _, caPEM, err := e.Cluster.ServingCerts(AdapterName + "." + Namespace + ".svc")
 	if err != nil {
 		return fmt.Errorf("devenv: cluster CA: %w", err)
 	}
-	patch := fmt.Sprintf(`{"spec":{"caBundle":%q,"insecureSkipTLSVerify":false}}`, base64.StdEncoding.EncodeToString(caPEM))
+	patch := fmt.Sprintf(`{"spec":{"caBundle":%q,"insecureSkipTLSVerify":false,"service":{"port":%d}}}`,
+		base64.StdEncoding.EncodeToString(caPEM), e.adapterPort)
 	for _, name := range apiServices {
 		if out, err := e.Cluster.Kubectl(ctx, "patch", "apiservice", name, "--type=merge", "-p", patch); err != nil {
 			return fmt.Errorf("devenv: caBundle of APIService %s: %w: %s", name, err, out)

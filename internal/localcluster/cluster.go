@@ -187,7 +187,11 @@ func (c *Cluster) start(ctx context.Context, stages string) error {
 	if err != nil {
 		return err
 	}
-	kwok, err := c.run("kwok", kwokArgs(kubeconfigs["kwok"], stages), "KWOK_WORKDIR="+filepath.Join(c.dir, "kwok"))
+	podCIDR, err := PodPrefix()
+	if err != nil {
+		return err
+	}
+	kwok, err := c.run("kwok", kwokArgs(kubeconfigs["kwok"], stages, podCIDR), "KWOK_WORKDIR="+filepath.Join(c.dir, "kwok"))
 	if err != nil {
 		return err
 	}

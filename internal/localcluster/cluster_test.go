@@ -84,11 +84,14 @@ func TestClusterSchedulesGPUPods(t *testing.T) {
 		t.Fatal(err)
 	}
 	pods.waitFor(t, "3 pods Ready", func(s podStates) bool { return s.ready() == 3 })
-	podCIDR := netip.MustParsePrefix(PodCIDR)
+	podCIDR, err := PodPrefix()
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, p := range pods.snapshot() {
 		ip, err := netip.ParseAddr(p.pod.Status.PodIP)
 		if p.pod.Status.Phase != corev1.PodRunning || err != nil || !podCIDR.Contains(ip) {
-			t.Errorf("pod %s: phase %s, IP %q; want Running with an IP in %s", p.pod.Name, p.pod.Status.Phase, p.pod.Status.PodIP, PodCIDR)
+			t.Errorf("pod %s: phase %s, IP %q; want Running with an IP in %s", p.pod.Name, p.pod.Status.Phase, p.pod.Status.PodIP, podCIDR)
 		}
 	}
 

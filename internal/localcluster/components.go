@@ -4,6 +4,7 @@ import (
 	"embed"
 	"fmt"
 	"io/fs"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"sort"
@@ -16,9 +17,14 @@ const (
 	serviceCIDR    = "10.96.0.0/16"
 	firstServiceIP = "10.96.0.1" // the kubernetes Service; in the API server's SANs
 	saIssuer       = "https://kubernetes.default.svc.cluster.local"
-	// PodCIDR is where kwok allocates pod IPs. It lies in 127.0.0.0/8, so a
-	// test process can listen on a fake pod's IP.
+	// PodCIDR is where kwok allocates pod IPs unless PodCIDREnv says
+	// otherwise. It lies in 127.0.0.0/8, so a test process can listen on a
+	// fake pod's IP.
 	PodCIDR = "127.1.0.0/16"
+	// PodCIDREnv names the environment variable that moves the pod IPs
+	// (say to 127.2.0.0/16), so that two local clusters on one machine,
+	// each serving simulated pods on their IPs, do not collide.
+	PodCIDREnv = "GPUSCALE_POD_CIDR"
 	// FakeNodeAnnotation marks the nodes kwok manages; AddGPUNode sets it.
 	FakeNodeAnnotation = "kwok.x-k8s.io/node"
 	// ReadyAfterAnnotation holds a duration (such as "60s"). A pod that
@@ -155,13 +161,31 @@ func schedulerArgs(dir, kubeconfig string, p ports) []string {
 	}
 }
 
-func kwokArgs(kubeconfig, stagesPath string) []string {
+// PodPrefix is the pod CIDR in use: PodCIDREnv's value, or PodCIDR. It
+// must lie in 127.0.0.0/8: nothing here listens beyond loopback.
+func PodPrefix() (netip.Prefix, error) {
+	v := os.Getenv(PodCIDREnv)
+	if v == "" {
+		v = PodCIDR
+	}
+	p, err := netip.ParsePrefix(v)
+	if err != nil {
+		return netip.Prefix{}, fmt.Errorf("%s: %w", PodCIDREnv, err)
+	}
+	loopback := netip.MustParsePrefix("127.0.0.0/8")
+	if !p.Addr().Is4() || p.Bits() < loopback.Bits() || !loopback.Contains(p.Addr()) {
+		return netip.Prefix{}, fmt.Errorf("%s=%s: not within %s", PodCIDREnv, v, loopback)
+	}
+	return p.Masked(), nil
+}
+
+func kwokArgs(kubeconfig, stagesPath string, podCIDR netip.Prefix) []string {
 	return []string{
 		"--kubeconfig=" + kubeconfig,
 		"--config=" + stagesPath,
 		"--manage-all-nodes=false",
 		"--manage-nodes-with-annotation-selector=" + FakeNodeAnnotation + "=" + fakeNodeValue,
-		"--cidr=" + PodCIDR,
+		"--cidr=" + podCIDR.String(),
 		"--node-ip=127.0.0.1",
 		// The node-heartbeat-with-lease stage only sets the node's
 		// conditions once and relies on the Lease for liveness; without a

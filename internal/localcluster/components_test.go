@@ -3,6 +3,7 @@ package localcluster
 import (
 	"context"
 	"log/slog"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
@@ -53,7 +54,7 @@ func TestComponentsStayOnLoopback(t *testing.T) {
 		"kube-apiserver":          apiserverArgs("/d", k, p),
 		"kube-controller-manager": controllerManagerArgs("/d", "/d/kcm.kubeconfig", k, p, o),
 		"kube-scheduler":          schedulerArgs("/d", "/d/s.kubeconfig", p),
-		"kwok":                    kwokArgs("/d/kwok.kubeconfig", "/d/stages.yaml"),
+		"kwok":                    kwokArgs("/d/kwok.kubeconfig", "/d/stages.yaml", netip.MustParsePrefix(PodCIDR)),
 	}
 	for comp, args := range all {
 		for _, arg := range args {
@@ -143,5 +144,28 @@ func TestCachedBinDirFollowsScript(t *testing.T) {
 	}
 	if !strings.HasPrefix(dir, filepath.Join(cache, "bin", "k8s-v")) || !strings.Contains(dir, "-etcd-v") || !strings.Contains(dir, "-kwok-v") {
 		t.Fatalf("cachedBinDir = %q; does it still match %s?", dir, buildScript)
+	}
+}
+
+func TestPodPrefix(t *testing.T) {
+	for _, tc := range []struct {
+		env, want string
+		ok        bool
+	}{
+		{"", PodCIDR, true},
+		{"127.2.0.0/16", "127.2.0.0/16", true},
+		{"127.3.4.5/16", "127.3.0.0/16", true},
+		{"10.0.0.0/16", "", false},
+		{"127.0.0.0/7", "", false},
+		{"::1/128", "", false},
+		{"127.2.0.0", "", false},
+	} {
+		t.Run(tc.env, func(t *testing.T) {
+			t.Setenv(PodCIDREnv, tc.env)
+			p, err := PodPrefix()
+			if (err == nil) != tc.ok || (tc.ok && p.String() != tc.want) {
+				t.Errorf("PodPrefix() with %s=%q = %v, %v; want %s (ok %v)", PodCIDREnv, tc.env, p, err, tc.want, tc.ok)
+			}
+		})
 	}
 }

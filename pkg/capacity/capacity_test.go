@@ -3,6 +3,7 @@ package capacity
 import (
 	"errors"
 	"math"
+	"math/rand/v2"
 	"testing"
 	"time"
 )
@@ -75,7 +76,7 @@ func TestHoltFollowsALinearTrend(t *testing.T) {
 			for i := range 200 {
 				at = t0.Add(time.Duration(i) * tc.step)
 				y = 100 + tc.slope*at.Sub(t0).Seconds()
-				h.Observe(at, y, tc.tau/2, tc.tau)
+				h.Observe(at, y, Smoothing{Level: tc.tau / 2, Trend: tc.tau})
 			}
 			near(t, "trend", h.Trend(), tc.slope, 1e-3)
 			near(t, "level", h.Level(), y, 1e-2)
@@ -84,22 +85,111 @@ func TestHoltFollowsALinearTrend(t *testing.T) {
 	}
 }
 
+func TestDampedHoltForecast(t *testing.T) {
+	t0 := time.Unix(0, 0)
+	const horizon = time.Minute
+	sm := ForecastSmoothing(horizon)
+	series := func(n int, y func(i int) float64) *Holt {
+		var h Holt
+		for i := range n {
+			h.Observe(t0.Add(time.Duration(i)*5*time.Second), y(i), sm)
+		}
+		return &h
+	}
+
+	t.Run("constant: no trend", func(t *testing.T) {
+		h := series(200, func(int) float64 { return 42 })
+		if h.Trend() != 0 || h.TrendStdErr() != 0 || h.Forecast(horizon) != 42 {
+			t.Errorf("trend %g, stderr %g, forecast %g; want 0, 0, 42", h.Trend(), h.TrendStdErr(), h.Forecast(horizon))
+		}
+	})
+
+	t.Run("ramp: forecast leads it, by less than a linear trend", func(t *testing.T) {
+		const slope = 0.5 // per second
+		h := series(200, func(i int) float64 { return 20 + slope*float64(i*5) })
+		y := 20 + slope*float64(199*5)
+		// Continuous-time steady state of a damped trend on a ramp:
+		// trend = slope * Damping / (Damping + Trend time constant) = 2/3
+		// of it; sampling every 5 s lands a little above.
+		near(t, "trend", h.Trend(), slope*2/3, 0.03)
+		if h.TrendStdErr() > 1e-6 || math.Abs(h.SignificantTrend()-h.Trend()) > 1e-5 {
+			t.Errorf("a noiseless ramp's trend was judged noisy: stderr %g", h.TrendStdErr())
+		}
+		f := h.Forecast(horizon)
+		if !(f > y && f < y+slope*horizon.Seconds()) {
+			t.Errorf("forecast %g a horizon ahead of %g: want above it and below the linear %g", f, y, y+slope*horizon.Seconds())
+		}
+		// Damped: however far ahead, no more than trend x Damping.
+		near(t, "forecast an hour ahead", h.Forecast(time.Hour), h.Level()+h.Trend()*sm.Damping.Seconds(), 1e-3)
+	})
+
+	t.Run("white noise: forecast as close to the mean as the level", func(t *testing.T) {
+		for _, sigma := range []float64{1, 5, 20} {
+			r := rand.New(rand.NewPCG(1, uint64(sigma)))
+			var h, linear Holt
+			var sq, sqLevel, sqLinear float64
+			var worst float64
+			for i := range 720 {
+				y := 50 + sigma*r.NormFloat64()
+				at := t0.Add(time.Duration(i) * 5 * time.Second)
+				h.Observe(at, y, sm)
+				linear.Observe(at, y, Smoothing{Level: sm.Level, Trend: sm.Trend})
+				if i < 24 {
+					continue // the first two minutes settle
+				}
+				d := h.Forecast(horizon) - 50
+				sq += d * d
+				sqLevel += (h.Level() - 50) * (h.Level() - 50)
+				dl := linear.Level() + linear.Trend()*horizon.Seconds() - 50 // ungated
+				sqLinear += dl * dl
+				worst = max(worst, math.Abs(d))
+			}
+			// The level alone is the best a forecast of no trend can do;
+			// the significance test keeps the forecast within a tenth of
+			// it, where an ungated linear trend times the horizon more
+			// than doubles it.
+			if sq > 1.1*1.1*sqLevel {
+				t.Errorf("sigma %g: forecast RMS %.3g against the level's %.3g", sigma, math.Sqrt(sq/696), math.Sqrt(sqLevel/696))
+			}
+			if sqLinear < 2*2*sqLevel {
+				t.Errorf("sigma %g: the linear forecast's RMS %.3g is not the noise amplifier this guards against (level %.3g)", sigma, math.Sqrt(sqLinear/696), math.Sqrt(sqLevel/696))
+			}
+			// Bounded: the level's weight over 5 s leaves its noise at
+			// sigma*sqrt(a/(2-a)) = 0.44 sigma; 4.5 of those is 2 sigma.
+			if worst > 2*sigma {
+				t.Errorf("sigma %g: forecast strayed %.3g from the mean", sigma, worst)
+			}
+		}
+	})
+
+	t.Run("ramp in noise: the trend shows once it exceeds its noise", func(t *testing.T) {
+		r := rand.New(rand.NewPCG(3, 4))
+		h := series(200, func(i int) float64 { return 20 + 0.5*float64(i*5) + 5*r.NormFloat64() })
+		if h.SignificantTrend() <= 0 || h.SignificantTrend() >= h.Trend() {
+			t.Errorf("significant trend %g of %g (stderr %g): want positive and shrunk", h.SignificantTrend(), h.Trend(), h.TrendStdErr())
+		}
+		if h.Forecast(horizon) <= h.Level() {
+			t.Errorf("forecast %g not above the level %g of a rising series", h.Forecast(horizon), h.Level())
+		}
+	})
+}
+
 func TestHoltSmoothsAStepByTime(t *testing.T) {
 	// The same step observed at two rates moves the level by the same
 	// amount over the same time.
 	t0 := time.Unix(0, 0)
 	levelAfter := func(step time.Duration) float64 {
 		var h Holt
-		h.Observe(t0, 0, 10*time.Second, 10*time.Second)
+		h.Observe(t0, 0, Smoothing{Level: 10 * time.Second, Trend: 10 * time.Second})
 		for at := step; at <= 10*time.Second; at += step {
-			h.Observe(t0.Add(at), 10, 10*time.Second, 10*time.Second)
+			h.Observe(t0.Add(at), 10, Smoothing{Level: 10 * time.Second, Trend: 10 * time.Second})
 		}
 		return h.Level()
 	}
 	near(t, "level after 10s, observed each 5s vs 1s", levelAfter(5*time.Second), levelAfter(time.Second), 1.5)
 	var h Holt
-	h.Observe(t0, 5, time.Second, time.Second)
-	h.Observe(t0, 50, time.Second, time.Second) // same instant: ignored
+	h.Observe(t0, 5, Smoothing{Level: time.Second, Trend: time.Second})
+	h.Observe(t0, 50, Smoothing{Level: time.Second, Trend: time.Second}) // same instant: ignored
 	if h.Level() != 5 || h.Len() != 1 {
 		t.Errorf("an observation at the same time moved the state: level %g, n %d", h.Level(), h.Len())
 	}
@@ -114,7 +204,9 @@ func TestEstimate(t *testing.T) {
 	k := Key{"ns", "deployment/llm"}
 
 	// Two replicas each hold 10 requests at half their KV cache: 20 fit
-	// one; with no history the forecast is today's demand.
+	// one. A third is Ready but has no fresh data: the Service gives it
+	// as many requests as the others, so it counts 10. With no history
+	// the forecast is today's demand.
 	est, err := e.Estimate(k, t0, []Pod{ready(10, 0, 50), ready(10, 0, 50), {Loading: true}, {Ready: true}})
 	if err != nil {
 		t.Fatal(err)
@@ -122,25 +214,27 @@ func TestEstimate(t *testing.T) {
 	per := MaxLoad(20, 0.1)
 	near(t, "slots", est.Slots, 20, 1e-9)
 	near(t, "per replica", est.PerReplica, per, 1e-9)
-	near(t, "forecast", est.Forecast, 20, 1e-9)
-	near(t, "utilization", est.Utilization, 20/(2*per), 1e-9)
-	near(t, "needed", est.Needed, 20/per, 1e-9)
+	near(t, "demand", est.Demand, 30, 1e-9)
+	near(t, "forecast", est.Forecast, 30, 1e-9)
+	near(t, "utilization", est.Utilization, 30/(3*per), 1e-9)
+	near(t, "needed", est.Needed, 30/per, 1e-9)
 	near(t, "loading credit", est.LoadingCredit, per, 1e-9)
-	if est.Replicas != 2 || est.Loading != 1 || est.Horizon != time.Minute {
-		t.Errorf("replicas %d loading %d horizon %v", est.Replicas, est.Loading, est.Horizon)
+	if est.Replicas != 3 || est.Reporting != 2 || est.Loading != 1 || est.Horizon != time.Minute {
+		t.Errorf("replicas %d reporting %d loading %d horizon %v", est.Replicas, est.Reporting, est.Loading, est.Horizon)
 	}
 
 	// Demand rising by 1 request a second for a minute: the forecast
-	// looks a horizon (1 minute) ahead, so it exceeds today's demand.
+	// looks a horizon (1 minute) ahead, so it exceeds today's demand,
+	// damped: by less than the 60 a linear trend would add.
 	var last Estimate
 	for i := 1; i <= 60; i++ {
 		d := 20 + float64(i)
-		last, err = e.Estimate(k, t0.Add(time.Duration(i)*time.Second), []Pod{ready(d/2, 0, d/2*5), ready(d/2, 0, d/2*5)})
+		last, err = e.Estimate(Key{"ns", "deployment/rising"}, t0.Add(time.Duration(i)*time.Second), []Pod{ready(d/2, 0, d/2*5), ready(d/2, 0, d/2*5)})
 		if err != nil {
 			t.Fatal(err)
 		}
 	}
-	if !(last.Forecast > last.Demand+20) {
+	if !(last.Forecast > last.Demand+10 && last.Forecast < last.Demand+60) {
 		t.Errorf("rising demand %g: forecast %g does not look ahead", last.Demand, last.Forecast)
 	}
 
@@ -165,6 +259,38 @@ func TestEstimate(t *testing.T) {
 	est, err = e.Estimate(Key{"ns", "deployment/idle"}, t0, []Pod{ready(0, 0, 0)})
 	if err != nil || est.Utilization != 0 {
 		t.Errorf("idle: %v, %v", est.Utilization, err)
+	}
+}
+
+// TestEstimateThroughMissedScrapes: replicas that miss a scrape change
+// neither the demand nor the replicas asked for, and the HPA's answer
+// (the ratio times every Ready replica) stays the replicas needed.
+func TestEstimateThroughMissedScrapes(t *testing.T) {
+	t0 := time.Unix(0, 0)
+	e := New(DefaultConfig(), nil)
+	k := Key{"ns", "deployment/llm"}
+	full := Pod{Ready: true, Data: true, Startup: time.Minute, Running: 12, Waiting: 0, KVPercent: 50}
+	stale := Pod{Ready: true, Startup: time.Minute}
+	var first Estimate
+	for i, pods := range [][]Pod{
+		{full, full, full, full, full, full},
+		{full, stale, stale, stale, stale, stale},
+		{full, full, full, stale, stale, stale},
+		{full, full, full, full, full, full},
+	} {
+		est, err := e.Estimate(k, t0.Add(time.Duration(i)*15*time.Second), pods)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if i == 0 {
+			first = est
+		}
+		near(t, "demand", est.Demand, 72, 1e-9)
+		near(t, "needed", est.Needed, first.Needed, 1e-9)
+		near(t, "HPA's answer", est.Utilization*float64(est.Replicas), first.Needed, 1e-9)
+		if est.Replicas != 6 {
+			t.Errorf("step %d: %d Ready replicas, want 6", i, est.Replicas)
+		}
 	}
 }
 

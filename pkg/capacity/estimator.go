@@ -41,13 +41,22 @@ type Estimate struct {
 	// Utilization is Forecast over what the replicas with data serve
 	// within the objective: Forecast / (PerReplica x Replicas).
 	Utilization float64
-	// Demand is the requests in the replicas now, running or waiting.
+	// Demand is the requests in the Ready replicas now, running or
+	// waiting: summed over those with fresh data, and for each Ready
+	// replica without (a scrape missed or not yet taken) their mean, as
+	// the Service spreads requests evenly over Ready replicas. Without
+	// that, a replica that misses a scrape would take its requests out of
+	// the total the forecast smooths, and the HPA, which multiplies the
+	// ratio by every Ready replica, would read the lagging total over too
+	// few replicas as overload.
 	Demand float64
 	// Forecast is the most requests expected at any time over the
-	// horizon: the larger of Demand and Holt's forecast.
+	// horizon: the larger of Demand and Holt's damped forecast.
 	Forecast float64
-	// Level and Trend (requests per second) are Holt's state.
-	Level, Trend float64
+	// Level is Holt's level; Trend (requests per second) the part of its
+	// trend that exceeds its noise (Holt.SignificantTrend), which the
+	// forecast projects; TrendStdErr that noise.
+	Level, Trend, TrendStdErr float64
 	// Slots is how many requests of the current mix one replica's KV
 	// cache holds; PerReplica how many of them it serves with no more
 	// than the objective's share of requests queued.
@@ -55,10 +64,11 @@ type Estimate struct {
 	// Horizon is the median measured start-up time of the workload's
 	// pods: how far ahead a scale-up decided now takes effect.
 	Horizon time.Duration
-	// Replicas are the Ready replicas with data; Loading the pods still
-	// loading, and LoadingCredit the requests they will serve once Ready.
-	Replicas, Loading int
-	LoadingCredit     float64
+	// Replicas are the Ready replicas and Reporting those of them with
+	// fresh data; Loading the pods still loading, and LoadingCredit the
+	// requests they will serve once Ready.
+	Replicas, Reporting, Loading int
+	LoadingCredit                float64
 	// Needed is Forecast / PerReplica: the replicas the HPA asks for.
 	Needed float64
 }
@@ -136,11 +146,14 @@ func (e *Estimator) estimate(st *workloadState, now time.Time, pods []Pod) (Esti
 		if p.Loading {
 			est.Loading++
 		}
+		if p.Ready {
+			est.Replicas++
+		}
 		if !p.Ready || !p.Data {
 			continue
 		}
 		haveLoaded = true
-		est.Replicas++
+		est.Reporting++
 		est.Demand += p.Running + p.Waiting
 		run += p.Running
 		kv += p.KVPercent / 100
@@ -148,6 +161,7 @@ func (e *Estimator) estimate(st *workloadState, now time.Time, pods []Pod) (Esti
 	if !haveLoaded {
 		return Estimate{}, ErrNoData
 	}
+	est.Demand *= float64(est.Replicas) / float64(est.Reporting)
 	est.Horizon = median(startups)
 	// A replica's KV cache holds 1/(KV used per running request)
 	// requests of the current mix. Measured when at least one request
@@ -157,15 +171,11 @@ func (e *Estimator) estimate(st *workloadState, now time.Time, pods []Pod) (Esti
 	}
 	est.Slots = st.slots
 
-	// The level settles within a quarter of the horizon and the trend
-	// within half of it, so that after a change the forecast has caught
-	// up within one horizon, and the trend, which the horizon multiplies,
-	// is the smoother of the two.
-	st.holt.Observe(now, est.Demand, est.Horizon/4, est.Horizon/2)
-	est.Level, est.Trend = st.holt.Level(), st.holt.Trend()
+	st.holt.Observe(now, est.Demand, ForecastSmoothing(est.Horizon))
+	est.Level, est.Trend, est.TrendStdErr = st.holt.Level(), st.holt.SignificantTrend(), st.holt.TrendStdErr()
 	// Capacity added now serves from a horizon away; removing it acts at
 	// once. So the replicas must carry the peak expected until then:
-	// for a linear trend, its end or now.
+	// for a damped trend, its end or now.
 	est.Forecast = max(est.Demand, st.holt.Forecast(est.Horizon), 0)
 
 	if est.Forecast == 0 {
@@ -188,6 +198,22 @@ func (e *Estimator) estimate(st *workloadState, now time.Time, pods []Pod) (Esti
 	est.Needed = est.Forecast / est.PerReplica
 	est.Utilization = est.Needed / float64(est.Replicas)
 	return est, nil
+}
+
+// ForecastSmoothing is the forecast's smoothing for a start-up horizon:
+// the level settles within a quarter of it and the trend within half, so
+// that after a change the forecast has caught up within one horizon; the
+// trend, which the horizon multiplies, is the smoother of the two. The
+// trend fades with a time constant of one horizon: a trend is assumed to
+// last about as long as the start-up it must anticipate, no longer, so a
+// forecast one horizon ahead adds trend x 0.63 horizon, and no forecast
+// adds more than trend x horizon. On a steady ramp the damped trend
+// settles at 2/3 of the slope (damped trends understate a trend that
+// persists; that is their price for not overshooting one that stops), so
+// the forecast leads a ramp by about 0.42 horizon of its slope. Every
+// constant is a share of the measured horizon; none is fitted to a trace.
+func ForecastSmoothing(horizon time.Duration) Smoothing {
+	return Smoothing{Level: horizon / 4, Trend: horizon / 2, Damping: horizon}
 }
 
 func (e *Estimator) forgetLocked(now time.Time) {

@@ -11,11 +11,11 @@ import (
 // plots them beside the replicas). Series are removed with the state they
 // describe.
 type Metrics struct {
-	utilization, demand, forecast, trend *prometheus.GaugeVec
-	slots, perReplica, horizon, replicas *prometheus.GaugeVec
-	loading, loadingCredit, needed       *prometheus.GaugeVec
-	errors                               *prometheus.CounterVec
-	all                                  []*prometheus.GaugeVec
+	utilization, demand, forecast, trend, trendErr  *prometheus.GaugeVec
+	slots, perReplica, horizon, replicas, reporting *prometheus.GaugeVec
+	loading, loadingCredit, needed                  *prometheus.GaugeVec
+	errors                                          *prometheus.CounterVec
+	all                                             []*prometheus.GaugeVec
 }
 
 // Labels of the per-target series: the namespace, and the target as
@@ -30,12 +30,14 @@ func NewMetrics() *Metrics {
 	m := &Metrics{
 		utilization:   g("utilization", "Last inference_capacity_utilization served: forecast demand over what the Ready replicas serve within the objective."),
 		demand:        g("demand_requests", "Requests running or waiting in the Ready replicas at the last estimate."),
-		forecast:      g("forecast_requests", "Peak requests expected over the start-up horizon (Holt's linear trend)."),
-		trend:         g("trend_requests_per_second", "Holt's smoothed trend of the demand."),
+		forecast:      g("forecast_requests", "Peak requests expected over the start-up horizon (Holt's damped trend)."),
+		trend:         g("trend_requests_per_second", "The part of Holt's smoothed trend of the demand that exceeds two standard errors: what the forecast projects."),
+		trendErr:      g("trend_stderr_requests_per_second", "Standard error of Holt's smoothed trend of the demand."),
 		slots:         g("slots_per_replica", "Requests of the current mix one replica's KV cache holds."),
 		perReplica:    g("per_replica_requests", "Requests one replica serves with at most the objective's share queued (Erlang C)."),
 		horizon:       g("horizon_seconds", "Start-up horizon: median measured creation-to-Ready time of the workload's pods."),
-		replicas:      g("ready_replicas", "Ready replicas with fresh values at the last estimate."),
+		replicas:      g("ready_replicas", "Ready replicas at the last estimate."),
+		reporting:     g("reporting_replicas", "Ready replicas with fresh values at the last estimate; the demand of the others is their mean."),
 		loading:       g("loading_replicas", "Replicas still loading at the last estimate."),
 		loadingCredit: g("loading_credit_requests", "Requests the loading replicas will serve once Ready."),
 		needed:        g("replicas_needed", "Forecast demand over per-replica capacity: the replicas an HPA at target 1 asks for."),
@@ -44,7 +46,7 @@ func NewMetrics() *Metrics {
 			Help: "Capacity estimates that served no value, by reason (no_data, no_capacity).",
 		}, []string{"reason"}),
 	}
-	m.all = []*prometheus.GaugeVec{m.utilization, m.demand, m.forecast, m.trend, m.slots, m.perReplica, m.horizon, m.replicas, m.loading, m.loadingCredit, m.needed}
+	m.all = []*prometheus.GaugeVec{m.utilization, m.demand, m.forecast, m.trend, m.trendErr, m.slots, m.perReplica, m.horizon, m.replicas, m.reporting, m.loading, m.loadingCredit, m.needed}
 	return m
 }
 
@@ -66,10 +68,12 @@ func (m *Metrics) set(k Key, e Estimate) {
 	m.demand.With(l).Set(e.Demand)
 	m.forecast.With(l).Set(e.Forecast)
 	m.trend.With(l).Set(e.Trend)
+	m.trendErr.With(l).Set(e.TrendStdErr)
 	m.slots.With(l).Set(e.Slots)
 	m.perReplica.With(l).Set(e.PerReplica)
 	m.horizon.With(l).Set(e.Horizon.Seconds())
 	m.replicas.With(l).Set(float64(e.Replicas))
+	m.reporting.With(l).Set(float64(e.Reporting))
 	m.loading.With(l).Set(float64(e.Loading))
 	m.loadingCredit.With(l).Set(e.LoadingCredit)
 	m.needed.With(l).Set(e.Needed)
