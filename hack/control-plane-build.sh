@@ -13,6 +13,11 @@ kwok_version=v0.8.0
 cache=${GPUSCALE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/gpuscale}
 bin="$cache/bin/k8s-$k8s_version-etcd-$etcd_version-kwok-$kwok_version"
 mkdir -p "$bin"
+# One build at a time per cache folder: .ci/run starts this in the
+# background, and make's e2e target waits here for it instead of building
+# the same binaries a second time.
+exec 9>"$bin/.build.lock"
+flock 9
 
 log() { echo "control-plane-build: $*" >&2; }
 
