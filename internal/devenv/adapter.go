@@ -143,28 +143,6 @@ func buildAdapter(ctx context.Context, root, dir string) (string, error) {
 	return out, nil
 }
 
-func repoRoot() (string, error) {
-	dir, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	for {
-		if b, err := os.ReadFile(filepath.Join(dir, "go.mod")); err == nil && len(b) > 0 && containsModule(b) {
-			return dir, nil
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", errors.New("devenv: repository root (go.mod of github.com/gpuscale/gpuscale) not found")
-		}
-		dir = parent
-	}
-}
-
-func containsModule(gomod []byte) bool {
-	const want = "module github.com/gpuscale/gpuscale\n"
-	return len(gomod) >= len(want) && string(gomod[:len(want)]) == want
-}
-
 // AdapterGet fetches a path of the local adapter's own server (its
 // /metrics, say) as the cluster's admin: the adapter delegates the check
 // to the kube-apiserver.

@@ -125,7 +125,7 @@ func Up(ctx context.Context, o Options) (env *Env, err error) {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	root, err := repoRoot()
+	root, err := localcluster.RepoRoot()
 	if err != nil {
 		return nil, err
 	}

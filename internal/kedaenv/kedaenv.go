@@ -8,7 +8,6 @@
 package kedaenv
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -78,7 +77,7 @@ func Start(ctx context.Context, o Options) (k *KEDA, err error) {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
-	root, err := repoRoot()
+	root, err := localcluster.RepoRoot()
 	if err != nil {
 		return nil, err
 	}
@@ -88,7 +87,7 @@ func Start(ctx context.Context, o Options) (k *KEDA, err error) {
 	}
 	if bin == "" {
 		o.Logger.Info("running the KEDA build script (at once when cached)", "script", buildScript)
-		if bin, err = runScript(ctx, root, o.BuildLog); err != nil {
+		if bin, err = localcluster.RunBuildScript(ctx, root, buildScript, o.BuildLog); err != nil {
 			return nil, err
 		}
 	}
@@ -251,39 +250,6 @@ func httpOK(url string) func(context.Context) bool {
 		}
 		resp.Body.Close()
 		return resp.StatusCode == http.StatusOK
-	}
-}
-
-func runScript(ctx context.Context, root string, progress io.Writer) (string, error) {
-	var stdout, stderr bytes.Buffer
-	cmd := exec.CommandContext(ctx, "bash", filepath.Join(root, buildScript))
-	cmd.Dir = root
-	cmd.Stdout = &stdout
-	cmd.Stderr = &stderr
-	if progress != nil {
-		cmd.Stderr = io.MultiWriter(&stderr, progress)
-	}
-	if err := cmd.Run(); err != nil {
-		return "", fmt.Errorf("kedaenv: %s: %w: %s", buildScript, err, strings.TrimSpace(stderr.String()))
-	}
-	lines := strings.Split(strings.TrimSpace(stdout.String()), "\n")
-	return lines[len(lines)-1], nil
-}
-
-func repoRoot() (string, error) {
-	dir, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, buildScript)); err == nil {
-			return dir, nil
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", fmt.Errorf("kedaenv: no %s above the working directory; set %s", buildScript, BinDirEnv)
-		}
-		dir = parent
 	}
 }
 

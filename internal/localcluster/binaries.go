@@ -33,12 +33,12 @@ func resolveBinDir(ctx context.Context, dir string, log *slog.Logger, buildLog i
 		dir = os.Getenv(BinDirEnv)
 	}
 	if dir == "" {
-		root, err := repoRoot()
+		root, err := RepoRoot()
 		if err != nil {
 			return "", err
 		}
 		log.Info("running the control-plane build script (at once when cached, about 20 minutes for a first build)", "script", filepath.Join(root, buildScript))
-		if dir, err = runBuildScript(ctx, root, buildLog); err != nil {
+		if dir, err = RunBuildScript(ctx, root, buildScript, buildLog); err != nil {
 			return "", err
 		}
 	}
@@ -64,11 +64,13 @@ func checkBinaries(dir string) error {
 	return nil
 }
 
-// runBuildScript runs the build script from the repository root and returns
-// the folder it prints on its last line of output.
-func runBuildScript(ctx context.Context, root string, buildLog io.Writer) (string, error) {
+// RunBuildScript runs script (a path relative to the repository root
+// root) and returns the folder it prints on its last line of output: the
+// contract of the cache builds (hack/control-plane-build.sh,
+// hack/keda-build.sh). Progress on stderr is copied to buildLog.
+func RunBuildScript(ctx context.Context, root, script string, buildLog io.Writer) (string, error) {
 	var stdout, stderr bytes.Buffer
-	cmd := exec.CommandContext(ctx, "bash", filepath.Join(root, buildScript))
+	cmd := exec.CommandContext(ctx, "bash", filepath.Join(root, script))
 	cmd.Dir = root
 	cmd.Stdout = &stdout
 	cmd.Stderr = &stderr
@@ -76,18 +78,18 @@ func runBuildScript(ctx context.Context, root string, buildLog io.Writer) (strin
 		cmd.Stderr = io.MultiWriter(&stderr, buildLog)
 	}
 	if err := cmd.Run(); err != nil {
-		return "", fmt.Errorf("localcluster: %s: %w: %s", buildScript, err, lastLine(stderr.Bytes()))
+		return "", fmt.Errorf("localcluster: %s: %w: %s", script, err, lastLine(stderr.Bytes()))
 	}
 	dir := lastLine(stdout.Bytes())
 	if dir == "" {
-		return "", fmt.Errorf("localcluster: %s printed no bin folder", buildScript)
+		return "", fmt.Errorf("localcluster: %s printed no bin folder", script)
 	}
 	return dir, nil
 }
 
-// repoRoot walks up from the working directory to the module root that holds
-// the build script (go test runs in the package folder).
-func repoRoot() (string, error) {
+// RepoRoot walks up from the working directory to the module root that
+// holds the build script (go test runs in the package folder).
+func RepoRoot() (string, error) {
 	dir, err := os.Getwd()
 	if err != nil {
 		return "", fmt.Errorf("localcluster: working directory: %w", err)
@@ -116,7 +118,7 @@ func cachedBinDir() (string, bool) {
 	if dir := os.Getenv(BinDirEnv); dir != "" {
 		return dir, checkBinaries(dir) == nil
 	}
-	root, err := repoRoot()
+	root, err := RepoRoot()
 	if err != nil {
 		return "", false
 	}
