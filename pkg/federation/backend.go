@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"net/url"
 	"strings"
@@ -107,8 +108,10 @@ func NewBackend(cfg BackendConfig) (*Backend, error) {
 		// Each forwarded request is an HPA's or a user's; the backend
 		// applies its own limits, and a client-side token bucket would
 		// turn a burst of HPAs into timeouts.
-		QPS:           -1,
-		WrapTransport: func(rt http.RoundTripper) http.RoundTripper { return &identityRoundTripper{next: rt} },
+		QPS: -1,
+		WrapTransport: func(rt http.RoundTripper) http.RoundTripper {
+			return &identityRoundTripper{next: &sizeLimitRoundTripper{next: rt, limit: MaxResponseBytes}}
+		},
 	}
 	client, err := rest.RESTClientFor(rc)
 	if err != nil {
@@ -117,6 +120,58 @@ func NewBackend(cfg BackendConfig) (*Backend, error) {
 	b := &Backend{client: client, url: rc.Host, timeout: cfg.Timeout}
 	b.customVersion.Store(customV1beta2)
 	return b, nil
+}
+
+// MaxResponseBytes bounds one answer of the backend: a metric list for
+// 10,000 pods is about 2 MB, and a backend that streams without end must
+// not push the adapter past its memory limit.
+const MaxResponseBytes = 32 << 20
+
+// errResponseTooLarge is the read error past MaxResponseBytes.
+var errResponseTooLarge = fmt.Errorf("the backend's answer exceeds %d bytes", MaxResponseBytes)
+
+// sizeLimitRoundTripper fails the read of a response body past limit
+// bytes instead of buffering it whole.
+type sizeLimitRoundTripper struct {
+	next  http.RoundTripper
+	limit int64
+}
+
+func (rt *sizeLimitRoundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
+	resp, err := rt.next.RoundTrip(req)
+	if err != nil || resp.Body == nil {
+		return resp, err
+	}
+	if resp.ContentLength > rt.limit {
+		resp.Body.Close()
+		return nil, errResponseTooLarge
+	}
+	resp.Body = &limitedBody{ReadCloser: resp.Body, left: rt.limit}
+	return resp, nil
+}
+
+// limitedBody reads at most left bytes, then errResponseTooLarge.
+type limitedBody struct {
+	io.ReadCloser
+	left int64
+}
+
+func (b *limitedBody) Read(p []byte) (int, error) {
+	if b.left <= 0 {
+		// One more byte tells a body of exactly the limit from a longer one.
+		var one [1]byte
+		n, err := b.ReadCloser.Read(one[:])
+		if n > 0 {
+			return 0, errResponseTooLarge
+		}
+		return 0, err
+	}
+	if int64(len(p)) > b.left {
+		p = p[:b.left]
+	}
+	n, err := b.ReadCloser.Read(p)
+	b.left -= int64(n)
+	return n, err
 }
 
 // errNoUser: a request whose context carries no authenticated user is
