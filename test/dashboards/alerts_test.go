@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"log/slog"
+	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -122,7 +123,17 @@ func TestAlertRulesFire(t *testing.T) {
 // the rule file (each keeps its pending and firing state).
 func loadAlertingRules(t *testing.T) func() []*rules.AlertingRule {
 	t.Helper()
-	groups, errs := rulefmt.ParseFile(rulesFile, false, model.UTF8Validation, promqlParser, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	content, err := os.ReadFile(rulesFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return parseAlertingRules(t, content)
+}
+
+// parseAlertingRules is loadAlertingRules for a rule file's content.
+func parseAlertingRules(t *testing.T, content []byte) func() []*rules.AlertingRule {
+	t.Helper()
+	groups, errs := rulefmt.Parse(content, false, model.UTF8Validation, promqlParser, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if len(errs) > 0 {
 		t.Fatal(errs)
 	}
