@@ -175,9 +175,9 @@ func installCRDs(ctx context.Context, c *localcluster.Cluster, root string) erro
 	if out, err := c.Kubectl(ctx, "apply", "--server-side", "-f", crds); err != nil {
 		return fmt.Errorf("kedaenv: apply KEDA's CRDs from %s: %w: %s", crds, err, out)
 	}
-	if out, err := c.Kubectl(ctx, "wait", "--for=condition=Established", "--timeout=60s",
-		"crd/scaledobjects.keda.sh", "crd/triggerauthentications.keda.sh", "crd/clustertriggerauthentications.keda.sh", "crd/scaledjobs.keda.sh"); err != nil {
-		return fmt.Errorf("kedaenv: KEDA's CRDs not established: %w: %s", err, out)
+	if err := c.WaitCRDsEstablished(ctx, time.Minute,
+		"scaledobjects.keda.sh", "triggerauthentications.keda.sh", "clustertriggerauthentications.keda.sh", "scaledjobs.keda.sh"); err != nil {
+		return fmt.Errorf("kedaenv: KEDA's CRDs: %w", err)
 	}
 	return nil
 }

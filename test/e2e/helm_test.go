@@ -250,9 +250,9 @@ func installMonitoringCRDs(t *testing.T, root string) {
 		defer cancel()
 		_, _ = env.Cluster.Kubectl(ctx, append([]string{"delete", "--ignore-not-found"}, args...)...)
 	})
-	if out, err := env.Cluster.Kubectl(ctx, "wait", "--for=condition=Established", "--timeout=60s",
-		"crd/servicemonitors.monitoring.coreos.com", "crd/podmonitors.monitoring.coreos.com", "crd/prometheusrules.monitoring.coreos.com"); err != nil {
-		t.Fatalf("CRDs not established: %v\n%s", err, out)
+	if err := env.Cluster.WaitCRDsEstablished(ctx, time.Minute,
+		"servicemonitors.monitoring.coreos.com", "podmonitors.monitoring.coreos.com", "prometheusrules.monitoring.coreos.com"); err != nil {
+		t.Fatal(err)
 	}
 }
 
