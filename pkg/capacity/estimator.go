@@ -7,6 +7,8 @@ import (
 	"slices"
 	"sync"
 	"time"
+
+	"github.com/gpuscale/gpuscale/pkg/histogram"
 )
 
 var (
@@ -33,6 +35,12 @@ type Pod struct {
 	// Running and Waiting are the requests in the batch and in the
 	// queue; KVPercent the KV cache in use, 0-100.
 	Running, Waiting, KVPercent float64
+	// UID identifies the pod across estimates, and Prefill is its newest
+	// cumulative histogram of finished requests' prefill times
+	// (seconds), nil when its server exports none: the estimator takes
+	// each pod's increase from one estimate to the next.
+	UID     string
+	Prefill *histogram.Histogram
 }
 
 // Estimate is the signal and every part of it, so that each decision can
@@ -69,7 +77,20 @@ type Estimate struct {
 	// requests they will serve once Ready.
 	Replicas, Reporting, Loading int
 	LoadingCredit                float64
-	// Needed is Forecast / PerReplica: the replicas the HPA asks for.
+	// KVNeeded is Forecast / PerReplica: the replicas the KV caches
+	// need.
+	KVNeeded float64
+	// Prefill is what the prefill times of the window's finished
+	// requests say one replica's prefill carries; PrefillBusy the
+	// replicas' worth of prefill work per second over the window (the
+	// sum of the busy fractions), and PrefillNeeded that work, grown as
+	// the demand is forecast to grow, over Prefill.MaxBusy: the replicas
+	// prefill needs (0 without a limit).
+	Prefill       PrefillLimit
+	PrefillBusy   float64
+	PrefillNeeded float64
+	// Needed is the larger of KVNeeded and PrefillNeeded: the replicas
+	// the HPA asks for.
 	Needed float64
 }
 
@@ -79,13 +100,22 @@ type Config struct {
 	// a p90 SLO): a replica is full when more than 1-Quantile of
 	// arriving requests would queue.
 	Quantile float64
+	// Objective is the TTFT the quantile must stay within; the prefill
+	// term works out how busy a replica's prefill may run from it.
+	Objective time.Duration
+	// Window is how far back the prefill times of finished requests are
+	// taken from.
+	Window time.Duration
 	// Forget drops a workload's state after it was not asked about for
 	// this long.
 	Forget time.Duration
 }
 
-// DefaultConfig protects a p90 objective.
-func DefaultConfig() Config { return Config{Quantile: 0.9, Forget: 10 * time.Minute} }
+// DefaultConfig protects a p90 objective of one second, with prefill
+// times over the last minute.
+func DefaultConfig() Config {
+	return Config{Quantile: 0.9, Objective: time.Second, Window: time.Minute, Forget: 10 * time.Minute}
+}
 
 // Estimator keeps, per workload or model, the forecast's state and the
 // last measured capacity. It is safe for concurrent use.
@@ -104,6 +134,7 @@ type workloadState struct {
 	holt     Holt
 	slots    float64 // last measured, 0: never
 	lastUsed time.Time
+	prefill  prefillWindow
 }
 
 // New returns an estimator; m may be nil.
@@ -177,6 +208,7 @@ func (e *Estimator) estimate(st *workloadState, now time.Time, pods []Pod) (Esti
 	// once. So the replicas must carry the peak expected until then:
 	// for a damped trend, its end or now.
 	est.Forecast = max(est.Demand, st.holt.Forecast(est.Horizon), 0)
+	e.prefillTerm(st, now, pods, &est)
 
 	if est.Forecast == 0 {
 		// Nothing runs or waits and nothing is expected: no capacity
@@ -195,7 +227,8 @@ func (e *Estimator) estimate(st *workloadState, now time.Time, pods []Pod) (Esti
 		return Estimate{}, fmt.Errorf("%w: %.3g requests fit a replica's KV cache", ErrNoCapacity, est.Slots)
 	}
 	est.LoadingCredit = float64(est.Loading) * est.PerReplica
-	est.Needed = est.Forecast / est.PerReplica
+	est.KVNeeded = est.Forecast / est.PerReplica
+	est.Needed = max(est.KVNeeded, est.PrefillNeeded)
 	est.Utilization = est.Needed / float64(est.Replicas)
 	return est, nil
 }

@@ -14,6 +14,8 @@ type Metrics struct {
 	utilization, demand, forecast, trend, trendErr  *prometheus.GaugeVec
 	slots, perReplica, horizon, replicas, reporting *prometheus.GaugeVec
 	loading, loadingCredit, needed                  *prometheus.GaugeVec
+	kvNeeded, prefillNeeded, prefillBusy            *prometheus.GaugeVec
+	prefillMaxBusy, prefillOver                     *prometheus.GaugeVec
 	errors                                          *prometheus.CounterVec
 	all                                             []*prometheus.GaugeVec
 }
@@ -28,25 +30,31 @@ func NewMetrics() *Metrics {
 		return prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "gpuscale_adapter_capacity_" + name, Help: help}, labelNames)
 	}
 	m := &Metrics{
-		utilization:   g("utilization", "Last inference_capacity_utilization served: forecast demand over what the Ready replicas serve within the objective."),
-		demand:        g("demand_requests", "Requests running or waiting in the Ready replicas at the last estimate."),
-		forecast:      g("forecast_requests", "Peak requests expected over the start-up horizon (Holt's damped trend)."),
-		trend:         g("trend_requests_per_second", "The part of Holt's smoothed trend of the demand that exceeds two standard errors: what the forecast projects."),
-		trendErr:      g("trend_stderr_requests_per_second", "Standard error of Holt's smoothed trend of the demand."),
-		slots:         g("slots_per_replica", "Requests of the current mix one replica's KV cache holds."),
-		perReplica:    g("per_replica_requests", "Requests one replica serves with at most the objective's share queued (Erlang C)."),
-		horizon:       g("horizon_seconds", "Start-up horizon: median measured creation-to-Ready time of the workload's pods."),
-		replicas:      g("ready_replicas", "Ready replicas at the last estimate."),
-		reporting:     g("reporting_replicas", "Ready replicas with fresh values at the last estimate; the demand of the others is their mean."),
-		loading:       g("loading_replicas", "Replicas still loading at the last estimate."),
-		loadingCredit: g("loading_credit_requests", "Requests the loading replicas will serve once Ready."),
-		needed:        g("replicas_needed", "Forecast demand over per-replica capacity: the replicas an HPA at target 1 asks for."),
+		utilization:    g("utilization", "Last inference_capacity_utilization served: forecast demand over what the Ready replicas serve within the objective."),
+		demand:         g("demand_requests", "Requests running or waiting in the Ready replicas at the last estimate."),
+		forecast:       g("forecast_requests", "Peak requests expected over the start-up horizon (Holt's damped trend)."),
+		trend:          g("trend_requests_per_second", "The part of Holt's smoothed trend of the demand that exceeds two standard errors: what the forecast projects."),
+		trendErr:       g("trend_stderr_requests_per_second", "Standard error of Holt's smoothed trend of the demand."),
+		slots:          g("slots_per_replica", "Requests of the current mix one replica's KV cache holds."),
+		perReplica:     g("per_replica_requests", "Requests one replica serves with at most the objective's share queued (Erlang C)."),
+		horizon:        g("horizon_seconds", "Start-up horizon: median measured creation-to-Ready time of the workload's pods."),
+		replicas:       g("ready_replicas", "Ready replicas at the last estimate."),
+		reporting:      g("reporting_replicas", "Ready replicas with fresh values at the last estimate; the demand of the others is their mean."),
+		loading:        g("loading_replicas", "Replicas still loading at the last estimate."),
+		loadingCredit:  g("loading_credit_requests", "Requests the loading replicas will serve once Ready."),
+		needed:         g("replicas_needed", "The larger of the KV-cache and prefill terms: the replicas an HPA at target 1 asks for."),
+		kvNeeded:       g("kv_replicas_needed", "Forecast demand over per-replica capacity: the replicas the KV caches need."),
+		prefillNeeded:  g("prefill_replicas_needed", "Prefill work, grown as the demand is forecast to grow, over the busy fraction one replica's prefill may run at; 0 without a limit."),
+		prefillBusy:    g("prefill_busy_replicas", "Replicas' worth of prefill work per second over the window: the sum of the replicas' prefill busy fractions."),
+		prefillMaxBusy: g("prefill_max_busy", "Busy fraction one replica's prefill may run at with at most the objective's tail of reachable requests missing it by waiting (M/G/1); 0 when unreachable or unmeasured."),
+		prefillOver:    g("prefill_over_objective_ratio", "Share of the window's requests whose prefill alone exceeded the TTFT objective."),
 		errors: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "gpuscale_adapter_capacity_estimate_errors_total",
 			Help: "Capacity estimates that served no value, by reason (no_data, no_capacity).",
 		}, []string{"reason"}),
 	}
-	m.all = []*prometheus.GaugeVec{m.utilization, m.demand, m.forecast, m.trend, m.trendErr, m.slots, m.perReplica, m.horizon, m.replicas, m.reporting, m.loading, m.loadingCredit, m.needed}
+	m.all = []*prometheus.GaugeVec{m.utilization, m.demand, m.forecast, m.trend, m.trendErr, m.slots, m.perReplica, m.horizon, m.replicas, m.reporting, m.loading, m.loadingCredit, m.needed,
+		m.kvNeeded, m.prefillNeeded, m.prefillBusy, m.prefillMaxBusy, m.prefillOver}
 	return m
 }
 
@@ -77,6 +85,11 @@ func (m *Metrics) set(k Key, e Estimate) {
 	m.loading.With(l).Set(float64(e.Loading))
 	m.loadingCredit.With(l).Set(e.LoadingCredit)
 	m.needed.With(l).Set(e.Needed)
+	m.kvNeeded.With(l).Set(e.KVNeeded)
+	m.prefillNeeded.With(l).Set(e.PrefillNeeded)
+	m.prefillBusy.With(l).Set(e.PrefillBusy)
+	m.prefillMaxBusy.With(l).Set(e.Prefill.MaxBusy)
+	m.prefillOver.With(l).Set(e.Prefill.OverObjective)
 }
 
 func (m *Metrics) failed(err error) {

@@ -16,11 +16,35 @@ type accumulator struct {
 	dialect        Dialect
 	queue, running total
 	kv             total
-	ttft           []*histogram.Histogram
-	ttftVoid       bool
+	ttft, prefill  histograms
 	models         map[string]struct{}
 	warnings       []string
 	rejected       []Rejection
+}
+
+// histograms gathers the series of one histogram family. One rejected
+// series voids them, as one rejected gauge voids a total.
+type histograms struct {
+	hs   []*histogram.Histogram
+	void bool
+}
+
+// merged is the family's histograms added up, nil when there were none or
+// one was rejected. Each input passed store.CheckTTFT; only counts adding
+// up past store.MaxTTFTCount are rejected here.
+func (a *accumulator) merged(h *histograms, family string) *histogram.Histogram {
+	if len(h.hs) == 0 || h.void {
+		return nil
+	}
+	out, err := histogram.Merge(h.hs...)
+	if err == nil {
+		err = store.CheckTTFT(out)
+	}
+	if err != nil {
+		a.rejected = append(a.rejected, Rejection{Series: fmt.Sprintf("%s merged over %d series", family, len(h.hs)), Err: err})
+		return nil
+	}
+	return out
 }
 
 // total adds up the series of one signal. One rejected series voids it: a
@@ -87,19 +111,8 @@ func (a *accumulator) signals(m *mapping, kvFamily string) *Signals {
 		KVCacheUtilization: a.value(&a.kv, store.KVCacheUtilization, kvFamily, true),
 		Warnings:           a.warnings,
 	}
-	if len(a.ttft) > 0 && !a.ttftVoid {
-		h, err := histogram.Merge(a.ttft...)
-		if err == nil {
-			err = store.CheckTTFT(h)
-		}
-		if err != nil {
-			// Each input passed CheckTTFT; only counts adding up
-			// past MaxTTFTCount get here.
-			a.rejected = append(a.rejected, Rejection{Series: fmt.Sprintf("%s merged over %d series", m.ttft, len(a.ttft)), Err: err})
-		} else {
-			s.TTFT = h
-		}
-	}
+	s.TTFT = a.merged(&a.ttft, m.ttft)
+	s.Prefill = a.merged(&a.prefill, m.prefill)
 	s.Rejected = a.rejected
 	models := make([]string, 0, len(a.models))
 	for m := range a.models {

@@ -136,22 +136,32 @@ func eachSeries(m *mapping, families map[string]*dto.MetricFamily, route func(mo
 			acc.seen(model)
 		}
 	}
-	if mf := families[m.ttft]; m.ttft != "" && mf.GetType() == dto.MetricType_HISTOGRAM {
-		for _, metric := range mf.GetMetric() {
-			model := modelOf(metric, m.modelLabels)
-			acc := route(model)
-			h, err := histogram.FromDTO(metric, m.ttftScale)
-			if err == nil {
-				err = store.CheckTTFT(h)
-			}
-			if err != nil {
-				acc.ttftVoid = true
-				acc.reject(m.ttft, metric, err)
-				continue
-			}
-			acc.ttft = append(acc.ttft, h)
-			acc.seen(model)
+	eachHistogram(families, m.ttft, m.ttftScale, m.modelLabels, route, func(a *accumulator) *histograms { return &a.ttft })
+	eachHistogram(families, m.prefill, 1, m.modelLabels, route, func(a *accumulator) *histograms { return &a.prefill })
+}
+
+// eachHistogram feeds the series of one histogram family, scaled to
+// seconds, to their models' accumulators.
+func eachHistogram(families map[string]*dto.MetricFamily, family string, scale float64, modelLabels []string,
+	route func(model string) *accumulator, into func(*accumulator) *histograms) {
+	mf := families[family]
+	if family == "" || mf.GetType() != dto.MetricType_HISTOGRAM {
+		return
+	}
+	for _, metric := range mf.GetMetric() {
+		model := modelOf(metric, modelLabels)
+		acc := route(model)
+		h, err := histogram.FromDTO(metric, scale)
+		if err == nil {
+			err = store.CheckTTFT(h)
 		}
+		if err != nil {
+			into(acc).void = true
+			acc.reject(family, metric, err)
+			continue
+		}
+		into(acc).hs = append(into(acc).hs, h)
+		acc.seen(model)
 	}
 }
 

@@ -16,6 +16,9 @@ type mapping struct {
 	ttft    string // a histogram family; empty: none
 	// ttftScale converts TTFT bounds and sums to seconds.
 	ttftScale float64
+	// prefill is the histogram family of each request's time in prefill
+	// (first scheduled to first token), in seconds; empty: none.
+	prefill string
 }
 
 // mappings in detection priority. vLLM comes before Triton because Triton's
@@ -35,6 +38,8 @@ var mappings = []mapping{
 		kvScale:   100,
 		ttft:      "vllm:time_to_first_token_seconds",
 		ttftScale: 1,
+		// Observed when a request finishes (vllm/v1/metrics/loggers.py).
+		prefill: "vllm:request_prefill_time_seconds",
 	},
 	{
 		dialect:     SGLang,
@@ -86,6 +91,9 @@ func Families() (names, prefixes []string) {
 		names = append(names, m.kvCache...)
 		if m.ttft != "" {
 			names = append(names, m.ttft)
+		}
+		if m.prefill != "" {
+			names = append(names, m.prefill)
 		}
 	}
 	return names, prefixes

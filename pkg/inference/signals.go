@@ -35,6 +35,10 @@ type Signals struct {
 	// TTFT is the cumulative time-to-first-token histogram in seconds, nil
 	// when the server has none (TGI).
 	TTFT *histogram.Histogram
+	// Prefill is the cumulative histogram of each finished request's time
+	// in prefill, in seconds, nil when the server has none (only vLLM
+	// exports it).
+	Prefill *histogram.Histogram
 	// Warnings lists oddities of the scrape that cost no value: other
 	// dialects present, a TTFT family of the wrong type.
 	Warnings []string

@@ -17,8 +17,8 @@ var inferenceFamilies, _ = inference.Families()
 
 // Inference maps one inference server scrape onto a store sample. It fails
 // when the server speaks no known dialect, holds a series twice, or
-// exposes a TTFT histogram that store.CheckTTFT rejects: a TTFT merged
-// without one of its series would be another server's. Rejected lists the
+// exposes a TTFT or prefill-time histogram that store.CheckTTFT rejects: a
+// histogram merged without one of its series would be another server's. Rejected lists the
 // gauges not stored.
 func Inference(families map[string]*dto.MetricFamily) (store.Sample, inference.Dialect, []Rejection, error) {
 	seen := newSeriesSet()
@@ -36,7 +36,7 @@ func Inference(families map[string]*dto.MetricFamily) (store.Sample, inference.D
 	var rejected []Rejection
 	for _, r := range sig.Rejected {
 		if errors.Is(r.Err, histogram.ErrInvalid) {
-			return store.Sample{}, sig.Dialect, nil, fmt.Errorf("TTFT histogram %s: %w", truncate(r.Series), r.Err)
+			return store.Sample{}, sig.Dialect, nil, fmt.Errorf("histogram %s: %w", truncate(r.Series), r.Err)
 		}
 		rejected = append(rejected, rejection(r.Series, r.Err))
 	}
@@ -51,6 +51,7 @@ func Inference(families map[string]*dto.MetricFamily) (store.Sample, inference.D
 		s.Set(store.KVCacheUtilization, *sig.KVCacheUtilization)
 	}
 	s.TTFT = sig.TTFT
+	s.Prefill = sig.Prefill
 	s.Model = sig.Model
 	return s, sig.Dialect, rejected, nil
 }

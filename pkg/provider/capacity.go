@@ -20,6 +20,7 @@ import (
 	cmprovider "sigs.k8s.io/custom-metrics-apiserver/pkg/provider"
 
 	"github.com/gpuscale/gpuscale/pkg/capacity"
+	"github.com/gpuscale/gpuscale/pkg/histogram"
 	"github.com/gpuscale/gpuscale/pkg/recommend"
 )
 
@@ -34,6 +35,15 @@ type CapacityEstimator interface {
 	Estimate(k capacity.Key, now time.Time, pods []capacity.Pod) (capacity.Estimate, error)
 }
 
+// PrefillHistograms is what a Values source may serve besides values: each
+// pod's newest cumulative prefill-time histogram (vLLM's
+// request_prefill_time_seconds), nil where it has none fresh. The capacity
+// signal's prefill term reads it; with a source that does not serve it (the
+// PromQL source) the signal rests on its KV-cache term alone.
+type PrefillHistograms interface {
+	PodPrefill(ctx context.Context, set *PodSet, sel labels.Selector) ([]*histogram.Histogram, error)
+}
+
 // capacityInputs are the per-pod values the estimate reads.
 var capacityInputs = [...]string{RequestsRunning, QueueDepth, KVCacheUtilization}
 
@@ -46,9 +56,21 @@ const maxCapacityUtilization = 1e6
 // values matching sel carry the demand.
 func (p *Provider) capacityPods(ctx context.Context, namespace string, pods []*corev1.Pod, sel labels.Selector, loading bool) ([]capacity.Pod, error) {
 	ready := readyPods(pods)
-	var vals [len(capacityInputs)][]Value
+	var (
+		vals    [len(capacityInputs)][]Value
+		prefill []*histogram.Histogram
+	)
 	if len(ready) > 0 {
 		set := NewPodSet(namespace, ready)
+		if ph, ok := p.cfg.Values.(PrefillHistograms); ok {
+			var err error
+			if prefill, err = ph.PodPrefill(ctx, set, sel); err != nil {
+				return nil, &sourceError{err}
+			}
+			if len(prefill) != len(ready) {
+				return nil, &sourceError{fmt.Errorf("%d prefill histograms for %d pods", len(prefill), len(ready))}
+			}
+		}
 		for i, name := range capacityInputs {
 			def := podMetricsByName[name]
 			v, err := p.cfg.Values.Pods(ctx, set, def.metric(), sel)
@@ -68,6 +90,9 @@ func (p *Provider) capacityPods(ctx context.Context, namespace string, pods []*c
 		run, wait, kv := vals[0][i], vals[1][i], vals[2][i]
 		if run.Valid() && wait.Valid() && kv.Valid() {
 			c.Data, c.Running, c.Waiting, c.KVPercent = true, run.V, wait.V, kv.V
+			if prefill != nil {
+				c.UID, c.Prefill = string(pod.UID), prefill[i]
+			}
 		} else if !sel.Empty() {
 			continue // another model's pod, or one with no values
 		}

@@ -109,7 +109,7 @@ func TestCapacityOnSlimPods(t *testing.T) {
 	created := metav1.NewTime(t0.Add(-5 * time.Minute))
 	mk := func(name string, ready corev1.ConditionStatus, readyAt time.Duration) *corev1.Pod {
 		return &corev1.Pod{
-			ObjectMeta: metav1.ObjectMeta{Namespace: "ml", Name: name, Labels: sel, ResourceVersion: "1", CreationTimestamp: created},
+			ObjectMeta: metav1.ObjectMeta{Namespace: "ml", Name: name, UID: types.UID("uid-" + name), Labels: sel, ResourceVersion: "1", CreationTimestamp: created},
 			Spec:       corev1.PodSpec{NodeName: "n", Containers: []corev1.Container{{Name: "vllm"}}},
 			Status: corev1.PodStatus{Phase: corev1.PodRunning, PodIP: "10.0.0.1", Conditions: []corev1.PodCondition{
 				{Type: corev1.PodScheduled, Status: corev1.ConditionTrue},
@@ -128,7 +128,11 @@ func TestCapacityOnSlimPods(t *testing.T) {
 				p = podslim.Slim(p, provider.KeepPodFields)
 			}
 			f.putObject(p)
-			f.put("ml", p.Name, store.SourceInference, t0, "m", map[store.Signal]float64{store.RequestsRunning: 4, store.QueueDepth: 1, store.KVCacheUtilization: 20}, nil)
+			smp := store.Sample{Time: t0, Model: "m", Prefill: hist(3, 1)}
+			smp.Set(store.RequestsRunning, 4)
+			smp.Set(store.QueueDepth, 1)
+			smp.Set(store.KVCacheUtilization, 20)
+			f.store.PutPod(store.Key{Namespace: "ml", Name: p.Name}, store.SourceInference, smp)
 		}
 		info := cmprovider.CustomMetricInfo{GroupResource: schema.GroupResource{Group: "apps", Resource: "deployments"}, Namespaced: true, Metric: provider.CapacityUtilization}
 		if _, err := f.p.GetMetricByName(context.Background(), types.NamespacedName{Namespace: "ml", Name: "llm"}, info, labels.Everything()); err != nil {
@@ -141,6 +145,13 @@ func TestCapacityOnSlimPods(t *testing.T) {
 	full, slim := seen(false), seen(true)
 	if !reflect.DeepEqual(full, slim) {
 		t.Errorf("estimator inputs differ:\nfull %+v\nslim %+v", full, slim)
+	}
+	// The prefill term follows each server's cumulative histogram by pod
+	// UID, so the slim cache must keep it.
+	for _, p := range full {
+		if p.Data && (p.UID == "" || p.Prefill == nil || p.Prefill.Count != 4) {
+			t.Errorf("ready pod without its UID and prefill histogram: %+v", p)
+		}
 	}
 	var startups []time.Duration
 	for _, p := range full {

@@ -8,9 +8,11 @@ import (
 
 // KeepPodFields keeps what the provider reads of a pod in the adapter's
 // slim informer cache (pkg/podslim): labels for the selectors, readiness
-// (podReady), the resource version that tells a change from a resync, and
+// (podReady), the resource version that tells a change from a resync, the
+// UID the capacity signal follows each server's counters by, and
 // the creation and Ready times the capacity signal measures start-up from.
 func KeepPodFields(full, slim *corev1.Pod) {
+	slim.UID = full.UID
 	slim.Labels = full.Labels
 	slim.CreationTimestamp = full.CreationTimestamp
 	slim.ResourceVersion = full.ResourceVersion

@@ -189,6 +189,10 @@ type Sample struct {
 	// TTFT is the cumulative time-to-first-token histogram, if the server
 	// has one. PutPod drops one that fails CheckTTFT.
 	TTFT *histogram.Histogram
+	// Prefill is the cumulative histogram of finished requests' time in
+	// prefill, in seconds, if the server has one. Only the newest sample's
+	// is read (by the capacity signal), so the window keeps none.
+	Prefill *histogram.Histogram
 	// Model is the served model, for per-model external metrics.
 	Model string
 }
@@ -224,6 +228,9 @@ func (s *Sample) dropInvalid() {
 	}
 	if s.TTFT != nil && CheckTTFT(s.TTFT) != nil {
 		s.TTFT = nil
+	}
+	if s.Prefill != nil && CheckTTFT(s.Prefill) != nil {
+		s.Prefill = nil
 	}
 }
 

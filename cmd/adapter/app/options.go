@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/validation"
 
+	"github.com/gpuscale/gpuscale/pkg/capacity"
 	"github.com/gpuscale/gpuscale/pkg/discovery"
 	"github.com/gpuscale/gpuscale/pkg/kedascaler"
 	"github.com/gpuscale/gpuscale/pkg/scrape"
@@ -30,9 +31,12 @@ type Options struct {
 	MaxInflightBytes int64
 	MaxStaleness     time.Duration
 	TTFTWindow       time.Duration
-	ExporterSelector string
-	ExporterPort     int
-	ExporterPath     string
+	// CapacityTTFTObjective is the TTFT the capacity signal's p90 is
+	// held within; its prefill term sizes from it.
+	CapacityTTFTObjective time.Duration
+	ExporterSelector      string
+	ExporterPort          int
+	ExporterPath          string
 
 	// ExporterNamespace and ExporterDaemonSet say which pods are exporters:
 	// those of that DaemonSet in that namespace; the selector only narrows.
@@ -74,16 +78,17 @@ const (
 // NewOptions returns the defaults.
 func NewOptions() *Options {
 	return &Options{
-		Source:           SourceEmbedded,
-		ScrapeInterval:   5 * time.Second,
-		ScrapeWorkers:    64,
-		MaxIdleConns:     scrape.DefaultMaxIdleConns,
-		MaxScrapeBytes:   scrape.DefaultMaxBytes,
-		MaxInflightBytes: scrape.DefaultMaxInflightBytes,
-		TTFTWindow:       60 * time.Second,
-		ExporterSelector: "app.kubernetes.io/name=gpuscale-exporter",
-		ExporterPort:     9400,
-		ExporterPath:     "/metrics",
+		Source:                SourceEmbedded,
+		ScrapeInterval:        5 * time.Second,
+		ScrapeWorkers:         64,
+		MaxIdleConns:          scrape.DefaultMaxIdleConns,
+		MaxScrapeBytes:        scrape.DefaultMaxBytes,
+		MaxInflightBytes:      scrape.DefaultMaxInflightBytes,
+		TTFTWindow:            60 * time.Second,
+		CapacityTTFTObjective: time.Second,
+		ExporterSelector:      "app.kubernetes.io/name=gpuscale-exporter",
+		ExporterPort:          9400,
+		ExporterPath:          "/metrics",
 
 		// The plain manifests' names (release and namespace gpuscale).
 		ExporterNamespace:      "gpuscale",
@@ -114,7 +119,8 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.Int64Var(&o.MaxScrapeBytes, "max-scrape-bytes", o.MaxScrapeBytes, "Largest accepted response body of one target, after decompression.")
 	fs.Int64Var(&o.MaxInflightBytes, "scrape-max-inflight-bytes", o.MaxInflightBytes, "Estimated memory all scrapes may hold parsed at once; half is split evenly among --scrape-workers, half shared. A scrape that needs more than it can get fails with reason limit (docs/performance.md).")
 	fs.DurationVar(&o.MaxStaleness, "max-staleness", o.MaxStaleness, "Age past which a pod's newest sample gives no value (default: three scrape intervals).")
-	fs.DurationVar(&o.TTFTWindow, "ttft-window", o.TTFTWindow, "Window of the time-to-first-token quantiles.")
+	fs.DurationVar(&o.TTFTWindow, "ttft-window", o.TTFTWindow, "Window of the time-to-first-token quantiles, and of the prefill times the capacity signal reads.")
+	fs.DurationVar(&o.CapacityTTFTObjective, "capacity-ttft-objective", o.CapacityTTFTObjective, "TTFT objective the capacity signal (inference_capacity_utilization) holds the p90 within: how busy a replica's prefill may run follows from it.")
 	// --window sized a ring of samples only TTFT quantiles read, and only
 	// over --ttft-window: the store now keeps what that window needs, and
 	// the flag is accepted, for existing deployments, and ignored.
@@ -188,6 +194,9 @@ func (o *Options) Validate() error {
 	if o.MaxStaleness < o.ScrapeInterval {
 		errs = append(errs, fmt.Errorf("--max-staleness (%v) must be at least --scrape-interval", o.MaxStaleness))
 	}
+	if o.CapacityTTFTObjective <= 0 {
+		errs = append(errs, fmt.Errorf("--capacity-ttft-objective must be positive, got %v", o.CapacityTTFTObjective))
+	}
 	if o.TTFTWindow < 2*o.ScrapeInterval {
 		errs = append(errs, fmt.Errorf("--ttft-window (%v) needs at least two scrapes", o.TTFTWindow))
 	}
@@ -255,4 +264,11 @@ func (o *Options) samplesKept() int {
 // served again.
 func (o *Options) retainFor() time.Duration {
 	return o.MaxStaleness + o.ScrapeInterval
+}
+
+// capacityConfig is the capacity signal's configuration from the flags.
+func (o *Options) capacityConfig() capacity.Config {
+	cfg := capacity.DefaultConfig()
+	cfg.Objective, cfg.Window = o.CapacityTTFTObjective, o.TTFTWindow
+	return cfg
 }

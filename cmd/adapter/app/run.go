@@ -81,7 +81,7 @@ func (a *Adapter) Run(ctx context.Context) error {
 	p := provider.New(provider.Config{
 		Values: src.values, Pods: pods.Lister(), Nodes: nodes.Lister(), Deployments: deploys.Lister(), StatefulSets: sets.Lister(),
 		MaxStaleness: o.MaxStaleness, TTFTWindow: o.TTFTWindow, Observer: requests,
-		Capacity: capacity.New(capacity.DefaultConfig(), capacityMetrics),
+		Capacity: capacity.New(o.capacityConfig(), capacityMetrics),
 	})
 	if err := p.TrackPods(pods.Informer()); err != nil {
 		return err

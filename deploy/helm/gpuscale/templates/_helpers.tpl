@@ -97,7 +97,7 @@ app.kubernetes.io/component: gpu-exporter
 - --tls-cert-file=/etc/gpuscale/tls/tls.crt
 - --tls-private-key-file=/etc/gpuscale/tls/tls.key
 {{- end }}
-{{- range $flag, $key := dict "scrape-interval" "scrapeInterval" "scrape-timeout" "scrapeTimeout" "max-staleness" "maxStaleness" "ttft-window" "ttftWindow" }}
+{{- range $flag, $key := dict "scrape-interval" "scrapeInterval" "scrape-timeout" "scrapeTimeout" "max-staleness" "maxStaleness" "ttft-window" "ttftWindow" "capacity-ttft-objective" "capacityTTFTObjective" }}
 {{- with index $c $key }}
 - --{{ $flag }}={{ . }}
 {{- end }}

@@ -1,0 +1,89 @@
+package capacity
+
+import (
+	"time"
+
+	"github.com/gpuscale/gpuscale/pkg/histogram"
+)
+
+// prefillWindow keeps a workload's prefill-time increases over the
+// configured window. Servers export cumulative histograms; the estimator
+// sees each pod's newest at every estimate and takes the increase from the
+// one it saw before, so it needs no history from its source.
+type prefillWindow struct {
+	// last is each pod's histogram at the previous estimate, by UID.
+	last map[string]*histogram.Histogram
+	// steps are the increases between estimates, oldest first, each
+	// over every pod that had a histogram at both ends.
+	steps []prefillStep
+	// lastAt is the previous estimate's time.
+	lastAt time.Time
+}
+
+type prefillStep struct {
+	from, to time.Time
+	inc      *histogram.Histogram
+}
+
+// observe records the increase since the previous estimate of every pod
+// with a prefill histogram, and drops what fell out of the window. A pod
+// whose layout changed, or seen for the first time, starts over.
+func (w *prefillWindow) observe(now time.Time, pods []Pod, window time.Duration) {
+	next := make(map[string]*histogram.Histogram, len(pods))
+	var parts []*histogram.Histogram
+	for _, p := range pods {
+		if p.Prefill == nil || p.UID == "" {
+			continue
+		}
+		next[p.UID] = p.Prefill
+		if prev, ok := w.last[p.UID]; ok && !w.lastAt.IsZero() {
+			if inc, err := histogram.Increase(prev, p.Prefill); err == nil {
+				parts = append(parts, inc)
+			}
+		}
+	}
+	if len(parts) > 0 {
+		if inc, err := histogram.Merge(parts...); err == nil {
+			w.steps = append(w.steps, prefillStep{from: w.lastAt, to: now, inc: inc})
+		}
+	}
+	w.last, w.lastAt = next, now
+	i := 0
+	for i < len(w.steps) && now.Sub(w.steps[i].from) > window {
+		i++
+	}
+	w.steps = w.steps[i:]
+}
+
+// total is the window's merged increase and the time it covers.
+func (w *prefillWindow) total() (*histogram.Histogram, time.Duration) {
+	if len(w.steps) == 0 {
+		return nil, 0
+	}
+	hs := make([]*histogram.Histogram, len(w.steps))
+	for i, s := range w.steps {
+		hs[i] = s.inc
+	}
+	h, err := histogram.Merge(hs...)
+	if err != nil {
+		return nil, 0
+	}
+	return h, w.steps[len(w.steps)-1].to.Sub(w.steps[0].from)
+}
+
+// prefillTerm fills est's prefill parts: the replicas' prefill work over
+// the window, grown as the demand is forecast to grow, over what one
+// replica's prefill carries within the objective.
+func (e *Estimator) prefillTerm(st *workloadState, now time.Time, pods []Pod, est *Estimate) {
+	st.prefill.observe(now, pods, e.cfg.Window)
+	inc, span := st.prefill.total()
+	if inc == nil || span <= 0 {
+		return
+	}
+	est.PrefillBusy = inc.Sum / span.Seconds()
+	est.Prefill = MaxPrefillBusy(inc, e.cfg.Objective.Seconds(), e.cfg.Quantile)
+	if !est.Prefill.Reachable || est.Prefill.MaxBusy <= 0 || est.Demand <= 0 {
+		return
+	}
+	est.PrefillNeeded = est.PrefillBusy * (est.Forecast / est.Demand) / est.Prefill.MaxBusy
+}
