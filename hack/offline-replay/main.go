@@ -1,0 +1,131 @@
+// Command offline-replay replays a trace under an emulated HPA in virtual
+// time (internal/offlinereplay): an hour in seconds, to design autoscaling
+// signals and sweep their choices. What a policy achieves is measured by
+// make bench-autoscale, with the real HPA controller and adapter; this tool
+// reproduces its figures to within a minute or two (docs/autoscaling.md).
+//
+//	go run ./hack/offline-replay                                  # the conversation hour
+//	go run ./hack/offline-replay --trace=test/traces/synthetic-burst.csv
+//	go run ./hack/offline-replay --policies=static,schedule --schedule=37s:9 --duration=5m
+//	go run ./hack/offline-replay --per-minute-need
+package main
+
+import (
+	"flag"
+	"fmt"
+	"log"
+	"strings"
+	"time"
+
+	"github.com/gpuscale/gpuscale/internal/autoscalebench"
+	"github.com/gpuscale/gpuscale/internal/offlinereplay"
+	"github.com/gpuscale/gpuscale/internal/trace"
+	"github.com/gpuscale/gpuscale/pkg/inferencesim"
+)
+
+func main() {
+	var (
+		tracePath = flag.String("trace", "test/traces/azure-llm-inference-2023-conv.csv", "Trace to replay.")
+		policies  = flag.String("policies", "static,running-requests,capacity", "Policies, comma-separated: static, running-requests, capacity, schedule.")
+		phase     = flag.Duration("sync-phase", 7*time.Second, "Time of the first HPA sync (the bench's is wherever the controller's timer falls).")
+		start     = flag.Duration("start", 0, "Start of the slice to replay.")
+		duration  = flag.Duration("duration", 0, "Length of the slice (0: to the end).")
+		schedule  = flag.String("schedule", "37s:9", "For the schedule policy: at DURATION ask for N replicas, as DURATION:N.")
+		objective = flag.Duration("capacity-ttft-objective", time.Second, "The capacity policy's TTFT objective.")
+		need      = flag.Bool("per-minute-need", false, "Print each minute's arrivals and the fewest static replicas that meet it, and exit.")
+	)
+	flag.Parse()
+	t, err := trace.ReadFile(*tracePath)
+	if err != nil {
+		log.Fatal(err)
+	}
+	d := *duration
+	if d == 0 {
+		d = t.Duration() + time.Nanosecond
+	}
+	reqs := t.Slice(*start, d)
+	prof := inferencesim.L4Profile()
+	if *need {
+		printNeed(reqs, prof)
+		return
+	}
+	static, staticMet, minutes, err := autoscalebench.StaticNeed(reqs, prof, time.Second, 64)
+	if err != nil {
+		log.Fatal(err)
+	}
+	initial, _, _, err := autoscalebench.StaticNeed(t.Slice(*start, min(time.Minute, d)), prof, time.Second, 64)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Printf("static %d replicas meet %d of %d minutes; every policy starts at %d\n", static, staticMet, minutes, initial)
+	var base offlinereplay.Result
+	for _, name := range strings.Split(*policies, ",") {
+		cfg := offlinereplay.Config{
+			Requests: reqs, Profile: prof, SLO: time.Second, ModelLoad: time.Minute, StartDelay: 3 * time.Second,
+			Grace: 30 * time.Second, Initial: initial, Scrape: 5 * time.Second, Sync: 15 * time.Second, SyncPhase: *phase,
+		}
+		cfg.Policy, cfg.Behavior, err = policy(name, *schedule, *objective, 2*static)
+		if err != nil {
+			log.Fatal(err)
+		}
+		if name == "static" {
+			cfg.Initial = static
+		}
+		res, err := offlinereplay.Run(cfg)
+		if err != nil {
+			log.Fatal(err)
+		}
+		if name == "static" {
+			base = res
+		}
+		report(name, res, base)
+	}
+}
+
+func report(name string, res, static offlinereplay.Result) {
+	var lost []string
+	for m, ok := range res.MetMinute {
+		if !ok && m < len(static.MetMinute) && static.MetMinute[m] {
+			lost = append(lost, fmt.Sprintf("%d (%.2fs)", m, res.P90[m].Seconds()))
+		}
+	}
+	cost := "-"
+	if static.ReplicaSeconds > 0 {
+		cost = fmt.Sprintf("%.1f%%", 100*res.ReplicaSeconds/static.ReplicaSeconds)
+	}
+	fmt.Printf("%-17s SLO minutes %2d/%d  of static %6s  ups/downs %2d/%2d  peak %2d  unserved %d\n",
+		name, res.MinutesMet, len(res.MetMinute), cost, res.Ups, res.Downs, res.Peak, res.Unserved)
+	if len(lost) > 0 {
+		fmt.Printf("%17s minutes static meets, lost: %s\n", "", strings.Join(lost, ", "))
+	}
+}
+
+// printNeed prints, per minute, the arrivals and the fewest replicas that,
+// serving the whole trace from the start, meet that minute's SLO.
+func printNeed(reqs []trace.Request, prof inferencesim.Profile) {
+	last := int(reqs[len(reqs)-1].At / time.Minute)
+	need := make([]int, last+1)
+	arrivals := make([]int, last+1)
+	for _, r := range reqs {
+		arrivals[int(r.At/time.Minute)]++
+	}
+	for n := 1; n <= 16; n++ {
+		res, err := offlinereplay.Run(offlinereplay.Config{Requests: reqs, Profile: prof, SLO: time.Second, Initial: n,
+			Scrape: 5 * time.Second, Sync: 15 * time.Second, Grace: 30 * time.Second})
+		if err != nil {
+			log.Fatal(err)
+		}
+		for m, ok := range res.MetMinute {
+			if ok && need[m] == 0 {
+				need[m] = n
+			}
+		}
+	}
+	for m := range need {
+		n := fmt.Sprint(need[m])
+		if need[m] == 0 {
+			n = "none of 1-16"
+		}
+		fmt.Printf("minute %2d: %3d requests, need %s\n", m, arrivals[m], n)
+	}
+}

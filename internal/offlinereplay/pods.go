@@ -1,0 +1,84 @@
+package offlinereplay
+
+import (
+	"fmt"
+	"math"
+	"slices"
+	"time"
+
+	"github.com/gpuscale/gpuscale/pkg/histogram"
+	"github.com/gpuscale/gpuscale/pkg/inferencesim"
+)
+
+// pod is one replica.
+type pod struct {
+	name                        string
+	e                           *inferencesim.Engine
+	created, readyAt, removedAt time.Time
+	prefill                     *histogram.Histogram // cumulative, as vLLM exports it
+	last                        PodView              // the newest scrape
+}
+
+// addPod creates a replica at at: Ready at once for the initial ones
+// (loaded before the replay, so their start-up is measured as the others'),
+// else after its start-up time.
+func (r *replay) addPod(at time.Time, initial bool) error {
+	e, err := inferencesim.NewEngine(r.cfg.Profile, func() time.Time { return at })
+	if err != nil {
+		return err
+	}
+	startup := r.cfg.StartDelay + r.cfg.ModelLoad
+	p := &pod{name: fmt.Sprintf("llm-%05d", r.created), e: e, created: at, readyAt: at.Add(startup), prefill: newVLLMHistogram()}
+	if initial {
+		p.created, p.readyAt = at.Add(-startup), at
+	}
+	r.created++
+	// vLLM observes a request's prefill time when the request finishes.
+	e.SetHooks(inferencesim.Hooks{Finished: func(c inferencesim.Completion) {
+		observe(p.prefill, (c.FirstToken - c.Queued).Seconds())
+	}})
+	r.pods = append(r.pods, p)
+	return nil
+}
+
+// remove takes n replicas out of service as a ReplicaSet scales down: the
+// ones not Ready first, then the newest.
+func (r *replay) remove(now time.Time, n int) {
+	var live []*pod
+	for _, p := range r.pods {
+		if p.removedAt.IsZero() {
+			live = append(live, p)
+		}
+	}
+	slices.SortStableFunc(live, func(a, b *pod) int {
+		if la, lb := a.readyAt.After(now), b.readyAt.After(now); la != lb {
+			if la {
+				return -1
+			}
+			return 1
+		}
+		return b.created.Compare(a.created)
+	})
+	for _, p := range live[:min(n, len(live))] {
+		p.removedAt = now
+	}
+}
+
+// vllmLatencyBounds are vLLM's request-latency buckets, its prefill-time
+// histogram's (vllm/v1/metrics/loggers.py).
+var vllmLatencyBounds = []float64{0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0,
+	40.0, 50.0, 60.0, 120.0, 240.0, 480.0, 960.0, 1920.0, 7680.0, math.Inf(1)}
+
+func newVLLMHistogram() *histogram.Histogram {
+	return &histogram.Histogram{Bounds: vllmLatencyBounds, Counts: make([]float64, len(vllmLatencyBounds))}
+}
+
+func observe(h *histogram.Histogram, v float64) {
+	for i, b := range h.Bounds {
+		if v <= b {
+			h.Counts[i]++
+		}
+	}
+	h.Sum += v
+	h.Count++
+}

@@ -1,0 +1,315 @@
+// Package offlinereplay replays a trace against simulated replicas under an
+// emulated HorizontalPodAutoscaler, in virtual time: an hour of traffic
+// takes seconds, not the bench's twelve minutes. It is for designing
+// autoscaling signals and sweeping their choices; the bench
+// (internal/autoscalebench), with the real control plane, HPA controller
+// and adapter, is what measures them.
+//
+// What it emulates: replicas are pkg/inferencesim engines (the bench's),
+// Ready a start-up time after they are created; requests go round-robin to
+// the Ready ones, as simworld routes them; every scrape interval each Ready
+// replica's gauges and cumulative prefill-time histogram are read; every
+// HPA sync a Policy recommends replicas and the HPA controller's
+// stabilization windows and rate policies turn that into the Deployment's
+// replicas; a removed replica takes no new requests and drains for its
+// grace period. A replica is billed from creation until it is gone.
+package offlinereplay
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"time"
+
+	"github.com/gpuscale/gpuscale/internal/trace"
+	"github.com/gpuscale/gpuscale/pkg/histogram"
+	"github.com/gpuscale/gpuscale/pkg/inferencesim"
+)
+
+// PodView is what a policy sees of one pod at an HPA sync.
+type PodView struct {
+	Name             string
+	Created, ReadyAt time.Time // ReadyAt zero: not Ready yet
+	Ready, Loading   bool
+	// Data: the values below are from a scrape (Ready pods only).
+	Data             bool
+	Running, Waiting int
+	KVUsage          float64 // 0-1
+	// Prefill is the cumulative histogram of finished requests' prefill
+	// times that a vLLM server exports, in its buckets.
+	Prefill *histogram.Histogram
+}
+
+// View is what a policy sees at an HPA sync.
+type View struct {
+	Now  time.Time
+	Pods []PodView // existing and not being removed
+	Spec int       // the Deployment's replicas
+}
+
+// Ready counts v's Ready pods.
+func (v View) Ready() int {
+	n := 0
+	for _, p := range v.Pods {
+		if p.Ready {
+			n++
+		}
+	}
+	return n
+}
+
+// Policy gives the HPA's recommendation at a sync, before its behavior:
+// replicas, or ok false for a metric error (the HPA keeps its replicas).
+type Policy interface {
+	Recommend(v View) (replicas int, ok bool)
+}
+
+// Config is one replay.
+type Config struct {
+	Requests []trace.Request
+	Profile  inferencesim.Profile
+	SLO      time.Duration
+	// ModelLoad and StartDelay (scheduling, container start) add up to a
+	// new replica's start-up time.
+	ModelLoad, StartDelay time.Duration
+	// Grace is how long a removed replica finishes the requests it holds.
+	Grace time.Duration
+	// Initial replicas are Ready when the replay starts.
+	Initial int
+	// Scrape and Sync are the adapter's scrape interval and the HPA's sync
+	// period; the first sync is at SyncPhase.
+	Scrape, Sync, SyncPhase time.Duration
+	Behavior                Behavior
+	// Policy decides at each sync; nil: Initial replicas throughout.
+	Policy Policy
+}
+
+// Result is what a replay measured.
+type Result struct {
+	// MetMinute says, per trace minute, whether its TTFT p90 (P90) was
+	// within the SLO; MinutesMet counts them.
+	MetMinute  []bool
+	P90        []time.Duration
+	MinutesMet int
+	// ReplicaSeconds is the GPU time billed.
+	ReplicaSeconds float64
+	// Ups and Downs count the syncs that changed the Deployment's
+	// replicas; Peak is the most replicas that existed at once.
+	Ups, Downs, Peak int
+	// Unserved counts requests that never got a first token.
+	Unserved int
+	// Desired and Ready are the replicas after, and Ready at, each sync.
+	Desired, Ready []int
+}
+
+// origin is the replay's virtual time zero.
+var origin = time.Unix(0, 0)
+
+// tick is the replay's step: arrivals are submitted at their own instants,
+// everything else happens on whole ticks.
+const tick = time.Second
+
+type replay struct {
+	cfg     Config
+	pods    []*pod
+	created int
+	next    int // the next request to dispatch
+	rr      int // round-robin position
+	ttft    []time.Duration
+	hpa     hpa
+	res     Result
+}
+
+// Run replays cfg.
+func Run(cfg Config) (Result, error) {
+	if len(cfg.Requests) == 0 || cfg.Scrape <= 0 || cfg.Sync <= 0 || cfg.Initial < 1 {
+		return Result{}, errors.New("offlinereplay: need requests, a scrape interval, a sync period and an initial replica")
+	}
+	r := &replay{cfg: cfg, ttft: make([]time.Duration, len(cfg.Requests)), hpa: newHPA(cfg.Behavior, cfg.Initial)}
+	for i := range r.ttft {
+		r.ttft[i] = -1
+	}
+	for range cfg.Initial {
+		if err := r.addPod(origin, true); err != nil {
+			return Result{}, err
+		}
+	}
+	end := cfg.Requests[len(cfg.Requests)-1].At + tick
+	for t := time.Duration(0); t <= end; t += tick {
+		now := origin.Add(t)
+		if err := r.dispatch(t); err != nil {
+			return Result{}, err
+		}
+		r.retire(now)
+		if t%cfg.Scrape == 0 {
+			r.scrape(now)
+		}
+		r.res.Peak = max(r.res.Peak, r.live())
+		if cfg.Policy != nil && t >= cfg.SyncPhase && (t-cfg.SyncPhase)%cfg.Sync == 0 {
+			if err := r.sync(now); err != nil {
+				return Result{}, err
+			}
+		}
+	}
+	return r.finish(origin.Add(end)), nil
+}
+
+// dispatch submits the requests that arrive before t to the Ready
+// replicas in turn; with none Ready a request is lost.
+func (r *replay) dispatch(t time.Duration) error {
+	for ; r.next < len(r.cfg.Requests) && r.cfg.Requests[r.next].At < t; r.next++ {
+		req := r.cfg.Requests[r.next]
+		at := origin.Add(req.At)
+		var ready []*pod
+		for _, p := range r.pods {
+			if p.removedAt.IsZero() && !p.readyAt.After(at) {
+				ready = append(ready, p)
+			}
+		}
+		if len(ready) == 0 {
+			continue
+		}
+		p := ready[r.rr%len(ready)]
+		r.rr++
+		i := r.next
+		sim := inferencesim.Request{ContextTokens: req.ContextTokens, GeneratedTokens: req.GeneratedTokens}
+		if err := p.e.SubmitNotify(at, sim, func(d time.Duration) { r.ttft[i] = d }); err != nil {
+			return fmt.Errorf("offlinereplay: request %d: %w", i, err)
+		}
+	}
+	return nil
+}
+
+// retire advances every replica to now and bills the removed ones that
+// have drained, or whose grace period is over, or that never served.
+func (r *replay) retire(now time.Time) {
+	kept := r.pods[:0]
+	for _, p := range r.pods {
+		p.e.Advance(now)
+		if !p.removedAt.IsZero() {
+			st := p.e.Peek()
+			if now.Sub(p.removedAt) >= r.cfg.Grace || st.Running+st.Waiting == 0 || p.readyAt.After(p.removedAt) {
+				r.res.ReplicaSeconds += now.Sub(later(p.created, origin)).Seconds()
+				continue
+			}
+		}
+		kept = append(kept, p)
+	}
+	r.pods = kept
+}
+
+// scrape reads every Ready replica.
+func (r *replay) scrape(now time.Time) {
+	for _, p := range r.pods {
+		if p.readyAt.After(now) || !p.removedAt.IsZero() {
+			continue
+		}
+		st := p.e.Peek()
+		p.last = PodView{Data: true, Running: st.Running, Waiting: st.Waiting, KVUsage: st.KVCacheUsage, Prefill: p.prefill.Clone()}
+	}
+}
+
+// sync is one HPA sync: the policy's recommendation through the HPA's
+// behavior onto the Deployment.
+func (r *replay) sync(now time.Time) error {
+	v := View{Now: now, Spec: r.hpa.spec}
+	for _, p := range r.pods {
+		if !p.removedAt.IsZero() {
+			continue
+		}
+		pv := PodView{Name: p.name, Created: p.created, Loading: true}
+		if !p.readyAt.After(now) {
+			pv = p.last
+			pv.Name, pv.Created, pv.Ready, pv.ReadyAt = p.name, p.created, true, p.readyAt
+		}
+		v.Pods = append(v.Pods, pv)
+	}
+	want, ok := r.cfg.Policy.Recommend(v)
+	if !ok {
+		want = r.hpa.spec
+	}
+	before := r.hpa.spec
+	after := r.hpa.decide(now, want)
+	r.res.Desired = append(r.res.Desired, after)
+	r.res.Ready = append(r.res.Ready, v.Ready())
+	switch {
+	case after > before:
+		r.res.Ups++
+		for range after - before {
+			if err := r.addPod(now, false); err != nil {
+				return err
+			}
+		}
+	case after < before:
+		r.res.Downs++
+		r.remove(now, before-after)
+	}
+	return nil
+}
+
+func (r *replay) live() int {
+	n := 0
+	for _, p := range r.pods {
+		if p.removedAt.IsZero() {
+			n++
+		}
+	}
+	return n
+}
+
+func (r *replay) finish(end time.Time) Result {
+	for _, p := range r.pods {
+		r.res.ReplicaSeconds += end.Sub(later(p.created, origin)).Seconds()
+		p.e.Advance(end.Add(time.Hour))
+	}
+	if r.cfg.Policy == nil {
+		r.res.Peak = r.cfg.Initial
+	}
+	r.res.MetMinute, r.res.P90 = minutes(r.cfg.Requests, r.ttft, r.cfg.SLO)
+	for _, ok := range r.res.MetMinute {
+		if ok {
+			r.res.MinutesMet++
+		}
+	}
+	for _, d := range r.ttft {
+		if d < 0 {
+			r.res.Unserved++
+		}
+	}
+	return r.res
+}
+
+// minutes is each trace minute's TTFT p90 (nearest rank, as the bench
+// computes it) and whether it is within slo; a request without a first
+// token counts as infinitely late.
+func minutes(reqs []trace.Request, ttft []time.Duration, slo time.Duration) ([]bool, []time.Duration) {
+	last := int(reqs[len(reqs)-1].At / time.Minute)
+	by := make([][]time.Duration, last+1)
+	for i, req := range reqs {
+		d := ttft[i]
+		if d < 0 {
+			d = math.MaxInt64
+		}
+		m := int(req.At / time.Minute)
+		by[m] = append(by[m], d)
+	}
+	met := make([]bool, last+1)
+	p90 := make([]time.Duration, last+1)
+	for m, ds := range by {
+		if len(ds) == 0 {
+			continue
+		}
+		slices.Sort(ds)
+		p90[m] = ds[max(0, int(math.Ceil(0.9*float64(len(ds))))-1)]
+		met[m] = p90[m] <= slo
+	}
+	return met, p90
+}
+
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}
