@@ -33,6 +33,11 @@ type CapacityParts struct {
 	// LoadingCredit the requests the loading ones will serve; Needed the
 	// replicas asked for.
 	Ready, Reporting, Loading, LoadingCredit, Needed, Utilization float64
+	// KVNeeded and PrefillNeeded are the two terms Needed is the larger
+	// of; PrefillBusy the replicas' worth of prefill work, PrefillMaxBusy
+	// how busy one replica's prefill may run, PrefillOver the share of
+	// prefills over the objective alone.
+	KVNeeded, PrefillNeeded, PrefillBusy, PrefillMaxBusy, PrefillOver float64
 }
 
 // capacityGauges maps each gpuscale_adapter_capacity_* gauge to its field.
@@ -50,6 +55,11 @@ var capacityGauges = map[string]func(*CapacityParts) *float64{
 	"gpuscale_adapter_capacity_loading_credit_requests":          func(c *CapacityParts) *float64 { return &c.LoadingCredit },
 	"gpuscale_adapter_capacity_replicas_needed":                  func(c *CapacityParts) *float64 { return &c.Needed },
 	"gpuscale_adapter_capacity_utilization":                      func(c *CapacityParts) *float64 { return &c.Utilization },
+	"gpuscale_adapter_capacity_kv_replicas_needed":               func(c *CapacityParts) *float64 { return &c.KVNeeded },
+	"gpuscale_adapter_capacity_prefill_replicas_needed":          func(c *CapacityParts) *float64 { return &c.PrefillNeeded },
+	"gpuscale_adapter_capacity_prefill_busy_replicas":            func(c *CapacityParts) *float64 { return &c.PrefillBusy },
+	"gpuscale_adapter_capacity_prefill_max_busy":                 func(c *CapacityParts) *float64 { return &c.PrefillMaxBusy },
+	"gpuscale_adapter_capacity_prefill_over_objective_ratio":     func(c *CapacityParts) *float64 { return &c.PrefillOver },
 }
 
 // parseCapacityParts reads the capacity gauges of one workload from the

@@ -57,6 +57,8 @@ func TestParseCapacityParts(t *testing.T) {
 		Slots: est.Slots, PerReplica: est.PerReplica, HorizonSeconds: est.Horizon.Seconds(),
 		Ready: float64(est.Replicas), Reporting: float64(est.Reporting), Loading: float64(est.Loading), LoadingCredit: est.LoadingCredit,
 		Needed: est.Needed, Utilization: est.Utilization,
+		KVNeeded: est.KVNeeded, PrefillNeeded: est.PrefillNeeded, PrefillBusy: est.PrefillBusy,
+		PrefillMaxBusy: est.Prefill.MaxBusy, PrefillOver: est.Prefill.OverObjective,
 	}
 	if got != want {
 		t.Errorf("parsed %+v\nwant   %+v", got, want)

@@ -59,7 +59,9 @@ func signalPanels(rec Recording, pr PolicyRecording) ([]*plot.Plot, error) {
 
 	reps := newPanel(rec, "replicas")
 	if err := addParts(reps, rec, pr, []partLine{
-		{"needed (forecast / per replica)", func(c CapacityParts) float64 { return c.Needed }, dashed},
+		{"needed (the larger term)", func(c CapacityParts) float64 { return c.Needed }, dashed},
+		{"KV-cache term", func(c CapacityParts) float64 { return c.KVNeeded }, []vg.Length{vg.Points(4), vg.Points(2)}},
+		{"prefill term", func(c CapacityParts) float64 { return c.PrefillNeeded }, []vg.Length{vg.Points(6), vg.Points(2), vg.Points(1), vg.Points(2)}},
 		{"reporting fresh data", func(c CapacityParts) float64 { return c.Reporting }, []vg.Length{vg.Points(1), vg.Points(2)}},
 	}); err != nil {
 		return nil, err
