@@ -20,6 +20,7 @@ import (
 	"github.com/gpuscale/gpuscale/internal/autoscalebench"
 	"github.com/gpuscale/gpuscale/internal/offlinereplay"
 	"github.com/gpuscale/gpuscale/internal/trace"
+	"github.com/gpuscale/gpuscale/pkg/capacity"
 	"github.com/gpuscale/gpuscale/pkg/inferencesim"
 )
 
@@ -32,7 +33,9 @@ func main() {
 		duration  = flag.Duration("duration", 0, "Length of the slice (0: to the end).")
 		schedule  = flag.String("schedule", "37s:9", "For the schedule policy: at DURATION ask for N replicas, as DURATION:N.")
 		objective = flag.Duration("capacity-ttft-objective", time.Second, "The capacity policy's TTFT objective.")
+		window    = flag.Duration("capacity-window", time.Minute, "The capacity policy's prefill-time window (the adapter's --ttft-window).")
 		need      = flag.Bool("per-minute-need", false, "Print each minute's arrivals and the fewest static replicas that meet it, and exit.")
+		parts     = flag.Bool("capacity-parts", false, "Print the capacity estimate's parts at each minute's first sync.")
 	)
 	flag.Parse()
 	t, err := trace.ReadFile(*tracePath)
@@ -64,7 +67,7 @@ func main() {
 			Requests: reqs, Profile: prof, SLO: time.Second, ModelLoad: time.Minute, StartDelay: 3 * time.Second,
 			Grace: 30 * time.Second, Initial: initial, Scrape: 5 * time.Second, Sync: 15 * time.Second, SyncPhase: *phase,
 		}
-		cfg.Policy, cfg.Behavior, err = policy(name, *schedule, *objective, 2*static)
+		cfg.Policy, cfg.Behavior, err = policy(name, *schedule, *objective, *window, 2*static, partsPrinter(*parts))
 		if err != nil {
 			log.Fatal(err)
 		}
@@ -79,6 +82,23 @@ func main() {
 			base = res
 		}
 		report(name, res, base)
+	}
+}
+
+// partsPrinter prints the first estimate of each minute, if on.
+func partsPrinter(on bool) func(time.Time, capacity.Estimate) {
+	if !on {
+		return nil
+	}
+	last := -1
+	return func(now time.Time, e capacity.Estimate) {
+		m := int(now.Sub(time.Unix(0, 0)) / time.Minute)
+		if m == last {
+			return
+		}
+		last = m
+		fmt.Printf("  minute %2d: ready %2d demand %5.1f forecast %5.1f | KV term %4.1f (per replica %4.1f) | prefill term %4.1f (busy %4.2f, max busy %.3f, over objective %.3f, reachable %v)\n",
+			m, e.Replicas, e.Demand, e.Forecast, e.KVNeeded, e.PerReplica, e.PrefillNeeded, e.PrefillBusy, e.Prefill.MaxBusy, e.Prefill.OverObjective, e.Prefill.Reachable)
 	}
 }
 

@@ -19,7 +19,7 @@ const hpaTolerance = 0.1
 
 // policy returns a policy and the HPA behavior it runs with, as the bench
 // configures it.
-func policy(name, schedule string, objective time.Duration, maxR int) (offlinereplay.Policy, offlinereplay.Behavior, error) {
+func policy(name, schedule string, objective, window time.Duration, maxR int, parts func(time.Time, capacity.Estimate)) (offlinereplay.Policy, offlinereplay.Behavior, error) {
 	switch name {
 	case "static":
 		return nil, offlinereplay.Behavior{}, nil
@@ -27,8 +27,8 @@ func policy(name, schedule string, objective time.Duration, maxR int) (offlinere
 		return podsAverage{target: 16}, offlinereplay.DefaultBehavior(1, maxR), nil
 	case "capacity":
 		cfg := capacity.DefaultConfig()
-		cfg.Objective = objective
-		return &capacityPolicy{est: capacity.New(cfg, nil)}, recommended(time.Minute, 1, maxR), nil
+		cfg.Objective, cfg.Window = objective, window
+		return &capacityPolicy{est: capacity.New(cfg, nil), parts: parts}, recommended(time.Minute, 1, maxR), nil
 	case "schedule":
 		at, n, ok := strings.Cut(schedule, ":")
 		d, err := time.ParseDuration(at)
@@ -106,7 +106,11 @@ func (p podsAverage) Recommend(v offlinereplay.View) (int, bool) {
 
 // capacityPolicy is an Object metric at value 1 on the adapter's capacity
 // estimator, fed what the adapter reads of each pod.
-type capacityPolicy struct{ est *capacity.Estimator }
+type capacityPolicy struct {
+	est *capacity.Estimator
+	// parts, when set, is called with every estimate.
+	parts func(now time.Time, e capacity.Estimate)
+}
 
 func (c *capacityPolicy) Recommend(v offlinereplay.View) (int, bool) {
 	pods := make([]capacity.Pod, 0, len(v.Pods))
@@ -124,6 +128,9 @@ func (c *capacityPolicy) Recommend(v offlinereplay.View) (int, bool) {
 	est, err := c.est.Estimate(capacity.Key{Namespace: "replay", Target: "deployment/llm"}, v.Now, pods)
 	if err != nil {
 		return 0, false
+	}
+	if c.parts != nil {
+		c.parts(v.Now, est)
 	}
 	if math.Abs(est.Utilization-1) <= hpaTolerance {
 		return v.Spec, true

@@ -73,7 +73,10 @@ func (w *prefillWindow) total() (*histogram.Histogram, time.Duration) {
 
 // prefillTerm fills est's prefill parts: the replicas' prefill work over
 // the window, grown as the demand is forecast to grow, over what one
-// replica's prefill carries within the objective.
+// replica's prefill carries within the objective. The growth is the
+// forecast's over the smoothed level, not over today's demand: the window's
+// work is a minute's mean, and a momentary dip in the requests in flight
+// is no growth ahead.
 func (e *Estimator) prefillTerm(st *workloadState, now time.Time, pods []Pod, est *Estimate) {
 	st.prefill.observe(now, pods, e.cfg.Window)
 	inc, span := st.prefill.total()
@@ -82,8 +85,12 @@ func (e *Estimator) prefillTerm(st *workloadState, now time.Time, pods []Pod, es
 	}
 	est.PrefillBusy = inc.Sum / span.Seconds()
 	est.Prefill = MaxPrefillBusy(inc, e.cfg.Objective.Seconds(), e.cfg.Quantile)
-	if !est.Prefill.Reachable || est.Prefill.MaxBusy <= 0 || est.Demand <= 0 {
+	if !est.Prefill.Reachable || est.Prefill.MaxBusy <= 0 || est.Forecast <= 0 {
 		return
 	}
-	est.PrefillNeeded = est.PrefillBusy * (est.Forecast / est.Demand) / est.Prefill.MaxBusy
+	growth := 1.0
+	if level := st.holt.Level(); level > 0 {
+		growth = max(1, st.holt.Forecast(est.Horizon)/level)
+	}
+	est.PrefillNeeded = est.PrefillBusy * growth / est.Prefill.MaxBusy
 }
