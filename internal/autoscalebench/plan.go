@@ -8,6 +8,7 @@ import (
 	"math"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"time"
 
 	"github.com/gpuscale/gpuscale/internal/devenv"
@@ -181,6 +182,9 @@ func (p *Plan) EnvOptions(dir string, clock *Clock, log *slog.Logger) devenv.Opt
 		AdapterArgs: []string{
 			"--scrape-interval=" + scrape.String(), "--max-staleness=" + (3 * scrape).String(),
 			"--ttft-window=" + p.wall(time.Minute).String(),
+			// The simulated servers time prefills in trace time; the
+			// adapter's window is wall time.
+			"--capacity-time-scale=" + strconv.FormatFloat(p.Speedup, 'g', -1, 64),
 			"--scale-down-controller", "--scale-down-resync=" + p.wall(10*time.Second).String(),
 			"--scale-down-idle-time=" + p.wall(5*time.Minute).String(),
 		},

@@ -106,6 +106,11 @@ type Config struct {
 	// Window is how far back the prefill times of finished requests are
 	// taken from.
 	Window time.Duration
+	// TimeScale is how many seconds pass on the servers' clocks, which
+	// time the prefills, per second of the estimator's, which times the
+	// window: 1 on a cluster, the speedup in a replay that runs simulated
+	// servers faster than real time. 0 means 1.
+	TimeScale float64
 	// Forget drops a workload's state after it was not asked about for
 	// this long.
 	Forget time.Duration

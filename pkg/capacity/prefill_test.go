@@ -151,3 +151,28 @@ func TestEstimatePrefillTerm(t *testing.T) {
 		t.Errorf("PrefillBusy = %v after a quiet window, want 0", est.PrefillBusy)
 	}
 }
+
+// TestPrefillTimeScale: servers whose clocks run faster than the
+// estimator's (a replay) do the same prefill work in less of its time.
+func TestPrefillTimeScale(t *testing.T) {
+	busy := func(scale float64) float64 {
+		cfg := DefaultConfig()
+		cfg.TimeScale = scale
+		e := New(cfg, nil)
+		k := Key{Namespace: "ns", Target: "deployment/llm"}
+		t0 := time.Unix(1000, 0)
+		pod := func(h *histogram.Histogram) []Pod {
+			return []Pod{{Ready: true, Data: true, Running: 2, KVPercent: 10, UID: "a", Prefill: h}}
+		}
+		if _, err := e.Estimate(k, t0, pod(prefillHist(0, 10))); err != nil {
+			t.Fatal(err)
+		}
+		est, err := e.Estimate(k, t0.Add(10*time.Second), pod(prefillHist(0, 40)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return est.PrefillBusy
+	}
+	near(t, "busy at scale 1", busy(1), 30*0.4/10, 1e-9)
+	near(t, "busy at scale 6", busy(6), 30*0.4/60, 1e-9)
+}

@@ -83,7 +83,11 @@ func (e *Estimator) prefillTerm(st *workloadState, now time.Time, pods []Pod, es
 	if inc == nil || span <= 0 {
 		return
 	}
-	est.PrefillBusy = inc.Sum / span.Seconds()
+	scale := e.cfg.TimeScale
+	if scale <= 0 {
+		scale = 1
+	}
+	est.PrefillBusy = inc.Sum / (span.Seconds() * scale)
 	est.Prefill = MaxPrefillBusy(inc, e.cfg.Objective.Seconds(), e.cfg.Quantile)
 	if !est.Prefill.Reachable || est.Prefill.MaxBusy <= 0 || est.Forecast <= 0 {
 		return

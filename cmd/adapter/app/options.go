@@ -34,9 +34,12 @@ type Options struct {
 	// CapacityTTFTObjective is the TTFT the capacity signal's p90 is
 	// held within; its prefill term sizes from it.
 	CapacityTTFTObjective time.Duration
-	ExporterSelector      string
-	ExporterPort          int
-	ExporterPath          string
+	// CapacityTimeScale is capacity.Config.TimeScale: 1 but in replays
+	// of simulated servers that run faster than real time.
+	CapacityTimeScale float64
+	ExporterSelector  string
+	ExporterPort      int
+	ExporterPath      string
 
 	// ExporterNamespace and ExporterDaemonSet say which pods are exporters:
 	// those of that DaemonSet in that namespace; the selector only narrows.
@@ -86,6 +89,7 @@ func NewOptions() *Options {
 		MaxInflightBytes:      scrape.DefaultMaxInflightBytes,
 		TTFTWindow:            60 * time.Second,
 		CapacityTTFTObjective: time.Second,
+		CapacityTimeScale:     1,
 		ExporterSelector:      "app.kubernetes.io/name=gpuscale-exporter",
 		ExporterPort:          9400,
 		ExporterPath:          "/metrics",
@@ -120,6 +124,8 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.Int64Var(&o.MaxInflightBytes, "scrape-max-inflight-bytes", o.MaxInflightBytes, "Estimated memory all scrapes may hold parsed at once; half is split evenly among --scrape-workers, half shared. A scrape that needs more than it can get fails with reason limit (docs/performance.md).")
 	fs.DurationVar(&o.MaxStaleness, "max-staleness", o.MaxStaleness, "Age past which a pod's newest sample gives no value (default: three scrape intervals).")
 	fs.DurationVar(&o.TTFTWindow, "ttft-window", o.TTFTWindow, "Window of the time-to-first-token quantiles, and of the prefill times the capacity signal reads.")
+	fs.Float64Var(&o.CapacityTimeScale, "capacity-time-scale", o.CapacityTimeScale, "Seconds on the inference servers' clocks per second of the adapter's. For replays whose simulated servers run faster than real time; 1 on a cluster.")
+	_ = fs.MarkHidden("capacity-time-scale")
 	fs.DurationVar(&o.CapacityTTFTObjective, "capacity-ttft-objective", o.CapacityTTFTObjective, "TTFT objective the capacity signal (inference_capacity_utilization) holds the p90 within: how busy a replica's prefill may run follows from it.")
 	// --window sized a ring of samples only TTFT quantiles read, and only
 	// over --ttft-window: the store now keeps what that window needs, and
@@ -193,6 +199,9 @@ func (o *Options) Validate() error {
 	}
 	if o.MaxStaleness < o.ScrapeInterval {
 		errs = append(errs, fmt.Errorf("--max-staleness (%v) must be at least --scrape-interval", o.MaxStaleness))
+	}
+	if !(o.CapacityTimeScale > 0) || math.IsInf(o.CapacityTimeScale, 0) {
+		errs = append(errs, fmt.Errorf("--capacity-time-scale must be positive and finite, got %v", o.CapacityTimeScale))
 	}
 	if o.CapacityTTFTObjective <= 0 {
 		errs = append(errs, fmt.Errorf("--capacity-ttft-objective must be positive, got %v", o.CapacityTTFTObjective))
@@ -269,6 +278,6 @@ func (o *Options) retainFor() time.Duration {
 // capacityConfig is the capacity signal's configuration from the flags.
 func (o *Options) capacityConfig() capacity.Config {
 	cfg := capacity.DefaultConfig()
-	cfg.Objective, cfg.Window = o.CapacityTTFTObjective, o.TTFTWindow
+	cfg.Objective, cfg.Window, cfg.TimeScale = o.CapacityTTFTObjective, o.TTFTWindow, o.CapacityTimeScale
 	return cfg
 }
