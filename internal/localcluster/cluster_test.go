@@ -145,10 +145,19 @@ func checkReadyAfter(ctx context.Context, t *testing.T, c *Cluster) {
 	if s := pods.snapshot()["loader"]; !s.readyAt.IsZero() {
 		t.Fatalf("loader Ready as soon as it runs; conditions %v", s.pod.Status.Conditions)
 	}
+	// A change to the pod while it loads (gpuscale's scale-down controller
+	// annotates pods) must not start the load over.
+	time.Sleep(delay / 2)
+	patch := []byte(`{"metadata":{"annotations":{"controller.kubernetes.io/pod-deletion-cost":"7"}}}`)
+	if _, err := c.Client().CoreV1().Pods("default").Patch(ctx, "loader", types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
 	pods.waitFor(t, "the loader Ready", func(s podStates) bool { return s.ready() == 1 })
-	// The watch sees Running after kwok started the delay, so the gap it
-	// sees may be a little shorter than the delay, never much.
-	if got := pods.snapshot()["loader"].readyAt.Sub(runningAt); got < delay-time.Second {
+	// The delay counts from the pod's start time, which the API server
+	// keeps to the second, and the watch sees Running a little after: the
+	// gap seen is within a second or so of the delay, and a load started
+	// over by the patch would show about half a delay more.
+	if got := pods.snapshot()["loader"].readyAt.Sub(runningAt); got < delay-1500*time.Millisecond || got > delay+delay/3 {
 		t.Errorf("Ready %s after Running, want about %s", got.Round(time.Millisecond), delay)
 	}
 }
