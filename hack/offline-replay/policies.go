@@ -54,23 +54,22 @@ func recommended(startup time.Duration, minR, maxR int) offlinereplay.Behavior {
 	up, down := rec.Behavior.ScaleUp, rec.Behavior.ScaleDown
 	b.UpWindow = time.Duration(*up.StabilizationWindowSeconds) * time.Second
 	b.DownWindow = time.Duration(*down.StabilizationWindowSeconds) * time.Second
-	for _, p := range up.Policies {
-		b.UpPeriod = time.Duration(p.PeriodSeconds) * time.Second
-		if p.Type == autoscalingv2.PodsScalingPolicy {
-			b.UpPods = int(p.Value)
-		} else {
-			b.UpPercent = int(p.Value)
-		}
-	}
-	for _, p := range down.Policies {
-		b.DownPeriod = time.Duration(p.PeriodSeconds) * time.Second
-		if p.Type == autoscalingv2.PodsScalingPolicy {
-			b.DownPods = int(p.Value)
-		} else {
-			b.DownPercent = int(p.Value)
-		}
-	}
+	b.UpPods, b.UpPercent, b.UpPeriod = rates(up.Policies)
+	b.DownPods, b.DownPercent, b.DownPeriod = rates(down.Policies)
 	return b
+}
+
+// rates reads an HPA's rate policies: pods and percent per period.
+func rates(policies []autoscalingv2.HPAScalingPolicy) (pods, percent int, period time.Duration) {
+	for _, p := range policies {
+		period = time.Duration(p.PeriodSeconds) * time.Second
+		if p.Type == autoscalingv2.PodsScalingPolicy {
+			pods = int(p.Value)
+		} else {
+			percent = int(p.Value)
+		}
+	}
+	return pods, percent, period
 }
 
 // podsAverage is a Pods metric at an averageValue (inference_requests_running
