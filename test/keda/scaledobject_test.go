@@ -2,6 +2,7 @@ package keda
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -11,6 +12,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -152,6 +154,24 @@ func TestKEDAObjectTrigger(t *testing.T) {
 		return r == 1
 	})
 	env.World.SetRate(ns, sel, 45) // about three replicas' capacity: the queue grows
+	// KEDA scales a new ScaledObject's workload to zero at its first check
+	// when the trigger is not active (initialCooldownPeriod 0), and a
+	// trigger with no value yet is not: hand the Deployment to KEDA once
+	// the adapter serves a queue for it, or the replica it would scrape is
+	// gone before the first scrape.
+	path := "/apis/custom.metrics.k8s.io/v1beta2/namespaces/" + ns + "/deployments.apps/llm/inference_queue_depth"
+	waitFor(t, 60*time.Second, "the adapter to serve a queue for the Deployment", func(ctx context.Context) bool {
+		out, err := env.Cluster.Kubectl(ctx, "get", "--raw", path)
+		if err != nil {
+			return false
+		}
+		var list struct {
+			Items []struct {
+				Value resource.Quantity `json:"value"`
+			} `json:"items"`
+		}
+		return json.Unmarshal(out, &list) == nil && len(list.Items) == 1 && list.Items[0].Value.Sign() > 0
+	})
 	scaledObject(t, ns, "llm", 3, map[string]string{"signal": "inference_queue_depth", "object": "deployment/llm", "target": "5"})
 	waitFor(t, 90*time.Second, "KEDA's HPA to scale to at least 2", func(ctx context.Context) bool {
 		r, _ := replicas(ctx, ns, "llm")
