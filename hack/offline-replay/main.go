@@ -106,7 +106,7 @@ func report(name string, res, static offlinereplay.Result) {
 	var lost []string
 	for m, ok := range res.MetMinute {
 		if !ok && m < len(static.MetMinute) && static.MetMinute[m] {
-			lost = append(lost, fmt.Sprintf("%d (%.2fs)", m, res.P90[m].Seconds()))
+			lost = append(lost, fmt.Sprintf("%d (%.2fs)", m, res.P90[m]))
 		}
 	}
 	cost := "-"

@@ -18,10 +18,9 @@ package offlinereplay
 import (
 	"errors"
 	"fmt"
-	"math"
-	"slices"
 	"time"
 
+	"github.com/gpuscale/gpuscale/internal/autoscalebench"
 	"github.com/gpuscale/gpuscale/internal/trace"
 	"github.com/gpuscale/gpuscale/pkg/histogram"
 	"github.com/gpuscale/gpuscale/pkg/inferencesim"
@@ -87,10 +86,10 @@ type Config struct {
 
 // Result is what a replay measured.
 type Result struct {
-	// MetMinute says, per trace minute, whether its TTFT p90 (P90) was
-	// within the SLO; MinutesMet counts them.
+	// MetMinute says, per trace minute, whether its TTFT p90 (P90, in
+	// seconds) was within the SLO; MinutesMet counts them.
 	MetMinute  []bool
-	P90        []time.Duration
+	P90        []float64 // seconds
 	MinutesMet int
 	// ReplicaSeconds is the GPU time billed.
 	ReplicaSeconds float64
@@ -280,29 +279,19 @@ func (r *replay) finish(end time.Time) Result {
 	return r.res
 }
 
-// minutes is each trace minute's TTFT p90 (nearest rank, as the bench
-// computes it) and whether it is within slo; a request without a first
-// token counts as infinitely late.
-func minutes(reqs []trace.Request, ttft []time.Duration, slo time.Duration) ([]bool, []time.Duration) {
-	last := int(reqs[len(reqs)-1].At / time.Minute)
-	by := make([][]time.Duration, last+1)
-	for i, req := range reqs {
-		d := ttft[i]
-		if d < 0 {
-			d = math.MaxInt64
-		}
-		m := int(req.At / time.Minute)
-		by[m] = append(by[m], d)
+// minutes is each trace minute's TTFT p90 in seconds, computed as the
+// bench's report does (autoscalebench.MinuteP90: NaN for a minute without
+// arrivals, +Inf where the p90 falls on a request never served), and
+// whether it is within slo.
+func minutes(reqs []trace.Request, ttft []time.Duration, slo time.Duration) ([]bool, []float64) {
+	rec := autoscalebench.PolicyRecording{Requests: make([]autoscalebench.RequestOutcome, len(reqs))}
+	for i, r := range reqs {
+		rec.Requests[i] = autoscalebench.RequestOutcome{Arrival: r.At, TTFT: max(ttft[i], 0), Served: ttft[i] >= 0}
 	}
-	met := make([]bool, last+1)
-	p90 := make([]time.Duration, last+1)
-	for m, ds := range by {
-		if len(ds) == 0 {
-			continue
-		}
-		slices.Sort(ds)
-		p90[m] = ds[max(0, int(math.Ceil(0.9*float64(len(ds))))-1)]
-		met[m] = p90[m] <= slo
+	p90 := autoscalebench.MinuteP90(rec, (reqs[len(reqs)-1].At/time.Minute+1)*time.Minute)
+	met := make([]bool, len(p90))
+	for m, p := range p90 {
+		met[m] = p <= slo.Seconds() // false for NaN
 	}
 	return met, p90
 }
