@@ -19,10 +19,22 @@ func (s *Source) PodPrefill(_ context.Context, set *provider.PodSet, sel labels.
 	now := s.now()
 	out := make([]*histogram.Histogram, len(set.Pods))
 	mm := newModelMatcher(sel)
-	for i, pod := range set.Pods {
-		smp, ok := s.st.Latest(store.Key{Namespace: pod.Namespace, Name: pod.Name}, store.SourceInference, now, s.maxStaleness)
-		if ok && mm.matches(smp.Model) {
+	keep := func(i int, smp *store.Sample) {
+		if mm.matches(smp.Model) {
 			out[i] = smp.Prefill
+		}
+	}
+	if set.Namespace != "" {
+		// One store pass under one lock, with the pods' places shared
+		// with the Pods reads of the same set (the capacity signal's
+		// three inputs).
+		lookup := provider.Memo(set, s.lookup, func() *store.Lookup { return store.NewLookup(set.Namespace, set.Names()) })
+		s.st.LatestEach(lookup, store.SourceInference, now, s.maxStaleness, keep)
+		return out, nil
+	}
+	for i, pod := range set.Pods {
+		if smp, ok := s.st.Latest(store.Key{Namespace: pod.Namespace, Name: pod.Name}, store.SourceInference, now, s.maxStaleness); ok {
+			keep(i, &smp)
 		}
 	}
 	return out, nil
