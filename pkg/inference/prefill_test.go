@@ -45,6 +45,23 @@ func TestDetectPrefillHistogram(t *testing.T) {
 			scrape:   strings.Replace(vllmPrefill, `le="1.0"} 3`, `le="1.0"} 0`, 1),
 			rejected: "vllm:request_prefill_time_seconds",
 		},
+		{
+			name:     "not-a-number sum",
+			scrape:   strings.Replace(vllmPrefill, `_sum{engine="1",model_name="m"} 3.5`, `_sum{engine="1",model_name="m"} NaN`, 1),
+			rejected: "vllm:request_prefill_time_seconds",
+		},
+		{
+			// Past 2^53 a float64 no longer counts single requests.
+			name: "count beyond exact floats",
+			scrape: strings.NewReplacer(`le="+Inf"} 4`, `le="+Inf"} 1e300`,
+				`_count{engine="1",model_name="m"} 4`, `_count{engine="1",model_name="m"} 1e300`).Replace(vllmPrefill),
+			rejected: "vllm:request_prefill_time_seconds",
+		},
+		{
+			name:     "negative duration",
+			scrape:   strings.Replace(vllmPrefill, `_sum{engine="0",model_name="m"} 7.5`, `_sum{engine="0",model_name="m"} -7.5`, 1),
+			rejected: "vllm:request_prefill_time_seconds",
+		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
