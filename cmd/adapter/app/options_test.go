@@ -2,6 +2,7 @@ package app
 
 import (
 	"log/slog"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -173,6 +174,41 @@ func TestValidateKEDAScaler(t *testing.T) {
 			if tc.wantErr == "" {
 				if err != nil {
 					t.Fatalf("Validate: %v", err)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+				t.Fatalf("Validate = %v, want %q", err, tc.wantErr)
+			}
+		})
+	}
+}
+
+func TestValidateCapacity(t *testing.T) {
+	cases := []struct {
+		name    string
+		set     func(*Options)
+		wantErr string
+	}{
+		{"defaults", func(*Options) {}, ""},
+		{"an objective and a replay's time scale", func(o *Options) { o.CapacityTTFTObjective, o.CapacityTimeScale = 500*time.Millisecond, 6 }, ""},
+		{"no objective", func(o *Options) { o.CapacityTTFTObjective = 0 }, "--capacity-ttft-objective"},
+		{"time scale zero", func(o *Options) { o.CapacityTimeScale = 0 }, "--capacity-time-scale"},
+		{"time scale not finite", func(o *Options) { o.CapacityTimeScale = math.Inf(1) }, "--capacity-time-scale"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			o := NewOptions()
+			tc.set(o)
+			o.Complete()
+			err := o.Validate()
+			if tc.wantErr == "" {
+				if err != nil {
+					t.Fatalf("Validate: %v", err)
+				}
+				cfg := o.capacityConfig()
+				if cfg.Objective != o.CapacityTTFTObjective || cfg.Window != o.TTFTWindow || cfg.TimeScale != o.CapacityTimeScale {
+					t.Errorf("capacityConfig = %+v, not the flags", cfg)
 				}
 				return
 			}
