@@ -136,6 +136,7 @@ func TestChartSchemaRejects(t *testing.T) {
 		{"misspelt top-level key", []string{"--set", "serviceMonitors.enabled=true"}, "serviceMonitors"},
 		{"misspelt nested key", []string{"--set", "adapter.config.scrapeIntervall=5s"}, "scrapeIntervall"},
 		{"duration without a unit", []string{"--set", "adapter.config.scrapeInterval=5"}, "/adapter/config/scrapeInterval"},
+		{"objective not a duration", []string{"--set", "adapter.config.capacityTTFTObjective=fast"}, "/adapter/config/capacityTTFTObjective"},
 		{"duration not a duration", []string{"--set", "exporter.config.collectInterval=fast"}, "/exporter/config/collectInterval"},
 		{"unknown backend", []string{"--set", "exporter.config.backend=dcgm"}, "/exporter/config/backend"},
 		{"port out of range", []string{"--set", "exporter.port=70000"}, "/exporter/port"},
@@ -391,5 +392,21 @@ func checkSharedGPUs(t *testing.T, objs []object) {
 		if hostPaths[name] != want[0] || mounts[name] != want[1] {
 			t.Errorf("volume %s: host %q at %q, want %q at %q", name, hostPaths[name], mounts[name], want[0], want[1])
 		}
+	}
+}
+
+// TestChartCapacityObjective: the capacity signal's objective reaches the
+// adapter as its flag, and the default leaves the binary's.
+func TestChartCapacityObjective(t *testing.T) {
+	has := func(objs []object, want string) bool {
+		return slices.Contains(args(t, named(t, objs, "Deployment", "adapter")), want)
+	}
+	if objs := mustRender(t); slices.ContainsFunc(args(t, named(t, objs, "Deployment", "adapter")), func(a string) bool {
+		return strings.HasPrefix(a, "--capacity-ttft-objective")
+	}) {
+		t.Error("default render sets --capacity-ttft-objective; the binary's default should stand")
+	}
+	if objs := mustRender(t, "--set", "adapter.config.capacityTTFTObjective=750ms"); !has(objs, "--capacity-ttft-objective=750ms") {
+		t.Errorf("adapter args %v lack --capacity-ttft-objective=750ms", args(t, named(t, objs, "Deployment", "adapter")))
 	}
 }
