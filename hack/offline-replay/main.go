@@ -8,6 +8,8 @@
 //	go run ./hack/offline-replay --trace=test/traces/synthetic-burst.csv
 //	go run ./hack/offline-replay --policies=static,schedule --schedule=37s:9 --duration=5m
 //	go run ./hack/offline-replay --per-minute-need
+//	go run ./hack/offline-replay --policies=static,running-requests --running-requests-target=17
+//	go run ./hack/offline-replay --policies=static,capacity --capacity-scale-down-window=5m
 package main
 
 import (
@@ -36,6 +38,8 @@ func main() {
 		window    = flag.Duration("capacity-window", time.Minute, "The capacity policy's prefill-time window (the adapter's --ttft-window).")
 		need      = flag.Bool("per-minute-need", false, "Print each minute's arrivals and the fewest static replicas that meet it, and exit.")
 		parts     = flag.Bool("capacity-parts", false, "Print the capacity estimate's parts at each minute's first sync.")
+		target    = flag.Float64("running-requests-target", 16, "The running-requests policy's averageValue.")
+		down      = flag.Duration("capacity-scale-down-window", 0, "The capacity policy's scale-down stabilization window (0: what `adapter recommend` gives).")
 	)
 	flag.Parse()
 	t, err := trace.ReadFile(*tracePath)
@@ -67,7 +71,10 @@ func main() {
 			Requests: reqs, Profile: prof, SLO: time.Second, ModelLoad: time.Minute, StartDelay: 3 * time.Second,
 			Grace: 30 * time.Second, Initial: initial, Scrape: 5 * time.Second, Sync: 15 * time.Second, SyncPhase: *phase,
 		}
-		cfg.Policy, cfg.Behavior, err = policy(name, *schedule, *objective, *window, 2*static, partsPrinter(*parts))
+		cfg.Policy, cfg.Behavior, err = policy(name, policyOptions{
+			schedule: *schedule, runningTarget: *target, objective: *objective, window: *window, downWindow: *down,
+			maxReplicas: 2 * static, parts: partsPrinter(*parts),
+		})
 		if err != nil {
 			log.Fatal(err)
 		}

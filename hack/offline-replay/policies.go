@@ -17,19 +17,42 @@ import (
 // hpaTolerance is the HPA controller's default tolerance.
 const hpaTolerance = 0.1
 
+// policyOptions are the choices a sweep varies; their zero values, except
+// where said, are the bench's.
+type policyOptions struct {
+	// schedule is the schedule policy's DURATION:N.
+	schedule string
+	// runningTarget is running-requests' averageValue (the bench's 16).
+	runningTarget float64
+	// objective and window are the capacity policy's TTFT objective and
+	// prefill-time window; downWindow, when not 0, replaces the scale-down
+	// stabilization window `adapter recommend` gives it.
+	objective, window, downWindow time.Duration
+	// maxReplicas bounds every autoscaled policy.
+	maxReplicas int
+	// parts, when set, is called with every capacity estimate.
+	parts func(time.Time, capacity.Estimate)
+}
+
 // policy returns a policy and the HPA behavior it runs with, as the bench
 // configures it.
-func policy(name, schedule string, objective, window time.Duration, maxR int, parts func(time.Time, capacity.Estimate)) (offlinereplay.Policy, offlinereplay.Behavior, error) {
+func policy(name string, o policyOptions) (offlinereplay.Policy, offlinereplay.Behavior, error) {
+	maxR := o.maxReplicas
 	switch name {
 	case "static":
 		return nil, offlinereplay.Behavior{}, nil
 	case "running-requests":
-		return podsAverage{target: 16}, offlinereplay.DefaultBehavior(1, maxR), nil
+		return podsAverage{target: o.runningTarget}, offlinereplay.DefaultBehavior(1, maxR), nil
 	case "capacity":
 		cfg := capacity.DefaultConfig()
-		cfg.Objective, cfg.Window = objective, window
-		return &capacityPolicy{est: capacity.New(cfg, nil), parts: parts}, recommended(time.Minute, 1, maxR), nil
+		cfg.Objective, cfg.Window = o.objective, o.window
+		b := recommended(time.Minute, 1, maxR)
+		if o.downWindow > 0 {
+			b.DownWindow = o.downWindow
+		}
+		return &capacityPolicy{est: capacity.New(cfg, nil), parts: o.parts}, b, nil
 	case "schedule":
+		schedule := o.schedule
 		at, n, ok := strings.Cut(schedule, ":")
 		d, err := time.ParseDuration(at)
 		if err != nil || !ok {
