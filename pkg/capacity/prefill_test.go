@@ -1,6 +1,7 @@
 package capacity
 
 import (
+	"fmt"
 	"math"
 	"testing"
 	"time"
@@ -175,4 +176,39 @@ func TestPrefillTimeScale(t *testing.T) {
 	}
 	near(t, "busy at scale 1", busy(1), 30*0.4/10, 1e-9)
 	near(t, "busy at scale 6", busy(6), 30*0.4/60, 1e-9)
+}
+
+// TestPrefillWindowCallRate: however often the signal is asked for, the
+// window keeps a bounded number of steps and measures the same prefill
+// work.
+func TestPrefillWindowCallRate(t *testing.T) {
+	run := func(every time.Duration) (busy float64, steps int) {
+		e := New(DefaultConfig(), nil)
+		k := Key{Namespace: "ns", Target: "deployment/llm"}
+		t0 := time.Unix(1000, 0)
+		var est Estimate
+		for at := time.Duration(0); at <= 3*time.Minute; at += every {
+			// The replica is scraped every 5 s and finished 4 prefills
+			// of 0.15 s each time: 0.12 of a replica busy.
+			n := float64(4 * (at / (5 * time.Second)))
+			pods := []Pod{{Ready: true, Data: true, Running: 2, KVPercent: 10, UID: "a", Prefill: prefillHist(n)}}
+			var err error
+			if est, err = e.Estimate(k, t0.Add(at), pods); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return est.PrefillBusy, len(e.state[k].prefill.steps)
+	}
+	slow, slowSteps := run(15 * time.Second)
+	for _, every := range []time.Duration{time.Second, 100 * time.Millisecond, 10 * time.Millisecond} {
+		busy, steps := run(every)
+		if steps > windowSlots+1 {
+			t.Errorf("asked every %v: %d steps kept, want at most %d", every, steps, windowSlots+1)
+		}
+		near(t, fmt.Sprintf("busy asked every %v", every), busy, slow, 0.02)
+	}
+	near(t, "busy asked every 15s", slow, 0.12, 0.01)
+	if slowSteps > windowSlots+1 {
+		t.Errorf("asked every 15s: %d steps", slowSteps)
+	}
 }

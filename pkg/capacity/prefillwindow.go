@@ -6,6 +6,14 @@ import (
 	"github.com/gpuscale/gpuscale/pkg/histogram"
 )
 
+// windowSlots is how many steps a window keeps at most (plus the one being
+// filled). Every API call for the signal is an estimate, and anyone allowed
+// to read the metric sets how often they come; so increases closer together
+// than window/windowSlots (5 s of the default minute, the default scrape
+// interval) are added into one step, and an estimate costs the same however
+// often it is asked (BenchmarkEstimateCallRate).
+const windowSlots = 12
+
 // prefillWindow keeps a workload's prefill-time increases over the
 // configured window. Servers export cumulative histograms; the estimator
 // sees each pod's newest at every estimate and takes the increase from the
@@ -14,7 +22,8 @@ type prefillWindow struct {
 	// last is each pod's histogram at the previous estimate, by UID.
 	last map[string]*histogram.Histogram
 	// steps are the increases between estimates, oldest first, each
-	// over every pod that had a histogram at both ends.
+	// over every pod that had a histogram at both ends; each covers at
+	// most window/windowSlots from its start.
 	steps []prefillStep
 	// lastAt is the previous estimate's time.
 	lastAt time.Time
@@ -44,7 +53,7 @@ func (w *prefillWindow) observe(now time.Time, pods []Pod, window time.Duration)
 	}
 	if len(parts) > 0 {
 		if inc, err := histogram.Merge(parts...); err == nil {
-			w.steps = append(w.steps, prefillStep{from: w.lastAt, to: now, inc: inc})
+			w.add(prefillStep{from: w.lastAt, to: now, inc: inc}, window/windowSlots)
 		}
 	}
 	w.last, w.lastAt = next, now
@@ -53,6 +62,18 @@ func (w *prefillWindow) observe(now time.Time, pods []Pod, window time.Duration)
 		i++
 	}
 	w.steps = w.steps[i:]
+}
+
+// add appends s, or adds it into the newest step when that began no more than
+// slot before s ends.
+func (w *prefillWindow) add(s prefillStep, slot time.Duration) {
+	if n := len(w.steps); n > 0 && s.to.Sub(w.steps[n-1].from) <= slot {
+		if inc, err := histogram.Merge(w.steps[n-1].inc, s.inc); err == nil {
+			w.steps[n-1].inc, w.steps[n-1].to = inc, s.to
+			return
+		}
+	}
+	w.steps = append(w.steps, s)
 }
 
 // total is the window's merged increase and the time it covers.
