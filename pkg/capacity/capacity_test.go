@@ -2,6 +2,7 @@ package capacity
 
 import (
 	"errors"
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"testing"
@@ -223,11 +224,12 @@ func TestEstimate(t *testing.T) {
 		t.Errorf("replicas %d reporting %d loading %d horizon %v", est.Replicas, est.Reporting, est.Loading, est.Horizon)
 	}
 
-	// Demand rising by 1 request a second for a minute: the forecast
-	// looks a horizon (1 minute) ahead, so it exceeds today's demand,
-	// damped: by less than the 60 a linear trend would add.
+	// Demand rising by 1 request a second for a minute and a half, read
+	// at the HPA's 15 s syncs: the forecast looks a horizon (1 minute)
+	// ahead, so it exceeds today's demand, damped: by less than the 60 a
+	// linear trend would add.
 	var last Estimate
-	for i := 1; i <= 60; i++ {
+	for i := 15; i <= 90; i += 15 {
 		d := 20 + float64(i)
 		last, err = e.Estimate(Key{"ns", "deployment/rising"}, t0.Add(time.Duration(i)*time.Second), []Pod{ready(d/2, 0, d/2*5), ready(d/2, 0, d/2*5)})
 		if err != nil {
@@ -328,5 +330,45 @@ func TestForget(t *testing.T) {
 	}
 	if _, ok := e.state[Key{"a", "x"}]; ok || len(e.state) != 1 {
 		t.Errorf("state after forgetting: %v", e.state)
+	}
+}
+
+// TestForecastIgnoresExtraReaders: readers that ask for the signal far more
+// often than the HPA do not add observations to the forecast, so they do
+// not change what the HPA reads.
+func TestForecastIgnoresExtraReaders(t *testing.T) {
+	// run reads the signal at the HPA's syncs (every 15 s) and, if extra
+	// is not 0, every extra as well; it returns the HPA's last reading.
+	run := func(extra time.Duration) (Estimate, int) {
+		e := New(DefaultConfig(), nil)
+		k := Key{Namespace: "ns", Target: "deployment/llm"}
+		t0 := time.Unix(1000, 0)
+		var atHPA Estimate
+		for at := time.Duration(0); at <= 5*time.Minute; at += 50 * time.Millisecond {
+			hpa := at%(15*time.Second) == 7*time.Second
+			if !hpa && (extra == 0 || at%extra != 0) {
+				continue
+			}
+			// The demand, scraped every 5 s: a slow ramp with noise.
+			scrape := int(at / (5 * time.Second))
+			demand := 100 + float64(scrape)/2 + float64(scrape*7919%13)
+			pods := []Pod{{Ready: true, Data: true, Running: demand, KVPercent: demand / 2, Startup: time.Minute}}
+			est, err := e.Estimate(k, t0.Add(at), pods)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if hpa {
+				atHPA = est
+			}
+		}
+		return atHPA, e.state[k].holt.Len()
+	}
+	alone, _ := run(0)
+	for _, extra := range []time.Duration{time.Second, 50 * time.Millisecond} {
+		crowded, n := run(extra)
+		if want := int(5*time.Minute/observeGap(time.Minute)) + 1; n > want {
+			t.Errorf("read every %v: %d observations, want at most %d", extra, n, want)
+		}
+		near(t, fmt.Sprintf("forecast with a reader every %v", extra), crowded.Forecast, alone.Forecast, 0.01*alone.Forecast)
 	}
 }

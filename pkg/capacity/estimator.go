@@ -116,6 +116,18 @@ type Config struct {
 	Forget time.Duration
 }
 
+// observeGap is the least time between two of the forecast's observations:
+// half the level's time constant, an eighth of the horizon (7.5 s of a
+// one-minute start-up, below the HPA controller's 15 s sync period, so each
+// of its syncs is observed). Every read of the signal is an estimate, and
+// anyone allowed to read it sets how often they come; Holt's trend test
+// counts observations, so without a floor, readers beyond the HPA would
+// make noise look like a trend. Closer observations than this tell the
+// level nothing new about the horizon it must look across.
+func observeGap(horizon time.Duration) time.Duration {
+	return ForecastSmoothing(horizon).Level / 2
+}
+
 // DefaultConfig protects a p90 objective of one second, with prefill
 // times over the last minute.
 func DefaultConfig() Config {
@@ -137,7 +149,8 @@ type Key struct{ Namespace, Target string }
 
 type workloadState struct {
 	holt     Holt
-	slots    float64 // last measured, 0: never
+	observed time.Time // the forecast's last observation
+	slots    float64   // last measured, 0: never
 	lastUsed time.Time
 	prefill  prefillWindow
 }
@@ -207,12 +220,15 @@ func (e *Estimator) estimate(st *workloadState, now time.Time, pods []Pod) (Esti
 	}
 	est.Slots = st.slots
 
-	st.holt.Observe(now, est.Demand, ForecastSmoothing(est.Horizon))
+	if st.holt.Len() == 0 || now.Sub(st.observed) >= observeGap(est.Horizon) {
+		st.holt.Observe(now, est.Demand, ForecastSmoothing(est.Horizon))
+		st.observed = now
+	}
 	est.Level, est.Trend, est.TrendStdErr = st.holt.Level(), st.holt.SignificantTrend(), st.holt.TrendStdErr()
 	// Capacity added now serves from a horizon away; removing it acts at
 	// once. So the replicas must carry the peak expected until then:
 	// for a damped trend, its end or now.
-	est.Forecast = max(est.Demand, st.holt.Forecast(est.Horizon), 0)
+	est.Forecast = max(est.Demand, st.forecast(now, est.Horizon), 0)
 	e.prefillTerm(st, now, pods, &est)
 
 	if est.Forecast == 0 {
@@ -252,6 +268,12 @@ func (e *Estimator) estimate(st *workloadState, now time.Time, pods []Pod) (Esti
 // constant is a share of the measured horizon; none is fitted to a trace.
 func ForecastSmoothing(horizon time.Duration) Smoothing {
 	return Smoothing{Level: horizon / 4, Trend: horizon / 2, Damping: horizon}
+}
+
+// forecast is Holt's forecast for horizon after now; its last observation
+// may be up to observeGap before now.
+func (st *workloadState) forecast(now time.Time, horizon time.Duration) float64 {
+	return st.holt.Forecast(horizon + now.Sub(st.observed))
 }
 
 func (e *Estimator) forgetLocked(now time.Time) {

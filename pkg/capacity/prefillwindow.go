@@ -115,7 +115,7 @@ func (e *Estimator) prefillTerm(st *workloadState, now time.Time, pods []Pod, es
 	}
 	growth := 1.0
 	if level := st.holt.Level(); level > 0 {
-		growth = max(1, st.holt.Forecast(est.Horizon)/level)
+		growth = max(1, st.forecast(now, est.Horizon)/level)
 	}
 	est.PrefillNeeded = est.PrefillBusy * growth / est.Prefill.MaxBusy
 }
