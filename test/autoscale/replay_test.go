@@ -97,7 +97,7 @@ func TestReplayShortSlice(t *testing.T) {
 	if queue.MinutesMet < gpu.MinutesMet {
 		t.Errorf("queue-depth policy met the SLO in %d minutes, the GPU-utilization policy in %d: want at least as many", queue.MinutesMet, gpu.MinutesMet)
 	}
-	// The capacity signal (experimental, docs/autoscaling.md) holds the
+	// The capacity signal (the README's first example) holds the
 	// SLO in as many minutes as queue depth and serves every request. Its
 	// cost is reported, not asserted: with the start-up horizon measured,
 	// its trend forecast overshoots on this flat slice (issue #16 is open).
