@@ -100,7 +100,7 @@ func TestReplayShortSlice(t *testing.T) {
 	// The capacity signal (the README's first example) holds the
 	// SLO in as many minutes as queue depth and serves every request. Its
 	// cost is reported, not asserted: with the start-up horizon measured,
-	// its trend forecast overshoots on this flat slice (issue #16 is open).
+	// its trend forecast overshoots on this flat slice.
 	capacity := sums[autoscalebench.PolicyCapacity]
 	t.Logf("FIGURE capacity vs queue-depth: %d vs %d SLO minutes on %.3f vs %.3f GPU-hours",
 		capacity.MinutesMet, queue.MinutesMet, capacity.GPUHours, queue.GPUHours)
