@@ -1,7 +1,6 @@
 package app
 
 import (
-	"strings"
 	"testing"
 	"time"
 )
@@ -13,11 +12,7 @@ func TestValidateForward(t *testing.T) {
 			f(&o.Forward)
 		}
 	}
-	cases := []struct {
-		name    string
-		set     func(*Options)
-		wantErr string
-	}{
+	checkValidate(t, []validateCase{
 		{"off by default", func(*Options) {}, ""},
 		{"on", withForward(func(*ForwardOptions) {}), ""},
 		{"plain http", withForward(func(f *ForwardOptions) { f.URL = "http://keda-operator-metrics-apiserver.keda.svc:443" }), "want https://"},
@@ -25,21 +20,7 @@ func TestValidateForward(t *testing.T) {
 		{"no client certificate", withForward(func(f *ForwardOptions) { f.ClientCertFile = "" }), "--forward-client-cert-file"},
 		{"no timeout", withForward(func(f *ForwardOptions) { f.Timeout = 0 }), "--forward-timeout"},
 		{"discovery too often", withForward(func(f *ForwardOptions) { f.DiscoveryInterval = time.Millisecond }), "--forward-discovery-interval"},
-	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			o := NewOptions()
-			tc.set(o)
-			o.Complete()
-			err := o.Validate()
-			if tc.wantErr == "" && err != nil {
-				t.Fatalf("unexpected error: %v", err)
-			}
-			if tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)) {
-				t.Fatalf("err = %v, want one containing %q", err, tc.wantErr)
-			}
-		})
-	}
+	}, nil)
 }
 
 // TestForwardOffServesLocal: without --forward-to the provider served is

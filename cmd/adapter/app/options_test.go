@@ -16,11 +16,7 @@ import (
 )
 
 func TestValidateSource(t *testing.T) {
-	cases := []struct {
-		name    string
-		set     func(*Options)
-		wantErr string
-	}{
+	checkValidate(t, []validateCase{
 		{"embedded default", func(*Options) {}, ""},
 		{"prometheus", func(o *Options) { o.Source, o.Prometheus.URL = SourcePrometheus, "https://prom.monitoring:9090/prefix" }, ""},
 		{"prometheus without url", func(o *Options) { o.Source = SourcePrometheus }, "--prometheus-url is required"},
@@ -36,24 +32,7 @@ func TestValidateSource(t *testing.T) {
 		{"in-flight budget at its least", func(o *Options) { o.MaxInflightBytes = 64 * 512 << 10 }, ""},
 		{"in-flight budget too small", func(o *Options) { o.MaxInflightBytes = 64*512<<10 - 1 }, "--scrape-max-inflight-bytes must be at least 33554432"},
 		{"more workers than the default budget serves", func(o *Options) { o.ScrapeWorkers = 256 }, "--scrape-max-inflight-bytes must be at least"},
-	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			o := NewOptions()
-			tc.set(o)
-			o.Complete()
-			err := o.Validate()
-			if tc.wantErr == "" {
-				if err != nil {
-					t.Fatalf("Validate: %v", err)
-				}
-				return
-			}
-			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
-				t.Fatalf("Validate = %v, want %q", err, tc.wantErr)
-			}
-		})
-	}
+	}, nil)
 }
 
 // TestTrustFlags: the flags that say whom to trust parse, default to the
@@ -150,52 +129,49 @@ func TestPrometheusSource(t *testing.T) {
 }
 
 func TestValidateKEDAScaler(t *testing.T) {
-	cases := []struct {
-		name    string
-		set     func(*KEDAScalerOptions)
-		wantErr string
-	}{
-		{"off by default", func(*KEDAScalerOptions) {}, ""},
-		{"on with a client CA", func(o *KEDAScalerOptions) { o.Port, o.ClientCAFile = 6000, "/ca.crt" }, ""},
-		{"on without client auth, knowingly", func(o *KEDAScalerOptions) { o.Port, o.NoClientAuth = 6000, true }, ""},
-		{"on without a client CA", func(o *KEDAScalerOptions) { o.Port = 6000 }, "--keda-scaler-client-ca-file"},
-		{"client CA and no client auth", func(o *KEDAScalerOptions) { o.Port, o.ClientCAFile, o.NoClientAuth = 6000, "/ca.crt", true }, "exclude each other"},
-		{"not a port", func(o *KEDAScalerOptions) { o.Port, o.ClientCAFile = 70000, "/ca.crt" }, "is not a port"},
-		{"check interval too short", func(o *KEDAScalerOptions) {
+	keda := func(f func(*KEDAScalerOptions)) func(*Options) {
+		return func(o *Options) { f(&o.KEDAScaler) }
+	}
+	checkValidate(t, []validateCase{
+		{"off by default", keda(func(*KEDAScalerOptions) {}), ""},
+		{"on with a client CA", keda(func(o *KEDAScalerOptions) { o.Port, o.ClientCAFile = 6000, "/ca.crt" }), ""},
+		{"on without client auth, knowingly", keda(func(o *KEDAScalerOptions) { o.Port, o.NoClientAuth = 6000, true }), ""},
+		{"on without a client CA", keda(func(o *KEDAScalerOptions) { o.Port = 6000 }), "--keda-scaler-client-ca-file"},
+		{"client CA and no client auth", keda(func(o *KEDAScalerOptions) { o.Port, o.ClientCAFile, o.NoClientAuth = 6000, "/ca.crt", true }), "exclude each other"},
+		{"not a port", keda(func(o *KEDAScalerOptions) { o.Port, o.ClientCAFile = 70000, "/ca.crt" }), "is not a port"},
+		{"check interval too short", keda(func(o *KEDAScalerOptions) {
 			o.Port, o.ClientCAFile, o.CheckInterval = 6000, "/ca.crt", time.Millisecond
-		}, "--keda-scaler-check-interval"},
-	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			o := NewOptions()
-			tc.set(&o.KEDAScaler)
-			o.Complete()
-			err := o.Validate()
-			if tc.wantErr == "" {
-				if err != nil {
-					t.Fatalf("Validate: %v", err)
-				}
-				return
-			}
-			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
-				t.Fatalf("Validate = %v, want %q", err, tc.wantErr)
-			}
-		})
-	}
+		}), "--keda-scaler-check-interval"},
+	}, nil)
 }
 
 func TestValidateCapacity(t *testing.T) {
-	cases := []struct {
-		name    string
-		set     func(*Options)
-		wantErr string
-	}{
+	checkValidate(t, []validateCase{
 		{"defaults", func(*Options) {}, ""},
 		{"an objective and a replay's time scale", func(o *Options) { o.CapacityTTFTObjective, o.CapacityTimeScale = 500*time.Millisecond, 6 }, ""},
 		{"no objective", func(o *Options) { o.CapacityTTFTObjective = 0 }, "--capacity-ttft-objective"},
 		{"time scale zero", func(o *Options) { o.CapacityTimeScale = 0 }, "--capacity-time-scale"},
 		{"time scale not finite", func(o *Options) { o.CapacityTimeScale = math.Inf(1) }, "--capacity-time-scale"},
-	}
+	}, func(t *testing.T, o *Options) {
+		cfg := o.capacityConfig()
+		if cfg.Objective != o.CapacityTTFTObjective || cfg.Window != o.TTFTWindow || cfg.TimeScale != o.CapacityTimeScale {
+			t.Errorf("capacityConfig = %+v, not the flags", cfg)
+		}
+	})
+}
+
+// validateCase is one case of Options.Validate: set edits the defaults, and
+// wantErr is part of the error expected, "" for none.
+type validateCase struct {
+	name    string
+	set     func(*Options)
+	wantErr string
+}
+
+// checkValidate runs each case through Complete and Validate; passed, when
+// not nil, is called with the options of each case that must validate.
+func checkValidate(t *testing.T, cases []validateCase, passed func(*testing.T, *Options)) {
+	t.Helper()
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			o := NewOptions()
@@ -206,9 +182,8 @@ func TestValidateCapacity(t *testing.T) {
 				if err != nil {
 					t.Fatalf("Validate: %v", err)
 				}
-				cfg := o.capacityConfig()
-				if cfg.Objective != o.CapacityTTFTObjective || cfg.Window != o.TTFTWindow || cfg.TimeScale != o.CapacityTimeScale {
-					t.Errorf("capacityConfig = %+v, not the flags", cfg)
+				if passed != nil {
+					passed(t, o)
 				}
 				return
 			}
