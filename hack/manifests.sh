@@ -48,8 +48,12 @@ split_docs() { # dir
       file["exporter.yaml"] = "50-exporter.yaml"
       head["exporter.yaml"] = "The GPU exporter DaemonSet: GPU nodes only, the pod-resources socket\n# mounted read-only, every capability dropped, and a headless Service for\n# Prometheus."
     }
-    /^---$/ { sep = 1; next }
+    # Blank lines before a document separator, which Helm 4 adds and
+    # Helm 3 does not, are dropped: the files do not depend on the version.
+    /^$/ { blanks++; next }
+    /^---$/ { blanks = 0; sep = 1; next }
     /^# Source: / {
+      blanks = 0
       n = split($3, parts, "/"); t = parts[n]
       if (!(t in file)) { printf "manifests: no file for template %s: add it to hack/manifests.sh\n", t > "/dev/stderr"; bad = 1; exit 1 }
       path = dir "/" file[t]
@@ -61,7 +65,10 @@ split_docs() { # dir
       }
       sep = 0; next
     }
-    { if (path != "") print > path }
+    {
+      if (path != "") { for (; blanks > 0; blanks--) print "" > path; print > path }
+      blanks = 0
+    }
     END { if (bad) exit 1 }
   '
 }

@@ -312,7 +312,7 @@ func (s *Source) each(ctx context.Context, q string, at time.Time, key string, f
 func (s *Source) query(ctx context.Context, q string, at time.Time) (model.Vector, error) {
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
 	defer cancel()
-	val, _, _, err := s.api.Query(ctx, q, at, v1.WithTimeout(s.cfg.Timeout), v1.WithLookbackDelta(s.cfg.MaxStaleness))
+	val, _, err := s.api.Query(ctx, q, at, v1.WithTimeout(s.cfg.Timeout), v1.WithLookbackDelta(s.cfg.MaxStaleness))
 	if err != nil {
 		return nil, fmt.Errorf("query prometheus at %s: %w", s.where, err)
 	}
