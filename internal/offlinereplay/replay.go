@@ -96,14 +96,19 @@ type Result struct {
 	// Ups and Downs count the syncs that changed the Deployment's
 	// replicas; Peak is the most replicas that existed at once.
 	Ups, Downs, Peak int
-	// Unserved counts requests that never got a first token.
-	Unserved int
+	// Unserved counts requests that never got a first token; Rejected
+	// those no replica could hold (larger than its KV cache), which count
+	// in no minute (autoscalebench.RequestOutcome.Rejected).
+	Unserved, Rejected int
 	// Desired and Ready are the replicas after, and Ready at, each sync.
 	Desired, Ready []int
 }
 
 // origin is the replay's virtual time zero.
 var origin = time.Unix(0, 0)
+
+// rejected marks in replay.ttft a request the replica refused.
+const rejected = -2
 
 // tick is the replay's step: arrivals are submitted at their own instants,
 // everything else happens on whole ticks.
@@ -173,7 +178,11 @@ func (r *replay) dispatch(t time.Duration) error {
 		r.rr++
 		i := r.next
 		sim := inferencesim.Request{ContextTokens: req.ContextTokens, GeneratedTokens: req.GeneratedTokens}
-		if err := p.e.SubmitNotify(at, sim, func(d time.Duration) { r.ttft[i] = d }); err != nil {
+		err := p.e.SubmitNotify(at, sim, func(d time.Duration) { r.ttft[i] = d })
+		switch {
+		case errors.Is(err, inferencesim.ErrInvalidRequest):
+			r.ttft[i] = rejected // refused at once, as vLLM answers HTTP 400
+		case err != nil:
 			return fmt.Errorf("offlinereplay: request %d: %w", i, err)
 		}
 	}
@@ -272,7 +281,10 @@ func (r *replay) finish(end time.Time) Result {
 		}
 	}
 	for _, d := range r.ttft {
-		if d < 0 {
+		switch {
+		case d == rejected:
+			r.res.Rejected++
+		case d < 0:
 			r.res.Unserved++
 		}
 	}
@@ -286,7 +298,7 @@ func (r *replay) finish(end time.Time) Result {
 func minutes(reqs []trace.Request, ttft []time.Duration, slo time.Duration) ([]bool, []float64) {
 	rec := autoscalebench.PolicyRecording{Requests: make([]autoscalebench.RequestOutcome, len(reqs))}
 	for i, r := range reqs {
-		rec.Requests[i] = autoscalebench.RequestOutcome{Arrival: r.At, TTFT: max(ttft[i], 0), Served: ttft[i] >= 0}
+		rec.Requests[i] = autoscalebench.RequestOutcome{Arrival: r.At, TTFT: max(ttft[i], 0), Served: ttft[i] >= 0, Rejected: ttft[i] == rejected}
 	}
 	p90 := autoscalebench.MinuteP90(rec, (reqs[len(reqs)-1].At/time.Minute+1)*time.Minute)
 	met := make([]bool, len(p90))
