@@ -72,4 +72,3 @@ func write(path string, s workload.Shape, seed uint64) error {
 	}
 	return f.Close()
 }
-
