@@ -46,8 +46,14 @@ UNIT_PKGS = $$($(GO) list ./... | grep -v -x -F $(foreach p,$(RACE_PKGS) $(E2E_P
 CGO_PKGS := ./pkg/gpu/nvml/ ./internal/exporterapp/
 DARWIN_VET_PKGS ?= ./internal/childproc/
 
+# Every module's go.mod and go.sum are tidy: the test modules replace the
+# main module with this checkout, so a change to its requirements needs
+# theirs updated too.
+GO_MODULES := . test/promqlcompat test/dashboards hack/tools hack/tools/keda
+
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+	@for m in $(GO_MODULES); do (cd $$m && $(GO) mod tidy -diff) || { echo "go.mod or go.sum of $$m is not tidy: run go mod tidy there"; exit 1; }; done
 	$(GO) vet ./...
 	CGO_ENABLED=1 $(GO) vet $(CGO_PKGS)
 	GOOS=darwin $(GO) vet $(DARWIN_VET_PKGS)
