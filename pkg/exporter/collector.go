@@ -108,14 +108,14 @@ func NewCollector(cfg Config) (*Collector, error) {
 		cfg.Logger = slog.Default()
 	}
 	c := &Collector{
-		cfg:     cfg,
-		log:     cfg.Logger,
+		cfg: cfg,
+		log: cfg.Logger,
 		builder: metrics.NewGPUBuilder(metrics.Options{Schema: cfg.Schema, Hostname: cfg.Hostname,
 			DriverVersion: cfg.Backend.DriverVersion(), Simulated: cfg.Backend.Kind().Simulated(),
 			Selection: cfg.Selection, XIDCountWindow: cfg.XIDCountWindow, PodUID: cfg.PodUID, PodLabels: cfg.PodLabels}),
-		xids:    newXIDWindows(cfg.XIDCountWindow),
-		self:    newSelfMetrics(cfg.Backend.Kind(), cfg.Backend.DriverVersion()),
-		now:     time.Now,
+		xids: newXIDWindows(cfg.XIDCountWindow),
+		self: newSelfMetrics(cfg.Backend.Kind(), cfg.Backend.DriverVersion()),
+		now:  time.Now,
 		attribution: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "gpuscale_exporter_process_attribution_failures_total",
 			Help: "Processes on a shared GPU, counted once per collection, whose share is served with empty pod labels, by reason: no_cgroup (unreadable /proc/<pid>/cgroup, often an exited process), not_in_pod, unknown_container (the runtime does not know it), pod_mismatch (the runtime's pod UID differs from the cgroup's) or not_assigned (its pod does not hold the GPU per the kubelet).",

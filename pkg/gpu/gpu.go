@@ -52,16 +52,16 @@ const (
 	FieldNVLinkTxBytes
 	FieldNVLinkRxBytes
 	// The fields people alert on, beyond dcgm-exporter's defaults.
-	FieldPowerMgmtLimit    // watts, the configured power management limit
-	FieldECCSBEVolatile    // corrected (single-bit) ECC errors since driver load
-	FieldECCDBEVolatile    // uncorrected (double-bit) ECC errors since driver load
-	FieldECCSBEAggregate   // corrected ECC errors over the GPU's life
-	FieldECCDBEAggregate   // uncorrected ECC errors over the GPU's life
-	FieldRetiredPagesSBE   // pages retired for repeated single-bit errors
-	FieldRetiredPagesDBE   // pages retired for double-bit errors
-	FieldRetiredPending    // 1 when a page waits for retirement at the next reset
-	FieldPowerViolation    // nanoseconds throttled by the power limit (counter)
-	FieldThermalViolation  // nanoseconds throttled for temperature
+	FieldPowerMgmtLimit   // watts, the configured power management limit
+	FieldECCSBEVolatile   // corrected (single-bit) ECC errors since driver load
+	FieldECCDBEVolatile   // uncorrected (double-bit) ECC errors since driver load
+	FieldECCSBEAggregate  // corrected ECC errors over the GPU's life
+	FieldECCDBEAggregate  // uncorrected ECC errors over the GPU's life
+	FieldRetiredPagesSBE  // pages retired for repeated single-bit errors
+	FieldRetiredPagesDBE  // pages retired for double-bit errors
+	FieldRetiredPending   // 1 when a page waits for retirement at the next reset
+	FieldPowerViolation   // nanoseconds throttled by the power limit (counter)
+	FieldThermalViolation // nanoseconds throttled for temperature
 	FieldSyncBoostViolation
 	FieldBoardLimitViolation
 	FieldLowUtilViolation
@@ -177,8 +177,8 @@ type Reading struct {
 	// FieldErrors are the fields that could not be read this time, each
 	// with why; they are absent from the reading.
 	FieldErrors []FieldError
-	values  [NumFields]float64
-	present uint64
+	values      [NumFields]float64
+	present     uint64
 	// XIDCounts counts XID errors by code since the backend started. Its
 	// codes are ValidXID and at most MaxXIDCodes.
 	XIDCounts map[uint64]uint64

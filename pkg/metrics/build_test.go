@@ -176,7 +176,9 @@ func TestBuildSeriesPerDevice(t *testing.T) {
 		{"XID counter per code seen, and per fatal code at 0", "gpuscale_gpu_xid_errors_total", gpuN("1"), 2 + len(gpu.FatalXIDs) - 1},
 		{"no XID counters on a device whose XIDs are not watched", "gpuscale_gpu_xid_errors_total", gpuN("2"), 0},
 		{"XID count per code within the window, per pod", "DCGM_EXP_XID_ERRORS_COUNT",
-			func(l map[string]string) bool { return l["gpu"] == "1" && l["xid"] == "79" && l["window_size_in_ms"] == "300000" }, 2},
+			func(l map[string]string) bool {
+				return l["gpu"] == "1" && l["xid"] == "79" && l["window_size_in_ms"] == "300000"
+			}, 2},
 		{"XID count at 0 without a code when none is in the window", "DCGM_EXP_XID_ERRORS_COUNT",
 			func(l map[string]string) bool { return l["gpu"] == "2" && l["xid"] == "" }, 1},
 		{"no XID count where XIDs are not watched", "DCGM_EXP_XID_ERRORS_COUNT", gpuN("0"), 0},

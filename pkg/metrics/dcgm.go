@@ -39,7 +39,7 @@ var gpuUnits = func() [gpu.NumFields]dcgm.Unit {
 		gpu.FieldEnergy: dcgm.Millijoules, gpu.FieldSMClock: dcgm.MHz, gpu.FieldMemClock: dcgm.MHz,
 		gpu.FieldPCIeTxThroughput: dcgm.KBPerSecond, gpu.FieldPCIeRxThroughput: dcgm.KBPerSecond,
 		gpu.FieldNVLinkBandwidth: dcgm.BytesPerSecond,
-		gpu.FieldGREngineActive: dcgm.Ratio, gpu.FieldSMActive: dcgm.Ratio, gpu.FieldSMOccupancy: dcgm.Ratio,
+		gpu.FieldGREngineActive:  dcgm.Ratio, gpu.FieldSMActive: dcgm.Ratio, gpu.FieldSMOccupancy: dcgm.Ratio,
 		gpu.FieldTensorActive: dcgm.Ratio, gpu.FieldDRAMActive: dcgm.Ratio,
 		gpu.FieldFP64Active: dcgm.Ratio, gpu.FieldFP32Active: dcgm.Ratio, gpu.FieldFP16Active: dcgm.Ratio,
 		gpu.FieldPCIeTxBytes: dcgm.BytesPerSecond, gpu.FieldPCIeRxBytes: dcgm.BytesPerSecond,

@@ -46,9 +46,9 @@ type fakeGPU struct {
 	// violations are the nanoseconds of each perf policy.
 	violations map[gonvml.PerfPolicyType]uint64
 	// values answers field values by ID (ECC, retired pages, NVLink errors).
-	values                   map[uint32]uint64
+	values                    map[uint32]uint64
 	fabricSummary, fabricMask uint32
-	migMode                  int
+	migMode                   int
 	// migs are the MIG slots; a nil entry is an empty slot.
 	migs []*fakeMIG
 

@@ -298,7 +298,7 @@ func setHealthAndProfiling(r *gpu.Reading, util float64) {
 		gpu.FieldSyncBoostViolation: 0, gpu.FieldBoardLimitViolation: 0, gpu.FieldReliabilityViolation: 0,
 		gpu.FieldNVLinkCRCFlitErrors: 0, gpu.FieldNVLinkCRCDataErrors: 0, gpu.FieldNVLinkReplayErrors: 0,
 		gpu.FieldNVLinkRecoveryErrors: 0,
-		gpu.FieldFabricHealthSummary: fabricHealthy, gpu.FieldFabricHealthMask: 0,
+		gpu.FieldFabricHealthSummary:  fabricHealthy, gpu.FieldFabricHealthMask: 0,
 	} {
 		r.Set(f, v)
 	}
