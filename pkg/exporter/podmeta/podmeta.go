@@ -145,7 +145,9 @@ func New(o Options) (*Lister, error) {
 }
 
 // Collectors are the Lister's own metrics.
-func (l *Lister) Collectors() []prometheus.Collector { return []prometheus.Collector{l.errors, l.lists} }
+func (l *Lister) Collectors() []prometheus.Collector {
+	return []prometheus.Collector{l.errors, l.lists}
+}
 
 // PodMeta implements metrics.PodMetadata.
 func (l *Lister) PodMeta(namespace, pod string) (metrics.PodMeta, bool) {
