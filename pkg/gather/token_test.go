@@ -30,7 +30,7 @@ func TestExporterTokenSentToExportersAlone(t *testing.T) {
 	_, exporterPort := serve(t, record("exporter"))
 	_, tenantPort := serve(t, record("tenant"))
 	g, err := New(Config{
-		Pods: podList{annotatedPod("tenant", tenantPort), exporterPod("exporter-x", "node-a")},
+		Pods:    podList{annotatedPod("tenant", tenantPort), exporterPod("exporter-x", "node-a")},
 		Scraper: scrape.New(scrape.Config{Timeout: time.Second}), Store: store.New(10),
 		Interval: time.Second, Registerer: prometheus.NewRegistry(), Discovery: exporterDiscovery(exporterPort),
 		ExporterToken: "reserved-lane-token",

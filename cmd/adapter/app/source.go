@@ -58,7 +58,7 @@ func (o *Options) newSource(pods coreinformers.PodInformer, namespaces discovery
 	}
 	g, err := gather.New(gather.Config{
 		ExporterToken: token,
-		Pods: pods.Lister(),
+		Pods:          pods.Lister(),
 		Discovery: discovery.Config{ExporterSelector: exporterSel, ExporterNamespace: o.ExporterNamespace,
 			ExporterDaemonSet: o.ExporterDaemonSet, ExporterPort: o.ExporterPort, ExporterPath: o.ExporterPath,
 			ScrapeHostNetwork: o.ScrapeHostNetwork, MaxTargetsPerNamespace: o.MaxTargetsPerNamespace,
