@@ -63,6 +63,16 @@ func TestChartExporterTelemetryOptions(t *testing.T) {
 	if slices.Contains(args(t, named(t, objs, "Deployment", "adapter")), "--exporter-token-file=/etc/gpuscale/exporter-token/token") {
 		t.Error("the adapter is given a token no exporter holds")
 	}
+	// A token Secret of the user's: named in both pods, none generated.
+	objs = mustRender(t, "--set", "exporter.reservedLane.secretName=my-token")
+	if len(slices.DeleteFunc(ofKind(objs, "Secret"), func(o object) bool { return !strings.HasSuffix(o.name(), "-exporter-token") })) != 0 {
+		t.Error("a token Secret generated beside exporter.reservedLane.secretName")
+	}
+	for _, w := range []object{named(t, objs, "DaemonSet", "-exporter"), named(t, objs, "Deployment", "adapter")} {
+		if vols := fmtAny(dig(w, "spec", "template", "spec", "volumes")); !strings.Contains(vols, "secretName:my-token") {
+			t.Errorf("%s volumes %s do not name the user's token Secret", w.name(), vols)
+		}
+	}
 	if _, err := render(t, "--set", "exporter.config.dcgmSchema=4.9"); err == nil || !strings.Contains(err.Error(), "dcgmSchema") {
 		t.Errorf("dcgmSchema=4.9: %v, want the schema to refuse it", err)
 	}

@@ -93,9 +93,10 @@ both run, and the adapter reads this release's exporters. */}}
 {{- if and .Values.exporter.enabled .Values.exporter.reservedLane.enabled (not .Values.adapter.config.exporterSelector) }}true{{ end }}
 {{- end }}
 
-{{/* The Secret holding the exporters' reserved-lane token. */}}
+{{/* The Secret holding the exporters' reserved-lane token: the user's
+(exporter.reservedLane.secretName) or the one the chart generates. */}}
 {{- define "gpuscale.exporter.tokenSecretName" -}}
-{{- printf "%s-token" (include "gpuscale.exporter.fullname" .) }}
+{{- .Values.exporter.reservedLane.secretName | default (printf "%s-token" (include "gpuscale.exporter.fullname" .)) }}
 {{- end }}
 
 {{/* The adapter's flags. */}}
