@@ -1,0 +1,121 @@
+package capacity
+
+import (
+	"time"
+
+	"github.com/gpuscale/gpuscale/pkg/histogram"
+)
+
+// windowSlots is how many steps a window keeps at most (plus the one being
+// filled). Every API call for the signal is an estimate, and anyone allowed
+// to read the metric sets how often they come; so increases closer together
+// than window/windowSlots (5 s of the default minute, the default scrape
+// interval) are added into one step, and an estimate costs the same however
+// often it is asked (BenchmarkEstimateCallRate).
+const windowSlots = 12
+
+// prefillWindow keeps a workload's prefill-time increases over the
+// configured window. Servers export cumulative histograms; the estimator
+// sees each pod's newest at every estimate and takes the increase from the
+// one it saw before, so it needs no history from its source.
+type prefillWindow struct {
+	// last is each pod's histogram at the previous estimate, by UID.
+	last map[string]*histogram.Histogram
+	// steps are the increases between estimates, oldest first, each
+	// over every pod that had a histogram at both ends; each covers at
+	// most window/windowSlots from its start.
+	steps []prefillStep
+	// lastAt is the previous estimate's time.
+	lastAt time.Time
+}
+
+type prefillStep struct {
+	from, to time.Time
+	inc      *histogram.Histogram
+}
+
+// observe records the increase since the previous estimate of every pod
+// with a prefill histogram, and drops what fell out of the window. A pod
+// whose layout changed, or seen for the first time, starts over.
+func (w *prefillWindow) observe(now time.Time, pods []Pod, window time.Duration) {
+	next := make(map[string]*histogram.Histogram, len(pods))
+	var parts []*histogram.Histogram
+	for _, p := range pods {
+		if p.Prefill == nil || p.UID == "" {
+			continue
+		}
+		next[p.UID] = p.Prefill
+		if prev, ok := w.last[p.UID]; ok && !w.lastAt.IsZero() {
+			if inc, err := histogram.Increase(prev, p.Prefill); err == nil {
+				parts = append(parts, inc)
+			}
+		}
+	}
+	if len(parts) > 0 {
+		if inc, err := histogram.Merge(parts...); err == nil {
+			w.add(prefillStep{from: w.lastAt, to: now, inc: inc}, window/windowSlots)
+		}
+	}
+	w.last, w.lastAt = next, now
+	i := 0
+	for i < len(w.steps) && now.Sub(w.steps[i].from) > window {
+		i++
+	}
+	w.steps = w.steps[i:]
+}
+
+// add appends s, or adds it into the newest step when that began no more than
+// slot before s ends.
+func (w *prefillWindow) add(s prefillStep, slot time.Duration) {
+	if n := len(w.steps); n > 0 && s.to.Sub(w.steps[n-1].from) <= slot {
+		if inc, err := histogram.Merge(w.steps[n-1].inc, s.inc); err == nil {
+			w.steps[n-1].inc, w.steps[n-1].to = inc, s.to
+			return
+		}
+	}
+	w.steps = append(w.steps, s)
+}
+
+// total is the window's merged increase and the time it covers.
+func (w *prefillWindow) total() (*histogram.Histogram, time.Duration) {
+	if len(w.steps) == 0 {
+		return nil, 0
+	}
+	hs := make([]*histogram.Histogram, len(w.steps))
+	for i, s := range w.steps {
+		hs[i] = s.inc
+	}
+	h, err := histogram.Merge(hs...)
+	if err != nil {
+		return nil, 0
+	}
+	return h, w.steps[len(w.steps)-1].to.Sub(w.steps[0].from)
+}
+
+// prefillTerm fills est's prefill parts: the replicas' prefill work over
+// the window, grown as the demand is forecast to grow, over what one
+// replica's prefill carries within the objective. The growth is the
+// forecast's over the smoothed level, not over today's demand: the window's
+// work is a minute's mean, and a momentary dip in the requests in flight
+// is no growth ahead.
+func (e *Estimator) prefillTerm(st *workloadState, now time.Time, pods []Pod, est *Estimate) {
+	st.prefill.observe(now, pods, e.cfg.Window)
+	inc, span := st.prefill.total()
+	if inc == nil || span <= 0 {
+		return
+	}
+	scale := e.cfg.TimeScale
+	if scale <= 0 {
+		scale = 1
+	}
+	est.PrefillBusy = inc.Sum / (span.Seconds() * scale)
+	est.Prefill = MaxPrefillBusy(inc, e.cfg.Objective.Seconds(), e.cfg.Quantile)
+	if !est.Prefill.Reachable || est.Prefill.MaxBusy <= 0 || est.Forecast <= 0 {
+		return
+	}
+	growth := 1.0
+	if level := st.holt.Level(); level > 0 {
+		growth = max(1, st.forecast(now, est.Horizon)/level)
+	}
+	est.PrefillNeeded = est.PrefillBusy * growth / est.Prefill.MaxBusy
+}
