@@ -10,7 +10,7 @@ export CGO_ENABLED := $(shell . hack/lib/goenv.sh && echo "$$CGO_ENABLED")
 export GOFLAGS := $(shell . hack/lib/goenv.sh && echo "$$GOFLAGS")
 export CGO_CFLAGS := $(shell . hack/lib/goenv.sh && echo "$$CGO_CFLAGS")
 
-.PHONY: all build lint race unit fuzz-short fuzz e2e test demo bench bench-autoscale bench-list soak clean control-plane tools manifests images test-images
+.PHONY: all build lint race unit fuzz-short fuzz e2e test demo bench bench-autoscale bench-list robustness soak clean control-plane tools manifests images test-images
 
 all: build
 
@@ -126,6 +126,12 @@ bench:
 bench-autoscale:
 	hack/control-plane-build.sh >/dev/null
 	$(GO) run ./hack/bench-autoscale $(BENCH_FLAGS)
+
+# Every policy on the workload family and the recorded workloads in the
+# offline replay's virtual time (about a minute of CPU), and the
+# robustness table of docs/autoscaling.md written anew.
+robustness:
+	$(GO) run ./hack/offline-replay --family --update-docs=docs/autoscaling.md
 
 # Times the HPA's Pods-metric list through the kube-apiserver's aggregation
 # layer at 1,000 and 10,000 scraped pods (about 5 minutes; one socket per

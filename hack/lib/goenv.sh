@@ -22,11 +22,15 @@
 #                   memory in the exporter); netgo and osusergo are what
 #                   CGO_ENABLED=0 means anyway, named so a cgo build selects
 #                   the same files.
-# A variable the caller already set wins, and sourcing twice changes nothing.
-if [[ -z "${GPUSCALE_GOENV:-}" ]]; then
-  export GPUSCALE_GOENV=1
-  export CGO_ENABLED=${CGO_ENABLED:-0}
-  export GOFLAGS="${GOFLAGS:+$GOFLAGS }-trimpath -tags=nomsgpack,netgo,osusergo"
-  # go-nvml's cgo bindings include NVML 13 headers whose deprecations are noise.
-  export CGO_CFLAGS=${CGO_CFLAGS:--Wno-deprecated-declarations}
-fi
+# A variable the caller already set wins, and sourcing it again (make reads
+# it, then runs scripts that source it) changes nothing: the cached builds'
+# keys hash GOFLAGS, so it must read the same however it was reached.
+gpuscale_goflags="-trimpath -tags=nomsgpack,netgo,osusergo"
+case " ${GOFLAGS:-} " in
+  *" $gpuscale_goflags "*) ;;
+  *) export GOFLAGS="${GOFLAGS:+$GOFLAGS }$gpuscale_goflags" ;;
+esac
+unset gpuscale_goflags
+export CGO_ENABLED=${CGO_ENABLED:-0}
+# go-nvml's cgo bindings include NVML 13 headers whose deprecations are noise.
+export CGO_CFLAGS=${CGO_CFLAGS:--Wno-deprecated-declarations}
