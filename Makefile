@@ -105,11 +105,14 @@ test-images: images
 	hack/tools-build.sh >/dev/null
 	GPUSCALE_IMAGES=1 $(GO) test -count=1 -timeout 20m -v $(call pkgs,$(IMAGE_PKGS))
 
-# Every phase in turn, each one's wall time printed as it ends and in a
-# table at the end. The race phase comes first: it compiles nothing the
-# tools build compiles, so it fills the cores while .ci/run's background
+# Every phase, each one's wall time printed as it ends and in a table at
+# the end (hack/phases.sh). The race phase comes first: it compiles nothing
+# the tools build compiles, so it fills the cores while .ci/run's background
 # build of the tools runs; lint, which needs staticcheck, then waits for it.
-TEST_PHASES := race lint unit fuzz-short e2e test-images
+# The end-to-end suite, which mostly waits on the HPA's and the scrapes'
+# timers, runs in the background (&) beside lint, unit and fuzzing, which
+# mostly compute; its output is in _output/phase-e2e.log.
+TEST_PHASES := race &e2e lint unit fuzz-short wait test-images
 test:
 	@hack/phases.sh $(MAKE) $(TEST_PHASES)
 
