@@ -22,9 +22,13 @@ var apiServiceResource = schema.GroupVersionResource{Group: "apiregistration.k8s
 
 // NewAPIServices returns APIServices over a dynamic client (the
 // aggregator's typed client is a module of its own).
-func NewAPIServices(c dynamic.Interface) APIServices { return dynamicAPIServices{c.Resource(apiServiceResource)} }
+func NewAPIServices(c dynamic.Interface) APIServices {
+	return dynamicAPIServices{c.Resource(apiServiceResource)}
+}
 
-type dynamicAPIServices struct{ r dynamic.NamespaceableResourceInterface }
+type dynamicAPIServices struct {
+	r dynamic.NamespaceableResourceInterface
+}
 
 func (d dynamicAPIServices) CABundle(ctx context.Context, name string) ([]byte, error) {
 	o, err := d.r.Get(ctx, name, metav1.GetOptions{})
