@@ -122,5 +122,7 @@ roleRef: {apiGroup: rbac.authorization.k8s.io, kind: Role, name: e2e-keda-client
 subjects: [{kind: ServiceAccount, name: gpuscale-adapter, namespace: gpuscale}]
 `)
 	kubectlStdin(t, manifest, "apply", "-f", "-")
-	t.Cleanup(func() { _, _ = env.Cluster.Kubectl(context.Background(), "delete", "-n", ns, "role,rolebinding", "e2e-keda-client", "--ignore-not-found") })
+	t.Cleanup(func() {
+		_, _ = env.Cluster.Kubectl(context.Background(), "delete", "-n", ns, "role,rolebinding", "e2e-keda-client", "--ignore-not-found")
+	})
 }
