@@ -402,3 +402,54 @@ func TestChartReadmeFacts(t *testing.T) {
 		t.Errorf("%v\n%s", err, out)
 	}
 }
+
+// TestREADMEFacts: what the README says about the binaries, `make test`
+// and the bench holds.
+func TestREADMEFacts(t *testing.T) {
+	readme, err := os.ReadFile(filepath.Join(repoRoot, "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dockerfile, err := os.ReadFile(filepath.Join(repoRoot, "Dockerfile"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	makefile, err := os.ReadFile(filepath.Join(repoRoot, "Makefile"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Commands in the README run the binaries by the names the images and
+	// `make build` give them.
+	for _, line := range strings.Split(string(readme), "\n") {
+		if f := strings.Fields(line); len(f) > 0 && (f[0] == "exporter" || f[0] == "adapter" || f[0] == "inferencesim") {
+			t.Errorf("README runs %q, a name no image or build gives the binary", line)
+		}
+	}
+	for _, name := range []string{"adapter", "exporter", "inferencesim"} {
+		bin := "gpuscale-" + name
+		if !bytes.Contains(dockerfile, []byte(`ENTRYPOINT ["/usr/local/bin/`+bin+`"]`)) {
+			t.Errorf("Dockerfile's %s entrypoint is not %s", name, bin)
+		}
+		if !bytes.Contains(readme, []byte(bin)) {
+			t.Errorf("README never names %s", bin)
+		}
+	}
+	if !bytes.Contains(makefile, []byte("-o bin/gpuscale-$$b")) || !bytes.Contains(makefile, []byte("$(VERSION_PKG).Version=$(shell hack/version.sh)")) {
+		t.Error("make build does not write bin/gpuscale-<name> with the version stamped (it printed version (devel))")
+	}
+	// What `make test` needs is said before it is asked for.
+	_, after, ok := strings.Cut(string(readme), "Run every test CI runs with `make test`")
+	if !ok {
+		t.Fatal("README does not introduce make test")
+	}
+	needs, _, _ := strings.Cut(after, "It runs")
+	for _, want := range []string{"root", "podman", "minutes"} {
+		if !strings.Contains(needs, want) {
+			t.Errorf("README's make test needs do not mention %s:\n%s", want, needs)
+		}
+	}
+	// The bench's static and llm-d policies are not HPAs.
+	if strings.Contains(string(readme), "each a real HPA") || !strings.Contains(string(readme), "emulated") {
+		t.Error("README calls every bench policy a real HPA; static-peak has none and llm-d's law is emulated")
+	}
+}
