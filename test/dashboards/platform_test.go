@@ -420,8 +420,13 @@ func TestREADMEFacts(t *testing.T) {
 	}
 	// Commands in the README run the binaries by the names the images and
 	// `make build` give them.
+	inCode := false
 	for _, line := range strings.Split(string(readme), "\n") {
-		if f := strings.Fields(line); len(f) > 0 && (f[0] == "exporter" || f[0] == "adapter" || f[0] == "inferencesim") {
+		if strings.HasPrefix(line, "```") {
+			inCode = !inCode
+			continue
+		}
+		if f := strings.Fields(line); inCode && len(f) > 0 && (f[0] == "exporter" || f[0] == "adapter" || f[0] == "inferencesim") {
 			t.Errorf("README runs %q, a name no image or build gives the binary", line)
 		}
 	}
