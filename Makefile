@@ -78,16 +78,19 @@ e2e:
 	  grep -E '^(=== RUN|\s*--- |PASS|FAIL|ok|e2e:)|FIGURE' _output/e2e.log; \
 	  if [ $$rc -ne 0 ]; then echo "--- e2e failed; the last 150 lines of _output/e2e.log:"; tail -150 _output/e2e.log; fi; exit $$rc
 
-# The adapter, exporter and inferencesim images, built with buildah from
-# Dockerfile on bases made from Debian packages (no registry is needed):
-# the local podman store and OCI archives in _output/images; docs/images.md.
+# The adapter, exporter and inferencesim images for amd64 and arm64, built
+# with buildah from Dockerfile on bases made from Debian packages (no
+# registry is needed), each with an SPDX SBOM: the local podman store, OCI
+# archives and the build record in _output/images; docs/images.md.
+# IMAGE_ARCHS="amd64" builds one.
 images:
 	hack/images.sh
 
 # Runs the images as the Helm chart renders them (test/containers): the
 # exporter's probes and /metrics, the adapter serving the local control
 # plane's metrics APIs through the aggregator. Needs root and podman.
-test-images: images
+test-images:
+	hack/images.sh $$($(GO) env GOARCH)
 	hack/control-plane-build.sh >/dev/null
 	GPUSCALE_IMAGES=1 $(GO) test -count=1 -timeout 20m -v ./test/containers/
 
