@@ -190,7 +190,7 @@ func Document(info *debug.BuildInfo, sum string, o Options) spdxDoc {
 		}
 		add(spdxPackage{Name: mod.Path, SPDXID: fmt.Sprintf("SPDXRef-Go-%d", i), VersionInfo: mod.Version,
 			DownloadLocation: "https://proxy.golang.org/" + strings.ToLower(mod.Path) + "/@v/" + mod.Version + ".zip",
-			Purpose: "LIBRARY", ExternalRefs: purl("pkg:golang/" + mod.Path + "@" + mod.Version), Comment: comment}, "SPDXRef-Binary", "DEPENDS_ON")
+			Purpose:          "LIBRARY", ExternalRefs: purl("pkg:golang/" + mod.Path + "@" + mod.Version), Comment: comment}, "SPDXRef-Binary", "DEPENDS_ON")
 	}
 	for i, d := range o.Debs {
 		add(spdxPackage{Name: d.Name, SPDXID: fmt.Sprintf("SPDXRef-Deb-%d", i), VersionInfo: d.Version, DownloadLocation: "NOASSERTION",
