@@ -9,10 +9,7 @@ import (
 	"os"
 
 	"k8s.io/apiserver/pkg/server"
-	"k8s.io/component-base/featuregate"
 	"k8s.io/component-base/logs"
-	logsapi "k8s.io/component-base/logs/api/v1"
-	_ "k8s.io/component-base/logs/json/register" // --logging-format=json
 	"k8s.io/component-base/metrics/legacyregistry"
 	"k8s.io/klog/v2"
 
@@ -36,20 +33,14 @@ func main() {
 	a := app.NewAdapter()
 	// component-base's logging flags: --logging-format=text|json, -v,
 	// --vmodule, as every Kubernetes component has them.
-	logOpts := logsapi.NewLoggingConfiguration()
-	logsapi.AddFlags(logOpts, a.Flags())
+	logOpts := app.LoggingFlags(a.Flags())
 	a.Flags().AddGoFlagSet(flag.CommandLine)
 	showVersion := a.Flags().Bool("version", false, "Print the version and exit.")
 	if err := a.Flags().Parse(os.Args[1:]); err != nil {
 		klog.ErrorS(err, "parsing flags")
 		os.Exit(2)
 	}
-	gates := featuregate.NewFeatureGate()
-	if err := logsapi.AddFeatureGates(gates); err != nil {
-		klog.ErrorS(err, "logging feature gates")
-		os.Exit(2)
-	}
-	if err := logsapi.ValidateAndApply(logOpts, gates); err != nil {
+	if err := app.ApplyLogging(logOpts); err != nil {
 		klog.ErrorS(err, "logging flags")
 		os.Exit(2)
 	}
