@@ -157,10 +157,11 @@ func (m *Manager) Start(ctx context.Context) error {
 	return nil
 }
 
-// Ready is nil once the certificates were written everywhere they go.
+// Ready is nil once the served certificate's CA bundle is in every
+// APIService.
 func (m *Manager) Ready() error {
 	if !m.ready.Load() {
-		return errors.New("certificates not yet written into the Secret, the APIServices and KEDA's Secret")
+		return errors.New("the CA bundle is not yet in every APIService")
 	}
 	return nil
 }
@@ -239,16 +240,18 @@ func (m *Manager) sync(ctx context.Context) (time.Time, error) {
 			errs = append(errs, err)
 		}
 	}
+	// Ready once the aggregator can verify what is served; KEDA's Secret
+	// (its namespace may not exist yet) is retried without holding the
+	// metrics APIs back.
+	m.ready.Store(len(errs) == 0)
 	if m.cfg.KEDA != nil {
 		if err := m.mirrorKEDA(ctx, data); err != nil {
 			errs = append(errs, err)
 		}
 	}
 	if err := errors.Join(errs...); err != nil {
-		m.ready.Store(false)
 		return time.Time{}, err
 	}
-	m.ready.Store(true)
 	return next, nil
 }
 

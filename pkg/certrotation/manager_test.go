@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/base64"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -233,5 +234,23 @@ func TestManagerConflict(t *testing.T) {
 	certPEM, _ := h.m.Serving().CurrentCertKeyContent()
 	if string(certPEM) != string(s.Data["tls.crt"]) {
 		t.Error("the losing replica serves its own certificate, not the Secret's")
+	}
+}
+
+// TestManagerReadyWithoutKEDA: KEDA's namespace missing (KEDA not yet
+// installed) is retried, but does not keep the metrics APIs unready.
+func TestManagerReadyWithoutKEDA(t *testing.T) {
+	h := newHarness(t, true)
+	h.client.PrependReactor("create", "secrets", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		if a.GetNamespace() == "keda" {
+			return true, nil, apierrors.NewNotFound(corev1.Resource("namespaces"), "keda")
+		}
+		return false, nil, nil
+	})
+	if _, err := h.m.sync(context.Background()); err == nil || !strings.Contains(err.Error(), "KEDA") {
+		t.Fatalf("sync: %v, want KEDA's Secret's error", err)
+	}
+	if err := h.m.Ready(); err != nil {
+		t.Errorf("not ready for want of KEDA's namespace: %v", err)
 	}
 }
