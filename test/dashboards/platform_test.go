@@ -344,41 +344,6 @@ func TestChartPodSecurity(t *testing.T) {
 	}
 }
 
-// notes is what helm install prints after NOTES:, without a cluster.
-func notes(t *testing.T, args ...string) string {
-	t.Helper()
-	helm, err := helmPath()
-	if err != nil {
-		t.Fatal(err)
-	}
-	out, err := exec.Command(helm, append([]string{"install", "gs", chartDir, "--namespace", "gpu", "--dry-run=client"}, args...)...).CombinedOutput()
-	if err != nil {
-		t.Fatalf("helm install --dry-run=client: %v\n%s", err, out)
-	}
-	_, n, ok := strings.Cut(string(out), "\nNOTES:\n")
-	if !ok {
-		t.Fatalf("no NOTES:\n%s", out)
-	}
-	return n
-}
-
-// TestChartNotes: the notes name this release's objects and print what a
-// KEDA trigger needs.
-func TestChartNotes(t *testing.T) {
-	n := notes(t, "--set", "kedaScaler.enabled=true", "--set", "kedaScaler.kedaNamespace=keda-system")
-	for _, want := range []string{"gs-gpuscale:metrics-reader", "scalerAddress: gs-gpuscale-adapter.gpu.svc:6000", "keda-system/gs-gpuscale-keda-client"} {
-		if !strings.Contains(n, want) {
-			t.Errorf("NOTES lack %q:\n%s", want, n)
-		}
-	}
-	if strings.Contains(n, " gpuscale:metrics-reader") {
-		t.Errorf("NOTES name gpuscale:metrics-reader, which release gs does not create:\n%s", n)
-	}
-	if w := notes(t, "--set", "networkPolicy.enabled=true", "--set", "serviceMonitor.enabled=true"); !strings.Contains(w, "WARNING") {
-		t.Errorf("NOTES do not warn that the NetworkPolicy keeps Prometheus from the exporters:\n%s", w)
-	}
-}
-
 // TestChartReadmeFacts: what the chart README says about a render is
 // what renders, and its values table is generated from the schema.
 func TestChartReadmeFacts(t *testing.T) {

@@ -247,6 +247,9 @@ func TestHelmNotes(t *testing.T) {
 		// nothing either way).
 		"--set", "apiService.takeOver.custom.v1beta2=true", "--set", "apiService.takeOver.custom.v1beta1=true",
 		"--set", "apiService.takeOver.external.v1beta1=true",
+		// The KEDA scaler and monitors behind a NetworkPolicy: the notes
+		// print the scalerAddress and warn that Prometheus is kept out.
+		"--set", "kedaScaler.enabled=true", "--set", "networkPolicy.enabled=true", "--set", "serviceMonitor.enabled=true",
 		"--dry-run=server", "--take-ownership", "--kubeconfig", env.Cluster.AdminKubeconfig())
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
@@ -257,6 +260,16 @@ func TestHelmNotes(t *testing.T) {
 	_, notes, ok := strings.Cut(string(out), "\nNOTES:\n")
 	if !ok {
 		t.Fatalf("no NOTES in helm's output:\n%s", out)
+	}
+	// They name this release's objects, not the plain manifests'.
+	for _, want := range []string{"gs-notes-gpuscale:metrics-reader", "scalerAddress: gs-notes-gpuscale-adapter." + ns + ".svc:6000",
+		"keda/gs-notes-gpuscale-keda-client", "WARNING: networkPolicy.enabled admits only"} {
+		if !strings.Contains(notes, want) {
+			t.Errorf("NOTES lack %q:\n%s", want, notes)
+		}
+	}
+	if strings.Contains(notes, " gpuscale:metrics-reader") {
+		t.Errorf("NOTES name gpuscale:metrics-reader, which release gs-notes does not create:\n%s", notes)
 	}
 	var raws int
 	for _, line := range strings.Split(notes, "\n") {
