@@ -249,7 +249,7 @@ func TestHelmNotes(t *testing.T) {
 		"--set", "apiService.takeOver.external.v1beta1=true",
 		// The KEDA scaler and monitors behind a NetworkPolicy: the notes
 		// print the scalerAddress and warn that Prometheus is kept out.
-		"--set", "kedaScaler.enabled=true", "--set", "networkPolicy.enabled=true", "--set", "serviceMonitor.enabled=true",
+		"--set", "kedaScaler.enabled=true", "--set", "kedaScaler.kedaNamespace="+ns, "--set", "networkPolicy.enabled=true", "--set", "serviceMonitor.enabled=true",
 		"--dry-run=server", "--take-ownership", "--kubeconfig", env.Cluster.AdminKubeconfig())
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
@@ -263,7 +263,7 @@ func TestHelmNotes(t *testing.T) {
 	}
 	// They name this release's objects, not the plain manifests'.
 	for _, want := range []string{"gs-notes-gpuscale:metrics-reader", "scalerAddress: gs-notes-gpuscale-adapter." + ns + ".svc:6000",
-		"keda/gs-notes-gpuscale-keda-client", "WARNING: networkPolicy.enabled admits only"} {
+		ns + "/gs-notes-gpuscale-keda-client", "WARNING: networkPolicy.enabled admits only"} {
 		if !strings.Contains(notes, want) {
 			t.Errorf("NOTES lack %q:\n%s", want, notes)
 		}
