@@ -111,7 +111,11 @@ func Table(dir string) ([]byte, error) {
 
 // defaultOf is a value's default as the table shows it.
 func defaultOf(path string, n *node, values map[string]any) (string, error) {
+	v, found := lookup(values, path)
 	if d, ok := n.get("x-doc-default").(string); ok {
+		if isEmpty(v) {
+			return "", fmt.Errorf("%s: x-doc-default %q for an empty default: drop it, the table says the value", path, d)
+		}
 		if d == "" {
 			return "", nil
 		}
@@ -120,15 +124,8 @@ func defaultOf(path string, n *node, values map[string]any) (string, error) {
 		}
 		return "`" + d + "`", nil
 	}
-	var v any = values
-	for _, k := range strings.Split(path, ".") {
-		m, ok := v.(map[string]any)
-		if !ok {
-			return "", fmt.Errorf("%s: not in values.yaml", path)
-		}
-		if v, ok = m[k]; !ok {
-			return "", fmt.Errorf("%s: not in values.yaml", path)
-		}
+	if !found {
+		return "", fmt.Errorf("%s: not in values.yaml", path)
 	}
 	switch x := v.(type) {
 	case string:
@@ -236,4 +233,28 @@ func parseValue(d *json.Decoder) (any, error) {
 		}
 		return t, nil
 	}
+}
+
+func lookup(values map[string]any, path string) (any, bool) {
+	var v any = values
+	for _, k := range strings.Split(path, ".") {
+		m, ok := v.(map[string]any)
+		if !ok {
+			return nil, false
+		}
+		if v, ok = m[k]; !ok {
+			return nil, false
+		}
+	}
+	return v, true
+}
+
+func isEmpty(v any) bool {
+	switch x := v.(type) {
+	case map[string]any:
+		return len(x) == 0
+	case []any:
+		return len(x) == 0
+	}
+	return false
 }
