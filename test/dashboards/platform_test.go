@@ -236,6 +236,32 @@ func TestChartKnobs(t *testing.T) {
 				t.Errorf("exporter image %v", got)
 			}
 		}},
+		{"KEDA credentials for every namespace", []string{"--api-versions", "keda.sh/v1alpha1", "--set", "kedaScaler.enabled=true",
+			"--set", "kedaScaler.clusterTriggerAuthentication.enabled=true"}, func(t *testing.T, objs []object) {
+			cta := named(t, objs, "ClusterTriggerAuthentication", "gpuscale")
+			refs := map[string]string{}
+			for _, r := range dig(cta, "spec", "secretTargetRef").([]any) {
+				if dig(r, "name") != "gs-gpuscale-keda-client" {
+					t.Errorf("secretTargetRef %v reads another Secret than the adapter keeps", r)
+				}
+				refs[dig(r, "parameter").(string)] = dig(r, "key").(string)
+			}
+			if refs["caCert"] != "ca.crt" || refs["tlsClientCert"] != "tls.crt" || refs["tlsClientKey"] != "tls.key" {
+				t.Errorf("secretTargetRef %v", refs)
+			}
+			role := named(t, objs, "Role", ":keda-client")
+			if dig(role, "metadata", "namespace") != "keda" {
+				t.Errorf("KEDA's Secret's Role in %v", dig(role, "metadata", "namespace"))
+			}
+			svc := named(t, objs, "Service", "-adapter")
+			var scaler bool
+			for _, p := range dig(svc, "spec", "ports").([]any) {
+				scaler = scaler || dig(p, "name") == "keda-scaler" && dig(p, "port") == 6000
+			}
+			if !scaler {
+				t.Error("the Service has no keda-scaler port 6000 for the scalerAddress")
+			}
+		}},
 		{"default images", nil, func(t *testing.T, objs []object) {
 			if got := container(t, named(t, objs, "Deployment", "-adapter"))["image"]; got != "ghcr.io/gpuscale/gpuscale-adapter:0.1.0" {
 				t.Errorf("adapter image %v", got)
