@@ -106,7 +106,7 @@ func TestRuntimeCertificateRotation(t *testing.T) {
 		pool, _ := creds.get()
 		cfg := &tls.Config{RootCAs: pool, ServerName: devenv.AdapterName + "." + devenv.Namespace + ".svc", MinVersion: tls.VersionTLS12}
 		client := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: cfg, DisableKeepAlives: true}}
-		resp, err := client.Get("https://127.0.0.1:" + strconv.Itoa(devenv.AdapterPort) + "/readyz")
+		resp, err := client.Get(env.AdapterURL() + "/readyz")
 		if err != nil {
 			if runCtx.Err() == nil {
 				fail("https", err)
