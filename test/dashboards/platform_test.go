@@ -262,6 +262,21 @@ func TestChartKnobs(t *testing.T) {
 				t.Error("the Service has no keda-scaler port 6000 for the scalerAddress")
 			}
 		}},
+		{"cert-manager without the KEDA scaler", []string{"--set", "adapter.tls.source=certManager", "--api-versions", "cert-manager.io/v1"}, func(t *testing.T, objs []object) {
+			if n := len(ofKind(objs, "Certificate")); n != 2 {
+				t.Errorf("%d Certificates, want the CA and the serving certificate", n)
+			}
+		}},
+		{"cert-manager with the KEDA scaler", []string{"--set", "adapter.tls.source=certManager", "--api-versions", "cert-manager.io/v1", "--set", "kedaScaler.enabled=true"},
+			func(t *testing.T, objs []object) {
+				c := named(t, objs, "Certificate", "-keda-client")
+				if u, _ := dig(c, "spec", "usages").([]any); !slices.Contains(u, any("client auth")) || dig(c, "spec", "issuerRef", "name") != "gs-gpuscale-adapter-ca" {
+					t.Errorf("KEDA's Certificate %v: want client auth from the release's CA", dig(c, "spec"))
+				}
+				if a := args(t, named(t, objs, "Deployment", "-adapter")); !slices.Contains(a, "--keda-scaler-client-ca-file=/etc/gpuscale/tls/ca.crt") {
+					t.Errorf("adapter args %v: the scaler must trust the release's CA for clients", a)
+				}
+			}},
 		{"default images", nil, func(t *testing.T, objs []object) {
 			if got := container(t, named(t, objs, "Deployment", "-adapter"))["image"]; got != "ghcr.io/gpuscale/gpuscale-adapter:0.1.0" {
 				t.Errorf("adapter image %v", got)
