@@ -59,8 +59,9 @@ func run() error {
 	}
 	// The components' own logs go to files under _output/demo/env/logs;
 	// here only what needs attention.
-	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))
 	fmt.Println("demo: starting a local control plane (the first run builds it from Go modules: about 20 minutes)")
+	fmt.Println("demo: the GPUs are simulated (every series is labelled simulated=\"true\")")
 	env, err := devenv.Up(ctx, devenv.Options{Dir: filepath.Join(out, "env"), Nodes: 2, GPUsPerNode: gpusPerNode,
 		HPASyncPeriod: 15 * time.Second, Logger: log, AdapterArgs: []string{"--scrape-interval=2s", "--scale-down-controller"}})
 	if err != nil {
