@@ -392,7 +392,7 @@ func TestChartReadmeFacts(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	row := regexp.MustCompile("(?m)^\\| Deployment, Service \\(([^)]*)\\), ServiceAccount").FindSubmatch(readme)
+	row := regexp.MustCompile(`(?m)^\| Deployment, Service \(([^)]*)\), ServiceAccount`).FindSubmatch(readme)
 	if row == nil {
 		t.Fatal("the README's object table has no adapter Deployment row")
 	}
