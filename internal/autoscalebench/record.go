@@ -27,6 +27,9 @@ const (
 	// 1, with the behavior `adapter recommend` gives: forecast demand
 	// over the start-up horizon against measured capacity (pkg/capacity).
 	PolicyCapacity = "capacity"
+	// PolicyRecommended names, in both the bench and the offline replay,
+	// the README's first example HPA: Recommended is the policy it is.
+	PolicyRecommended = "recommended"
 	// PolicyLLMD is the reference: llm-d's SLO-aware control law on TTFT
 	// p90 over the SLO (llmd.go), driving the Deployment's scale itself.
 	PolicyLLMD = "llm-d-slo"
@@ -43,6 +46,12 @@ type RequestOutcome struct {
 	// served, or the replay ended first. Unserved requests count as
 	// missing the SLO and as +Inf in the TTFT quantiles.
 	Served bool
+	// Rejected is a request no replica can ever serve: its prompt and
+	// output exceed a replica's KV cache, and the server refused it at
+	// once, as vLLM answers such a request with HTTP 400. It is neither
+	// served nor unserved: no number of replicas changes it, so it counts
+	// in no quantile and no minute, only apart.
+	Rejected bool
 }
 
 // Sample is the state of one policy's workload at one instant.

@@ -139,6 +139,18 @@ is force, or auto on a cluster that serves security.openshift.io/v1.
 {{- end }}
 {{- end }}
 
+{{/* "true" when the exporters reserve a lane for this release's adapter:
+both run, and the adapter reads this release's exporters. */}}
+{{- define "gpuscale.exporter.reservedLane" -}}
+{{- if and .Values.exporter.enabled .Values.exporter.reservedLane.enabled (not .Values.adapter.config.exporterSelector) }}true{{ end }}
+{{- end }}
+
+{{/* The Secret holding the exporters' reserved-lane token: the user's
+(exporter.reservedLane.secretName) or the one the chart generates. */}}
+{{- define "gpuscale.exporter.tokenSecretName" -}}
+{{- .Values.exporter.reservedLane.secretName | default (printf "%s-token" (include "gpuscale.exporter.fullname" .)) }}
+{{- end }}
+
 {{/* The adapter's flags. */}}
 {{- define "gpuscale.adapter.args" -}}
 {{- $c := .Values.adapter.config -}}
@@ -171,6 +183,9 @@ is force, or auto on a cluster that serves security.openshift.io/v1.
 - --exporter-daemonset={{ $c.exporterDaemonSet | default (include "gpuscale.exporter.fullname" .) }}
 - --exporter-port={{ $c.exporterPort }}
 - --exporter-path={{ $c.exporterPath }}
+{{- if include "gpuscale.exporter.reservedLane" . }}
+- --exporter-token-file=/etc/gpuscale/exporter-token/token
+{{- end }}
 {{- if $c.scrapeHostNetwork }}
 - --scrape-host-network
 {{- end }}
@@ -393,6 +408,11 @@ otherwise (the adapter meets it). podSecurity.enforce overrides it.
   mountPath: /etc/gpuscale/keda-client-ca
   readOnly: true
 {{- end }}
+{{- if include "gpuscale.exporter.reservedLane" $.ctx }}
+- name: exporter-token
+  mountPath: /etc/gpuscale/exporter-token
+  readOnly: true
+{{- end }}
 {{- with $.ctx.Values.adapter.extraVolumeMounts }}
 {{- toYaml . | nindent 0 }}
 {{- end }}
@@ -427,6 +447,11 @@ otherwise (the adapter meets it). podSecurity.enforce overrides it.
 - name: keda-client-ca
   secret:
     secretName: {{ $.ctx.Values.kedaScaler.clientCA.secretName }}
+{{- end }}
+{{- if include "gpuscale.exporter.reservedLane" $.ctx }}
+- name: exporter-token
+  secret:
+    secretName: {{ include "gpuscale.exporter.tokenSecretName" $.ctx }}
 {{- end }}
 {{- with $.ctx.Values.adapter.extraVolumes }}
 {{- toYaml . | nindent 0 }}
