@@ -42,15 +42,15 @@ func TestHelmChart(t *testing.T) {
 		{
 			name: "defaults", release: "gpuscale",
 			want:   []string{"ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding", "Service", "Deployment", "DaemonSet", "APIService"},
-			absent: []string{"PodDisruptionBudget", "Secret", "ServiceMonitor", "PrometheusRule", "Namespace", "ValidatingAdmissionPolicy", "NetworkPolicy"},
+			absent: []string{"PodDisruptionBudget", "ServiceMonitor", "PrometheusRule", "Namespace", "ValidatingAdmissionPolicy", "NetworkPolicy"},
 			check:  checkRuntimeTLS,
 		},
 		{
 			// The unverified certificate is there only when asked for twice.
 			name: "self-signed opt-in", release: "gs-self-signed",
-			args:   []string{"--set", "adapter.tls.source=selfSigned", "--set", "apiService.insecureSkipTLSVerify=true"},
-			want:   []string{"APIService", "Deployment"},
-			absent: []string{"Secret"}, renderOnly: true,
+			args:       []string{"--set", "adapter.tls.source=selfSigned", "--set", "apiService.insecureSkipTLSVerify=true"},
+			want:       []string{"APIService", "Deployment"},
+			renderOnly: true,
 			check: func(t *testing.T, objs []*unstructured.Unstructured) {
 				for _, o := range byKind(objs, "APIService") {
 					if skip, _, _ := unstructured.NestedBool(o.Object, "spec", "insecureSkipTLSVerify"); !skip {
@@ -111,6 +111,14 @@ func TestHelmChart(t *testing.T) {
 // adapter writes, so none is rendered, and the adapter may write it.
 func checkRuntimeTLS(t *testing.T, objs []*unstructured.Unstructured) {
 	t.Helper()
+	for _, s := range byKind(objs, "Secret") {
+		data, _, _ := unstructured.NestedMap(s.Object, "data")
+		for _, k := range []string{"tls.crt", "tls.key", "ca.crt"} {
+			if _, ok := data[k]; ok {
+				t.Errorf("Secret %s renders %s: the adapter makes its certificates", s.GetName(), k)
+			}
+		}
+	}
 	for _, o := range byKind(objs, "APIService") {
 		if skip, _, _ := unstructured.NestedBool(o.Object, "spec", "insecureSkipTLSVerify"); skip {
 			t.Errorf("APIService %s skips TLS verification by default", o.GetName())
