@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"os"
 	"os/exec"
@@ -104,17 +105,22 @@ func TestHelmAPIServiceOwners(t *testing.T) {
 		if out, err := run("uninstall", release); err != nil {
 			t.Fatalf("helm uninstall: %v\n%s", err, out)
 		}
-		if out, err := run(append([]string{"install", release, "--set", "apiService.takeOver.external.v1beta1=true", "--take-ownership"}, customOff...)...); err != nil {
+		// With the chart's default the adapter writes the caBundle at
+		// runtime (none runs here); a caBundle of the values' own shows that
+		// the takeover rewrites the field.
+		ownCA := base64.StdEncoding.EncodeToString([]byte("-----BEGIN CERTIFICATE-----\ngpuscale\n"))
+		if out, err := run(append([]string{"install", release, "--set", "apiService.takeOver.external.v1beta1=true", "--take-ownership",
+			"--set", "adapter.tls.secretName=gpuscale-test-tls", "--set", "apiService.caBundle=" + ownCA}, customOff...)...); err != nil {
 			t.Fatalf("helm install with the override: %v\n%s", err, out)
 		}
 		got := getAPIService(t, client, externalV1beta1)
 		wantOwnedBy(t, got, ns, release)
-		if ca, _, _ := unstructured.NestedString(got.Object, "spec", "caBundle"); ca == "" || ca == kedaCABundle {
+		if ca, _, _ := unstructured.NestedString(got.Object, "spec", "caBundle"); ca != ownCA || ca == kedaCABundle {
 			t.Errorf("the taken-over APIService kept KEDA's caBundle")
 		}
 	})
 	t.Run("an upgrade keeps the release's own APIService", func(t *testing.T) {
-		if out, err := run(append([]string{"upgrade", release}, customOff...)...); err != nil {
+		if out, err := run(append([]string{"upgrade", release, "--reuse-values"}, customOff...)...); err != nil {
 			t.Fatalf("helm upgrade over its own APIService: %v\n%s", err, out)
 		}
 		wantOwnedBy(t, getAPIService(t, client, externalV1beta1), ns, release)

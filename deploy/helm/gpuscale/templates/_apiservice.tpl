@@ -39,7 +39,7 @@ Service (the plain manifests, applied before the chart). */}}
 {{- $ann := $obj.metadata.annotations | default dict }}
 {{- $svc := $obj.spec.service | default dict }}
 {{- if and (eq (toString (get $ann "meta.helm.sh/release-name")) $ctx.Release.Name) (eq (toString (get $ann "meta.helm.sh/release-namespace")) $ctx.Release.Namespace) }}true
-{{- else if and (eq (toString (get $svc "namespace")) $ctx.Release.Namespace) (eq (toString (get $svc "name")) (include "gpuscale.adapter.fullname" $ctx)) }}true
+{{- else if and (eq (toString (get $svc "namespace")) (include "gpuscale.namespace" $ctx)) (eq (toString (get $svc "name")) (include "gpuscale.adapter.fullname" $ctx)) }}true
 {{- end }}
 {{- end }}
 
@@ -114,7 +114,7 @@ metadata:
     {{- include "gpuscale.adapter.labels" $ | nindent 4 }}
   {{- $annotations := deepCopy $.Values.apiService.annotations }}
   {{- if eq (include "gpuscale.adapter.tlsSource" $) "certManager" }}
-  {{- $_ := set $annotations "cert-manager.io/inject-ca-from" (printf "%s/%s" $.Release.Namespace (include "gpuscale.adapter.tlsSecretName" $)) }}
+  {{- $_ := set $annotations "cert-manager.io/inject-ca-from" (printf "%s/%s" (include "gpuscale.namespace" $) (include "gpuscale.adapter.tlsSecretName" $)) }}
   {{- end }}
   {{- with $annotations }}
   annotations:
@@ -123,7 +123,7 @@ metadata:
 spec:
   service:
     name: {{ include "gpuscale.adapter.fullname" $ }}
-    namespace: {{ $.Release.Namespace }}
+    namespace: {{ include "gpuscale.namespace" $ }}
     port: {{ $.Values.adapter.service.port }}
   group: {{ $v.group }}
   version: {{ $v.version }}
