@@ -41,8 +41,9 @@ build:
 RACE_PKGS := cmd/adapter/app cmd/inferencesim \
   internal/autoscalebench internal/childproc internal/devenv internal/exporterapp internal/hostile \
   internal/offlinereplay internal/simworld internal/testlog \
-  pkg/capacity pkg/exporter pkg/exporter/httpapi pkg/federation pkg/gather pkg/gpu/nvml pkg/gpu/sim \
-  pkg/inferencesim pkg/kedascaler pkg/podresources pkg/promsource pkg/provider pkg/scaledown \
+  internal/robustness \
+  pkg/capacity pkg/certrotation pkg/exporter pkg/exporter/httpapi pkg/federation pkg/gather pkg/gpu/nvml pkg/gpu/sim \
+  pkg/inferencesim pkg/kedascaler pkg/podresources pkg/promsource pkg/promsource/promapi pkg/provider pkg/scaledown \
   pkg/scrape pkg/store pkg/storesource
 E2E_PKGS := internal/localcluster test/e2e test/keda test/autoscale
 IMAGE_PKGS := test/containers
