@@ -83,7 +83,7 @@ func TestRunTLSAndBasicAuth(t *testing.T) {
 	o.WebConfigFile = webConfig
 	p := start(t, o)
 
-	client := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
+	client := &http.Client{Timeout: time.Minute, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
 	url := "https://" + p.addr + "/metrics"
 	tests := []struct {
 		name       string
