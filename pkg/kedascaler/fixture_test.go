@@ -2,14 +2,8 @@ package kedascaler_test
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
-	"math/big"
 	"net"
 	"os"
 	"path/filepath"
@@ -25,6 +19,7 @@ import (
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 
+	"github.com/gpuscale/gpuscale/internal/testpki"
 	"github.com/gpuscale/gpuscale/pkg/capacity"
 	"github.com/gpuscale/gpuscale/pkg/kedascaler"
 	pb "github.com/gpuscale/gpuscale/pkg/kedascaler/externalscaler"
@@ -100,55 +95,27 @@ type pki struct {
 func newPKI(t *testing.T) *pki {
 	t.Helper()
 	dir := t.TempDir()
-	servingCA, servingCAKey := newCA(t, "serving-ca")
-	clientCA, clientCAKey := newCA(t, "keda-client-ca")
-	strangerCA, strangerCAKey := newCA(t, "stranger-ca")
-	p := &pki{dir: dir, servingCA: x509.NewCertPool(),
-		certFile: filepath.Join(dir, "tls.crt"), keyFile: filepath.Join(dir, "tls.key"), clientCAFile: filepath.Join(dir, "client-ca.crt")}
-	p.servingCA.AddCert(servingCA)
-	certPEM, keyPEM := issue(t, servingCA, servingCAKey, "gpuscale-adapter", false)
-	must(t, os.WriteFile(p.certFile, certPEM, 0o600))
-	must(t, os.WriteFile(p.keyFile, keyPEM, 0o600))
-	must(t, os.WriteFile(p.clientCAFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: clientCA.Raw}), 0o600))
-	var err error
-	p.client, err = tls.X509KeyPair(issue(t, clientCA, clientCAKey, "keda-operator", true))
-	must(t, err)
-	p.strangerClient, err = tls.X509KeyPair(issue(t, strangerCA, strangerCAKey, "keda-operator", true))
-	must(t, err)
-	return p
-}
-
-func newCA(t *testing.T, name string) (*x509.Certificate, *ecdsa.PrivateKey) {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	must(t, err)
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: name},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, key.Public(), key)
-	must(t, err)
-	cert, err := x509.ParseCertificate(der)
-	must(t, err)
-	return cert, key
-}
-
-func issue(t *testing.T, ca *x509.Certificate, caKey *ecdsa.PrivateKey, cn string, client bool) (certPEM, keyPEM []byte) {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	must(t, err)
-	usage := x509.ExtKeyUsageServerAuth
-	if client {
-		usage = x509.ExtKeyUsageClientAuth
+	ca := func(name string) *testpki.Authority {
+		a, err := testpki.NewAuthority(name)
+		must(t, err)
+		return a
 	}
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: cn},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{usage},
-		IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)}}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, key.Public(), caKey)
+	servingCA, clientCA, strangerCA := ca("serving-ca"), ca("keda-client-ca"), ca("stranger-ca")
+	p := &pki{dir: dir, servingCA: servingCA.Pool(), clientCAFile: filepath.Join(dir, "client-ca.crt")}
+	serving, err := servingCA.Issue(testpki.Leaf{CommonName: "gpuscale-adapter", IPs: testpki.Loopback, Server: true})
 	must(t, err)
-	keyDER, err := x509.MarshalECPrivateKey(key)
+	p.certFile, p.keyFile, err = serving.WriteFiles(dir, "tls.crt", "tls.key")
 	must(t, err)
-	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER})
+	must(t, os.WriteFile(p.clientCAFile, clientCA.CertPEM, 0o600))
+	client := func(a *testpki.Authority) tls.Certificate {
+		kp, err := a.Issue(testpki.Leaf{CommonName: "keda-operator", IPs: testpki.Loopback, Client: true})
+		must(t, err)
+		c, err := kp.TLS()
+		must(t, err)
+		return c
+	}
+	p.client, p.strangerClient = client(clientCA), client(strangerCA)
+	return p
 }
 
 // serve starts the scaler on a loopback port and returns its address.
