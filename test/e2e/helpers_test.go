@@ -12,11 +12,11 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/util/wait"
 	cmv1beta2 "k8s.io/metrics/pkg/apis/custom_metrics/v1beta2"
 	emv1beta1 "k8s.io/metrics/pkg/apis/external_metrics/v1beta1"
 
 	"github.com/gpuscale/gpuscale/internal/devenv"
+	"github.com/gpuscale/gpuscale/internal/testenv"
 )
 
 // namespace creates a fresh namespace for one test and deletes it after.
@@ -43,7 +43,7 @@ func deployment(t *testing.T, ns, name string, replicas int32) labels.Selector {
 		t.Fatal(err)
 	}
 	sel := labels.SelectorFromSet(d.Spec.Selector.MatchLabels)
-	waitFor(t, 60*time.Second, fmt.Sprintf("%d ready replicas of %s/%s", replicas, ns, name), func(ctx context.Context) (bool, error) {
+	testenv.WaitFor(t, 60*time.Second, fmt.Sprintf("%d ready replicas of %s/%s", replicas, ns, name), func(ctx context.Context) (bool, error) {
 		got, err := env.Cluster.Client().AppsV1().Deployments(ns).Get(ctx, name, metav1.GetOptions{})
 		return err == nil && got.Status.ReadyReplicas == replicas, nil
 	})
@@ -77,15 +77,6 @@ func getHPA(t *testing.T, ns, name string) *autoscalingv2.HorizontalPodAutoscale
 		t.Fatal(err)
 	}
 	return h
-}
-
-func waitFor(t *testing.T, timeout time.Duration, what string, cond func(context.Context) (bool, error)) time.Duration {
-	t.Helper()
-	start := time.Now()
-	if err := wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, timeout, true, cond); err != nil {
-		t.Fatalf("waiting %v for %s: %v", timeout, what, err)
-	}
-	return time.Since(start)
 }
 
 // raw GETs a path through the kube-apiserver, as `kubectl get --raw` does.

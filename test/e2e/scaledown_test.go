@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/gpuscale/gpuscale/internal/devenv"
+	"github.com/gpuscale/gpuscale/internal/testenv"
 	"github.com/gpuscale/gpuscale/pkg/scaledown"
 )
 
@@ -80,7 +81,7 @@ func protectionScenario(t *testing.T, ns string) {
 	}
 	start := time.Now()
 	env.World.SetRate(ns, labels.SelectorFromSet(labels.Set{"serve": "yes"}), 10)
-	toProtect := waitFor(t, 30*time.Second, "safe-to-evict=false on the serving pod", func(ctx context.Context) (bool, error) {
+	toProtect := testenv.WaitFor(t, 30*time.Second, "safe-to-evict=false on the serving pod", func(ctx context.Context) (bool, error) {
 		return podAnnotation(ctx, ns, serving, scaledown.SafeToEvictAnnotation) == "false", nil
 	})
 	if v := podAnnotation(context.Background(), ns, idle, scaledown.SafeToEvictAnnotation); v != "" {
@@ -90,7 +91,7 @@ func protectionScenario(t *testing.T, ns string) {
 	t.Logf("serving pod %s on %s protected %v after the load started", serving, n.Spec.NodeName, time.Since(start).Round(10*time.Millisecond))
 
 	env.World.SetRate(ns, labels.SelectorFromSet(labels.Set{"serve": "yes"}), 0)
-	toClear := waitFor(t, scaleDownIdle+30*time.Second, "safe-to-evict cleared once idle", func(ctx context.Context) (bool, error) {
+	toClear := testenv.WaitFor(t, scaleDownIdle+30*time.Second, "safe-to-evict cleared once idle", func(ctx context.Context) (bool, error) {
 		return podAnnotation(ctx, ns, serving, scaledown.SafeToEvictAnnotation) == "", nil
 	})
 	t.Logf("FIGURE protection (%s): load -> safe-to-evict=false in %v; load stops -> cleared in %v (--scale-down-idle-time %v)",
@@ -118,7 +119,7 @@ func scaleDownRun(t *testing.T, name string, managed bool, from, to int32) (befo
 	if _, err := env.Cluster.Client().AppsV1().Deployments(ns).Patch(context.Background(), "llm", types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 60*time.Second, fmt.Sprintf("%d replicas left, all Ready", to), func(ctx context.Context) (bool, error) {
+	testenv.WaitFor(t, 60*time.Second, fmt.Sprintf("%d replicas left, all Ready", to), func(ctx context.Context) (bool, error) {
 		l, err := env.Cluster.Client().CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
 		if err != nil || len(l.Items) != int(to) {
 			return false, nil
@@ -145,7 +146,7 @@ func gpuDeployment(t *testing.T, ns, name string, replicas int32, managed bool) 
 	if _, err := env.Cluster.Client().AppsV1().Deployments(ns).Create(context.Background(), d, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 90*time.Second, fmt.Sprintf("%d ready replicas of %s/%s", replicas, ns, name), func(ctx context.Context) (bool, error) {
+	testenv.WaitFor(t, 90*time.Second, fmt.Sprintf("%d ready replicas of %s/%s", replicas, ns, name), func(ctx context.Context) (bool, error) {
 		got, err := env.Cluster.Client().AppsV1().Deployments(ns).Get(ctx, name, metav1.GetOptions{})
 		return err == nil && got.Status.ReadyReplicas == replicas, nil
 	})
@@ -157,7 +158,7 @@ func gpuDeployment(t *testing.T, ns, name string, replicas int32, managed bool) 
 func waitCosts(t *testing.T, ns string, n int) []corev1.Pod {
 	t.Helper()
 	var pods []corev1.Pod
-	waitFor(t, 60*time.Second, fmt.Sprintf("deletion costs on %d pods matching their placement", n), func(ctx context.Context) (bool, error) {
+	testenv.WaitFor(t, 60*time.Second, fmt.Sprintf("deletion costs on %d pods matching their placement", n), func(ctx context.Context) (bool, error) {
 		l, err := env.Cluster.Client().CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
 		if err != nil || len(l.Items) != n {
 			return false, nil
@@ -217,7 +218,7 @@ func cost(p *corev1.Pod) int {
 // namespaces are deleted at their end), so the placement is this test's.
 func waitNoOtherGPUPods(t *testing.T, ns string) {
 	t.Helper()
-	waitFor(t, 120*time.Second, "GPU pods of other tests to go", func(ctx context.Context) (bool, error) {
+	testenv.WaitFor(t, 120*time.Second, "GPU pods of other tests to go", func(ctx context.Context) (bool, error) {
 		l, err := env.Cluster.Client().CoreV1().Pods("").List(ctx, metav1.ListOptions{})
 		if err != nil {
 			return false, nil

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/gpuscale/gpuscale/internal/childproc"
+	"github.com/gpuscale/gpuscale/internal/testenv"
 )
 
 // testAdapter is custom-metrics-apiserver's own test adapter
@@ -60,7 +61,11 @@ func startTestAdapter(t *testing.T) *testAdapter {
 	}
 	ta := &testAdapter{caFile: writeTestFile(t, dir, "ca.crt", caPEM), auditPath: filepath.Join(dir, "audit.log")}
 	policy := writeTestFile(t, dir, "audit-policy.yaml", []byte("apiVersion: audit.k8s.io/v1\nkind: Policy\nrules:\n- level: Metadata\n"))
-	port := freeLoopbackPort(t)
+	ports, err := testenv.FreePorts(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := ports[0]
 	ta.url = "https://127.0.0.1:" + strconv.Itoa(port)
 	args := []string{"--secure-port=" + strconv.Itoa(port), "--bind-address=127.0.0.1",
 		"--tls-cert-file=" + writeTestFile(t, dir, "tls.crt", certPEM), "--tls-private-key-file=" + writeTestFile(t, dir, "tls.key", keyPEM),
@@ -72,15 +77,9 @@ func startTestAdapter(t *testing.T) *testAdapter {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = p.Stop() })
-	client := ta.httpClient(t)
-	waitFor(t, 60*time.Second, "the test adapter to be ready (log "+logPath+")", func(ctx context.Context) (bool, error) {
-		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, ta.url+"/readyz", nil)
-		resp, err := client.Do(req)
-		if err != nil {
-			return false, nil
-		}
-		resp.Body.Close()
-		return resp.StatusCode == http.StatusOK, nil
+	ready := testenv.HTTPOK(ta.httpClient(t), ta.url+"/readyz")
+	testenv.WaitFor(t, 60*time.Second, "the test adapter to be ready (log "+logPath+")", func(ctx context.Context) (bool, error) {
+		return ready(ctx), nil
 	})
 	return ta
 }
@@ -160,14 +159,4 @@ func writeTestFile(t *testing.T, dir, name string, b []byte) string {
 		t.Fatal(err)
 	}
 	return p
-}
-
-func freeLoopbackPort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
 }

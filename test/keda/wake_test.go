@@ -10,6 +10,7 @@ import (
 	"github.com/gpuscale/gpuscale/internal/devenv"
 	"github.com/gpuscale/gpuscale/internal/localcluster"
 	"github.com/gpuscale/gpuscale/internal/simworld"
+	"github.com/gpuscale/gpuscale/internal/testenv"
 	"github.com/gpuscale/gpuscale/pkg/inferencesim"
 )
 
@@ -40,14 +41,14 @@ func TestKEDAWakeFromZero(t *testing.T) {
 		t.Fatal(err)
 	}
 	var router *simworld.Router
-	waitFor(t, 30*time.Second, "the router to run", func(context.Context) bool {
+	testenv.WaitFor(t, 30*time.Second, "the router to run", func(context.Context) (bool, error) {
 		router = env.World.Router(ns, "epp")
-		return router != nil
+		return router != nil, nil
 	})
 	scaledObject(t, ns, "llm", 3, map[string]string{"signal": "inference_queue_depth", "model": "model-llm", "target": "1", "activationTarget": "0"})
-	waitFor(t, 90*time.Second, "KEDA to scale the idle model to zero", func(ctx context.Context) bool {
+	testenv.WaitFor(t, 90*time.Second, "KEDA to scale the idle model to zero", func(ctx context.Context) (bool, error) {
 		ready, want := replicas(ctx, ns, "llm")
-		return want == 0 && ready == 0
+		return want == 0 && ready == 0, nil
 	})
 	// Held at zero: the idle router's queue is 0, inactive.
 	time.Sleep(3 * time.Second)
@@ -74,9 +75,9 @@ func TestKEDAWakeFromZero(t *testing.T) {
 	case <-time.After(60 * time.Second):
 		t.Fatalf("no first token 60s after the first request; router %+v", router.Stats())
 	}
-	waitFor(t, 30*time.Second, "every held request forwarded and answered", func(context.Context) bool {
+	testenv.WaitFor(t, 30*time.Second, "every held request forwarded and answered", func(context.Context) (bool, error) {
 		s := router.Stats()
-		return s.Held == 0 && s.FirstTokens == s.Received
+		return s.Held == 0 && s.FirstTokens == s.Received, nil
 	})
 	if s := router.Stats(); s.Errors != 0 || s.Received != 4 || s.Buffered == 0 || s.Forwarded != 4 {
 		t.Fatalf("router after the wake: %+v; want 4 received, buffered, forwarded and answered, no errors", s)
@@ -84,13 +85,13 @@ func TestKEDAWakeFromZero(t *testing.T) {
 
 	sel := labelsOf(d)
 	env.World.SetRate(ns, sel, 45) // about three replicas' capacity: the queue grows
-	waitFor(t, 90*time.Second, "KEDA's HPA to scale to at least 2 under load", func(ctx context.Context) bool {
+	testenv.WaitFor(t, 90*time.Second, "KEDA's HPA to scale to at least 2 under load", func(ctx context.Context) (bool, error) {
 		ready, _ := replicas(ctx, ns, "llm")
-		return ready >= 2
+		return ready >= 2, nil
 	})
 	env.World.SetRate(ns, sel, 0)
-	waitFor(t, 90*time.Second, "KEDA to return the idle model to zero", func(ctx context.Context) bool {
+	testenv.WaitFor(t, 90*time.Second, "KEDA to return the idle model to zero", func(ctx context.Context) (bool, error) {
 		ready, want := replicas(ctx, ns, "llm")
-		return want == 0 && ready == 0
+		return want == 0 && ready == 0, nil
 	})
 }
