@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -15,9 +16,14 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
 	appslisters "k8s.io/client-go/listers/apps/v1"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/metrics/pkg/apis/custom_metrics"
+	"k8s.io/metrics/pkg/apis/external_metrics"
+	cmprovider "sigs.k8s.io/custom-metrics-apiserver/pkg/provider"
 
 	"github.com/gpuscale/gpuscale/internal/testpki"
 	"github.com/gpuscale/gpuscale/pkg/capacity"
@@ -35,6 +41,24 @@ const ns = "team-a"
 type world struct {
 	store    *store.Store
 	provider *provider.Provider
+	// reads counts the values the scaler served reads through reader.
+	reads atomic.Int64
+}
+
+// reader is the world's provider, counting the values read through it.
+type reader struct {
+	*provider.Provider
+	reads *atomic.Int64
+}
+
+func (r reader) GetMetricByName(ctx context.Context, name types.NamespacedName, info cmprovider.CustomMetricInfo, sel labels.Selector) (*custom_metrics.MetricValue, error) {
+	defer r.reads.Add(1)
+	return r.Provider.GetMetricByName(ctx, name, info, sel)
+}
+
+func (r reader) GetExternalMetric(ctx context.Context, ns string, sel labels.Selector, info cmprovider.ExternalMetricInfo) (*external_metrics.ExternalMetricValueList, error) {
+	defer r.reads.Add(1)
+	return r.Provider.GetExternalMetric(ctx, ns, sel, info)
 }
 
 func newWorld(t *testing.T) *world {
@@ -121,7 +145,7 @@ func newPKI(t *testing.T) *pki {
 // serve starts the scaler on a loopback port and returns its address.
 func serve(t *testing.T, w *world, files kedascaler.TLSFiles, requests *kedascaler.Requests) string {
 	t.Helper()
-	s, err := kedascaler.NewServer(kedascaler.Config{Metrics: w.provider, TLS: files, CheckInterval: 20 * time.Millisecond, Requests: requests})
+	s, err := kedascaler.NewServer(kedascaler.Config{Metrics: reader{w.provider, &w.reads}, TLS: files, CheckInterval: 20 * time.Millisecond, Requests: requests})
 	must(t, err)
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	must(t, err)
