@@ -20,7 +20,6 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
-	"github.com/gpuscale/gpuscale/internal/devenv"
 	"github.com/gpuscale/gpuscale/internal/testenv"
 	"github.com/gpuscale/gpuscale/pkg/federation"
 )
@@ -188,16 +187,11 @@ func checkForwardCounted(t *testing.T) {
 }
 
 // adapterMetrics reads the adapter's own /metrics (as cluster-admin,
-// directly: the aggregator proxies only API groups).
+// directly: the aggregator proxies only API groups), on the environment's
+// adapter port.
 func adapterMetrics(t *testing.T) string {
 	t.Helper()
-	cfg := rest.CopyConfig(env.Cluster.RESTConfig())
-	cfg.Host = fmt.Sprintf("https://127.0.0.1:%d", devenv.AdapterPort)
-	c, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := c.Discovery().RESTClient().Get().AbsPath("/metrics").DoRaw(context.Background())
+	b, err := env.AdapterGet(context.Background(), "/metrics")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -79,6 +79,27 @@ func getHPA(t *testing.T, ns, name string) *autoscalingv2.HorizontalPodAutoscale
 	return h
 }
 
+// metricRequests is the adapter's counter of the metrics API requests it
+// answered, by api, metric, resource and result.
+const metricRequests = "gpuscale_adapter_metric_requests_total"
+
+// awaitAdapterReads waits until the adapter has answered n more metrics
+// API requests matching labels (of metricRequests) than it had when
+// called: n more syncs of an HPA that reads such a metric, so that a test
+// judges what the HPA did on them, not on a fixed time. Another HPA that
+// reads the same metric shortens the wait: keep n above one.
+func awaitAdapterReads(t *testing.T, n int, labels map[string]string) {
+	t.Helper()
+	start, err := env.AdapterCounter(context.Background(), metricRequests, labels)
+	if err != nil {
+		t.Fatal(err)
+	}
+	testenv.WaitFor(t, time.Duration(n)*hpaSync+30*time.Second, fmt.Sprintf("%d more adapter requests %v", n, labels), func(ctx context.Context) (bool, error) {
+		c, err := env.AdapterCounter(ctx, metricRequests, labels)
+		return err == nil && c >= start+float64(n), nil
+	})
+}
+
 // raw GETs a path through the kube-apiserver, as `kubectl get --raw` does.
 func raw(ctx context.Context, path string) ([]byte, error) {
 	return env.Cluster.Client().Discovery().RESTClient().Get().RequestURI(path).DoRaw(ctx)

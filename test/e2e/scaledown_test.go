@@ -10,7 +10,9 @@ import (
 	"testing"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
@@ -112,7 +114,7 @@ func scaleDownRun(t *testing.T, name string, managed bool, from, to int32) (befo
 	if managed {
 		waitCosts(t, ns, int(from))
 		// The ReplicaSet controller reads costs from its own informer.
-		time.Sleep(time.Second)
+		awaitReplicaSetController(t, ns)
 	}
 	start := time.Now()
 	patch := []byte(fmt.Sprintf(`{"spec":{"replicas":%d}}`, to))
@@ -132,6 +134,40 @@ func scaleDownRun(t *testing.T, name string, managed bool, from, to int32) (befo
 		return true, nil
 	})
 	return before, podsPerNode(activePods(t, ns)), time.Since(start)
+}
+
+// awaitReplicaSetController waits until the ReplicaSet controller's pod
+// informer holds every pod change made before the call. Its watch
+// delivers pod events in order, so once the controller acts on a pod
+// created now, it has the earlier changes too: a pod that matches a
+// ReplicaSet of zero replicas, which the controller adopts and deletes.
+// The pod cannot be scheduled, so it goes at once and never takes a node.
+func awaitReplicaSetController(t *testing.T, ns string) {
+	t.Helper()
+	ctx := context.Background()
+	sel := map[string]string{"e2e.gpuscale.io/sentinel": "replicaset-controller"}
+	spec := corev1.PodSpec{
+		Containers:   []corev1.Container{{Name: "sentinel", Image: "gpuscale.io/sentinel:none"}},
+		NodeSelector: map[string]string{"e2e.gpuscale.io/no-such-node": "true"},
+	}
+	zero := int32(0)
+	rs := &appsv1.ReplicaSet{
+		ObjectMeta: metav1.ObjectMeta{Name: "sentinel", Namespace: ns},
+		Spec: appsv1.ReplicaSetSpec{Replicas: &zero, Selector: &metav1.LabelSelector{MatchLabels: sel},
+			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: sel}, Spec: spec}},
+	}
+	if _, err := env.Cluster.Client().AppsV1().ReplicaSets(ns).Create(ctx, rs, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{GenerateName: "sentinel-", Namespace: ns, Labels: sel}, Spec: spec}
+	pod, err := env.Cluster.Client().CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	testenv.WaitFor(t, 60*time.Second, "the ReplicaSet controller to delete the sentinel pod "+pod.Name, func(ctx context.Context) (bool, error) {
+		_, err := env.Cluster.Client().CoreV1().Pods(ns).Get(ctx, pod.Name, metav1.GetOptions{})
+		return apierrors.IsNotFound(err), nil
+	})
 }
 
 // gpuDeployment creates the inference Deployment with, when managed, the

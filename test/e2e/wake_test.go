@@ -93,7 +93,7 @@ func TestWakeFromZeroHPA(t *testing.T) {
 		l, err := externalList(ctx, externalQueue(ns, "model-llm"))
 		return err == nil && len(l.Items) == 1 && l.Items[0].Value.IsZero(), nil
 	})
-	wake(t, ns, router, "hpa")
+	wake(t, ns, router, "hpa", map[string]string{"api": "external", "metric": "inference_queue_depth", "resource": "namespaces"})
 }
 
 // TestWakeFromZeroHPAObject: the same through the Deployment's Object
@@ -109,14 +109,15 @@ func TestWakeFromZeroHPAObject(t *testing.T) {
 			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"model_name": "model-llm"}}},
 		Target: autoscalingv2.MetricTarget{Type: autoscalingv2.ValueMetricType, Value: &one},
 	}})
-	wake(t, ns, router, "hpa object")
+	wake(t, ns, router, "hpa object", map[string]string{"api": "custom", "metric": "inference_queue_depth", "resource": "deployments.apps"})
 }
 
-// wake checks that the HPA holds the model at zero on its metric, sends
-// the first requests to the router, measures the time to the first token
-// and checks that every held request is answered and none refused; then
-// the idle model goes back to zero.
-func wake(t *testing.T, ns string, router *simworld.Router, figure string) {
+// wake checks that the HPA holds the model at zero on its metric (reads,
+// the adapter's request counter labels of it), sends the first requests
+// to the router, measures the time to the first token and checks that
+// every held request is answered and none refused; then the idle model
+// goes back to zero.
+func wake(t *testing.T, ns string, router *simworld.Router, figure string, reads map[string]string) {
 	t.Helper()
 	ctx := context.Background()
 	var status autoscalingv2.HorizontalPodAutoscalerStatus
@@ -126,8 +127,9 @@ func wake(t *testing.T, ns string, router *simworld.Router, figure string) {
 	}); err != nil {
 		t.Fatalf("the HPA does not hold the model at zero on its metric: status %+v", status)
 	}
-	// Held at zero for a sync period: nothing scaled it up.
-	time.Sleep(hpaSync)
+	// Held at zero over three syncs that read the metric: nothing
+	// scaled it up.
+	awaitAdapterReads(t, 3, reads)
 	if d, _ := replicas(ctx, ns, "llm"); d != 0 {
 		t.Fatalf("idle model: desired %d replicas, want 0", d)
 	}

@@ -14,6 +14,10 @@ import (
 	"github.com/gpuscale/gpuscale/pkg/inferencesim"
 )
 
+// kedaRequests is the adapter's counter of the calls KEDA makes to its
+// scaler port, by method and gRPC code.
+const kedaRequests = "gpuscale_adapter_keda_scaler_requests_total"
+
 // modelLoad is how long a woken replica takes to become Ready, as a model
 // server loading its weights does (kwok's ready-after stage); the HPA
 // scenario in test/e2e uses the same.
@@ -50,8 +54,17 @@ func TestKEDAWakeFromZero(t *testing.T) {
 		ready, want := replicas(ctx, ns, "llm")
 		return want == 0 && ready == 0, nil
 	})
-	// Held at zero: the idle router's queue is 0, inactive.
-	time.Sleep(3 * time.Second)
+	// Held at zero: the idle router's queue is 0, inactive, over three
+	// more checks by KEDA's scale loop (each ends with IsActive).
+	isActive := map[string]string{"method": "IsActive", "code": "OK"}
+	checked, err := env.AdapterCounter(ctx, kedaRequests, isActive)
+	if err != nil {
+		t.Fatal(err)
+	}
+	testenv.WaitFor(t, 30*time.Second, "KEDA's operator to check the idle trigger 3 more times", func(ctx context.Context) (bool, error) {
+		c, err := env.AdapterCounter(ctx, kedaRequests, isActive)
+		return err == nil && c >= checked+3, nil
+	})
 	if _, want := replicas(ctx, ns, "llm"); want != 0 {
 		t.Fatalf("idle model: %d replicas wanted, want 0", want)
 	}
