@@ -46,6 +46,10 @@ type Config struct {
 	RetainFor  time.Duration
 	Logger     *slog.Logger
 	Registerer prometheus.Registerer
+	// ExporterToken, when set, is sent to the exporters alone, as a
+	// bearer token: their reserved lane, which a flood of other clients
+	// cannot fill (the exporter's --web.reserved-token-file).
+	ExporterToken string
 	// Clock times cycles and forgets stale objects by; give the Scraper
 	// the same one, which stamps the samples. Default the real one.
 	Clock clock.PassiveClock
@@ -156,6 +160,9 @@ func (g *Gatherer) Cycle(ctx context.Context) {
 	for i, t := range targets {
 		st[i] = scrape.Target{Key: t.Key(), URL: t.URL, Families: readFamilies[t.Kind],
 			Health: scrape.Health(byKey[t.Key()].health.Load())}
+		if t.Kind == discovery.KindExporter && g.cfg.ExporterToken != "" {
+			st[i].Authorization = "Bearer " + g.cfg.ExporterToken
+		}
 	}
 	g.cfg.Scraper.Cycle(ctx, st, func(r scrape.Result) {
 		if t, ok := byKey[r.Target.Key]; ok {

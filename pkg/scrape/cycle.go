@@ -35,6 +35,9 @@ type Target struct {
 	Families *Families
 	// Health orders the target in a Cycle.
 	Health Health
+	// Authorization, when set, is sent as the request's Authorization
+	// header: the exporters' reserved-lane token, sent to them alone.
+	Authorization string
 }
 
 // Result is the outcome of scraping one Target.
@@ -132,6 +135,6 @@ func schedule(targets []Target) []int {
 
 func (s *Scraper) scrapeTarget(ctx context.Context, t Target, l *lease) Result {
 	start := s.cfg.Clock.Now()
-	fams, err := s.scrape(ctx, t.URL, t.Families, l)
+	fams, err := s.scrape(ctx, t.URL, t.Families, l, t.Authorization)
 	return Result{Target: t, Families: fams, Time: start, Duration: s.cfg.Clock.Since(start), Err: err}
 }

@@ -187,12 +187,12 @@ func (s *Scraper) Scrape(ctx context.Context, rawURL string) (map[string]*dto.Me
 func (s *Scraper) ScrapeFamilies(ctx context.Context, rawURL string, sel *Families) (map[string]*dto.MetricFamily, error) {
 	l := s.budget.lease(0)
 	defer l.release()
-	return s.scrape(ctx, rawURL, sel, l)
+	return s.scrape(ctx, rawURL, sel, l, "")
 }
 
 // scrape is ScrapeFamilies charging what it parses to l; the caller
 // releases l once the families are no longer needed.
-func (s *Scraper) scrape(ctx context.Context, rawURL string, sel *Families, l *lease) (map[string]*dto.MetricFamily, error) {
+func (s *Scraper) scrape(ctx context.Context, rawURL string, sel *Families, l *lease, authorization string) (map[string]*dto.MetricFamily, error) {
 	attempt, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(attempt, http.MethodGet, rawURL, nil)
@@ -208,6 +208,9 @@ func (s *Scraper) scrape(ctx context.Context, rawURL string, sel *Families, l *l
 		return nil, &scrapeError{url: req.URL.Redacted(), reason: ReasonOther, err: errCredentials}
 	}
 	req.Header = s.header.Clone()
+	if authorization != "" {
+		req.Header.Set("Authorization", authorization)
+	}
 	lim := newLimiter(s.cfg.Limits, l)
 	defer lim.done()
 	fams, err := s.do(req, sel, lim)
