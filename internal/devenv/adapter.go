@@ -10,7 +10,9 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
+	"strings"
 
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
@@ -47,25 +49,31 @@ func (e *Env) StartAdapterWith(ctx context.Context, extraArgs []string) error {
 	if err != nil {
 		return err
 	}
-	certPEM, keyPEM, err := e.AdapterServingCert()
-	if err != nil {
-		return err
-	}
-	certFile, keyFile := filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key")
-	if err := os.WriteFile(certFile, certPEM, 0o600); err != nil {
-		return err
-	}
-	if err := os.WriteFile(keyFile, keyPEM, 0o600); err != nil {
-		return err
+	// An adapter that keeps its own certificate (--certs-secret) gets no
+	// files; otherwise one the APIServices' caBundle (the cluster CA)
+	// verifies.
+	var tlsArgs []string
+	if !slices.ContainsFunc(extraArgs, func(a string) bool { return strings.HasPrefix(a, "--certs-secret=") }) {
+		certPEM, keyPEM, err := e.AdapterServingCert()
+		if err != nil {
+			return err
+		}
+		certFile, keyFile := filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key")
+		if err := os.WriteFile(certFile, certPEM, 0o600); err != nil {
+			return err
+		}
+		if err := os.WriteFile(keyFile, keyPEM, 0o600); err != nil {
+			return err
+		}
+		tlsArgs = []string{"--tls-cert-file=" + certFile, "--tls-private-key-file=" + keyFile}
 	}
 	logPath := filepath.Join(e.opts.Dir, "logs", "adapter.log")
 	args := append([]string{
 		"--secure-port=" + strconv.Itoa(e.adapterPort), "--bind-address=127.0.0.1",
-		"--tls-cert-file=" + certFile, "--tls-private-key-file=" + keyFile,
 		"--lister-kubeconfig=" + kubeconfig, "--authentication-kubeconfig=" + kubeconfig, "--authorization-kubeconfig=" + kubeconfig,
 		"--exporter-selector=" + exporterLabel + "=" + ExporterName,
 		"--exporter-namespace=" + Namespace, "--exporter-daemonset=" + ExporterName,
-	}, extraArgs...)
+	}, append(tlsArgs, extraArgs...)...)
 	p, err := childproc.Start("adapter", e.opts.AdapterBinary, args, e.opts.AdapterEnv, logPath, nil)
 	if err != nil {
 		return fmt.Errorf("devenv: adapter: %w", err)

@@ -172,21 +172,14 @@ func TestAdapterImage(t *testing.T) {
 	// only (the chart's pod binds every interface of its own network).
 	c.Args = append(c.Args, "--bind-address=127.0.0.1")
 
-	// Deviation: the chart generates its own CA and serving certificate
-	// in a Secret; the environment's APIServices trust the cluster CA, so
-	// the Secret's two files hold a certificate that CA signed. The mount,
-	// the file names and the flags naming them are the chart's.
-	certPEM, keyPEM, err := env.AdapterServingCert()
-	if err != nil {
-		t.Fatal(err)
+	// The chart's adapter keeps its own certificate (--certs-secret): it
+	// creates the Secret, and writes its CA into the environment's
+	// APIServices, as in a cluster; no Secret is mounted.
+	if !contains(c.Args, "--certs-secret=gpuscale-adapter-certs") {
+		t.Fatalf("the rendered adapter args %q do not keep the certificate at runtime", c.Args)
 	}
 	secrets := map[string]map[string][]byte{}
-	for _, v := range pod.Volumes {
-		if v.Secret != nil {
-			secrets[v.Secret.SecretName] = map[string][]byte{"tls.crt": certPEM, "tls.key": keyPEM}
-		}
-	}
-	// The exporters' reserved-lane token, also a generated Secret; the
+	// The exporters' reserved-lane token, a Secret the chart generates; the
 	// environment's exporters have no lane and ignore it.
 	secrets["gpuscale-exporter-token"] = map[string][]byte{"token": []byte("test-reserved-lane-token")}
 
@@ -269,9 +262,15 @@ func TestAdapterImage(t *testing.T) {
 
 	// The adapter's own /metrics, as a cluster admin (system:masters,
 	// authorized through the kube-apiserver).
+	// Verified with the bundle the adapter keeps, for the Service's name.
+	certs, err := env.Cluster.Client().CoreV1().Secrets(devenv.Namespace).Get(ctx, "gpuscale-adapter-certs", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
 	cfg := env.Cluster.RESTConfig()
 	cfg.Host = base
-	cfg.TLSClientConfig.ServerName = "localhost"
+	cfg.TLSClientConfig.CAData = certs.Data["ca.crt"]
+	cfg.TLSClientConfig.ServerName = devenv.AdapterName + "." + devenv.Namespace + ".svc"
 	admin, err := rest.HTTPClientFor(cfg)
 	if err != nil {
 		t.Fatal(err)

@@ -63,6 +63,7 @@ type Options struct {
 	// Forward: federation with another metrics API server (forward.go).
 	Forward    ForwardOptions
 	KEDAScaler KEDAScalerOptions
+	Certs      CertOptions
 }
 
 // PrometheusOptions configure --source=prometheus.
@@ -107,6 +108,7 @@ func NewOptions() *Options {
 
 		Forward:    defaultForwardOptions(),
 		KEDAScaler: KEDAScalerOptions{CheckInterval: kedascaler.DefaultCheckInterval},
+		Certs:      defaultCertOptions(),
 	}
 }
 
@@ -150,6 +152,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 
 	o.Forward.AddFlags(fs)
 	o.KEDAScaler.AddFlags(fs)
+	o.Certs.AddFlags(fs)
 }
 
 // Complete fills derived defaults.
@@ -240,7 +243,8 @@ func (o *Options) Validate() error {
 	errs = append(errs, o.ScaleDown.validate()...)
 
 	errs = append(errs, o.Forward.validate()...)
-	errs = append(errs, o.KEDAScaler.validate()...)
+	errs = append(errs, o.KEDAScaler.validate(o.Certs.KEDAClientSecret != "")...)
+	errs = append(errs, o.Certs.validate(&o.KEDAScaler)...)
 	return errors.Join(errs...)
 }
 
