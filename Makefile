@@ -42,7 +42,7 @@ RACE_PKGS := cmd/adapter/app cmd/inferencesim \
   internal/autoscalebench internal/childproc internal/devenv internal/exporterapp internal/hostile \
   internal/offlinereplay internal/simworld internal/testlog \
   internal/robustness \
-  pkg/capacity pkg/certrotation pkg/exporter pkg/exporter/httpapi pkg/federation pkg/gather pkg/gpu/nvml pkg/gpu/sim \
+  pkg/capacity pkg/certrotation pkg/cricontainers pkg/exporter pkg/exporter/httpapi pkg/federation pkg/gather pkg/gpu/nvml pkg/gpu/sim \
   pkg/inferencesim pkg/kedascaler pkg/podresources pkg/promsource pkg/promsource/promapi pkg/provider pkg/scaledown \
   pkg/scrape pkg/store pkg/storesource
 E2E_PKGS := internal/localcluster test/e2e test/keda test/autoscale
@@ -70,6 +70,7 @@ lint:
 	GOOS=darwin $(GO) vet $(DARWIN_VET_PKGS)
 	hack/staticcheck.sh ./...
 	CGO_ENABLED=1 hack/staticcheck.sh $(CGO_PKGS)
+	hack/verify-generated.sh
 
 race:
 	CGO_ENABLED=1 $(GO) test -race -count=1 $(call pkgs,$(RACE_PKGS))
@@ -78,7 +79,6 @@ unit:
 	$(GO) test -count=1 $(UNIT_PKGS)
 	cd test/promqlcompat && $(GO) test -count=1 ./...
 	cd test/dashboards && $(GO) test -count=1 ./...
-	hack/manifests.sh --check
 
 # Regenerates the chart README's values table from values.schema.json
 # (hack/manifests.sh --check, in `make unit`, fails when it is stale).
