@@ -129,9 +129,9 @@ test-images:
 # the tools build compiles, so it fills the cores while .ci/run's background
 # build of the tools runs; lint, which needs staticcheck, then waits for it.
 # The end-to-end suite, which mostly waits on the HPA's and the scrapes'
-# timers, runs in the background (&) beside lint, unit and fuzzing, which
+# timers, runs in the background (+e2e) beside lint, unit and fuzzing, which
 # mostly compute; its output is in _output/phase-e2e.log.
-TEST_PHASES := race &e2e lint unit fuzz-short wait test-images
+TEST_PHASES := race +e2e lint unit fuzz-short wait test-images
 test:
 	@hack/phases.sh $(MAKE) $(TEST_PHASES)
 

@@ -3,9 +3,9 @@
 # prints each phase's wall time as it ends and as a table at the end, with
 # the background builds' times when .ci/run started them.
 #
-#   hack/phases.sh make race &e2e lint unit wait test-images
+#   hack/phases.sh make race +e2e lint unit wait test-images
 #
-# A phase written &name runs in the background, its output in
+# A phase written +name runs in the background, its output in
 # _output/phase-name.log, beside the phases after it; `wait` waits for every
 # background phase and fails if one did. make test uses this to run the
 # end-to-end suite, which mostly waits on timers, beside lint, unit and fuzz,
@@ -56,8 +56,8 @@ for phase in "$@"; do
   wait)
     wait_background
     ;;
-  \&*)
-    name=${phase#&}
+  +*)
+    name=${phase#+}
     echo "make test: phase $name started in the background at $(date -u +%H:%M:%S)"
     "$make" --no-print-directory "$name" >"$root/_output/phase-$name.log" 2>&1 &
     bgpid[$name]=$!
