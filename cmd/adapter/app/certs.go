@@ -127,7 +127,7 @@ func (a *Adapter) startCerts(ctx context.Context, log *slog.Logger) (*certrotati
 	}
 	mc := certrotation.Config{Client: client, APIServices: certrotation.NewAPIServices(dyn), APIServiceNames: o.APIServices,
 		Namespace: o.Namespace, Name: o.Secret, DNSNames: o.dnsNames(), Validity: o.Validity, CAValidity: o.CAValidity,
-		Labels: map[string]string{"app.kubernetes.io/managed-by": "gpuscale-adapter", "app.kubernetes.io/part-of": "gpuscale"},
+		Labels: ownedLabels(),
 		Logger: log.With("component", "certrotation")}
 	if o.KEDAClientSecret != "" {
 		ns, name, _ := o.kedaSecret()
