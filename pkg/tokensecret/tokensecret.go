@@ -50,7 +50,8 @@ type Config struct {
 	// Resync is how often the Secret is checked once it is there, so that
 	// a deleted one is made again (default 1m).
 	Resync time.Duration
-	// Metric names the Keeper's counter: <Metric>_errors_total.
+	// Metric names the Keeper's series: <Metric>_ready and
+	// <Metric>_errors_total.
 	Metric string
 	Clock  clock.Clock
 	Logger *slog.Logger
@@ -67,6 +68,7 @@ const (
 type Keeper struct {
 	cfg    Config
 	log    *slog.Logger
+	ready  prometheus.Gauge
 	errors *prometheus.CounterVec
 }
 
@@ -85,6 +87,10 @@ func New(cfg Config) (*Keeper, error) {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	k := &Keeper{cfg: cfg, log: cfg.Logger.With("secret", cfg.Namespace+"/"+cfg.Name),
+		ready: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: cfg.Metric + "_ready",
+			Help: fmt.Sprintf("1 when the last check found the Secret %s/%s holding a usable token, or made it; else 0.", cfg.Namespace, cfg.Name),
+		}),
 		errors: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: cfg.Metric + "_errors_total",
 			Help: fmt.Sprintf("Failures to make sure the Secret %s/%s holds a token: get or create (an API error, RBAC), unusable (it exists without a token of %d characters or more under %q, and is left as it is).", cfg.Namespace, cfg.Name, max(cfg.MinLength, 1), Key),
@@ -97,12 +103,18 @@ func New(cfg Config) (*Keeper, error) {
 }
 
 // Collectors are the Keeper's metrics.
-func (k *Keeper) Collectors() []prometheus.Collector { return []prometheus.Collector{k.errors} }
+func (k *Keeper) Collectors() []prometheus.Collector { return []prometheus.Collector{k.ready, k.errors} }
 
 // Ensure makes sure the Secret exists, creating it with a new token if it
 // does not; created says whether this call did. An existing Secret is not
 // written, even one without a usable token, which is an error.
 func (k *Keeper) Ensure(ctx context.Context) (created bool, err error) {
+	created, err = k.ensure(ctx)
+	k.ready.Set(map[bool]float64{true: 1, false: 0}[err == nil])
+	return created, err
+}
+
+func (k *Keeper) ensure(ctx context.Context) (created bool, err error) {
 	secrets := k.cfg.Client.CoreV1().Secrets(k.cfg.Namespace)
 	for attempt := 0; ; attempt++ {
 		cur, err := secrets.Get(ctx, k.cfg.Name, metav1.GetOptions{})

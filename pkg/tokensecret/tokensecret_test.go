@@ -68,8 +68,10 @@ func writes(client *fake.Clientset) []string {
 }
 
 func counted(k *tokensecret.Keeper, reason string) float64 {
-	return testutil.ToFloat64(k.Collectors()[0].(*prometheus.CounterVec).WithLabelValues(reason))
+	return testutil.ToFloat64(k.Collectors()[1].(*prometheus.CounterVec).WithLabelValues(reason))
 }
+
+func ready(k *tokensecret.Keeper) float64 { return testutil.ToFloat64(k.Collectors()[0]) }
 
 func errorsCounted(t *testing.T, k *tokensecret.Keeper, get, create, unusable float64) {
 	t.Helper()
@@ -125,6 +127,9 @@ func TestEnsure(t *testing.T) {
 				t.Errorf("the Secret was written: %v", w)
 			}
 			errorsCounted(t, k, tc.get, tc.create, tc.unusable)
+			if want := map[bool]float64{true: 1, false: 0}[tc.wantErr == ""]; ready(k) != want {
+				t.Errorf("test_token_secret_ready %v, want %v", ready(k), want)
+			}
 			if tc.react != nil {
 				return
 			}
