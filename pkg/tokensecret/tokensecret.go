@@ -103,7 +103,9 @@ func New(cfg Config) (*Keeper, error) {
 }
 
 // Collectors are the Keeper's metrics.
-func (k *Keeper) Collectors() []prometheus.Collector { return []prometheus.Collector{k.ready, k.errors} }
+func (k *Keeper) Collectors() []prometheus.Collector {
+	return []prometheus.Collector{k.ready, k.errors}
+}
 
 // Ensure makes sure the Secret exists, creating it with a new token if it
 // does not; created says whether this call did. An existing Secret is not
