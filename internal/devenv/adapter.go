@@ -1,6 +1,7 @@
 package devenv
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -13,6 +14,9 @@ import (
 	"strconv"
 	"strings"
 
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
@@ -178,4 +182,45 @@ func (e *Env) AdapterGet(ctx context.Context, path string) ([]byte, error) {
 		return nil, fmt.Errorf("devenv: adapter %s: %s", path, resp.Status)
 	}
 	return body, nil
+}
+
+// AdapterCounter is the sum of the adapter's counter name over its series
+// whose labels include labels: how many requests of a kind the adapter
+// has answered, for a test that must know its callers have come back
+// (say, the HPA controller's syncs) before it judges what they did.
+func (e *Env) AdapterCounter(ctx context.Context, name string, labels map[string]string) (float64, error) {
+	body, err := e.AdapterGet(ctx, "/metrics")
+	if err != nil {
+		return 0, err
+	}
+	return counterSum(body, name, labels)
+}
+
+// counterSum is AdapterCounter on an exposition.
+func counterSum(body []byte, name string, labels map[string]string) (float64, error) {
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	fams, err := parser.TextToMetricFamilies(bytes.NewReader(body))
+	if err != nil {
+		return 0, fmt.Errorf("devenv: adapter /metrics: %w", err)
+	}
+	var sum float64
+	for _, m := range fams[name].GetMetric() {
+		if hasLabels(m, labels) {
+			sum += m.GetCounter().GetValue()
+		}
+	}
+	return sum, nil
+}
+
+func hasLabels(m *dto.Metric, want map[string]string) bool {
+	n := 0
+	for _, lp := range m.GetLabel() {
+		if v, ok := want[lp.GetName()]; ok {
+			if v != lp.GetValue() {
+				return false
+			}
+			n++
+		}
+	}
+	return n == len(want)
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/utils/clock"
 
 	"github.com/gpuscale/gpuscale/pkg/discovery"
 	"github.com/gpuscale/gpuscale/pkg/inference"
@@ -50,6 +51,9 @@ type Config struct {
 	// other clients cannot fill (the exporter's --web.reserved-token-file).
 	// It is asked once a cycle; while it returns none, none is sent.
 	ExporterToken func() []byte
+	// Clock times cycles and forgets stale objects by; give the Scraper
+	// the same one, which stamps the samples. Default the real one.
+	Clock clock.PassiveClock
 }
 
 // Gatherer is the scrape loop.
@@ -79,7 +83,10 @@ func New(cfg Config) (*Gatherer, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	g := &Gatherer{cfg: cfg, log: cfg.Logger, m: newGatherMetrics(), now: time.Now, known: map[string]*target{}}
+	if cfg.Clock == nil {
+		cfg.Clock = clock.RealClock{}
+	}
+	g := &Gatherer{cfg: cfg, log: cfg.Logger, m: newGatherMetrics(), now: cfg.Clock.Now, known: map[string]*target{}}
 	if cfg.Registerer != nil {
 		if err := g.m.register(cfg.Registerer, targetCollector{g}, trustCollector{g}); err != nil {
 			return nil, fmt.Errorf("gather: register metrics: %w", err)

@@ -18,6 +18,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/gpuscale/gpuscale/internal/devenv"
+	"github.com/gpuscale/gpuscale/internal/testenv"
 	pb "github.com/gpuscale/gpuscale/pkg/kedascaler/externalscaler"
 )
 
@@ -49,7 +50,11 @@ func TestRuntimeCertificateRotation(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { restoreSuiteAdapter(t) })
-	scalerPort := freeLoopbackPort(t)
+	ports, err := testenv.FreePorts(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	scalerPort := ports[0]
 	if err := env.StartAdapterWith(ctx, []string{"--scrape-interval=" + scrapeInterval.String(), "--max-staleness=" + maxStaleness.String(),
 		"--ttft-window=" + ttftWindow.String(), "--v=2",
 		"--certs-secret=gpuscale-adapter-certs", "--certs-namespace=" + devenv.Namespace, "--certs-service=" + devenv.AdapterName,
@@ -59,7 +64,7 @@ func TestRuntimeCertificateRotation(t *testing.T) {
 		t.Fatal(err)
 	}
 	path := "/apis/custom.metrics.k8s.io/v1beta2/namespaces/" + ns + "/pods/*/inference_queue_depth"
-	waitFor(t, 60*time.Second, "a value through the aggregator", func(ctx context.Context) (bool, error) {
+	testenv.WaitFor(t, 60*time.Second, "a value through the aggregator", func(ctx context.Context) (bool, error) {
 		l, err := customList(ctx, path)
 		return err == nil && len(l.Items) == 1, nil
 	})

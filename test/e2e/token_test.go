@@ -17,6 +17,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/gpuscale/gpuscale/internal/devenv"
+	"github.com/gpuscale/gpuscale/internal/testenv"
 )
 
 // TestExporterTokenSecret: the adapter makes the exporters' reserved-lane
@@ -76,14 +77,14 @@ func TestExporterTokenSecret(t *testing.T) {
 	path := "/apis/custom.metrics.k8s.io/v1beta2/namespaces/" + ns + "/pods/*/inference_queue_depth"
 	serves := func(what string) {
 		t.Helper()
-		waitFor(t, 60*time.Second, what, func(ctx context.Context) (bool, error) {
+		testenv.WaitFor(t, 60*time.Second, what, func(ctx context.Context) (bool, error) {
 			l, err := customList(ctx, path)
 			return err == nil && len(l.Items) == 1, nil
 		})
 	}
 	series := func(what, series string, want func(float64) bool) {
 		t.Helper()
-		waitFor(t, 60*time.Second, what, func(ctx context.Context) (bool, error) {
+		testenv.WaitFor(t, 60*time.Second, what, func(ctx context.Context) (bool, error) {
 			body, err := env.AdapterGet(ctx, "/metrics")
 			if err != nil {
 				return false, nil
@@ -97,7 +98,7 @@ func TestExporterTokenSecret(t *testing.T) {
 	// No Secret: made at runtime; the APIs answer without a token.
 	start(devenv.Namespace + "/" + name)
 	var made *corev1.Secret
-	waitFor(t, 60*time.Second, "the adapter's token Secret", func(ctx context.Context) (bool, error) {
+	testenv.WaitFor(t, 60*time.Second, "the adapter's token Secret", func(ctx context.Context) (bool, error) {
 		s, err := secrets.Get(ctx, name, metav1.GetOptions{})
 		made = s
 		return err == nil, nil
