@@ -87,9 +87,14 @@ func (o *CertOptions) validate(keda *KEDAScalerOptions) []error {
 }
 
 func (o *CertOptions) kedaSecret() (namespace, name string, err error) {
-	namespace, name, ok := strings.Cut(o.KEDAClientSecret, "/")
+	return secretRef("--keda-scaler-client-secret", o.KEDAClientSecret)
+}
+
+// secretRef parses a flag's NAMESPACE/NAME of a Secret.
+func secretRef(flag, value string) (namespace, name string, err error) {
+	namespace, name, ok := strings.Cut(value, "/")
 	if !ok || len(validation.IsDNS1123Label(namespace)) > 0 || len(validation.IsDNS1123Subdomain(name)) > 0 {
-		return "", "", fmt.Errorf("--keda-scaler-client-secret %q: want NAMESPACE/NAME", o.KEDAClientSecret)
+		return "", "", fmt.Errorf("%s %q: want NAMESPACE/NAME", flag, value)
 	}
 	return namespace, name, nil
 }

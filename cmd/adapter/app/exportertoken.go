@@ -5,9 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"strings"
 
-	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/component-base/metrics/legacyregistry"
 
@@ -44,11 +42,7 @@ func (o *Options) validateExporterToken() []error {
 }
 
 func (o *Options) exporterTokenSecret() (namespace, name string, err error) {
-	namespace, name, ok := strings.Cut(o.ExporterTokenSecret, "/")
-	if !ok || len(validation.IsDNS1123Label(namespace)) > 0 || len(validation.IsDNS1123Subdomain(name)) > 0 {
-		return "", "", fmt.Errorf("--exporter-token-secret %q: want NAMESPACE/NAME", o.ExporterTokenSecret)
-	}
-	return namespace, name, nil
+	return secretRef("--exporter-token-secret", o.ExporterTokenSecret)
 }
 
 // exporterTokenFile follows --exporter-token-file (nil without one); the
