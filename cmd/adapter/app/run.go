@@ -106,6 +106,9 @@ func (a *Adapter) Run(ctx context.Context) error {
 	// filled the store: before that every answer would be a misleading
 	// NotFound.
 	var firstCycle atomic.Bool
+	if err := a.startExporterTokenSecret(ctx, log); err != nil {
+		return fmt.Errorf("exporter token Secret: %w", err)
+	}
 	certs, err := a.startCerts(ctx, log)
 	if err != nil {
 		return err
