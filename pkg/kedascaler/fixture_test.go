@@ -95,6 +95,18 @@ type pki struct {
 	servingCA                       *x509.CertPool
 	certFile, keyFile, clientCAFile string
 	client, strangerClient          tls.Certificate
+	clientCA                        *x509.Certificate
+	clientCAKey                     *ecdsa.PrivateKey
+}
+
+// identity is a client certificate of the client CA naming user cn in
+// groups.
+func (p *pki) identity(t *testing.T, cn string, groups ...string) tls.Certificate {
+	t.Helper()
+	certPEM, keyPEM := issueSubject(t, p.clientCA, p.clientCAKey, pkix.Name{CommonName: cn, Organization: groups}, true)
+	c, err := tls.X509KeyPair(certPEM, keyPEM)
+	must(t, err)
+	return c
 }
 
 func newPKI(t *testing.T) *pki {
@@ -103,7 +115,7 @@ func newPKI(t *testing.T) *pki {
 	servingCA, servingCAKey := newCA(t, "serving-ca")
 	clientCA, clientCAKey := newCA(t, "keda-client-ca")
 	strangerCA, strangerCAKey := newCA(t, "stranger-ca")
-	p := &pki{dir: dir, servingCA: x509.NewCertPool(),
+	p := &pki{dir: dir, servingCA: x509.NewCertPool(), clientCA: clientCA, clientCAKey: clientCAKey,
 		certFile: filepath.Join(dir, "tls.crt"), keyFile: filepath.Join(dir, "tls.key"), clientCAFile: filepath.Join(dir, "client-ca.crt")}
 	p.servingCA.AddCert(servingCA)
 	certPEM, keyPEM := issue(t, servingCA, servingCAKey, "gpuscale-adapter", false)
@@ -134,13 +146,20 @@ func newCA(t *testing.T, name string) (*x509.Certificate, *ecdsa.PrivateKey) {
 
 func issue(t *testing.T, ca *x509.Certificate, caKey *ecdsa.PrivateKey, cn string, client bool) (certPEM, keyPEM []byte) {
 	t.Helper()
+	return issueSubject(t, ca, caKey, pkix.Name{CommonName: cn}, client)
+}
+
+func issueSubject(t *testing.T, ca *x509.Certificate, caKey *ecdsa.PrivateKey, subject pkix.Name, client bool) (certPEM, keyPEM []byte) {
+	t.Helper()
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	must(t, err)
 	usage := x509.ExtKeyUsageServerAuth
 	if client {
 		usage = x509.ExtKeyUsageClientAuth
 	}
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: cn},
+	serial, err := rand.Int(rand.Reader, big.NewInt(1<<62))
+	must(t, err)
+	tmpl := &x509.Certificate{SerialNumber: serial, Subject: subject,
 		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
 		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{usage},
 		IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)}}
@@ -151,10 +170,18 @@ func issue(t *testing.T, ca *x509.Certificate, caKey *ecdsa.PrivateKey, cn strin
 	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER})
 }
 
-// serve starts the scaler on a loopback port and returns its address.
+// serve starts the scaler on a loopback port, serving every namespace to
+// every client the TLS layer admits, and returns its address.
 func serve(t *testing.T, w *world, files kedascaler.TLSFiles, requests *kedascaler.Requests) string {
 	t.Helper()
-	s, err := kedascaler.NewServer(kedascaler.Config{Metrics: w.provider, TLS: files, CheckInterval: 20 * time.Millisecond, Requests: requests})
+	return serveConfig(t, kedascaler.Config{Metrics: w.provider, TLS: files, CheckInterval: 20 * time.Millisecond, Requests: requests, AllowAllNamespaces: true})
+}
+
+// serveConfig starts the scaler configured so on a loopback port and
+// returns its address.
+func serveConfig(t *testing.T, cfg kedascaler.Config) string {
+	t.Helper()
+	s, err := kedascaler.NewServer(cfg)
 	must(t, err)
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	must(t, err)

@@ -21,6 +21,21 @@ verify or that anyone could read.
 {{- with $k.checkInterval }}
 - --keda-scaler-check-interval={{ . }}
 {{- end }}
+{{- include "gpuscale.kedaScaler.boundsArgs" . }}
+{{- end }}
+{{- end }}
+
+{{/* Who reads which namespace, and the bounds on connections and streams. */}}
+{{- define "gpuscale.kedaScaler.boundsArgs" -}}
+{{- $k := .Values.kedaScaler -}}
+{{- if and (eq $k.authorization "subjectaccessreview") (not $k.clientAuth) }}
+{{- fail "kedaScaler.authorization=subjectaccessreview authorizes client certificates: it needs kedaScaler.clientAuth (or, knowingly, kedaScaler.authorization=none)" }}
+{{- end }}
+- --keda-scaler-authorization={{ $k.authorization }}
+{{- range $flag, $key := dict "max-connections" "maxConnections" "max-connections-per-address" "maxConnectionsPerAddress" "max-streams" "maxStreams" "max-streams-per-namespace" "maxStreamsPerNamespace" }}
+{{- with index $k.limits $key }}
+- --keda-scaler-{{ $flag }}={{ int . }}
+{{- end }}
 {{- end }}
 {{- end }}
 
