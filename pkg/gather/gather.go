@@ -262,7 +262,10 @@ func (g *Gatherer) ingestRouter(tt *target, r scrape.Result) bool {
 	}
 	g.reject(tt, rejected)
 	s.Time = r.Time
-	g.cfg.Store.PutRouter(store.Key{Namespace: t.Namespace, Name: t.Pod}, s)
+	if err := g.cfg.Store.PutRouter(store.Key{Namespace: t.Namespace, Name: t.Pod}, s); err != nil {
+		g.fail(tt, ingest.ReasonTooManyModels, err)
+		return false
+	}
 	g.m.dialects.WithLabelValues(string(dialect)).Inc()
 	return true
 }
