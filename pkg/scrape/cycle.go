@@ -35,6 +35,10 @@ type Target struct {
 	Families *Families
 	// Health orders the target in a Cycle.
 	Health Health
+	// Timeout, when positive and shorter than Config.Timeout, is this
+	// target's deadline instead: the caller's patience with a target whose
+	// scrapes it knows to be quick.
+	Timeout time.Duration
 }
 
 // Result is the outcome of scraping one Target.
@@ -132,6 +136,6 @@ func schedule(targets []Target) []int {
 
 func (s *Scraper) scrapeTarget(ctx context.Context, t Target, l *lease) Result {
 	start := time.Now()
-	fams, err := s.scrape(ctx, t.URL, t.Families, l)
+	fams, err := s.scrape(ctx, t.URL, t.Families, l, t.Timeout)
 	return Result{Target: t, Families: fams, Time: start, Duration: time.Since(start), Err: err}
 }
