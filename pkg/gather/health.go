@@ -12,10 +12,11 @@ import (
 // (64 workers, 3 s), the healthy targets waited behind them for cycles,
 // their samples 28.9 s old. So a healthy target is given as long as its own
 // answers take, not the scraper's timeout: patienceFactor times the slowest
-// of its recent successful scrapes, and never less than a twentieth of the
-// interval (nor 100 ms). The workers then get through 1,280 hanging
-// targets in a cycle (64 workers x 20), and healthy targets are scraped
-// quickest first. A target that hangs, or is still in flight when the
+// of its recent successful scrapes, and never less than a tenth of the
+// interval (nor 100 ms), which a healthy scrape waiting for a busy
+// adapter's CPU may take. The workers then get through 640 hanging targets
+// in a cycle (64 workers x 10), and healthy targets are scraped quickest
+// first. A target that hangs, or is still in flight when the
 // cycle ends, is suspect from then on: retried once after the healthy
 // targets, with the full timeout (so a healthy target that missed its
 // patience once is back at the next cycle), then, failing again, among
@@ -31,7 +32,7 @@ const (
 	// minPatienceShare is the least patience as a fraction of the
 	// interval, and minPatienceFloor the least in any case: the jitter of
 	// a loaded adapter and pod.
-	minPatienceShare = 20
+	minPatienceShare = 10
 	minPatienceFloor = 100 * time.Millisecond
 	// typicalDecay is how much of the slowest recent duration a success
 	// keeps: a slow scrape is remembered for a few dozen scrapes.
