@@ -22,7 +22,7 @@ import (
 //   - model-names names 1,800 models of 2,000 bytes (3.6 MB);
 //   - router-names is a Dynamo frontend naming 1,900 models of 2,000
 //     bytes (3.9 MB);
-//   - router-models is one naming 4,096 models of 256 bytes, the longest
+//   - router-most-models is one naming 4,096 models of 256 bytes, the longest
 //     name kept;
 //   - histogram-buckets serves TTFT and prefill-time histograms of 4,095
 //     buckets beside an ordinary queue;
@@ -42,7 +42,7 @@ func TenantKinds() []Kind {
 		{Name: "hang-after-answer", PerPod: HangAfterAnswer},
 		{Name: "model-names", Handler: text(modelNames(1800, 2000))},
 		{Name: "router-names", Handler: text(routerNames(1900, 2000))},
-		{Name: "router-models", Handler: text(routerNames(4096, 256))},
+		{Name: "router-most-models", Handler: text(routerNames(4096, 256))},
 		{Name: "histogram-buckets", Handler: text(histograms(4095, "m") +
 			"# TYPE vllm:num_requests_waiting gauge\nvllm:num_requests_waiting{model_name=\"m\"} 1\n")},
 		{Name: "capacity-inputs", Handler: text(CapacityInputs("m"))},

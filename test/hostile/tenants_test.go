@@ -100,7 +100,7 @@ func TestTenantKinds(t *testing.T) {
 	f := newFleet()
 	for _, k := range hostile.TenantKinds() {
 		f.add(t, attackerNS, k.Name, k)
-		if k.Name == "router-models" {
+		if k.Name == "router-most-models" {
 			// Three of them name 12,288 models: one is past the
 			// namespace's bound.
 			f.add(t, attackerNS, k.Name+"-2", k)
@@ -146,11 +146,11 @@ func TestTenantKinds(t *testing.T) {
 	if n := count(fams, "gpuscale_adapter_rejected_values_total", attackerNS, "router-names", "model_name"); n < 1900 {
 		t.Errorf("router-names: %v names rejected, want 1,900 a scrape", n)
 	}
-	// router-models: 4,096 counts of 256-byte names each; with
+	// router-most-models: 4,096 counts of 256-byte names each; with
 	// router-kept's 8, the third (at least) is past the namespace's bound
 	// and refused.
 	held, refused := 0, 0.0
-	for _, pod := range []string{"router-models", "router-models-2", "router-models-3", "router-kept"} {
+	for _, pod := range []string{"router-most-models", "router-most-models-2", "router-most-models-3", "router-kept"} {
 		if r, ok := f.st.LatestRouter(store.Key{Namespace: attackerNS, Name: pod}, now, time.Hour); ok {
 			held += len(r.Held)
 		}
@@ -188,13 +188,14 @@ func TestTenantKinds(t *testing.T) {
 // tenantFleet serves perNS pods in each of namespaces namespaces, most of
 // them keeping all they may (names-kept, router-kept, capacity-inputs in
 // turn), and four of each kind at the per-scrape limits (model-names,
-// router-names, router-models, histogram-buckets), and scrapes them for cycles at
-// interval, or, with cycles 0, until as many pods are stored as two
-// cycles before (at most 40 cycles): every pod has been stored, or refused. It returns the peak heap during the cycles (live objects
-// and garbage not yet collected) and the live heap after them.
+// router-names, router-most-models, histogram-buckets), and scrapes them
+// for cycles at interval, or, with cycles 0, until as many pods are stored
+// as two cycles before (at most 40 cycles): every pod has been stored, or
+// refused. It returns the peak heap during the cycles (live objects and
+// garbage not yet collected) and the live heap after them.
 func tenantFleet(t testing.TB, namespaces, perNS, cycles int, interval time.Duration) (peak, live uint64, f *fleet) {
 	kept := []string{"names-kept", "router-kept", "capacity-inputs"}
-	bombs := []string{"model-names", "router-names", "router-models", "histogram-buckets"}
+	bombs := []string{"model-names", "router-names", "router-most-models", "histogram-buckets"}
 	// One handler a kind: the attack side's bodies, which share this
 	// process's heap, are built once.
 	kinds := map[string]hostile.Kind{}
@@ -235,7 +236,7 @@ func tenantFleet(t testing.TB, namespaces, perNS, cycles int, interval time.Dura
 // TestTenantFleetKeepsBoundedState: four namespaces of 150 pods, each
 // namespace with four pods of each kind at the per-scrape limits, the rest
 // keeping all they may: the router counts kept are within each namespace's
-// bound (its four router-models pods name 16,384 models), and the live
+// bound (its four router-most-models pods name 16,384 models), and the live
 // heap stays small. The full measurement
 // (2,000 pods a namespace) is BenchmarkTenantFleet.
 func TestTenantFleetKeepsBoundedState(t *testing.T) {
