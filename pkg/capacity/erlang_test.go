@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"math"
 	"testing"
+
+	"github.com/gpuscale/gpuscale/internal/cpumeter"
 )
 
 // erlangCNaive and maxLoadNaive are Erlang C and MaxLoad as first written:
@@ -93,10 +95,12 @@ func TestMaxLoadPastExactSlots(t *testing.T) {
 func BenchmarkMaxLoad(b *testing.B) {
 	for _, c := range []int{20, 1000, exactSlots, 1 << 20, 1 << 30} {
 		b.Run(fmt.Sprintf("slots=%d", c), func(b *testing.B) {
+			cpu := cpumeter.Start(b)
 			for range b.N {
 				anchored.Store(nil) // the worst case: no anchor kept
 				MaxLoad(c, 0.1)
 			}
+			cpu.Report(b)
 		})
 	}
 }

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"testing"
 	"time"
+
+	"github.com/gpuscale/gpuscale/internal/cpumeter"
 )
 
 // BenchmarkEstimateCallRate measures one estimate of a workload of eight
@@ -83,6 +85,7 @@ func BenchmarkEstimateHostileInputs(b *testing.B) {
 			e := New(DefaultConfig(), nil)
 			now := time.Unix(1000, 0)
 			b.ReportAllocs()
+			cpu := cpumeter.Start(b)
 			for i := range b.N {
 				anchored.Store(nil)
 				now = now.Add(time.Second)
@@ -90,6 +93,7 @@ func BenchmarkEstimateHostileInputs(b *testing.B) {
 					b.Fatal(err)
 				}
 			}
+			cpu.Report(b)
 		})
 	}
 }
