@@ -99,6 +99,8 @@ type target struct {
 	// last success (health.go).
 	typical atomic.Int64
 	failed  atomic.Uint32
+	// answers counts its successful scrapes, up to maxAnswers.
+	answers atomic.Uint32
 	// refused counts the pods an exporter may not speak for, by trustReasons.
 	refused [len(trustReasons)]atomic.Uint64
 	// rejected counts the values ingest rejected from its otherwise
@@ -156,7 +158,7 @@ func (g *Gatherer) Cycle(ctx context.Context) {
 		st[i] = scrape.Target{Key: t.Key(), URL: t.URL, Families: readFamilies[t.Kind],
 			Health: tt.lane(), Timeout: g.patience(tt)}
 	}
-	quickFirst(st, byKey)
+	g.order(st, byKey)
 	g.cfg.Scraper.Cycle(ctx, st, func(r scrape.Result) {
 		if t, ok := byKey[r.Target.Key]; ok {
 			g.ingest(t, r)

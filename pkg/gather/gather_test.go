@@ -360,33 +360,55 @@ func hangAfterAnswer(t *testing.T) int {
 	return port
 }
 
-// TestHangAfterAnswerDoesNotStarveHealthyTargets: 48 targets that answer
-// once and then hang, listed before 16 healthy ones, with 8 workers and a
-// scrape timeout of twice the interval. From the third cycle on (the
-// first in which they hang), no healthy target's newest sample is ever
-// older than two intervals; and once they have hung, the hanging targets
-// are scraped as suspects. (Before, a target cut by the cycle's deadline
-// stayed healthy and each cycle scraped a few of the healthy ones.)
+// growingPods is a pod list that can grow between cycles.
+type growingPods struct {
+	mu   sync.Mutex
+	pods podList
+}
+
+func (g *growingPods) List(labels.Selector) ([]*corev1.Pod, error) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return slices.Clone(g.pods), nil
+}
+
+func (g *growingPods) add(p ...*corev1.Pod) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.pods = append(g.pods, p...)
+}
+
+// TestHangAfterAnswerDoesNotStarveHealthyTargets: 16 healthy pods answer
+// for three cycles; then 48 pods appear that answer once and then hang,
+// listed first, with 8 workers and a scrape timeout of twice the interval.
+// From then on no healthy pod's newest sample is ever older than two
+// intervals, and once they have hung, the hanging pods are scraped as
+// suspects. (Before, a target cut by the cycle's deadline stayed healthy,
+// and each cycle scraped a few of the healthy ones.)
 func TestHangAfterAnswerDoesNotStarveHealthyTargets(t *testing.T) {
 	const interval = time.Second
-	var pods podList
-	for i := range 48 {
-		pods = append(pods, annotatedPod(fmt.Sprintf("hang-%02d", i), hangAfterAnswer(t)))
-	}
+	pods := &growingPods{}
 	_, healthy := serve(t, newSim(t, 10))
 	for i := range 16 {
-		pods = append(pods, annotatedPod(fmt.Sprintf("victim-%02d", i), healthy))
+		pods.add(annotatedPod(fmt.Sprintf("victim-%02d", i), healthy))
 	}
 	rec := &recordingScraper{Scraper: scrape.New(scrape.Config{Timeout: 2 * interval, CycleTimeout: interval, Workers: 8})}
 	g, err := New(Config{Pods: pods, Scraper: rec, Store: store.New(30), Interval: interval, Registerer: prometheus.NewRegistry()})
 	if err != nil {
 		t.Fatal(err)
 	}
+	for range 3 {
+		g.Cycle(t.Context())
+	}
+	var hangers []*corev1.Pod
+	for i := range 48 {
+		hangers = append(hangers, annotatedPod(fmt.Sprintf("hang-%02d", i), hangAfterAnswer(t)))
+	}
+	pods.mu.Lock()
+	pods.pods = append(hangers, pods.pods...)
+	pods.mu.Unlock()
 	for cycle := range 8 {
 		g.Cycle(t.Context())
-		if cycle < 2 {
-			continue
-		}
 		now := time.Now()
 		g.mu.Lock()
 		for k, tt := range g.known {
@@ -394,7 +416,7 @@ func TestHangAfterAnswerDoesNotStarveHealthyTargets(t *testing.T) {
 				continue
 			}
 			if age := now.Sub(time.Unix(0, tt.lastSuccess.Load())); age > 2*interval {
-				t.Errorf("cycle %d: %s's newest sample is %v old, more than two intervals", cycle, k, age.Round(time.Millisecond))
+				t.Errorf("cycle %d after the hanging pods came: %s's newest sample is %v old, more than two intervals", cycle, k, age.Round(time.Millisecond))
 			}
 		}
 		g.mu.Unlock()
