@@ -1,38 +1,70 @@
 # gpuscale: `make demo` runs the main job, `make test` runs every test CI runs.
 SHELL := /usr/bin/env bash
 GO ?= go
-# go-nvml's cgo bindings include NVML 13 headers whose deprecations are noise.
-export CGO_CFLAGS ?= -Wno-deprecated-declarations
 FUZZTIME ?= 5s
+MODULE := github.com/gpuscale/gpuscale
 
-.PHONY: all build lint race unit fuzz-short fuzz e2e test demo bench bench-autoscale bench-list soak clean control-plane manifests images test-images
+# One build configuration for tests, vet, the binaries and the cached
+# third-party builds, so that each library compiles once: hack/lib/goenv.sh.
+export CGO_ENABLED := $(shell . hack/lib/goenv.sh && echo "$$CGO_ENABLED")
+export GOFLAGS := $(shell . hack/lib/goenv.sh && echo "$$GOFLAGS")
+export CGO_CFLAGS := $(shell . hack/lib/goenv.sh && echo "$$CGO_CFLAGS")
+
+.PHONY: all build lint race unit fuzz-short fuzz e2e test demo bench bench-autoscale bench-list robustness soak clean control-plane tools manifests images test-images
 
 all: build
 
-# nomsgpack drops gin's msgpack codec: 6 MiB less resident memory per exporter.
+# The exporter links go-nvml with cgo; with the netgo and osusergo tags
+# (goenv.sh) it shares every other package with the static binaries.
 build:
-	$(GO) build -tags nomsgpack -o bin/ ./cmd/...
+	$(GO) build -o bin/ ./cmd/adapter ./cmd/inferencesim
+	CGO_ENABLED=1 $(GO) build -o bin/ ./cmd/exporter
 
-# Linux-only code carries build tags, so the module vets on macOS too. CI
-# vets for macOS only the packages that hold such code and the binary built
-# from them: a cold macOS vet of the whole module compiles every dependency
-# again (about 8 minutes on two cores, docs/architecture.md).
-# `make lint DARWIN_VET_PKGS=./...` checks the whole module.
-DARWIN_VET_PKGS ?= ./cmd/exporter/... ./internal/exporterapp/... ./internal/childproc/... ./pkg/gpu/...
+# Which target runs a package's tests; every package runs in exactly one.
+#   RACE_PKGS   packages with concurrency of their own (goroutines, servers,
+#               informers, state shared between requests): once, under the
+#               race detector, which needs cgo (and so also runs go-nvml's
+#               cgo backend, pkg/gpu/nvml).
+#   E2E_PKGS    a real control plane and KEDA: make e2e.
+#   IMAGE_PKGS  the images run as the chart runs them: make test-images.
+#   the rest    once, in make unit.
+RACE_PKGS := cmd/adapter/app cmd/inferencesim \
+  internal/autoscalebench internal/childproc internal/devenv internal/exporterapp internal/hostile \
+  internal/offlinereplay internal/simworld internal/testlog \
+  pkg/capacity pkg/exporter pkg/exporter/httpapi pkg/federation pkg/gather pkg/gpu/nvml pkg/gpu/sim \
+  pkg/inferencesim pkg/kedascaler pkg/podresources pkg/promsource pkg/provider pkg/scaledown \
+  pkg/scrape pkg/store pkg/storesource
+E2E_PKGS := internal/localcluster test/e2e test/keda test/autoscale
+IMAGE_PKGS := test/containers
+pkgs = $(addprefix ./,$(addsuffix /,$(1)))
+UNIT_PKGS = $$($(GO) list ./... | grep -v -x -F $(foreach p,$(RACE_PKGS) $(E2E_PKGS) $(IMAGE_PKGS),-e $(MODULE)/$(p)))
+
+# go vet for Linux, and with cgo for the packages that hold cgo code; for
+# macOS only where a file is built for macOS and not for Linux
+# (childproc's sysproc_other.go): vetting anything more compiles its
+# dependencies for macOS, once more. staticcheck (hack/tools) likewise.
+CGO_PKGS := ./pkg/gpu/nvml/ ./internal/exporterapp/
+DARWIN_VET_PKGS ?= ./internal/childproc/
+
+# Every module's go.mod and go.sum are tidy: the test modules replace the
+# main module with this checkout, so a change to its requirements needs
+# theirs updated too.
+GO_MODULES := . test/promqlcompat test/dashboards hack/tools hack/tools/keda
 
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+	@for m in $(GO_MODULES); do (cd $$m && $(GO) mod tidy -diff) || { echo "go.mod or go.sum of $$m is not tidy: run go mod tidy there"; exit 1; }; done
 	$(GO) vet ./...
+	CGO_ENABLED=1 $(GO) vet $(CGO_PKGS)
 	GOOS=darwin $(GO) vet $(DARWIN_VET_PKGS)
 	hack/staticcheck.sh ./...
+	CGO_ENABLED=1 hack/staticcheck.sh $(CGO_PKGS)
 
-# The packages that run goroutines of their own, under the race detector.
-RACE_PKGS ?= ./pkg/... ./cmd/... ./internal/childproc/
 race:
-	$(GO) test -race -count=1 $(RACE_PKGS)
+	CGO_ENABLED=1 $(GO) test -race -count=1 $(call pkgs,$(RACE_PKGS))
 
 unit:
-	$(GO) test -count=1 ./...
+	$(GO) test -count=1 $(UNIT_PKGS)
 	cd test/promqlcompat && $(GO) test -count=1 ./...
 	cd test/dashboards && $(GO) test -count=1 ./...
 	hack/manifests.sh --check
@@ -50,13 +82,13 @@ fuzz:
 	@hack/fuzz.sh $(FUZZTIME)
 
 # The end-to-end suite on a real local control plane (built once from Go
-# modules by hack/control-plane-build.sh and cached in ~/.cache/gpuscale),
-# with a real KEDA for test/keda (hack/keda-build.sh, cached likewise).
+# modules by hack/tools-build.sh and cached in ~/.cache/gpuscale), with a
+# real KEDA for test/keda (hack/keda-build.sh, cached likewise).
 e2e:
-	hack/control-plane-build.sh >/dev/null
+	hack/tools-build.sh >/dev/null
 	hack/keda-build.sh >/dev/null
 	@mkdir -p _output
-	@GPUSCALE_E2E=1 $(GO) test -p 1 -count=1 -timeout 45m -v ./internal/localcluster/ ./test/e2e/ ./test/keda/ ./test/autoscale/ >_output/e2e.log 2>&1; rc=$$?; \
+	@GPUSCALE_E2E=1 $(GO) test -p 1 -count=1 -timeout 45m -v $(call pkgs,$(E2E_PKGS)) >_output/e2e.log 2>&1; rc=$$?; \
 	  grep -E '^(=== RUN|\s*--- |PASS|FAIL|ok|e2e:)|FIGURE' _output/e2e.log; \
 	  if [ $$rc -ne 0 ]; then echo "--- e2e failed; the last 150 lines of _output/e2e.log:"; tail -150 _output/e2e.log; fi; exit $$rc
 
@@ -70,10 +102,16 @@ images:
 # exporter's probes and /metrics, the adapter serving the local control
 # plane's metrics APIs through the aggregator. Needs root and podman.
 test-images: images
-	hack/control-plane-build.sh >/dev/null
-	GPUSCALE_IMAGES=1 $(GO) test -count=1 -timeout 20m -v ./test/containers/
+	hack/tools-build.sh >/dev/null
+	GPUSCALE_IMAGES=1 $(GO) test -count=1 -timeout 20m -v $(call pkgs,$(IMAGE_PKGS))
 
-test: lint unit race fuzz-short e2e test-images
+# Every phase in turn, each one's wall time printed as it ends and in a
+# table at the end. The race phase comes first: it compiles nothing the
+# tools build compiles, so it fills the cores while .ci/run's background
+# build of the tools runs; lint, which needs staticcheck, then waits for it.
+TEST_PHASES := race lint unit fuzz-short e2e test-images
+test:
+	@hack/phases.sh $(MAKE) $(TEST_PHASES)
 
 demo:
 	hack/control-plane-build.sh >/dev/null
@@ -88,6 +126,12 @@ bench:
 bench-autoscale:
 	hack/control-plane-build.sh >/dev/null
 	$(GO) run ./hack/bench-autoscale $(BENCH_FLAGS)
+
+# Every policy on the workload family and the recorded workloads in the
+# offline replay's virtual time (about a minute of CPU), and the
+# robustness table of docs/autoscaling.md written anew.
+robustness:
+	$(GO) run ./hack/offline-replay --family --update-docs=docs/autoscaling.md
 
 # Times the HPA's Pods-metric list through the kube-apiserver's aggregation
 # layer at 1,000 and 10,000 scraped pods (about 5 minutes; one socket per
@@ -106,8 +150,8 @@ soak:
 	hack/control-plane-build.sh >/dev/null
 	$(GO) run ./hack/bench-list --pods=10000 --scrape-interval=5s --soak=10m --out=_output/soak $(BENCH_FLAGS)
 
-control-plane:
-	hack/control-plane-build.sh
+control-plane tools:
+	hack/tools-build.sh
 
 clean:
 	rm -rf bin _output

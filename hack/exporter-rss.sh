@@ -2,16 +2,20 @@
 # exporter-rss.sh measures the exporter's resident memory under scrape load.
 #
 # Usage: hack/exporter-rss.sh [duration-seconds]   (default 300)
+#        EXPORTER_ARGS="--dcgm-schema=4.10" SCRAPERS=200 hack/exporter-rss.sh 120
 #
 # It builds cmd/exporter, runs it with 8 simulated GPUs and no pod
 # attribution on a free 127.0.0.1 port, scrapes /metrics once per second for
 # the duration, samples VmRSS from /proc/PID/status every 10 s, and prints the
-# peak and final resident set size in MiB. Linux only (reads /proc).
+# peak and final resident set size in MiB. EXPORTER_ARGS (split on spaces) are
+# added to the exporter's flags; SCRAPERS (default 1) scrapers ask at once each
+# second, and a refused or failed one counts as failed. Linux only (reads /proc).
 set -euo pipefail
 
 duration="${1:-300}"
-if ! [[ "$duration" =~ ^[0-9]+$ ]] || [ "$duration" -lt 1 ]; then
-	echo "usage: $0 [duration-seconds]" >&2
+scrapers="${SCRAPERS:-1}"
+if ! [[ "$duration" =~ ^[0-9]+$ ]] || [ "$duration" -lt 1 ] || ! [[ "$scrapers" =~ ^[0-9]+$ ]] || [ "$scrapers" -lt 1 ]; then
+	echo "usage: [SCRAPERS=n] [EXPORTER_ARGS=flags] $0 [duration-seconds]" >&2
 	exit 2
 fi
 
@@ -31,8 +35,9 @@ echo "building exporter..." >&2
 (cd "$root" && CGO_CFLAGS="${CGO_CFLAGS:--Wno-deprecated-declarations}" go build -tags nomsgpack -o "$work/exporter" ./cmd/exporter)
 
 # Port 0 lets the kernel pick a free port; the exporter logs the bound address.
+# shellcheck disable=SC2086 # EXPORTER_ARGS is a list of flags
 "$work/exporter" --backend=sim --sim-gpus=8 --pod-resources-socket= \
-	--web.listen-address=127.0.0.1:0 --hostname=rss-bench 2>"$work/log" &
+	--web.listen-address=127.0.0.1:0 --hostname=rss-bench ${EXPORTER_ARGS:-} 2>"$work/log" &
 pid=$!
 
 addr=""
@@ -64,7 +69,15 @@ for ((s = 0; s < duration; s++)); do
 	if ! body="$(curl -fsS --max-time 5 "http://$addr/metrics")"; then
 		failures=$((failures + 1))
 	else
-		series="$(grep -c '^DCGM_FI_' <<<"$body" || true)"
+		series="$(grep -c '^DCGM_' <<<"$body" || true)"
+	fi
+	if ((scrapers > 1)); then
+		pids=()
+		for ((i = 1; i < scrapers; i++)); do
+			curl -fsS --compressed --max-time 5 -o /dev/null "http://$addr/metrics" 2>/dev/null || echo x >>"$work/failed" &
+			pids+=($!)
+		done
+		wait "${pids[@]}" # not the exporter
 	fi
 	if ((s % 10 == 0)) || ((s == duration - 1)); then
 		final="$(rss_kib)"
@@ -74,6 +87,7 @@ for ((s = 0; s < duration; s++)); do
 	sleep 1
 done
 
-echo "scrapes=${duration} failed=${failures} DCGM series per scrape=${series}"
+[ -f "$work/failed" ] && failures=$((failures + $(wc -l <"$work/failed")))
+echo "scrapes=$((duration * scrapers)) failed=${failures} DCGM series per scrape=${series}"
 echo "peak RSS:  $(mib "$peak") MiB"
 echo "final RSS: $(mib "$final") MiB (anonymous $(mib "$(rss_kib RssAnon)") MiB, file-backed $(mib "$(rss_kib RssFile)") MiB)"

@@ -18,10 +18,12 @@ namespace=gpuscale
 # render prints the default install, then the scale-down controller's RBAC
 # alone: it is opt-in, so it gets its own file.
 render() {
-  # A render that generates its certificate differs every time: the plain
-  # manifests name a Secret the user makes instead (30-apiservice-custom-metrics.yaml).
+  # A render that generates its certificate (or the exporters' token) differs
+  # every time: the plain manifests name a Secret the user makes instead
+  # (30-apiservice-custom-metrics.yaml, 50-exporter.yaml).
   "$helm" template "$release" "$chart" --namespace "$namespace" --set createNamespace=true \
-    --set adapter.tls.secretName=gpuscale-adapter-tls
+    --set adapter.tls.secretName=gpuscale-adapter-tls \
+    --set exporter.reservedLane.secretName=gpuscale-exporter-token
   "$helm" template "$release" "$chart" --namespace "$namespace" --set scaleDown.enabled=true \
     --show-only templates/scaledown-rbac.yaml
 }
@@ -46,10 +48,14 @@ split_docs() { # dir
       file["adapter.yaml"] = "40-adapter.yaml"
       head["adapter.yaml"] = "The adapter Deployment and its Service. (The end-to-end suite runs the\n# adapter as a local process and replaces this file with an ExternalName\n# Service of the same name.)"
       file["exporter.yaml"] = "50-exporter.yaml"
-      head["exporter.yaml"] = "The GPU exporter DaemonSet: GPU nodes only, the pod-resources socket\n# mounted read-only, every capability dropped, and a headless Service for\n# Prometheus."
+      head["exporter.yaml"] = "The GPU exporter DaemonSet: GPU nodes only, the pod-resources socket\n# mounted read-only, every capability dropped, and a headless Service for\n# Prometheus.\n#\n# Before applying, create the Secret gpuscale-exporter-token in gpuscale (the\n# adapter'"'"'s scrapes carry it to a lane of their own; the chart makes it):\n#   kubectl -n gpuscale create secret generic gpuscale-exporter-token \\\n#     --from-literal=token=\"$(head -c 30 /dev/urandom | base64)\""
     }
-    /^---$/ { sep = 1; next }
+    # Blank lines before a document separator, which Helm 4 adds and
+    # Helm 3 does not, are dropped: the files do not depend on the version.
+    /^$/ { blanks++; next }
+    /^---$/ { blanks = 0; sep = 1; next }
     /^# Source: / {
+      blanks = 0
       n = split($3, parts, "/"); t = parts[n]
       if (!(t in file)) { printf "manifests: no file for template %s: add it to hack/manifests.sh\n", t > "/dev/stderr"; bad = 1; exit 1 }
       path = dir "/" file[t]
@@ -61,7 +67,10 @@ split_docs() { # dir
       }
       sep = 0; next
     }
-    { if (path != "") print > path }
+    {
+      if (path != "") { for (; blanks > 0; blanks--) print "" > path; print > path }
+      blanks = 0
+    }
     END { if (bad) exit 1 }
   '
 }

@@ -1,95 +1,193 @@
-// Command offline-replay replays a trace under an emulated HPA in virtual
-// time (internal/offlinereplay): an hour in seconds, to design autoscaling
-// signals and sweep their choices. What a policy achieves is measured by
-// make bench-autoscale, with the real HPA controller and adapter; this tool
-// reproduces its figures to within a minute or two (docs/autoscaling.md).
+// Command offline-replay replays traces under emulated autoscaling policies
+// in virtual time (internal/offlinereplay): an hour in seconds, to design
+// autoscaling signals, sweep their choices and check them on a family of
+// traffic shapes (internal/robustness). What a policy achieves on a real
+// cluster is measured by make bench-autoscale, with the real HPA
+// controller and adapter; this tool reproduces its figures to within a
+// minute or two (docs/autoscaling.md).
 //
-//	go run ./hack/offline-replay                                  # the conversation hour
-//	go run ./hack/offline-replay --trace=test/traces/synthetic-burst.csv
+//	go run ./hack/offline-replay                                  # every policy on the conversation hour
+//	go run ./hack/offline-replay --trace=test/traces/synthetic-burst.csv --json
+//	go run ./hack/offline-replay --workload=lulls                 # a shape of the family, at its SLO
+//	go run ./hack/offline-replay --family --update-docs=docs/autoscaling.md
 //	go run ./hack/offline-replay --policies=static,schedule --schedule=37s:9 --duration=5m
 //	go run ./hack/offline-replay --per-minute-need
 //	go run ./hack/offline-replay --policies=static,running-requests --running-requests-target=17
-//	go run ./hack/offline-replay --policies=static,capacity --capacity-scale-down-window=5m
 package main
 
 import (
+	"encoding/json"
 	"flag"
 	"fmt"
 	"log"
+	"os"
 	"strings"
 	"time"
 
 	"github.com/gpuscale/gpuscale/internal/autoscalebench"
 	"github.com/gpuscale/gpuscale/internal/offlinereplay"
+	"github.com/gpuscale/gpuscale/internal/robustness"
 	"github.com/gpuscale/gpuscale/internal/trace"
+	"github.com/gpuscale/gpuscale/internal/workload"
 	"github.com/gpuscale/gpuscale/pkg/capacity"
-	"github.com/gpuscale/gpuscale/pkg/inferencesim"
 )
 
+type flags struct {
+	tracePath, shape, policies, schedule, updateDocs string
+	family, asJSON, need, parts                      bool
+	phase, start, duration, slo                      time.Duration
+	objective, window, down                          time.Duration
+	runningTarget                                    float64
+}
+
 func main() {
-	var (
-		tracePath = flag.String("trace", "test/traces/azure-llm-inference-2023-conv.csv", "Trace to replay.")
-		policies  = flag.String("policies", "static,running-requests,capacity", "Policies, comma-separated: static, running-requests, capacity, schedule.")
-		phase     = flag.Duration("sync-phase", 7*time.Second, "Time of the first HPA sync (the bench's is wherever the controller's timer falls).")
-		start     = flag.Duration("start", 0, "Start of the slice to replay.")
-		duration  = flag.Duration("duration", 0, "Length of the slice (0: to the end).")
-		schedule  = flag.String("schedule", "37s:9", "For the schedule policy: at DURATION ask for N replicas, as DURATION:N.")
-		objective = flag.Duration("capacity-ttft-objective", time.Second, "The capacity policy's TTFT objective.")
-		window    = flag.Duration("capacity-window", time.Minute, "The capacity policy's prefill-time window (the adapter's --ttft-window).")
-		need      = flag.Bool("per-minute-need", false, "Print each minute's arrivals and the fewest static replicas that meet it, and exit.")
-		parts     = flag.Bool("capacity-parts", false, "Print the capacity estimate's parts at each minute's first sync.")
-		target    = flag.Float64("running-requests-target", 16, "The running-requests policy's averageValue.")
-		down      = flag.Duration("capacity-scale-down-window", 0, "The capacity policy's scale-down stabilization window (0: what `adapter recommend` gives).")
-	)
+	var f flags
+	flag.StringVar(&f.tracePath, "trace", "test/traces/azure-llm-inference-2023-conv.csv", "Trace to replay.")
+	flag.StringVar(&f.shape, "workload", "", "Replay a shape of the workload family instead of --trace (go run ./hack/gen-trace -list).")
+	flag.BoolVar(&f.family, "family", false, "Replay every shape of the family and the three recorded workloads, and print the robustness table.")
+	flag.StringVar(&f.updateDocs, "update-docs", "", "With --family: write the table between the robustness markers of this Markdown file.")
+	flag.StringVar(&f.policies, "policies", strings.Join(offlinereplay.AllPolicies(), ","), "Policies, comma-separated: "+strings.Join(offlinereplay.AllPolicies(), ", ")+", schedule.")
+	flag.BoolVar(&f.asJSON, "json", false, "Print one JSON object per policy, with the fields of the bench's report.json.")
+	flag.DurationVar(&f.slo, "slo", 0, "TTFT p90 SLO: static sizing, the report and the default objective (0: 1s for a trace, the ladder rule for a shape).")
+	flag.DurationVar(&f.phase, "sync-phase", 7*time.Second, "Time of the first HPA sync (the bench's is wherever the controller's timer falls).")
+	flag.DurationVar(&f.start, "start", 0, "Start of the slice to replay.")
+	flag.DurationVar(&f.duration, "duration", 0, "Length of the slice (0: to the end).")
+	flag.StringVar(&f.schedule, "schedule", "37s:9", "For the schedule policy: at DURATION ask for N replicas, as DURATION:N.")
+	flag.DurationVar(&f.objective, "capacity-ttft-objective", 0, "The capacity policy's TTFT objective (0: the SLO).")
+	flag.DurationVar(&f.window, "capacity-window", time.Minute, "The capacity policy's prefill-time window (the adapter's --ttft-window).")
+	flag.BoolVar(&f.need, "per-minute-need", false, "Print each minute's arrivals and the fewest static replicas that meet it, and exit.")
+	flag.BoolVar(&f.parts, "capacity-parts", false, "Print the capacity estimate's parts at each minute's first sync.")
+	flag.Float64Var(&f.runningTarget, "running-requests-target", 16, "The running-requests policy's averageValue.")
+	flag.DurationVar(&f.down, "capacity-scale-down-window", 0, "The capacity policy's scale-down stabilization window (0: what `adapter recommend` gives).")
 	flag.Parse()
-	t, err := trace.ReadFile(*tracePath)
-	if err != nil {
+	if err := run(f); err != nil {
 		log.Fatal(err)
 	}
-	d := *duration
+}
+
+func run(f flags) error {
+	setup := robustness.DefaultSetup()
+	setup.Tweak = func(o *offlinereplay.PolicyOptions) {
+		o.Schedule, o.Objective, o.Window, o.DownWindow = f.schedule, f.objective, f.window, f.down
+		o.Targets.RequestsRunning = f.runningTarget
+		o.Parts = partsPrinter(f.parts)
+	}
+	setup.Phase = f.phase
+	policies := strings.Split(f.policies, ",")
+	if f.family {
+		return runFamily(f, setup, policies)
+	}
+	w, err := single(f)
+	if err != nil {
+		return err
+	}
+	if f.need {
+		return printNeed(w, setup)
+	}
+	reports, err := robustness.Run([]robustness.Workload{w}, policies, setup)
+	if err != nil {
+		return err
+	}
+	r := reports[0]
+	if f.asJSON {
+		return printJSON(r)
+	}
+	fmt.Printf("%s at a %v SLO: static %d replicas meet %d of %d minutes\n", w.Name, r.SLO, r.Static, r.Reachable, minutes(r))
+	for _, o := range r.Outcomes {
+		report(o, r)
+	}
+	return nil
+}
+
+// single is the one workload --trace or --workload names, sliced.
+func single(f flags) (robustness.Workload, error) {
+	if f.shape != "" {
+		for _, s := range workload.Family() {
+			if s.Name == f.shape {
+				return robustness.Workload{Name: s.Name, About: s.About, Bursty: s.Bursty,
+					Requests: slice(s.Generate(robustness.Seed), f.start, f.duration), SLO: f.slo}, nil
+			}
+		}
+		return robustness.Workload{}, fmt.Errorf("no shape %q in the family", f.shape)
+	}
+	t, err := trace.ReadFile(f.tracePath)
+	if err != nil {
+		return robustness.Workload{}, err
+	}
+	slo := f.slo
+	if slo == 0 {
+		slo = time.Second
+	}
+	return robustness.Workload{Name: f.tracePath, Requests: slice(t.Requests, f.start, f.duration), SLO: slo}, nil
+}
+
+func slice(reqs []trace.Request, start, d time.Duration) []trace.Request {
 	if d == 0 {
-		d = t.Duration() + time.Nanosecond
+		d = reqs[len(reqs)-1].At + time.Nanosecond
 	}
-	reqs := t.Slice(*start, d)
-	prof := inferencesim.L4Profile()
-	if *need {
-		printNeed(reqs, prof)
-		return
-	}
-	static, staticMet, minutes, err := autoscalebench.StaticNeed(reqs, prof, time.Second, 64)
+	t := trace.Trace{Requests: reqs}
+	return t.Slice(start, d)
+}
+
+func runFamily(f flags, setup robustness.Setup, policies []string) error {
+	recorded, err := robustness.Recorded("test/traces")
 	if err != nil {
-		log.Fatal(err)
+		return err
 	}
-	initial, _, _, err := autoscalebench.StaticNeed(t.Slice(*start, min(time.Minute, d)), prof, time.Second, 64)
+	reports, err := robustness.Run(append(recorded, robustness.Family()...), policies, setup)
 	if err != nil {
-		log.Fatal(err)
+		return err
 	}
-	fmt.Printf("static %d replicas meet %d of %d minutes; every policy starts at %d\n", static, staticMet, minutes, initial)
-	var base offlinereplay.Result
-	for _, name := range strings.Split(*policies, ",") {
-		cfg := offlinereplay.Config{
-			Requests: reqs, Profile: prof, SLO: time.Second, ModelLoad: time.Minute, StartDelay: 3 * time.Second,
-			Grace: 30 * time.Second, Initial: initial, Scrape: 5 * time.Second, Sync: 15 * time.Second, SyncPhase: *phase,
+	if f.asJSON {
+		for _, r := range reports {
+			if err := printJSON(r); err != nil {
+				return err
+			}
 		}
-		cfg.Policy, cfg.Behavior, err = policy(name, policyOptions{
-			schedule: *schedule, runningTarget: *target, objective: *objective, window: *window, downWindow: *down,
-			maxReplicas: 2 * static, parts: partsPrinter(*parts),
-		})
-		if err != nil {
-			log.Fatal(err)
-		}
-		if name == "static" {
-			cfg.Initial = static
-		}
-		res, err := offlinereplay.Run(cfg)
-		if err != nil {
-			log.Fatal(err)
-		}
-		if name == "static" {
-			base = res
-		}
-		report(name, res, base)
+		return nil
 	}
+	table := robustness.Markdown(reports, policies, offlinereplay.PolicyRecommended)
+	if f.updateDocs == "" {
+		fmt.Print(table)
+		return nil
+	}
+	return robustness.UpdateDocs(f.updateDocs, table)
+}
+
+// jsonOutcome has the fields of the bench's report.json, and what only a
+// replay knows.
+type jsonOutcome struct {
+	Workload         string  `json:"workload"`
+	SLOSeconds       float64 `json:"sloSeconds"`
+	Policy           string  `json:"policy"`
+	MinutesMet       int     `json:"minutesMet"`
+	Minutes          int     `json:"minutes"`
+	GPUHours         float64 `json:"gpuHours"`
+	StaticFraction   float64 `json:"staticFraction"`
+	Unserved         int     `json:"unserved"`
+	Rejected         int     `json:"rejected"`
+	ScaleUps         int     `json:"scaleUps"`
+	ScaleDowns       int     `json:"scaleDowns"`
+	ReachableMinutes int     `json:"reachableMinutes"`
+}
+
+func printJSON(r robustness.Report) error {
+	enc := json.NewEncoder(os.Stdout)
+	for _, o := range r.Outcomes {
+		if err := enc.Encode(jsonOutcome{Workload: r.Workload.Name, SLOSeconds: r.SLO.Seconds(), Policy: o.Policy,
+			MinutesMet: o.MinutesMet, Minutes: o.Minutes, GPUHours: o.GPUHours, StaticFraction: o.StaticFraction,
+			Unserved: o.Unserved, Rejected: o.Rejected, ScaleUps: o.Ups, ScaleDowns: o.Downs, ReachableMinutes: r.Reachable}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func minutes(r robustness.Report) int {
+	if o, ok := r.Outcome(autoscalebench.PolicyStatic); ok {
+		return o.Minutes
+	}
+	return 0
 }
 
 // partsPrinter prints the first estimate of each minute, if on.
@@ -109,50 +207,38 @@ func partsPrinter(on bool) func(time.Time, capacity.Estimate) {
 	}
 }
 
-func report(name string, res, static offlinereplay.Result) {
+func report(o robustness.Outcome, r robustness.Report) {
+	static, _ := r.Outcome(autoscalebench.PolicyStatic)
 	var lost []string
-	for m, ok := range res.MetMinute {
+	for m, ok := range o.MetMinute {
 		if !ok && m < len(static.MetMinute) && static.MetMinute[m] {
-			lost = append(lost, fmt.Sprintf("%d (%.2fs)", m, res.P90[m]))
+			lost = append(lost, fmt.Sprintf("%d (%.2fs)", m, o.P90[m]))
 		}
 	}
-	cost := "-"
-	if static.ReplicaSeconds > 0 {
-		cost = fmt.Sprintf("%.1f%%", 100*res.ReplicaSeconds/static.ReplicaSeconds)
-	}
-	fmt.Printf("%-17s SLO minutes %2d/%d  of static %6s  ups/downs %2d/%2d  peak %2d  unserved %d\n",
-		name, res.MinutesMet, len(res.MetMinute), cost, res.Ups, res.Downs, res.Peak, res.Unserved)
-	if len(lost) > 0 {
-		fmt.Printf("%17s minutes static meets, lost: %s\n", "", strings.Join(lost, ", "))
+	fmt.Printf("%-24s SLO minutes %3d/%d  of static %6.1f%%  ups/downs %3d/%3d  peak %3d  unserved %d  rejected %d\n",
+		o.Policy, o.MinutesMet, o.Minutes, 100*o.StaticFraction, o.Ups, o.Downs, o.Peak, o.Unserved, o.Rejected)
+	if len(lost) > 0 && len(lost) <= 12 {
+		fmt.Printf("%24s minutes static meets, lost: %s\n", "", strings.Join(lost, ", "))
 	}
 }
 
 // printNeed prints, per minute, the arrivals and the fewest replicas that,
 // serving the whole trace from the start, meet that minute's SLO.
-func printNeed(reqs []trace.Request, prof inferencesim.Profile) {
-	last := int(reqs[len(reqs)-1].At / time.Minute)
-	need := make([]int, last+1)
-	arrivals := make([]int, last+1)
-	for _, r := range reqs {
+func printNeed(w robustness.Workload, setup robustness.Setup) error {
+	slo, static, _, err := robustness.ChooseSLO(w, setup.Profile)
+	if err != nil {
+		return err
+	}
+	need, err := offlinereplay.MinuteNeed(w.Requests, setup.Profile, slo, static)
+	if err != nil {
+		return err
+	}
+	arrivals := make([]int, len(need))
+	for _, r := range w.Requests {
 		arrivals[int(r.At/time.Minute)]++
 	}
-	for n := 1; n <= 16; n++ {
-		res, err := offlinereplay.Run(offlinereplay.Config{Requests: reqs, Profile: prof, SLO: time.Second, Initial: n,
-			Scrape: 5 * time.Second, Sync: 15 * time.Second, Grace: 30 * time.Second})
-		if err != nil {
-			log.Fatal(err)
-		}
-		for m, ok := range res.MetMinute {
-			if ok && need[m] == 0 {
-				need[m] = n
-			}
-		}
-	}
 	for m := range need {
-		n := fmt.Sprint(need[m])
-		if need[m] == 0 {
-			n = "none of 1-16"
-		}
-		fmt.Printf("minute %2d: %3d requests, need %s\n", m, arrivals[m], n)
+		fmt.Printf("minute %2d: %3d requests, need %d\n", m, arrivals[m], need[m])
 	}
+	return nil
 }

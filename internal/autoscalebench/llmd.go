@@ -35,9 +35,9 @@ const (
 	llmdStabilization = 300 * time.Second
 )
 
-// llmdLaw is the control law's state: the signal's recent samples and the
+// LLMDLaw is the control law's state: the signal's recent samples and the
 // recommendations of the scale-down window, in trace time.
-type llmdLaw struct {
+type LLMDLaw struct {
 	signal []timed
 	recs   []timed
 }
@@ -47,10 +47,10 @@ type timed struct {
 	v  float64
 }
 
-// step takes the raw signal at trace time at (ttftP90 over the SLO; 0 with
+// Step takes the raw signal at trace time at (ttftP90 over the SLO; 0 with
 // no traffic) and the workload's replicas, ready ones and all, and
 // returns the replicas to set.
-func (l *llmdLaw) step(at time.Duration, raw float64, replicas, ready, minR, maxR int) int {
+func (l *LLMDLaw) Step(at time.Duration, raw float64, replicas, ready, minR, maxR int) int {
 	l.signal = append(l.signal, timed{at, min(raw, llmdClamp)})
 	l.signal = keepSince(l.signal, at-llmdSmoothing)
 	s := 0.0
@@ -97,7 +97,7 @@ func keepSince(xs []timed, from time.Duration) []timed {
 // runLLMD drives r's Deployment by the control law every llmdEvery of
 // trace time until ctx is done.
 func runLLMD(ctx context.Context, env *devenv.Env, p *Plan, r *policyRun, clock *Clock, start time.Time) {
-	var law llmdLaw
+	var law LLMDLaw
 	t := time.NewTicker(p.wall(llmdEvery))
 	defer t.Stop()
 	for {
@@ -112,7 +112,7 @@ func runLLMD(ctx context.Context, env *devenv.Env, p *Plan, r *policyRun, clock 
 	}
 }
 
-func llmdSync(ctx context.Context, env *devenv.Env, p *Plan, r *policyRun, law *llmdLaw, at time.Duration) error {
+func llmdSync(ctx context.Context, env *devenv.Env, p *Plan, r *policyRun, law *LLMDLaw, at time.Duration) error {
 	raw, err := deploymentTTFTP90(ctx, env, r.namespace)
 	if err != nil {
 		return err
@@ -122,7 +122,7 @@ func llmdSync(ctx context.Context, env *devenv.Env, p *Plan, r *policyRun, law *
 	if err != nil {
 		return err
 	}
-	want := law.step(at, raw, replicas, ready, 1, p.MaxReplicas)
+	want := law.Step(at, raw, replicas, ready, 1, p.MaxReplicas)
 	if want == replicas {
 		return nil
 	}

@@ -91,32 +91,32 @@ func TestWorkloadLoadsItsModel(t *testing.T) {
 }
 
 func TestLLMDLaw(t *testing.T) {
-	var l llmdLaw
+	var l LLMDLaw
 	// Saturated at twice the SLO (clamped to 2): 4 ready replicas at
 	// s = 2 need ceil(4 x 2 / 0.55) = 15.
-	if got := l.step(0, 3, 4, 4, 1, 18); got != 15 {
+	if got := l.Step(0, 3, 4, 4, 1, 18); got != 15 {
 		t.Errorf("first step = %d, want 15", got)
 	}
 	// The 11 new replicas are warming: the mean over 45 s is still 2, and
 	// they are credited, so nothing more is asked for.
-	if got := l.step(15*time.Second, 2, 15, 4, 1, 18); got != 15 {
+	if got := l.Step(15*time.Second, 2, 15, 4, 1, 18); got != 15 {
 		t.Errorf("while warming = %d, want 15", got)
 	}
 	// Between the thresholds nothing changes.
-	var m llmdLaw
-	if got := m.step(0, 0.5, 6, 6, 1, 18); got != 6 {
+	var m LLMDLaw
+	if got := m.Step(0, 0.5, 6, 6, 1, 18); got != 6 {
 		t.Errorf("in band = %d, want 6", got)
 	}
 	// Below 0.40 with nothing warming, it shrinks, but no further than
 	// the window's highest recommendation (6, from 15 s before).
-	if got := m.step(15*time.Second, 0.1, 6, 6, 1, 18); got != 6 {
+	if got := m.Step(15*time.Second, 0.1, 6, 6, 1, 18); got != 6 {
 		t.Errorf("inside the stabilization window = %d, want 6", got)
 	}
 	// After the window, idle (0) averaged over 45 s shrinks to the minimum.
 	for at := 30 * time.Second; at <= 400*time.Second; at += 15 * time.Second {
-		m.step(at, 0, 6, 6, 1, 18)
+		m.Step(at, 0, 6, 6, 1, 18)
 	}
-	if got := m.step(415*time.Second, 0, 6, 6, 1, 18); got != 1 {
+	if got := m.Step(415*time.Second, 0, 6, 6, 1, 18); got != 1 {
 		t.Errorf("idle after the window = %d, want 1", got)
 	}
 }

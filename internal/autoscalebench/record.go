@@ -43,6 +43,12 @@ type RequestOutcome struct {
 	// served, or the replay ended first. Unserved requests count as
 	// missing the SLO and as +Inf in the TTFT quantiles.
 	Served bool
+	// Rejected is a request no replica can ever serve: its prompt and
+	// output exceed a replica's KV cache, and the server refused it at
+	// once, as vLLM answers such a request with HTTP 400. It is neither
+	// served nor unserved: no number of replicas changes it, so it counts
+	// in no quantile and no minute, only apart.
+	Rejected bool
 }
 
 // Sample is the state of one policy's workload at one instant.

@@ -28,6 +28,9 @@ type Summary struct {
 	// TTFTP50, TTFTP90 and TTFTP99 are in seconds.
 	TTFTP50, TTFTP90, TTFTP99 float64
 	Served, Unserved          int
+	// Rejected counts the requests no replica could hold
+	// (RequestOutcome.Rejected), outside the quantiles and minutes.
+	Rejected int
 
 	// MinutesMet of Minutes trace minutes had a TTFT p90 within the SLO;
 	// minutes without arrivals count in neither. MinutesMetShare is their
@@ -62,6 +65,10 @@ func summarize(rec Recording, p PolicyRecording) Summary {
 	s := Summary{Policy: p.Policy, Describe: p.Describe}
 	ttfts := make([]float64, 0, len(p.Requests))
 	for _, r := range p.Requests {
+		if r.Rejected {
+			s.Rejected++
+			continue
+		}
 		ttfts = append(ttfts, ttftSeconds(r))
 		if r.Served {
 			s.Served++
@@ -128,7 +135,7 @@ func BucketP90(p PolicyRecording, duration, bucket time.Duration) []float64 {
 	}
 	buckets := make([][]float64, (duration+bucket-1)/bucket)
 	for _, r := range p.Requests {
-		if r.Arrival < 0 || r.Arrival >= duration {
+		if r.Arrival < 0 || r.Arrival >= duration || r.Rejected {
 			continue
 		}
 		i := r.Arrival / bucket

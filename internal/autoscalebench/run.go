@@ -28,7 +28,7 @@ type policyRun struct {
 
 	mu       sync.Mutex
 	outcomes []RequestOutcome
-	served   int
+	settled  int // requests served or rejected
 	samples  []Sample
 	capacity []CapacityParts // the capacity policy's estimates
 }
@@ -234,7 +234,12 @@ func dispatch(ctx context.Context, env *devenv.Env, p *Plan, runs []*policyRun, 
 		sim := inferencesim.Request{ContextTokens: req.ContextTokens, GeneratedTokens: req.GeneratedTokens}
 		for _, r := range runs {
 			_, err := env.World.Send(r.namespace, selector, sim, r.firstToken(i))
-			if err != nil {
+			switch {
+			case errors.Is(err, inferencesim.ErrInvalidRequest):
+				// No replica can hold it: refused at once, as vLLM
+				// answers HTTP 400, and counted apart.
+				r.reject(i)
+			case err != nil:
 				// The request is lost, as one sent to a Service with no
 				// ready endpoint is; it counts as unserved.
 				stats.NoBackend++
@@ -255,8 +260,18 @@ func (r *policyRun) firstToken(i int) func(time.Duration) {
 		defer r.mu.Unlock()
 		if !r.outcomes[i].Served {
 			r.outcomes[i].TTFT, r.outcomes[i].Served = ttft, true
-			r.served++
+			r.settled++
 		}
+	}
+}
+
+// reject records that request i was refused: it will never be served.
+func (r *policyRun) reject(i int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if !r.outcomes[i].Served && !r.outcomes[i].Rejected {
+		r.outcomes[i].Rejected = true
+		r.settled++
 	}
 }
 
@@ -273,7 +288,7 @@ func settle(ctx context.Context, p *Plan, runs []*policyRun, clock *Clock, start
 	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, p.wall(p.Grace), true, func(context.Context) (bool, error) {
 		for _, r := range runs {
 			r.mu.Lock()
-			done := r.served == len(r.outcomes)
+			done := r.settled == len(r.outcomes)
 			r.mu.Unlock()
 			if !done {
 				return false, nil

@@ -1,6 +1,7 @@
 package autoscalebench
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"slices"
@@ -42,9 +43,15 @@ func StaticNeed(reqs []trace.Request, p inferencesim.Profile, slo time.Duration,
 	return limit, best, minutes, nil
 }
 
+// rejected marks, in simulate's TTFTs, a request the replica refused
+// (inferencesim.ErrInvalidRequest: larger than its KV cache).
+const rejected = -2
+
 // simulate replays reqs on n idle replicas of profile p, round-robin, and
 // returns each request's TTFT (-1 if it never got a first token, which an
-// engine run to the end cannot produce).
+// engine run to the end cannot produce; rejected if the replica refused
+// it). A refused request takes its turn: the replica it was sent to
+// refused it, as simworld's round-robin does.
 func simulate(reqs []trace.Request, p inferencesim.Profile, n int) ([]time.Duration, error) {
 	origin := time.Unix(0, 0)
 	engines := make([]*inferencesim.Engine, n)
@@ -60,7 +67,10 @@ func simulate(reqs []trace.Request, p inferencesim.Profile, n int) ([]time.Durat
 		ttft[i] = -1
 		req := inferencesim.Request{ContextTokens: r.ContextTokens, GeneratedTokens: r.GeneratedTokens}
 		err := engines[i%n].SubmitNotify(origin.Add(r.At), req, func(d time.Duration) { ttft[i] = d })
-		if err != nil {
+		switch {
+		case errors.Is(err, inferencesim.ErrInvalidRequest):
+			ttft[i] = rejected
+		case err != nil:
 			return nil, fmt.Errorf("autoscalebench: request %d: %w", i, err)
 		}
 	}
@@ -72,11 +82,15 @@ func simulate(reqs []trace.Request, p inferencesim.Profile, n int) ([]time.Durat
 }
 
 // minutesMet counts the trace minutes with requests whose TTFT p90 is
-// within slo; a request without a first token counts as infinitely late.
+// within slo; a request without a first token counts as infinitely late,
+// and a rejected one not at all.
 func minutesMet(reqs []trace.Request, ttft []time.Duration, slo time.Duration) (met, minutes int) {
 	byMinute := map[int64][]time.Duration{}
 	for i, r := range reqs {
 		d := ttft[i]
+		if d == rejected {
+			continue
+		}
 		if d < 0 {
 			d = math.MaxInt64
 		}

@@ -72,3 +72,23 @@ func TestStaticNeed(t *testing.T) {
 		t.Errorf("err = %v, want one saying the SLO cannot be met", err)
 	}
 }
+
+// TestStaticNeedRejectsOversized: a request larger than a replica's KV
+// cache is refused, not fatal, and counts in no minute: every third request
+// below is too large, and the rest size as they would alone.
+func TestStaticNeedRejectsOversized(t *testing.T) {
+	p := inferencesim.L4Profile()
+	reqs := steady(5, 5*time.Minute)
+	for i := range reqs {
+		if i%3 == 0 {
+			reqs[i].ContextTokens = p.KVCacheTokens
+		}
+	}
+	n, met, minutes, err := StaticNeed(reqs, p, time.Second, 20)
+	if err != nil {
+		t.Fatalf("StaticNeed with oversized requests: %v", err)
+	}
+	if met != minutes || minutes != 5 || n < 1 || n > 4 {
+		t.Errorf("%d replicas meet %d of %d minutes; want every minute met by the few the rest need", n, met, minutes)
+	}
+}

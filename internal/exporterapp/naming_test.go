@@ -1,68 +1,67 @@
 package exporterapp_test
 
 import (
+	"context"
 	"fmt"
+	"io"
+	"log/slog"
 	"maps"
 	"net/http"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 
 	dto "github.com/prometheus/client_model/go"
+
+	"github.com/gpuscale/gpuscale/internal/exporterapp"
+	"github.com/gpuscale/gpuscale/pkg/dcgm"
 )
 
-// dcgmNames are the dcgm-exporter metrics gpuscale emits, with their types.
-var dcgmNames = map[string]dto.MetricType{
-	"DCGM_FI_DEV_GPU_UTIL":                    dto.MetricType_GAUGE,
-	"DCGM_FI_DEV_MEM_COPY_UTIL":               dto.MetricType_GAUGE,
-	"DCGM_FI_DEV_FB_USED":                     dto.MetricType_GAUGE,
-	"DCGM_FI_DEV_FB_FREE":                     dto.MetricType_GAUGE,
-	"DCGM_FI_DEV_FB_RESERVED":                 dto.MetricType_GAUGE,
-	"DCGM_FI_DEV_FB_TOTAL":                    dto.MetricType_GAUGE,
-	"DCGM_FI_DEV_GPU_TEMP":                    dto.MetricType_GAUGE,
-	"DCGM_FI_DEV_MEMORY_TEMP":                 dto.MetricType_GAUGE,
-	"DCGM_FI_DEV_POWER_USAGE":                 dto.MetricType_GAUGE,
-	"DCGM_FI_DEV_POWER_MGMT_LIMIT":            dto.MetricType_GAUGE,
-	"DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION":    dto.MetricType_COUNTER,
-	"DCGM_FI_DEV_SM_CLOCK":                    dto.MetricType_GAUGE,
-	"DCGM_FI_DEV_MEM_CLOCK":                   dto.MetricType_GAUGE,
-	"DCGM_FI_DEV_XID_ERRORS":                  dto.MetricType_GAUGE,
-	"DCGM_FI_DEV_ENC_UTIL":                    dto.MetricType_GAUGE,
-	"DCGM_FI_DEV_DEC_UTIL":                    dto.MetricType_GAUGE,
-	"DCGM_FI_DEV_PCIE_TX_THROUGHPUT":          dto.MetricType_COUNTER,
-	"DCGM_FI_DEV_PCIE_RX_THROUGHPUT":          dto.MetricType_COUNTER,
-	"DCGM_FI_DEV_PCIE_REPLAY_COUNTER":         dto.MetricType_COUNTER,
-	"DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL":      dto.MetricType_COUNTER,
-	"DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS":   dto.MetricType_COUNTER,
-	"DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS": dto.MetricType_COUNTER,
-	"DCGM_FI_DEV_ROW_REMAP_PENDING":           dto.MetricType_GAUGE,
-	"DCGM_FI_DEV_ROW_REMAP_FAILURE":           dto.MetricType_GAUGE,
-	"DCGM_FI_PROF_GR_ENGINE_ACTIVE":           dto.MetricType_GAUGE,
-	"DCGM_FI_PROF_SM_ACTIVE":                  dto.MetricType_GAUGE,
-	"DCGM_FI_PROF_SM_OCCUPANCY":               dto.MetricType_GAUGE,
-	"DCGM_FI_PROF_PIPE_TENSOR_ACTIVE":         dto.MetricType_GAUGE,
-	"DCGM_FI_PROF_DRAM_ACTIVE":                dto.MetricType_GAUGE,
-	"DCGM_FI_PROF_PCIE_TX_BYTES":              dto.MetricType_GAUGE,
-	"DCGM_FI_PROF_PCIE_RX_BYTES":              dto.MetricType_GAUGE,
-	"DCGM_FI_PROF_NVLINK_TX_BYTES":            dto.MetricType_GAUGE,
-	"DCGM_FI_PROF_NVLINK_RX_BYTES":            dto.MetricType_GAUGE,
-	"DCGM_FI_DEV_VGPU_LICENSE_STATUS":         dto.MetricType_GAUGE,
+// dcgmNames are the dcgm-exporter metrics gpuscale emits in schema s, with
+// their types: every field of package dcgm that s names (the simulated
+// backend, as vGPU guests, reports them all), and DCGM_EXP_XID_ERRORS_COUNT.
+func dcgmNames(s dcgm.Schema) map[string]dto.MetricType {
+	out := map[string]dto.MetricType{dcgm.XIDErrorsCount: dto.MetricType_GAUGE}
+	for _, f := range dcgm.Fields {
+		if n := f.Name(s); n != "" {
+			out[n] = dto.MetricType_GAUGE
+			if f.Type == dcgm.Counter {
+				out[n] = dto.MetricType_COUNTER
+			}
+		}
+	}
+	return out
 }
 
-// dcgmLabelSet is dcgm-exporter's label set with pod attribution, plus
+// dcgmLabelSet is each schema's label set with pod attribution, plus
 // simulated on the sim backend.
-var dcgmLabelSet = []string{"DCGM_FI_DRIVER_VERSION", "GPU_I_ID", "GPU_I_PROFILE", "Hostname", "UUID",
-	"container", "device", "gpu", "modelName", "namespace", "pci_bus_id", "pod", "simulated"}
+var dcgmLabelSet = map[dcgm.Schema][]string{
+	dcgm.Schema48: {"DCGM_FI_DRIVER_VERSION", "GPU_I_ID", "GPU_I_PROFILE", "Hostname", "UUID",
+		"container", "device", "gpu", "hostname", "modelName", "namespace", "pci_bus_id", "pod", "simulated"},
+	dcgm.Schema410: {"DCGM_FI_SYSTEM_DRIVER_VERSION", "GPU_I_ID", "GPU_I_PROFILE", "UUID",
+		"container", "device", "gpu", "hostname", "modelName", "namespace", "pci_bus_id", "pod", "simulated"},
+}
 
 // TestMetricNames scrapes a real exporter (sim backend as vGPU guests, MIG
-// instances and pods attached, an XID recorded) and checks every family it emits: a
-// dcgm-exporter name with exactly dcgm-exporter's labels, a gpuscale_ name,
-// or Go and process runtime metrics.
+// instances and pods attached, an XID recorded) in each naming schema and
+// checks every family it emits: a dcgm-exporter name of that schema with
+// exactly its labels, a gpuscale_ name, or Go and process runtime metrics;
+// and every field of dcgm-exporter 4.10's shipped default collector is
+// among them, under its name in the schema.
 func TestMetricNames(t *testing.T) {
+	for _, schema := range dcgm.Schemas {
+		t.Run(schema.String(), func(t *testing.T) { testMetricNames(t, schema) })
+	}
+}
+
+func testMetricNames(t *testing.T, schema dcgm.Schema) {
 	k := &fakeKubelet{}
 	o := simOptions(serveKubelet(t, k))
 	o.SimMIGProfiles = "3g.40gb,1g.10gb"
 	o.SimVGPU = true
+	o.DCGMSchema = schema.String()
 	p := start(t, o)
 	base := "http://" + p.addr
 	gpus := fetchGPUs(t, base)
@@ -80,27 +79,41 @@ func TestMetricNames(t *testing.T) {
 		if fams, err = parseScrape(body); err != nil {
 			return err
 		}
-		if !strings.Contains(body, `pod="vllm-1"`) || fams["gpuscale_gpu_xid_errors_total"] == nil {
+		if !strings.Contains(body, `pod="vllm-1"`) || fams["gpuscale_gpu_xid_errors_total"] == nil ||
+			!strings.Contains(body, `xid="79"`) {
 			return fmt.Errorf("pods or XIDs not in the scrape yet")
 		}
 		return nil
 	})
+	names := dcgmNames(schema)
 	seen := map[string]bool{}
 	for name, mf := range fams {
-		_, dcgm := dcgmNames[name]
+		_, isDCGM := names[name]
 		switch {
-		case dcgm:
+		case isDCGM:
 			seen[name] = true
-			checkDCGMFamily(t, mf)
+			checkDCGMFamily(t, schema, names, mf)
 		case strings.HasPrefix(name, "gpuscale_"), strings.HasPrefix(name, "go_"), strings.HasPrefix(name, "process_"):
 		default:
-			t.Errorf("metric %s is neither dcgm-exporter's, gpuscale_ nor a runtime metric", name)
+			t.Errorf("metric %s is neither dcgm-exporter %s's, gpuscale_ nor a runtime metric", name, schema)
 		}
 	}
-	for name := range dcgmNames {
+	for name := range names {
 		if !seen[name] {
 			t.Errorf("the exporter does not emit %s", name)
 		}
+	}
+	defaults := 0
+	for _, f := range dcgm.Fields {
+		if f.Default410 {
+			defaults++
+			if !seen[f.Name(schema)] {
+				t.Errorf("dcgm-exporter 4.10's default field %s is not served as %s", f.Name410, f.Name(schema))
+			}
+		}
+	}
+	if defaults != 26 {
+		t.Errorf("%d fields in dcgm-exporter 4.10's default collector, want 26 (docs/dcgm-compatibility.md)", defaults)
 	}
 	for _, want := range []string{"go_goroutines", "process_resident_memory_bytes", "gpuscale_gpu_up",
 		"gpuscale_exporter_info", "gpuscale_exporter_collection_duration_seconds"} {
@@ -110,19 +123,27 @@ func TestMetricNames(t *testing.T) {
 	}
 }
 
-func checkDCGMFamily(t *testing.T, mf *dto.MetricFamily) {
+func checkDCGMFamily(t *testing.T, schema dcgm.Schema, names map[string]dto.MetricType, mf *dto.MetricFamily) {
 	t.Helper()
 	name := mf.GetName()
-	if mf.GetType() != dcgmNames[name] {
-		t.Errorf("%s: type %v, want %v", name, mf.GetType(), dcgmNames[name])
+	if mf.GetType() != names[name] {
+		t.Errorf("%s: type %v, want %v", name, mf.GetType(), names[name])
+	}
+	want := dcgmLabelSet[schema]
+	if name == dcgm.XIDErrorsCount {
+		want = slices.Sorted(slices.Values(append(slices.Clone(want), "window_size_in_ms")))
 	}
 	for _, m := range mf.GetMetric() {
 		l := labels(m)
-		if got := slices.Sorted(maps.Keys(l)); !slices.Equal(got, dcgmLabelSet) {
-			t.Errorf("%s: labels %v, want %v", name, got, dcgmLabelSet)
+		got := slices.Sorted(maps.Keys(l))
+		if name == dcgm.XIDErrorsCount {
+			got = slices.DeleteFunc(got, func(s string) bool { return s == "xid" })
+		}
+		if !slices.Equal(got, want) {
+			t.Errorf("%s: labels %v, want %v", name, got, want)
 			return
 		}
-		if l["simulated"] != "true" || l["Hostname"] != "node-test" || !strings.HasPrefix(l["device"], "nvidia") {
+		if l["simulated"] != "true" || l["hostname"] != "node-test" || !strings.HasPrefix(l["device"], "nvidia") {
 			t.Errorf("%s: labels %v", name, l)
 		}
 		v := m.GetGauge().GetValue() + m.GetCounter().GetValue()
@@ -132,10 +153,89 @@ func checkDCGMFamily(t *testing.T, mf *dto.MetricFamily) {
 			if v < 1000 || v > 1<<20 {
 				t.Errorf("%s = %v: not in MiB", name, v)
 			}
-		case "DCGM_FI_DEV_POWER_USAGE", "DCGM_FI_DEV_POWER_MGMT_LIMIT":
+		case "DCGM_FI_DEV_FB_CAPACITY_BYTES":
+			if v < 1<<30 {
+				t.Errorf("%s = %v: not in bytes", name, v)
+			}
+		case "DCGM_FI_DEV_POWER_USAGE", "DCGM_FI_DEV_POWER_MGMT_LIMIT", "DCGM_FI_DEV_BOARD_POWER_WATTS":
 			if v < 10 || v > 2000 {
 				t.Errorf("%s = %v: not in W", name, v)
 			}
+		case "DCGM_FI_DEV_SM_CLOCK_HERTZ":
+			if v < 1e8 {
+				t.Errorf("%s = %v: not in Hz", name, v)
+			}
 		}
 	}
+}
+
+// TestCollectorsFile: --collectors selects the fields served, by either
+// schema's names, as dcgm-exporter's collector CSV does.
+func TestCollectorsFile(t *testing.T) {
+	csv := filepath.Join(t.TempDir(), "collectors.csv")
+	if err := os.WriteFile(csv, []byte("# Format\nDCGM_FI_DEV_GPU_UTIL, gauge, GPU utilization (in %).\n"+
+		"DCGM_FI_DEV_FB_USED_BYTES, gauge, used\nDCGM_EXP_GPU_HEALTH_STATUS, gauge, skipped with a warning\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	o := simOptions("")
+	o.Collectors = csv
+	o.DCGMSchema = "4.10"
+	p := start(t, o)
+	var fams map[string]*dto.MetricFamily
+	eventually(t, "a scrape", func() error {
+		_, body := get(t, http.DefaultClient, "http://"+p.addr+"/metrics")
+		var err error
+		fams, err = parseScrape(body)
+		if err == nil && fams["gpuscale_gpu_up"] == nil {
+			err = fmt.Errorf("no collection yet")
+		}
+		return err
+	})
+	var got []string
+	for name := range fams {
+		if strings.HasPrefix(name, "DCGM_") {
+			got = append(got, name)
+		}
+	}
+	slices.Sort(got)
+	if want := []string{"DCGM_FI_DEV_FB_USED_BYTES", "DCGM_FI_DEV_GPU_UTIL_RATIO"}; !slices.Equal(got, want) {
+		t.Errorf("served %v, want %v", got, want)
+	}
+}
+
+// TestReservedTokenFile: the exporter refuses to start with a token too
+// short to guess at, and serves its lane with a good one.
+func TestReservedTokenFile(t *testing.T) {
+	dir := t.TempDir()
+	short := filepath.Join(dir, "short")
+	if err := os.WriteFile(short, []byte("abc\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	o := simOptions("")
+	o.ReservedTokenFile = short
+	if err := exporterapp.Run(context.Background(), o, slog.New(slog.NewTextHandler(io.Discard, nil)), nil); err == nil ||
+		!strings.Contains(err.Error(), "at least 16 characters") {
+		t.Errorf("Run with a 3-character token: %v", err)
+	}
+	good := filepath.Join(dir, "good")
+	const token = "0123456789abcdef0123"
+	if err := os.WriteFile(good, []byte(token+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	o.ReservedTokenFile = good
+	p := start(t, o)
+	eventually(t, "a scrape on the reserved lane", func() error {
+		req, _ := http.NewRequest(http.MethodGet, "http://"+p.addr+"/metrics", nil)
+		req.Header.Set("Authorization", "Bearer "+token)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return err
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode != http.StatusOK || !strings.Contains(string(b), "gpuscale_gpu_up") {
+			return fmt.Errorf("status %d", resp.StatusCode)
+		}
+		return nil
+	})
 }

@@ -7,8 +7,11 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"regexp"
 	"strings"
 	"time"
+
+	"github.com/gpuscale/gpuscale/pkg/dcgm"
 )
 
 // Options are the exporter's command-line settings.
@@ -31,6 +34,20 @@ type Options struct {
 	ProcRoot               string
 	Profiling              bool
 
+	// DCGMSchema is the dcgm-exporter naming schema served: 4.8 or 4.10.
+	DCGMSchema string
+	// Collectors is a dcgm-exporter collector file selecting the fields
+	// served; empty serves every field.
+	Collectors string
+	// XIDCountWindow is DCGM_EXP_XID_ERRORS_COUNT's window; 0 serves none.
+	XIDCountWindow time.Duration
+	// PodLabels and PodUID add each holder pod's labels and UID from the
+	// API server, as dcgm-exporter's --kubernetes-enable-pod-labels and
+	// --kubernetes-enable-pod-uid do; PodLabelAllowlist filters the
+	// labels by name.
+	PodLabels, PodUID bool
+	PodLabelAllowlist string
+
 	ListenAddress string
 	WebConfigFile string
 	LogLevel      string
@@ -46,6 +63,12 @@ type Options struct {
 	// slot, then get 503.
 	MaxRequests     int
 	MaxRequestsWait time.Duration
+	// ReservedTokenFile holds the token of the reserved lane
+	// (httpapi.Config.ReservedToken), which the adapter presents; empty
+	// opens no lane.
+	ReservedTokenFile       string
+	ReservedMaxRequests     int
+	ReservedMaxRequestsWait time.Duration
 }
 
 // NewOptions returns the defaults.
@@ -60,15 +83,28 @@ func NewOptions() *Options {
 		PodResourcesTimeout:  2 * time.Second,
 		ProcRoot:             "/proc",
 		Profiling:            true,
+		DCGMSchema:           DefaultDCGMSchema,
+		XIDCountWindow:       5 * time.Minute,
 		ListenAddress:        ":9400",
 		LogLevel:             "info",
 		ReadHeaderTimeout:    5 * time.Second,
 		ReadTimeout:          10 * time.Second,
 		WriteTimeout:         30 * time.Second,
-		MaxRequests:          16,
+		MaxRequests:          256,
 		MaxRequestsWait:      time.Second,
+
+		ReservedMaxRequests:     4,
+		ReservedMaxRequestsWait: 5 * time.Second,
 	}
 }
+
+// DefaultDCGMSchema is dcgm-exporter 4.8's naming: the names every
+// dashboard, alert and recording rule written for dcgm-exporter up to
+// 4.8 and for gpuscale's earlier releases read, so that upgrading gpuscale
+// renames no series. dcgm-exporter's own move to 4.10's names came with
+// an upgrade checklist; gpuscale's is one flag (--dcgm-schema=4.10), and
+// gpuscale's adapter, dashboards and alerts read both.
+const DefaultDCGMSchema = "4.8"
 
 // AddFlags registers the options on fs.
 func (o *Options) AddFlags(fs *flag.FlagSet) {
@@ -86,6 +122,12 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.ContainerRuntimeSocket, "container-runtime-socket", o.ContainerRuntimeSocket, "CRI socket of the container runtime (e.g. /run/containerd/containerd.sock); set, a GPU shared by several pods serves each pod its own processes' utilization and memory (nvml backend). Empty: every pod of a shared GPU is served the device's values.")
 	fs.StringVar(&o.ProcRoot, "proc-root", o.ProcRoot, "Mount point of the host's /proc, read for GPU processes' cgroups (needs hostPID or a host /proc mount).")
 	fs.BoolVar(&o.Profiling, "profiling", o.Profiling, "Serve the DCGM_FI_PROF_* profiling fields through NVML GPM on GPUs that support it (Hopper and later).")
+	fs.StringVar(&o.DCGMSchema, "dcgm-schema", o.DCGMSchema, "dcgm-exporter naming schema of the GPU series: 4.8 (DCGM_FI_DEV_GPU_UTIL in %, framebuffer in MiB, clocks in MHz, energy in mJ, Hostname and hostname, DCGM_FI_DRIVER_VERSION: dcgm-exporter 4.8 and earlier) or 4.10 (dcgm-exporter 4.10's DCGM 4.7 names and units: DCGM_FI_DEV_GPU_UTIL_RATIO from 0 to 1, DCGM_FI_DEV_FB_USED_BYTES, hostname, DCGM_FI_SYSTEM_DRIVER_VERSION). The default is 4.8 so that upgrading gpuscale renames no series an existing dashboard, alert or recording rule reads; gpuscale's adapter, dashboards and alerts read both (docs/dcgm-compatibility.md).")
+	fs.StringVar(&o.Collectors, "collectors", o.Collectors, "dcgm-exporter collector file (CSV: field, type, help; either schema's names) selecting the fields served, as dcgm-exporter's -f; empty serves every field.")
+	fs.DurationVar(&o.XIDCountWindow, "xid-count-window", o.XIDCountWindow, "Window of DCGM_EXP_XID_ERRORS_COUNT, the XIDs of each code within it (dcgm-exporter's --xid-count-window-size); 0 serves no such series.")
+	fs.BoolVar(&o.PodLabels, "kubernetes-enable-pod-labels", o.PodLabels, "Add each GPU-holding pod's labels (sanitized, at most 16, --kubernetes-pod-label-allowlist-regex) to its series, read from the API server (needs get and list on pods).")
+	fs.BoolVar(&o.PodUID, "kubernetes-enable-pod-uid", o.PodUID, "Add each GPU-holding pod's UID as pod_uid, read from the API server (needs get and list on pods).")
+	fs.StringVar(&o.PodLabelAllowlist, "kubernetes-pod-label-allowlist-regex", o.PodLabelAllowlist, "Comma-separated regular expressions: only pod labels whose key one matches are added (empty: all).")
 	fs.StringVar(&o.ListenAddress, "web.listen-address", o.ListenAddress, "Address to serve /metrics, probes and the API on.")
 	fs.StringVar(&o.WebConfigFile, "web.config.file", o.WebConfigFile, "Prometheus exporter-toolkit web config file enabling TLS and/or basic auth.")
 	fs.StringVar(&o.LogLevel, "log.level", o.LogLevel, "Log level: debug, info, warn or error.")
@@ -94,6 +136,9 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&o.WriteTimeout, "web.write-timeout", o.WriteTimeout, "How long serving a request may take, from the end of its headers to the end of the response, waiting for a slot (--web.max-requests-wait) included.")
 	fs.IntVar(&o.MaxRequests, "web.max-requests", o.MaxRequests, "Most /metrics requests served at once, and apart from them most API requests (probes are not counted); more wait for a slot. 0 means no limit.")
 	fs.DurationVar(&o.MaxRequestsWait, "web.max-requests-wait", o.MaxRequestsWait, "How long a request over --web.max-requests waits for a slot before it gets 503; at most --web.max-requests wait, more get 503 at once.")
+	fs.StringVar(&o.ReservedTokenFile, "web.reserved-token-file", o.ReservedTokenFile, "File holding the token of a reserved lane: requests with \"Authorization: Bearer <token>\" (the adapter's scrapes) get --web.reserved-max-requests slots of their own that no other client can take. Empty: no lane.")
+	fs.IntVar(&o.ReservedMaxRequests, "web.reserved-max-requests", o.ReservedMaxRequests, "Requests of the reserved lane served at once.")
+	fs.DurationVar(&o.ReservedMaxRequestsWait, "web.reserved-max-requests-wait", o.ReservedMaxRequestsWait, "How long a reserved-lane request waits for a slot before it gets 503.")
 }
 
 // Complete fills derived defaults.
@@ -133,6 +178,20 @@ func (o *Options) Validate() error {
 	}
 	if o.MaxRequests < 0 || o.MaxRequestsWait < 0 {
 		errs = append(errs, errors.New("--web.max-requests and --web.max-requests-wait must be 0 or more"))
+	}
+	if _, err := dcgm.ParseSchema(o.DCGMSchema); err != nil {
+		errs = append(errs, fmt.Errorf("--dcgm-schema must be 4.8 or 4.10, got %q", o.DCGMSchema))
+	}
+	if o.XIDCountWindow < 0 {
+		errs = append(errs, errors.New("--xid-count-window must be 0 or more"))
+	}
+	for _, re := range splitList(o.PodLabelAllowlist) {
+		if _, err := regexp.Compile(re); err != nil {
+			errs = append(errs, fmt.Errorf("--kubernetes-pod-label-allowlist-regex: %w", err))
+		}
+	}
+	if o.ReservedTokenFile != "" && (o.ReservedMaxRequests < 1 || o.ReservedMaxRequestsWait < 0 || o.ReservedMaxRequestsWait >= o.WriteTimeout) {
+		errs = append(errs, errors.New("--web.reserved-max-requests must be at least 1 and --web.reserved-max-requests-wait shorter than --web.write-timeout"))
 	}
 	if o.MaxRequestsWait >= o.WriteTimeout {
 		errs = append(errs, fmt.Errorf("--web.max-requests-wait (%v) must be shorter than --web.write-timeout (%v), which includes it", o.MaxRequestsWait, o.WriteTimeout))

@@ -29,6 +29,12 @@ func TestValidate(t *testing.T) {
 		{"negative max requests", func(o *Options) { o.MaxRequests = -1 }, []string{"--web.max-requests"}},
 		{"no request limit", func(o *Options) { o.MaxRequests = 0 }, nil},
 		{"wait as long as the write timeout", func(o *Options) { o.MaxRequestsWait = o.WriteTimeout }, []string{"--web.max-requests-wait (30s) must be shorter"}},
+		{"schema 4.10", func(o *Options) { o.DCGMSchema = "4.10" }, nil},
+		{"unknown schema", func(o *Options) { o.DCGMSchema = "4.9" }, []string{`--dcgm-schema must be 4.8 or 4.10, got "4.9"`}},
+		{"negative XID window", func(o *Options) { o.XIDCountWindow = -time.Second }, []string{"--xid-count-window"}},
+		{"no XID count", func(o *Options) { o.XIDCountWindow = 0 }, nil},
+		{"bad label allowlist", func(o *Options) { o.PodLabelAllowlist = "team,(" }, []string{"--kubernetes-pod-label-allowlist-regex"}},
+		{"reserved lane without slots", func(o *Options) { o.ReservedTokenFile, o.ReservedMaxRequests = "/t", 0 }, []string{"--web.reserved-max-requests"}},
 		{"every error at once", func(o *Options) {
 			o.Backend, o.CollectInterval, o.PodResourcesTimeout = "x", 0, 0
 		}, []string{"--backend", "--collect-interval", "--pod-resources-timeout"}},

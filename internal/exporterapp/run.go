@@ -7,6 +7,9 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
+	"regexp"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -16,8 +19,10 @@ import (
 
 	"github.com/gpuscale/gpuscale/pkg/buildinfo"
 	"github.com/gpuscale/gpuscale/pkg/cricontainers"
+	"github.com/gpuscale/gpuscale/pkg/dcgm"
 	"github.com/gpuscale/gpuscale/pkg/exporter"
 	"github.com/gpuscale/gpuscale/pkg/exporter/httpapi"
+	"github.com/gpuscale/gpuscale/pkg/exporter/podmeta"
 	"github.com/gpuscale/gpuscale/pkg/gpu"
 	"github.com/gpuscale/gpuscale/pkg/gpu/sim"
 	"github.com/gpuscale/gpuscale/pkg/gpu/sim/simhttp"
@@ -49,9 +54,19 @@ func Run(ctx context.Context, o *Options, log *slog.Logger, ready func(addr net.
 	}
 	defer closeAttribution()
 
+	series, err := newSeriesConfig(ctx, o, reg, log)
+	if err != nil {
+		return err
+	}
+	token, err := readToken(o.ReservedTokenFile)
+	if err != nil {
+		return err
+	}
+
 	src := &lateSource{}
 	api := httpapi.Config{Source: src, Gatherer: reg, Hostname: o.Hostname, Registerer: reg,
-		MaxRequests: o.MaxRequests, MaxRequestsWait: o.MaxRequestsWait}
+		MaxRequests: o.MaxRequests, MaxRequestsWait: o.MaxRequestsWait,
+		ReservedToken: token, ReservedMaxRequests: o.ReservedMaxRequests, ReservedMaxRequestsWait: o.ReservedMaxRequestsWait}
 	var backend gpu.Backend
 	if o.Backend == "sim" {
 		s, err := newSimBackend(o, log)
@@ -82,6 +97,8 @@ func Run(ctx context.Context, o *Options, log *slog.Logger, ready func(addr net.
 	col, err := exporter.NewCollector(exporter.Config{
 		Backend: backend, Pods: pods, Processes: procs, Hostname: o.Hostname, Interval: o.CollectInterval,
 		Logger: log.With("component", "collector"), Registerer: reg,
+		Schema: series.schema, Selection: series.selection, XIDCountWindow: o.XIDCountWindow,
+		PodMeta: series.podMeta, PodUID: o.PodUID, PodLabels: o.PodLabels,
 	})
 	if err != nil {
 		cancel()
@@ -97,6 +114,77 @@ func Run(ctx context.Context, o *Options, log *slog.Logger, ready func(addr net.
 	go func() { defer close(collecting); col.Run(ctx) }()
 	defer func() { cancel(); <-collecting }()
 	return <-served
+}
+
+// seriesConfig is what shapes the GPU series beyond the backend's readings.
+type seriesConfig struct {
+	schema    dcgm.Schema
+	selection *metrics.Selection
+	podMeta   metrics.PodMetadata
+}
+
+// newSeriesConfig reads the schema and the collector file and, when pod
+// labels or UIDs are asked for, starts listing the node's pods.
+func newSeriesConfig(ctx context.Context, o *Options, reg prometheus.Registerer, log *slog.Logger) (seriesConfig, error) {
+	var sc seriesConfig
+	var err error
+	if sc.schema, err = dcgm.ParseSchema(o.DCGMSchema); err != nil {
+		return sc, err
+	}
+	if o.Collectors != "" {
+		f, err := os.Open(o.Collectors)
+		if err != nil {
+			return sc, fmt.Errorf("--collectors: %w", err)
+		}
+		defer f.Close()
+		sel, warnings, err := metrics.ParseCollectors(f)
+		if err != nil {
+			return sc, fmt.Errorf("--collectors %s: %w", o.Collectors, err)
+		}
+		for _, w := range warnings {
+			log.Warn(w)
+		}
+		sc.selection = sel
+	}
+	if o.PodLabels || o.PodUID {
+		node := os.Getenv("NODE_NAME")
+		if node == "" {
+			node = o.Hostname
+		}
+		var allow []*regexp.Regexp
+		for _, re := range splitList(o.PodLabelAllowlist) {
+			allow = append(allow, regexp.MustCompile(re)) // Validate compiled it
+		}
+		l, err := podmeta.New(podmeta.Options{Node: node, Interval: o.PodResourcesInterval * 3,
+			Timeout: o.PodResourcesTimeout, Allow: allow, Logger: log.With("component", "podmeta")})
+		if err != nil {
+			return sc, fmt.Errorf("--kubernetes-enable-pod-labels/--kubernetes-enable-pod-uid: %w", err)
+		}
+		for _, c := range l.Collectors() {
+			if err := reg.Register(c); err != nil {
+				return sc, fmt.Errorf("register pod metadata metrics: %w", err)
+			}
+		}
+		go l.Run(ctx)
+		sc.podMeta = l
+	}
+	return sc, nil
+}
+
+// readToken reads the reserved lane's token; "" when there is no file.
+func readToken(path string) (string, error) {
+	if path == "" {
+		return "", nil
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "", fmt.Errorf("--web.reserved-token-file: %w", err)
+	}
+	tok := strings.TrimSpace(string(b))
+	if len(tok) < 16 {
+		return "", fmt.Errorf("--web.reserved-token-file %s: a token of at least 16 characters is needed, got %d", path, len(tok))
+	}
+	return tok, nil
 }
 
 // startAttribution starts what names the pods holding each device and, on

@@ -3,14 +3,12 @@ package localcluster
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strings"
 )
 
@@ -105,57 +103,6 @@ func RepoRoot() (string, error) {
 		}
 		dir = parent
 	}
-}
-
-// scriptVersion matches the version pins at the top of the build script.
-var scriptVersion = regexp.MustCompile(`(?m)^(k8s|etcd|kwok)_version=(\S+)$`)
-
-// cachedBinDir reports the bin folder when the binaries are available
-// without building anything: from $GPUSCALE_K8S_BIN, or from the build
-// script's cache, whose path it derives from the script's version pins the
-// way the script does. Any doubt reads as "not cached".
-func cachedBinDir() (string, bool) {
-	if dir := os.Getenv(BinDirEnv); dir != "" {
-		return dir, checkBinaries(dir) == nil
-	}
-	root, err := RepoRoot()
-	if err != nil {
-		return "", false
-	}
-	script, err := os.ReadFile(filepath.Join(root, buildScript))
-	if err != nil {
-		return "", false
-	}
-	versions := map[string]string{}
-	for _, m := range scriptVersion.FindAllSubmatch(script, -1) {
-		versions[string(m[1])] = string(m[2])
-	}
-	if len(versions) != 3 {
-		return "", false
-	}
-	cache, err := buildCacheDir()
-	if err != nil {
-		return "", false
-	}
-	dir := filepath.Join(cache, "bin", fmt.Sprintf("k8s-%s-etcd-%s-kwok-%s",
-		versions["k8s"], versions["etcd"], versions["kwok"]))
-	return dir, checkBinaries(dir) == nil
-}
-
-// buildCacheDir mirrors the script's
-// ${GPUSCALE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/gpuscale}.
-func buildCacheDir() (string, error) {
-	if d := os.Getenv("GPUSCALE_CACHE"); d != "" {
-		return d, nil
-	}
-	if d := os.Getenv("XDG_CACHE_HOME"); d != "" {
-		return filepath.Join(d, "gpuscale"), nil
-	}
-	home := os.Getenv("HOME")
-	if home == "" {
-		return "", errors.New("HOME is not set")
-	}
-	return filepath.Join(home, ".cache", "gpuscale"), nil
 }
 
 func fileExists(path string) bool {

@@ -134,19 +134,6 @@ func TestStartNeedsDir(t *testing.T) {
 	}
 }
 
-func TestCachedBinDirFollowsScript(t *testing.T) {
-	cache := t.TempDir()
-	t.Setenv(BinDirEnv, "")
-	t.Setenv("GPUSCALE_CACHE", cache)
-	dir, ok := cachedBinDir()
-	if ok {
-		t.Fatalf("cachedBinDir reports an empty cache as built: %s", dir)
-	}
-	if !strings.HasPrefix(dir, filepath.Join(cache, "bin", "k8s-v")) || !strings.Contains(dir, "-etcd-v") || !strings.Contains(dir, "-kwok-v") {
-		t.Fatalf("cachedBinDir = %q; does it still match %s?", dir, buildScript)
-	}
-}
-
 func TestPodPrefix(t *testing.T) {
 	for _, tc := range []struct {
 		env, want string

@@ -15,8 +15,10 @@ type pod struct {
 	name                        string
 	e                           *inferencesim.Engine
 	created, readyAt, removedAt time.Time
-	prefill                     *histogram.Histogram // cumulative, as vLLM exports it
-	last                        PodView              // the newest scrape
+	// Cumulative histograms, as vLLM exports them.
+	prefill, ttft, prompts, outputs *histogram.Histogram
+	last                            PodView // the newest scrape
+	lastScrape                      time.Time
 }
 
 // addPod creates a replica at at: Ready at once for the initial ones
@@ -28,15 +30,23 @@ func (r *replay) addPod(at time.Time, initial bool) error {
 		return err
 	}
 	startup := r.cfg.StartDelay + r.cfg.ModelLoad
-	p := &pod{name: fmt.Sprintf("llm-%05d", r.created), e: e, created: at, readyAt: at.Add(startup), prefill: newVLLMHistogram()}
+	p := &pod{name: fmt.Sprintf("llm-%05d", r.created), e: e, created: at, readyAt: at.Add(startup),
+		prefill: newHistogram(vllmLatencyBounds), ttft: newHistogram(vllmTTFTBounds),
+		prompts: newHistogram(vllmTokenBounds), outputs: newHistogram(vllmTokenBounds)}
 	if initial {
 		p.created, p.readyAt = at.Add(-startup), at
 	}
 	r.created++
-	// vLLM observes a request's prefill time when the request finishes.
-	e.SetHooks(inferencesim.Hooks{Finished: func(c inferencesim.Completion) {
-		observe(p.prefill, (c.FirstToken - c.Queued).Seconds())
-	}})
+	// vLLM observes a request's TTFT at its first token, and its prefill
+	// time and lengths when it finishes.
+	e.SetHooks(inferencesim.Hooks{
+		FirstToken: func(d time.Duration) { observe(p.ttft, d.Seconds()) },
+		Finished: func(c inferencesim.Completion) {
+			observe(p.prefill, (c.FirstToken - c.Queued).Seconds())
+			observe(p.prompts, float64(c.ContextTokens))
+			observe(p.outputs, float64(c.GeneratedTokens))
+		},
+	})
 	r.pods = append(r.pods, p)
 	return nil
 }
@@ -69,8 +79,16 @@ func (r *replay) remove(now time.Time, n int) {
 var vllmLatencyBounds = []float64{0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0,
 	40.0, 50.0, 60.0, 120.0, 240.0, 480.0, 960.0, 1920.0, 7680.0, math.Inf(1)}
 
-func newVLLMHistogram() *histogram.Histogram {
-	return &histogram.Histogram{Bounds: vllmLatencyBounds, Counts: make([]float64, len(vllmLatencyBounds))}
+// vllmTTFTBounds are vLLM's time-to-first-token buckets.
+var vllmTTFTBounds = []float64{0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5,
+	0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0, 160.0, 640.0, 2560.0, math.Inf(1)}
+
+// vllmTokenBounds are vLLM's 1-2-5 token-count buckets up to a 32k-token
+// max_model_len.
+var vllmTokenBounds = []float64{1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10000, 20000, math.Inf(1)}
+
+func newHistogram(bounds []float64) *histogram.Histogram {
+	return &histogram.Histogram{Bounds: bounds, Counts: make([]float64, len(bounds))}
 }
 
 func observe(h *histogram.Histogram, v float64) {

@@ -18,6 +18,7 @@ package offlinereplay
 import (
 	"errors"
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/gpuscale/gpuscale/internal/autoscalebench"
@@ -38,6 +39,25 @@ type PodView struct {
 	// Prefill is the cumulative histogram of finished requests' prefill
 	// times that a vLLM server exports, in its buckets.
 	Prefill *histogram.Histogram
+	// TTFT is the cumulative histogram of times to first token
+	// (vllm:time_to_first_token_seconds), in vLLM's buckets.
+	TTFT *histogram.Histogram
+	// Completed, PromptTokens and GenerationTokens are vLLM's counters
+	// request_success_total, prompt_tokens_total and
+	// generation_tokens_total since the replica started.
+	Completed, PromptTokens, GenerationTokens float64
+	// PromptLengths and OutputLengths are the finished requests' token
+	// counts (vllm:request_prompt_tokens, vllm:request_generation_tokens),
+	// cumulative, in vLLM's 1-2-5 buckets.
+	PromptLengths, OutputLengths *histogram.Histogram
+	// BusyTime is the time the replica's batch was not empty since it
+	// started; GPUUtilization its share of the time since the previous
+	// scrape, in percent, as the exporter reports the replica's GPU.
+	BusyTime       time.Duration
+	GPUUtilization float64
+	// KVCacheTokens is the replica's KV cache in tokens
+	// (vllm:cache_config_info's num_gpu_blocks x block_size).
+	KVCacheTokens int
 }
 
 // View is what a policy sees at an HPA sync.
@@ -96,14 +116,19 @@ type Result struct {
 	// Ups and Downs count the syncs that changed the Deployment's
 	// replicas; Peak is the most replicas that existed at once.
 	Ups, Downs, Peak int
-	// Unserved counts requests that never got a first token.
-	Unserved int
+	// Unserved counts requests that never got a first token; Rejected
+	// those no replica could hold (larger than its KV cache), which count
+	// in no minute (autoscalebench.RequestOutcome.Rejected).
+	Unserved, Rejected int
 	// Desired and Ready are the replicas after, and Ready at, each sync.
 	Desired, Ready []int
 }
 
 // origin is the replay's virtual time zero.
 var origin = time.Unix(0, 0)
+
+// rejected marks in replay.ttft a request the replica refused.
+const rejected = -2
 
 // tick is the replay's step: arrivals are submitted at their own instants,
 // everything else happens on whole ticks.
@@ -173,7 +198,11 @@ func (r *replay) dispatch(t time.Duration) error {
 		r.rr++
 		i := r.next
 		sim := inferencesim.Request{ContextTokens: req.ContextTokens, GeneratedTokens: req.GeneratedTokens}
-		if err := p.e.SubmitNotify(at, sim, func(d time.Duration) { r.ttft[i] = d }); err != nil {
+		err := p.e.SubmitNotify(at, sim, func(d time.Duration) { r.ttft[i] = d })
+		switch {
+		case errors.Is(err, inferencesim.ErrInvalidRequest):
+			r.ttft[i] = rejected // refused at once, as vLLM answers HTTP 400
+		case err != nil:
 			return fmt.Errorf("offlinereplay: request %d: %w", i, err)
 		}
 	}
@@ -205,7 +234,15 @@ func (r *replay) scrape(now time.Time) {
 			continue
 		}
 		st := p.e.Peek()
-		p.last = PodView{Data: true, Running: st.Running, Waiting: st.Waiting, KVUsage: st.KVCacheUsage, Prefill: p.prefill.Clone()}
+		util := 0.0
+		if since := now.Sub(p.lastScrape); !p.lastScrape.IsZero() && since > 0 {
+			util = 100 * min(1, float64(st.BusyTime-p.last.BusyTime)/float64(since))
+		}
+		p.lastScrape = now
+		p.last = PodView{Data: true, GPUUtilization: util, Running: st.Running, Waiting: st.Waiting, KVUsage: st.KVCacheUsage,
+			Prefill: p.prefill.Clone(), TTFT: p.ttft.Clone(), PromptLengths: p.prompts.Clone(), OutputLengths: p.outputs.Clone(),
+			Completed: float64(st.Completed), PromptTokens: float64(st.PromptTokens), GenerationTokens: float64(st.GenerationTokens),
+			BusyTime: st.BusyTime, KVCacheTokens: r.cfg.Profile.KVCacheTokens}
 	}
 }
 
@@ -272,7 +309,10 @@ func (r *replay) finish(end time.Time) Result {
 		}
 	}
 	for _, d := range r.ttft {
-		if d < 0 {
+		switch {
+		case d == rejected:
+			r.res.Rejected++
+		case d < 0:
 			r.res.Unserved++
 		}
 	}
@@ -286,7 +326,7 @@ func (r *replay) finish(end time.Time) Result {
 func minutes(reqs []trace.Request, ttft []time.Duration, slo time.Duration) ([]bool, []float64) {
 	rec := autoscalebench.PolicyRecording{Requests: make([]autoscalebench.RequestOutcome, len(reqs))}
 	for i, r := range reqs {
-		rec.Requests[i] = autoscalebench.RequestOutcome{Arrival: r.At, TTFT: max(ttft[i], 0), Served: ttft[i] >= 0}
+		rec.Requests[i] = autoscalebench.RequestOutcome{Arrival: r.At, TTFT: max(ttft[i], 0), Served: ttft[i] >= 0, Rejected: ttft[i] == rejected}
 	}
 	p90 := autoscalebench.MinuteP90(rec, (reqs[len(reqs)-1].At/time.Minute+1)*time.Minute)
 	met := make([]bool, len(p90))
@@ -301,4 +341,39 @@ func later(a, b time.Time) time.Time {
 		return a
 	}
 	return b
+}
+
+// MinuteNeed is, for each trace minute, the fewest always-ready replicas
+// (up to limit) that meet the SLO in it when they serve the whole trace
+// from the start: what the clairvoyant reference asks for. A minute no
+// such count meets needs limit.
+func MinuteNeed(reqs []trace.Request, prof inferencesim.Profile, slo time.Duration, limit int) ([]int, error) {
+	if len(reqs) == 0 {
+		return nil, errors.New("offlinereplay: no requests")
+	}
+	need := make([]int, int(reqs[len(reqs)-1].At/time.Minute)+1)
+	for n := 1; n <= limit; n++ {
+		res, err := Run(Config{Requests: reqs, Profile: prof, SLO: slo, Initial: n,
+			Scrape: 5 * time.Second, Sync: 15 * time.Second, Grace: 30 * time.Second})
+		if err != nil {
+			return nil, err
+		}
+		done := true
+		for m := range need {
+			// A minute without arrivals (its p90 NaN) needs nothing.
+			if need[m] == 0 && (m >= len(res.MetMinute) || res.MetMinute[m] || math.IsNaN(res.P90[m])) {
+				need[m] = n
+			}
+			done = done && need[m] != 0
+		}
+		if done {
+			break
+		}
+	}
+	for m := range need {
+		if need[m] == 0 {
+			need[m] = limit
+		}
+	}
+	return need, nil
 }

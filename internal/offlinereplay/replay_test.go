@@ -115,3 +115,24 @@ func TestPolicyScalesAndBills(t *testing.T) {
 type fixed int
 
 func (f fixed) Recommend(View) (int, bool) { return int(f), true }
+
+// TestRejectedCountedApart: a request no replica can hold is rejected as
+// vLLM rejects it, counted apart from the unserved, and the replay goes on.
+func TestRejectedCountedApart(t *testing.T) {
+	p := inferencesim.L4Profile()
+	var reqs []trace.Request
+	for i := range 120 {
+		r := trace.Request{At: time.Duration(i) * time.Second, ContextTokens: 500, GeneratedTokens: 50}
+		if i%10 == 0 {
+			r.ContextTokens = 2 * p.KVCacheTokens
+		}
+		reqs = append(reqs, r)
+	}
+	res, err := Run(Config{Requests: reqs, Profile: p, SLO: time.Second, Initial: 2, Scrape: 5 * time.Second, Sync: 15 * time.Second, Grace: 30 * time.Second})
+	if err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	if res.Rejected != 12 || res.Unserved != 0 || res.MinutesMet != 2 {
+		t.Errorf("rejected %d, unserved %d, minutes met %d; want 12, 0 and both minutes", res.Rejected, res.Unserved, res.MinutesMet)
+	}
+}

@@ -1,65 +1,111 @@
 // Package dcgm names, once, the series and labels of NVIDIA's dcgm-exporter
-// that gpuscale serves and reads: the exporter renders them, the adapter's
-// ingest and its PromQL defaults read them. It holds names and help strings
-// only, no code, so that readers of the series do not link the exporter.
+// that gpuscale serves and reads, in both of dcgm-exporter's naming schemas:
+// the exporter renders them, the adapter's ingest and its PromQL defaults
+// read them. It holds names, units and help strings only, no code beyond
+// unit arithmetic, so that readers of the series do not link the exporter.
+//
+// dcgm-exporter renamed its series twice (release notes): 4.8.3 renamed the
+// Hostname label to hostname; 4.9.0 renamed the default and profiling
+// fields that DCGM 4.7 deprecates (eleven of them to other units) and the
+// driver-version label; 4.10.0 renamed the PCIe and NVLink profiling rates.
+// Schema48 is the naming of 4.8 and earlier, Schema410 that of 4.10.
 package dcgm
+
+import (
+	"fmt"
+	"strings"
+)
+
+// Schema is one of dcgm-exporter's naming schemas.
+type Schema uint8
+
+const (
+	// Schema48 is dcgm-exporter's naming up to 4.8: DCGM_FI_DEV_GPU_UTIL in
+	// percent, DCGM_FI_DEV_FB_USED in MiB, the DCGM_FI_DRIVER_VERSION
+	// label. Its node label is Hostname (4.8.2 and earlier) or hostname
+	// (4.8.3 and 4.8.4); gpuscale serves both.
+	Schema48 Schema = iota + 1
+	// Schema410 is dcgm-exporter 4.10's naming: DCGM 4.7's field names and
+	// units (DCGM_FI_DEV_GPU_UTIL_RATIO from 0 to 1, DCGM_FI_DEV_FB_USED_BYTES),
+	// the hostname and DCGM_FI_SYSTEM_DRIVER_VERSION labels.
+	Schema410
+)
+
+// Schemas lists the schemas, oldest first.
+var Schemas = []Schema{Schema48, Schema410}
+
+// String returns "4.8" or "4.10", the exporter flag's values.
+func (s Schema) String() string {
+	switch s {
+	case Schema48:
+		return "4.8"
+	case Schema410:
+		return "4.10"
+	}
+	return "unknown"
+}
+
+// ParseSchema parses a Schema's String.
+func ParseSchema(s string) (Schema, error) {
+	for _, sc := range Schemas {
+		if s == sc.String() {
+			return sc, nil
+		}
+	}
+	return 0, fmt.Errorf("dcgm: unknown naming schema %q: want 4.8 or 4.10", s)
+}
 
 // dcgm-exporter's label names.
 const (
-	LabelGPU           = "gpu"
-	LabelUUID          = "UUID"
-	LabelDevice        = "device"
-	LabelModelName     = "modelName"
+	LabelGPU       = "gpu"
+	LabelUUID      = "UUID"
+	LabelDevice    = "device"
+	LabelModelName = "modelName"
+	// LabelHostname is the node label of dcgm-exporter 4.8.2 and earlier,
+	// LabelHostnameLower that of 4.8.3 and later.
 	LabelHostname      = "Hostname"
+	LabelHostnameLower = "hostname"
 	LabelPCIBusID      = "pci_bus_id"
-	LabelDriverVersion = "DCGM_FI_DRIVER_VERSION"
-	LabelGPUIProfile   = "GPU_I_PROFILE"
-	LabelGPUIID        = "GPU_I_ID"
-	LabelNamespace     = "namespace"
-	LabelPod           = "pod"
-	LabelContainer     = "container"
+	// LabelDriverVersion is the driver-version label of 4.8 and earlier,
+	// LabelSystemDriverVersion that of 4.9 and later.
+	LabelDriverVersion       = "DCGM_FI_DRIVER_VERSION"
+	LabelSystemDriverVersion = "DCGM_FI_SYSTEM_DRIVER_VERSION"
+	LabelGPUIProfile         = "GPU_I_PROFILE"
+	LabelGPUIID              = "GPU_I_ID"
+	LabelNamespace           = "namespace"
+	LabelPod                 = "pod"
+	LabelContainer           = "container"
+	// LabelPodUID is added by --kubernetes-enable-pod-uid.
+	LabelPodUID = "pod_uid"
+	// LabelXID and LabelWindowSize are DCGM_EXP_XID_ERRORS_COUNT's.
+	LabelXID        = "xid"
+	LabelWindowSize = "window_size_in_ms"
 )
 
-// dcgm-exporter's field names, in the units dcgm-exporter serves them.
-const (
-	GPUUtil                   = "DCGM_FI_DEV_GPU_UTIL"
-	MemCopyUtil               = "DCGM_FI_DEV_MEM_COPY_UTIL"
-	EncUtil                   = "DCGM_FI_DEV_ENC_UTIL"
-	DecUtil                   = "DCGM_FI_DEV_DEC_UTIL"
-	FBUsed                    = "DCGM_FI_DEV_FB_USED"
-	FBFree                    = "DCGM_FI_DEV_FB_FREE"
-	FBReserved                = "DCGM_FI_DEV_FB_RESERVED"
-	FBTotal                   = "DCGM_FI_DEV_FB_TOTAL"
-	GPUTemp                   = "DCGM_FI_DEV_GPU_TEMP"
-	MemoryTemp                = "DCGM_FI_DEV_MEMORY_TEMP"
-	PowerUsage                = "DCGM_FI_DEV_POWER_USAGE"
-	PowerMgmtLimit            = "DCGM_FI_DEV_POWER_MGMT_LIMIT"
-	TotalEnergyConsumption    = "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION"
-	SMClock                   = "DCGM_FI_DEV_SM_CLOCK"
-	MemClock                  = "DCGM_FI_DEV_MEM_CLOCK"
-	XIDErrors                 = "DCGM_FI_DEV_XID_ERRORS"
-	PCIeTxThroughput          = "DCGM_FI_DEV_PCIE_TX_THROUGHPUT"
-	PCIeRxThroughput          = "DCGM_FI_DEV_PCIE_RX_THROUGHPUT"
-	PCIeReplayCounter         = "DCGM_FI_DEV_PCIE_REPLAY_COUNTER"
-	NVLinkBandwidthTotal      = "DCGM_FI_DEV_NVLINK_BANDWIDTH_TOTAL"
-	CorrectableRemappedRows   = "DCGM_FI_DEV_CORRECTABLE_REMAPPED_ROWS"
-	UncorrectableRemappedRows = "DCGM_FI_DEV_UNCORRECTABLE_REMAPPED_ROWS"
-	RowRemapPending           = "DCGM_FI_DEV_ROW_REMAP_PENDING"
-	RowRemapFailure           = "DCGM_FI_DEV_ROW_REMAP_FAILURE"
-	VGPULicenseStatus         = "DCGM_FI_DEV_VGPU_LICENSE_STATUS"
+// HostnameLabels are the labels that may name a series' node, in the order
+// readers look for them.
+var HostnameLabels = []string{LabelHostname, LabelHostnameLower}
 
-	// The profiling fields (DCP in DCGM, GPM in NVML): activity ratios
-	// from 0 to 1 and byte rates.
-	ProfGREngineActive = "DCGM_FI_PROF_GR_ENGINE_ACTIVE"
-	ProfSMActive       = "DCGM_FI_PROF_SM_ACTIVE"
-	ProfSMOccupancy    = "DCGM_FI_PROF_SM_OCCUPANCY"
-	ProfTensorActive   = "DCGM_FI_PROF_PIPE_TENSOR_ACTIVE"
-	ProfDRAMActive     = "DCGM_FI_PROF_DRAM_ACTIVE"
-	ProfPCIeTxBytes    = "DCGM_FI_PROF_PCIE_TX_BYTES"
-	ProfPCIeRxBytes    = "DCGM_FI_PROF_PCIE_RX_BYTES"
-	ProfNVLinkTxBytes  = "DCGM_FI_PROF_NVLINK_TX_BYTES"
-	ProfNVLinkRxBytes  = "DCGM_FI_PROF_NVLINK_RX_BYTES"
-)
+// HostnameLabels returns the node labels the schema carries.
+func (s Schema) HostnameLabels() []string {
+	if s == Schema410 {
+		return []string{LabelHostnameLower}
+	}
+	return HostnameLabels
+}
+
+// DriverVersionLabel returns the schema's driver-version label.
+func (s Schema) DriverVersionLabel() string {
+	if s == Schema410 {
+		return LabelSystemDriverVersion
+	}
+	return LabelDriverVersion
+}
+
+// XIDErrorsCount is dcgm-exporter's count of the XID errors of each code
+// within its window (--xid-count-window-size), one series per code seen,
+// or one without the xid label at 0. Same name in both schemas.
+const XIDErrorsCount = "DCGM_EXP_XID_ERRORS_COUNT"
 
 // GPUShared is gpuscale's marker of a device whose GPU_UTIL and FB_USED
 // series are per-pod shares that add up to the device's value, rather than
@@ -74,58 +120,135 @@ const (
 	Counter
 )
 
-// Metric is one field's name, type and help string.
-type Metric struct {
-	Name string
-	Type Type
-	Help string
-}
-
-// Metrics lists every field above with its help string. The help strings
-// of dcgm-exporter's default fields say what dcgm-exporter's say.
-var Metrics = []Metric{
-	{GPUUtil, Gauge, "GPU utilization (in %)."},
-	{MemCopyUtil, Gauge, "Memory utilization (in %)."},
-	{EncUtil, Gauge, "Encoder utilization (in %)."},
-	{DecUtil, Gauge, "Decoder utilization (in %)."},
-	{FBUsed, Gauge, "Framebuffer memory used (in MiB)."},
-	{FBFree, Gauge, "Framebuffer memory free (in MiB)."},
-	{FBReserved, Gauge, "Framebuffer memory reserved by the driver (in MiB)."},
-	{FBTotal, Gauge, "Total framebuffer memory (in MiB)."},
-	{GPUTemp, Gauge, "GPU temperature (in C)."},
-	{MemoryTemp, Gauge, "Memory temperature (in C)."},
-	{PowerUsage, Gauge, "Power draw (in W)."},
-	{PowerMgmtLimit, Gauge, "Enforced power limit (in W)."},
-	{TotalEnergyConsumption, Counter, "Total energy consumption since boot (in mJ)."},
-	{SMClock, Gauge, "SM clock frequency (in MHz)."},
-	{MemClock, Gauge, "Memory clock frequency (in MHz)."},
-	{XIDErrors, Gauge, "Value of the last XID error encountered."},
-	{PCIeTxThroughput, Counter, "PCIe TX throughput over the driver's last 20 ms sample (in KB/s), as dcgm-exporter serves it through NVML."},
-	{PCIeRxThroughput, Counter, "PCIe RX throughput over the driver's last 20 ms sample (in KB/s), as dcgm-exporter serves it through NVML."},
-	{PCIeReplayCounter, Counter, "Total number of PCIe retries."},
-	{NVLinkBandwidthTotal, Counter, "NVLink data transferred over every link since driver load, TX plus RX (in bytes)."},
-	{CorrectableRemappedRows, Counter, "Number of remapped rows for correctable errors."},
-	{UncorrectableRemappedRows, Counter, "Number of remapped rows for uncorrectable errors."},
-	{RowRemapPending, Gauge, "Whether rows are pending remapping (1) until the GPU is reset."},
-	{RowRemapFailure, Gauge, "Whether remapping of rows has failed (1)."},
-	{VGPULicenseStatus, Gauge, "vGPU license status: 1 licensed, 0 not licensed."},
-	{ProfGREngineActive, Gauge, "Ratio of time the graphics engine is active (0 to 1)."},
-	{ProfSMActive, Gauge, "Ratio of cycles an SM has at least one warp assigned (0 to 1)."},
-	{ProfSMOccupancy, Gauge, "Ratio of warps resident on an SM to the most it can hold (0 to 1)."},
-	{ProfTensorActive, Gauge, "Ratio of cycles the tensor pipes are active (0 to 1)."},
-	{ProfDRAMActive, Gauge, "Ratio of cycles the device memory interface is active (0 to 1)."},
-	{ProfPCIeTxBytes, Gauge, "PCIe bytes transmitted per second, headers included."},
-	{ProfPCIeRxBytes, Gauge, "PCIe bytes received per second, headers included."},
-	{ProfNVLinkTxBytes, Gauge, "NVLink bytes transmitted per second over every link."},
-	{ProfNVLinkRxBytes, Gauge, "NVLink bytes received per second over every link."},
-}
-
-// Lookup returns the named field's Metric.
-func Lookup(name string) (Metric, bool) {
-	for _, m := range Metrics {
-		if m.Name == name {
-			return m, true
-		}
+// String returns "gauge" or "counter".
+func (t Type) String() string {
+	if t == Counter {
+		return "counter"
 	}
-	return Metric{}, false
+	return "gauge"
+}
+
+// Unit is the unit a series' values are in.
+type Unit uint8
+
+const (
+	None Unit = iota
+	Percent
+	Ratio
+	MiB
+	Bytes
+	MHz
+	Hz
+	Millijoules
+	Joules
+	Watts
+	Celsius
+	Nanoseconds
+	KBPerSecond
+	MBPerSecond
+	BytesPerSecond
+)
+
+var unitNames = [...]string{None: "", Percent: "%", Ratio: "ratio", MiB: "MiB", Bytes: "B", MHz: "MHz", Hz: "Hz",
+	Millijoules: "mJ", Joules: "J", Watts: "W", Celsius: "C", Nanoseconds: "ns", KBPerSecond: "KB/s",
+	MBPerSecond: "MB/s", BytesPerSecond: "B/s"}
+
+// String returns the unit as help strings write it ("MiB", "%").
+func (u Unit) String() string { return unitNames[u] }
+
+// base gives each unit's factor to a base unit of its dimension, and the
+// dimension: a value times the factor is in the base unit.
+var base = [...]struct {
+	dim    string
+	factor float64
+}{
+	None: {"", 1}, Percent: {"fraction", 0.01}, Ratio: {"fraction", 1},
+	MiB: {"bytes", 1 << 20}, Bytes: {"bytes", 1},
+	MHz: {"frequency", 1e6}, Hz: {"frequency", 1},
+	Millijoules: {"energy", 1e-3}, Joules: {"energy", 1},
+	Watts: {"power", 1}, Celsius: {"temperature", 1}, Nanoseconds: {"time", 1e-9},
+	KBPerSecond: {"rate", 1e3}, MBPerSecond: {"rate", 1e6}, BytesPerSecond: {"rate", 1},
+}
+
+// Scale returns the factor that converts a value in from to one in to, or
+// false when they measure different things.
+func Scale(from, to Unit) (float64, bool) {
+	f, t := base[from], base[to]
+	if f.dim != t.dim {
+		return 0, false
+	}
+	if from == to {
+		return 1, true
+	}
+	return f.factor / t.factor, true
+}
+
+// Field is one quantity dcgm-exporter serves, as each schema names it.
+type Field struct {
+	// Name48 and Name410 are its names in the 4.8 and 4.10 schemas; ""
+	// where the schema has no such series. Name49 is its name in 4.9
+	// where that differs from 4.10's.
+	Name48, Name49, Name410 string
+	Unit48, Unit410         Unit
+	Type                    Type
+	// Help describes the field; a "%s" in it is replaced by the unit.
+	Help string
+	// Default48 and Default410 say whether dcgm-exporter's shipped default
+	// collector (etc/default-counters.csv) selects it in 4.8 and 4.10.
+	Default48, Default410 bool
+}
+
+// Name returns the field's name in s.
+func (f *Field) Name(s Schema) string {
+	if s == Schema410 {
+		return f.Name410
+	}
+	return f.Name48
+}
+
+// Unit returns the unit of the field's values in s.
+func (f *Field) Unit(s Schema) Unit {
+	if s == Schema410 {
+		return f.Unit410
+	}
+	return f.Unit48
+}
+
+// HelpText returns the field's help string in s.
+func (f *Field) HelpText(s Schema) string {
+	if !strings.Contains(f.Help, "%s") {
+		return f.Help
+	}
+	if f.Unit(s) == Ratio {
+		return strings.Replace(f.Help, "(in %s)", "(ratio, 0 to 1)", 1)
+	}
+	return fmt.Sprintf(f.Help, f.Unit(s))
+}
+
+// Alias is one name under which readers accept a field, and the factor
+// that converts its values to the field's 4.8 unit.
+type Alias struct {
+	Name string
+	// ToUnit48 multiplies a value of this name into Unit48.
+	ToUnit48 float64
+}
+
+// Aliases returns every name of the field, the 4.8 one first.
+func (f *Field) Aliases() []Alias {
+	var out []Alias
+	if f.Name48 != "" {
+		out = append(out, Alias{f.Name48, 1})
+	}
+	if f.Name410 != "" && f.Name410 != f.Name48 {
+		k, ok := Scale(f.Unit410, f.Unit48)
+		if !ok {
+			panic("dcgm: " + f.Name410 + " cannot be converted to " + f.Name48)
+		}
+		out = append(out, Alias{f.Name410, k})
+	}
+	if f.Name49 != "" && f.Name49 != f.Name48 {
+		k, _ := Scale(f.Unit410, f.Unit48)
+		out = append(out, Alias{f.Name49, k})
+	}
+	return out
 }

@@ -16,16 +16,15 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"net"
-	"net/url"
 	"slices"
-	"strconv"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/gpuscale/gpuscale/pkg/discovery/scrapeurl"
 )
 
 // Annotations an inference pod uses to ask to be scraped. The
@@ -190,7 +189,7 @@ func (cfg Config) exporter(p *corev1.Pod) error {
 }
 
 func exporterTarget(p *corev1.Pod, cfg Config) (Target, error) {
-	u, err := endpoint(defaultString(cfg.ExporterScheme, "http"), p.Status.PodIP, cfg.ExporterPort, defaultString(cfg.ExporterPath, "/metrics"))
+	u, err := scrapeurl.URL(defaultString(cfg.ExporterScheme, "http"), p.Status.PodIP, cfg.ExporterPort, defaultString(cfg.ExporterPath, "/metrics"))
 	if err != nil {
 		return Target{}, err
 	}
@@ -214,22 +213,18 @@ func inferenceTarget(p *corev1.Pod, cfg Config, promNS func(string) (bool, error
 	if p.Spec.HostNetwork && !cfg.ScrapeHostNetwork {
 		return Target{}, false, errors.New("on the host network, whose ports are the node's: not scraped (--scrape-host-network allows it)")
 	}
-	port, err := targetPort(p, a[portKey])
-	if err != nil {
-		return Target{}, false, fmt.Errorf("%s: %w", portKey, err)
+	var ports []int32
+	for _, c := range p.Spec.Containers {
+		for _, cp := range c.Ports {
+			ports = append(ports, cp.ContainerPort)
+		}
 	}
-	scheme := defaultString(a[schemeKey], "http")
-	if scheme != "http" && scheme != "https" {
-		return Target{}, false, fmt.Errorf("%s: %q is neither http nor https", schemeKey, scheme)
+	u, err := scrapeurl.Build(a[portKey], a[pathKey], a[schemeKey], p.Status.PodIP, ports)
+	var fe *scrapeurl.FieldError
+	if errors.As(err, &fe) {
+		key := map[scrapeurl.Field]string{scrapeurl.FieldPort: portKey, scrapeurl.FieldPath: pathKey, scrapeurl.FieldScheme: schemeKey}[fe.Field]
+		return Target{}, false, fmt.Errorf("%s: %w", key, fe.Err)
 	}
-	path := defaultString(a[pathKey], "/metrics")
-	if path[0] != '/' {
-		path = "/" + path
-	}
-	if err := CheckPath(path); err != nil {
-		return Target{}, false, fmt.Errorf("%s: %w", pathKey, err)
-	}
-	u, err := endpoint(scheme, p.Status.PodIP, port, path)
 	if err != nil {
 		return Target{}, false, err
 	}
@@ -267,88 +262,9 @@ func (cfg Config) prometheusNamespaces() func(ns string) (bool, error) {
 	}
 }
 
-// maxPathLen bounds an annotated path: each target keeps its URL for as
-// long as the pod lives, and no metrics path is longer.
-const maxPathLen = 256
-
-// CheckPath accepts an absolute URL path of letters, digits, "-._~/",
-// the sub-delimiters "!$&'()*+,;=", ":" and %-escapes: it is appended to
-// scheme://ip:port, so anything that would end the path ("?", "#"), begin
-// an authority ("//", "@", "\"), or break the request line (spaces,
-// control characters) is refused rather than escaped.
-func CheckPath(path string) error {
-	switch {
-	case path == "" || path[0] != '/':
-		return fmt.Errorf("path %q does not start with /", path)
-	case len(path) > maxPathLen:
-		return fmt.Errorf("path is %d bytes, more than %d", len(path), maxPathLen)
-	case len(path) > 1 && path[1] == '/':
-		return fmt.Errorf("path %q starts with //", path)
-	}
-	for i := 0; i < len(path); i++ {
-		c := path[i]
-		switch {
-		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
-		case c == '%':
-			if i+2 >= len(path) || !isHex(path[i+1]) || !isHex(path[i+2]) {
-				return fmt.Errorf("path %q has a %% that is no escape", path)
-			}
-			i += 2
-		case isPathPunct(c):
-		default:
-			return fmt.Errorf("path %q contains %q", path, c)
-		}
-	}
-	return nil
-}
-
-func isPathPunct(c byte) bool {
-	switch c {
-	case '-', '.', '_', '~', '/', '!', '$', '&', '\'', '(', ')', '*', '+', ',', ';', '=', ':':
-		return true
-	}
-	return false
-}
-
-func isHex(c byte) bool {
-	return '0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F'
-}
-
-// targetPort is the annotated port, else the first declared container port.
-func targetPort(p *corev1.Pod, annotated string) (int, error) {
-	if annotated != "" {
-		port, err := strconv.Atoi(annotated)
-		if err != nil || port < 1 || port > 65535 {
-			return 0, fmt.Errorf("%q is not a port number", annotated)
-		}
-		return port, nil
-	}
-	for _, c := range p.Spec.Containers {
-		for _, cp := range c.Ports {
-			if cp.ContainerPort > 0 && cp.ContainerPort <= 65535 {
-				return int(cp.ContainerPort), nil
-			}
-		}
-	}
-	return 0, fmt.Errorf("no port annotation and no container port declared")
-}
-
-// endpoint builds the URL and checks that it says what it was built from:
-// the pod's IP and port as host, no user, the path whole.
-func endpoint(scheme, ip string, port int, path string) (string, error) {
-	if net.ParseIP(ip) == nil {
-		return "", fmt.Errorf("pod IP %q is not an IP address", ip)
-	}
-	s := scheme + "://" + net.JoinHostPort(ip, strconv.Itoa(port)) + path
-	u, err := url.Parse(s)
-	if err != nil {
-		return "", fmt.Errorf("endpoint %q: %w", s, err)
-	}
-	if u.Hostname() != ip || u.Port() != strconv.Itoa(port) || u.User != nil || u.RawQuery != "" || u.Fragment != "" || u.Path == "" {
-		return "", fmt.Errorf("endpoint %q does not parse back to the pod's own address", s)
-	}
-	return s, nil
-}
+// CheckPath accepts an absolute URL path that cannot make a scrape URL
+// point elsewhere (scrapeurl.CheckPath).
+func CheckPath(path string) error { return scrapeurl.CheckPath(path) }
 
 // capNamespaces keeps at most limit inference targets of each namespace,
 // those first by pod name, and says which namespaces lost some. Exporters

@@ -4,9 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"net/url"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -16,6 +14,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/utils/ptr"
+
+	"github.com/gpuscale/gpuscale/pkg/discovery/scrapeurl"
 )
 
 func pod(name string, lbl, ann map[string]string, mutate ...func(*corev1.Pod)) *corev1.Pod {
@@ -299,7 +299,7 @@ func TestPathSmuggling(t *testing.T) {
 		{"/%zz", ""},
 		{"/%4", ""},
 		{"/\u00e9", ""},
-		{"/" + strings.Repeat("a", maxPathLen), ""},
+		{"/" + strings.Repeat("a", scrapeurl.MaxPathLen), ""},
 	}
 	for _, tc := range cases {
 		t.Run(tc.path, func(t *testing.T) {
@@ -355,51 +355,4 @@ func TestNamespaceCap(t *testing.T) {
 	if got, problems := Targets(pods, cfg); len(got) != len(pods) || len(problems) != 0 {
 		t.Fatalf("no cap: %d targets, problems %v; want %d", len(got), problems, len(pods))
 	}
-}
-
-// FuzzTargets: whatever a tenant writes in annotations and ports, and
-// whatever the pod IP, discovery does not panic, and every URL it builds
-// is http(s) to the pod's own IP and a valid port, with no user, query or
-// fragment.
-func FuzzTargets(f *testing.F) {
-	f.Add("true", "8000", "/metrics", "http", "10.0.0.7", int32(8080), false)
-	f.Add("true", "", "@evil/", "https", "fd00::7", int32(0), false)
-	f.Add("true", "+80", "//evil/", "http", "10.0.0.7", int32(70000), true)
-	f.Add("true", "0080", "?x#y", "http", "::ffff:10.0.0.7", int32(-1), false)
-	f.Add("true", "65536", "a\r\nb c", "HTTP", "1.2.3.4:5", int32(1), false)
-	f.Fuzz(func(t *testing.T, scrape, port, path, scheme, ip string, containerPort int32, prom bool) {
-		ann := map[string]string{AnnotationScrape: scrape, AnnotationPort: port, AnnotationPath: path, AnnotationScheme: scheme}
-		if prom {
-			ann = map[string]string{PrometheusScrape: scrape, PrometheusPort: port, PrometheusPath: path, PrometheusScheme: scheme}
-		}
-		p := pod("fuzz", nil, ann, func(p *corev1.Pod) {
-			p.Status.PodIP = ip
-			p.Spec.Containers[0].Ports[0].ContainerPort = containerPort
-		})
-		exp := pod("exp", exporterLabels, ann, ownedByExporter, func(p *corev1.Pod) { p.Status.PodIP = ip })
-		cfg := testConfig()
-		cfg.PrometheusAnnotations = prom
-		targets, _ := Targets([]*corev1.Pod{p, exp}, cfg)
-		for _, tg := range targets {
-			u, err := url.Parse(tg.URL)
-			if err != nil {
-				t.Fatalf("%q does not parse: %v", tg.URL, err)
-			}
-			if u.Scheme != "http" && u.Scheme != "https" {
-				t.Fatalf("%q: scheme %q", tg.URL, u.Scheme)
-			}
-			if u.Hostname() != ip {
-				t.Fatalf("%q: host %q, want the pod IP %q", tg.URL, u.Hostname(), ip)
-			}
-			if n, err := strconv.Atoi(u.Port()); err != nil || n < 1 || n > 65535 {
-				t.Fatalf("%q: port %q", tg.URL, u.Port())
-			}
-			if u.User != nil || u.RawQuery != "" || u.Fragment != "" || u.Opaque != "" || !strings.HasPrefix(u.Path, "/") || strings.HasPrefix(u.Path, "//") {
-				t.Fatalf("%q: user %v, query %q, fragment %q, opaque %q, path %q", tg.URL, u.User, u.RawQuery, u.Fragment, u.Opaque, u.Path)
-			}
-			if strings.ContainsAny(tg.URL, " \t\r\n\x00\\@") {
-				t.Fatalf("%q: contains a character the request line or an authority could be split on", tg.URL)
-			}
-		}
-	})
 }

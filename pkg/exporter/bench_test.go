@@ -1,10 +1,12 @@
 package exporter_test
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"runtime"
 	"slices"
 	"testing"
 	"time"
@@ -12,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/gpuscale/gpuscale/internal/cpumeter"
+	"github.com/gpuscale/gpuscale/pkg/dcgm"
 	"github.com/gpuscale/gpuscale/pkg/exporter"
 	"github.com/gpuscale/gpuscale/pkg/exporter/httpapi"
 	"github.com/gpuscale/gpuscale/pkg/gpu/sim"
@@ -28,6 +31,11 @@ func (p podsFor) PodsByDevice() map[string][]metrics.PodRef { return p }
 // instance, when migs is set) held by a pod, and the registry the exporter
 // builds around it, without the Go and process collectors.
 func benchCollector(b *testing.B, gpus int, migs []string) (*exporter.Collector, *prometheus.Registry) {
+	return benchCollectorSchema(b, gpus, migs, dcgm.Schema48)
+}
+
+// benchCollectorSchema is benchCollector serving schema.
+func benchCollectorSchema(b *testing.B, gpus int, migs []string, schema dcgm.Schema) (*exporter.Collector, *prometheus.Registry) {
 	b.Helper()
 	backend, err := sim.New(sim.Options{GPUs: gpus, MIGProfiles: migs, Identity: "bench-node"})
 	if err != nil {
@@ -47,6 +55,7 @@ func benchCollector(b *testing.B, gpus int, migs []string) (*exporter.Collector,
 	reg := prometheus.NewRegistry()
 	c, err := exporter.NewCollector(exporter.Config{
 		Backend: backend, Pods: pods, Hostname: "bench-node", Interval: time.Second, Registerer: reg,
+		Schema: schema,
 	})
 	if err != nil {
 		b.Fatal(err)
@@ -87,11 +96,49 @@ func benchHandler(b *testing.B, h http.Handler, acceptEncoding string) {
 	b.ReportMetric(float64(size), "resp-B")
 }
 
-// cpuMeter reports the process CPU time (user + system, GC included) per
-// operation. On a shared machine wall time per op inflates with other
-// load; CPU time is what a scrape costs the node.
-// BenchmarkScrape8GPUs is a scrape of a packed 8-GPU node.
+// BenchmarkScrape8GPUs is a scrape of a packed 8-GPU node. Scrapes of one
+// snapshot share its render, so this is what a scrape costs once the
+// snapshot is rendered (a second Prometheus, the adapter); the first
+// scrape of each snapshot is BenchmarkRender8GPUs.
 func BenchmarkScrape8GPUs(b *testing.B) { benchScrape(b, 8, nil, "") }
+
+// BenchmarkRender8GPUs is the first scrape of each snapshot, rendering it:
+// each iteration publishes a new snapshot (the collection is outside the
+// timed CPU) and scrapes it, in both schemas and formats.
+func BenchmarkRender8GPUs(b *testing.B) {
+	for _, schema := range dcgm.Schemas {
+		for _, enc := range []string{"", "gzip"} {
+			b.Run(fmt.Sprintf("schema=%s/encoding=%s", schema, cmp.Or(enc, "identity")), func(b *testing.B) {
+				c, reg := benchCollectorSchema(b, 8, nil, schema)
+				h := httpapi.New(httpapi.Config{Source: c, Gatherer: reg, Hostname: "bench-node"})
+				req := httptest.NewRequest(http.MethodGet, "/metrics", nil)
+				if enc != "" {
+					req.Header.Set("Accept-Encoding", enc)
+				}
+				ctx := context.Background()
+				var size int
+				b.ReportAllocs()
+				cpu := cpumeter.Start(b)
+				for b.Loop() {
+					cpu.Pause(b)
+					if err := c.CollectOnce(ctx); err != nil {
+						b.Fatal(err)
+					}
+					runtime.GC() // the collection's garbage is the collection's cost
+					cpu.Resume(b)
+					rec := httptest.NewRecorder()
+					h.ServeHTTP(rec, req)
+					if rec.Code != http.StatusOK {
+						b.Fatalf("status %d: %s", rec.Code, rec.Body)
+					}
+					size = rec.Body.Len()
+				}
+				cpu.Report(b)
+				b.ReportMetric(float64(size), "resp-B")
+			})
+		}
+	}
+}
 
 // BenchmarkScrape8GPUsGzip is the same scrape as Prometheus asks for it.
 func BenchmarkScrape8GPUsGzip(b *testing.B) { benchScrape(b, 8, nil, "gzip") }
@@ -108,21 +155,25 @@ func BenchmarkScrape8GPUsx7MIG(b *testing.B) {
 func BenchmarkScrapeHandler8GPUsGzip(b *testing.B) {
 	c, reg := benchCollector(b, 8, nil)
 	h := httpapi.New(httpapi.Config{Source: c, Gatherer: reg, Hostname: "bench-node",
-		MaxRequests: 16, MaxRequestsWait: time.Second})
+		MaxRequests: 256, MaxRequestsWait: time.Second})
 	benchHandler(b, h, "gzip")
 }
 
 // BenchmarkCollectOnce8GPUs is the background collection: read the sim
 // backend, attribute pods, build the metrics.
 func BenchmarkCollectOnce8GPUs(b *testing.B) {
-	c, _ := benchCollector(b, 8, nil)
-	ctx := context.Background()
-	b.ReportAllocs()
-	cpu := cpumeter.Start(b)
-	for b.Loop() {
-		if err := c.CollectOnce(ctx); err != nil {
-			b.Fatal(err)
-		}
+	for _, schema := range dcgm.Schemas {
+		b.Run("schema="+schema.String(), func(b *testing.B) {
+			c, _ := benchCollectorSchema(b, 8, nil, schema)
+			ctx := context.Background()
+			b.ReportAllocs()
+			cpu := cpumeter.Start(b)
+			for b.Loop() {
+				if err := c.CollectOnce(ctx); err != nil {
+					b.Fatal(err)
+				}
+			}
+			cpu.Report(b)
+		})
 	}
-	cpu.Report(b)
 }

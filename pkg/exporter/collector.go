@@ -13,7 +13,10 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+	"google.golang.org/protobuf/proto"
 
+	"github.com/gpuscale/gpuscale/pkg/dcgm"
 	"github.com/gpuscale/gpuscale/pkg/gpu"
 	"github.com/gpuscale/gpuscale/pkg/metrics"
 )
@@ -38,7 +41,11 @@ type Snapshot struct {
 	Backend gpu.Kind
 	Driver  string
 	Devices []metrics.DeviceState
-	metrics []prometheus.Metric
+	// Schema is the naming schema of the series.
+	Schema dcgm.Schema
+	// metrics are the GPU series' families, sorted by name, never changed
+	// once published.
+	metrics []*dto.MetricFamily
 	// text and openMetrics are metrics, encoded (Exposition).
 	text, openMetrics []byte
 	families          map[string]bool
@@ -53,7 +60,19 @@ type Config struct {
 	Processes ProcessPods
 	Hostname  string
 	Interval  time.Duration
-	Logger    *slog.Logger
+	// Schema is the dcgm-exporter naming schema served; 4.8 when zero.
+	Schema dcgm.Schema
+	// Selection is the fields served, as a collector file selects them;
+	// every field when nil.
+	Selection *metrics.Selection
+	// XIDCountWindow is DCGM_EXP_XID_ERRORS_COUNT's window; zero serves
+	// no such series.
+	XIDCountWindow time.Duration
+	// PodMeta, with PodUID or PodLabels, adds each holder pod's UID or
+	// labels to its series.
+	PodMeta           metrics.PodMetadata
+	PodUID, PodLabels bool
+	Logger            *slog.Logger
 	// Registerer receives the collector's own metrics (duration, errors,
 	// last success). Nil skips them.
 	Registerer prometheus.Registerer
@@ -72,6 +91,8 @@ type Collector struct {
 	collecting  sync.Mutex
 	self        *selfMetrics
 	attribution *prometheus.CounterVec
+	fieldErrors *prometheus.CounterVec
+	xids        xidWindows
 	now         func() time.Time
 }
 
@@ -87,15 +108,22 @@ func NewCollector(cfg Config) (*Collector, error) {
 		cfg.Logger = slog.Default()
 	}
 	c := &Collector{
-		cfg:     cfg,
-		log:     cfg.Logger,
-		builder: metrics.NewGPUBuilder(cfg.Hostname, cfg.Backend.DriverVersion(), cfg.Backend.Kind().Simulated()),
-		self:    newSelfMetrics(cfg.Backend.Kind(), cfg.Backend.DriverVersion()),
-		now:     time.Now,
+		cfg: cfg,
+		log: cfg.Logger,
+		builder: metrics.NewGPUBuilder(metrics.Options{Schema: cfg.Schema, Hostname: cfg.Hostname,
+			DriverVersion: cfg.Backend.DriverVersion(), Simulated: cfg.Backend.Kind().Simulated(),
+			Selection: cfg.Selection, XIDCountWindow: cfg.XIDCountWindow, PodUID: cfg.PodUID, PodLabels: cfg.PodLabels}),
+		xids: newXIDWindows(cfg.XIDCountWindow),
+		self: newSelfMetrics(cfg.Backend.Kind(), cfg.Backend.DriverVersion()),
+		now:  time.Now,
 		attribution: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "gpuscale_exporter_process_attribution_failures_total",
 			Help: "Processes on a shared GPU, counted once per collection, whose share is served with empty pod labels, by reason: no_cgroup (unreadable /proc/<pid>/cgroup, often an exited process), not_in_pod, unknown_container (the runtime does not know it), pod_mismatch (the runtime's pod UID differs from the cgroup's) or not_assigned (its pod does not hold the GPU per the kubelet).",
 		}, []string{"reason"}),
+		fieldErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "gpuscale_exporter_field_errors_total",
+			Help: "Fields a collection could not read, by field (the exporter's JSON API name) and code (for NVML, the return code, e.g. ERROR_UNKNOWN). The field is absent from that collection; the device's other fields are served. ERROR_NOT_SUPPORTED on a field the GPU lacks is counted at most once per device.",
+		}, []string{"field", "code"}),
 	}
 	for _, r := range attributionReasons {
 		c.attribution.WithLabelValues(r)
@@ -104,8 +132,10 @@ func NewCollector(cfg Config) (*Collector, error) {
 		if err := c.self.register(cfg.Registerer, cfg.Backend); err != nil {
 			return nil, fmt.Errorf("exporter: register own metrics: %w", err)
 		}
-		if err := cfg.Registerer.Register(c.attribution); err != nil {
-			return nil, fmt.Errorf("exporter: register own metrics: %w", err)
+		for _, col := range []prometheus.Collector{c.attribution, c.fieldErrors} {
+			if err := cfg.Registerer.Register(col); err != nil {
+				return nil, fmt.Errorf("exporter: register own metrics: %w", err)
+			}
 		}
 	}
 	return c, nil
@@ -154,6 +184,7 @@ func (c *Collector) CollectOnce(ctx context.Context) (err error) {
 		Backend: c.cfg.Backend.Kind(),
 		Driver:  c.cfg.Backend.DriverVersion(),
 		Devices: make([]metrics.DeviceState, len(readings)),
+		Schema:  c.builder.Schema(),
 	}
 	unhealthy := 0
 	for i, r := range readings {
@@ -164,8 +195,12 @@ func (c *Collector) CollectOnce(ctx context.Context) (err error) {
 		if !r.Healthy() {
 			unhealthy++
 		}
+		for _, fe := range r.FieldErrors {
+			c.fieldErrors.WithLabelValues(fe.Field.String(), fe.Code).Inc()
+		}
 	}
-	s.metrics = c.builder.Build(s.Devices)
+	c.xids.observe(start, s.Devices)
+	s.metrics = c.builder.Build(s.Devices, c.cfg.PodMeta)
 	if s.text, s.openMetrics, s.families, err = encodeExposition(s.metrics); err != nil {
 		return err
 	}
@@ -188,19 +223,18 @@ func (c *Collector) Healthy() (bool, time.Duration) {
 	return age <= 3*c.cfg.Interval, age
 }
 
-// Describe implements prometheus.Collector. The GPU series vary with the
-// hardware, so the collector is unchecked.
-func (c *Collector) Describe(chan<- *prometheus.Desc) {}
-
-// Collect implements prometheus.Collector: it replays the snapshot's
-// prebuilt metrics, so a scrape costs no device or kubelet calls. The
-// exporter's /metrics serves Snapshot.Exposition instead, cheaper still.
-func (c *Collector) Collect(ch chan<- prometheus.Metric) {
+// Gather implements prometheus.Gatherer over the newest snapshot's GPU
+// series, for callers that merge them with a registry's. It copies them:
+// prometheus.Gatherers sorts what it is given in place. The exporter's
+// /metrics serves Snapshot.Exposition instead, without copying.
+func (c *Collector) Gather() ([]*dto.MetricFamily, error) {
 	s := c.snap.Load()
 	if s == nil {
-		return
+		return nil, nil
 	}
-	for _, m := range s.metrics {
-		ch <- m
+	out := make([]*dto.MetricFamily, len(s.metrics))
+	for i, mf := range s.metrics {
+		out[i] = proto.Clone(mf).(*dto.MetricFamily)
 	}
+	return out, nil
 }

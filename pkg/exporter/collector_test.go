@@ -9,6 +9,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/gpuscale/gpuscale/pkg/dcgm"
 	"github.com/gpuscale/gpuscale/pkg/gpu"
 	"github.com/gpuscale/gpuscale/pkg/metrics"
 )
@@ -101,7 +102,7 @@ func TestGPUFailingMidRun(t *testing.T) {
 	if up["0"][0].GetGauge().GetValue() != 1 || up["1"][0].GetGauge().GetValue() != 0 {
 		t.Errorf("gpuscale_gpu_up = %v, want gpu 0 up and gpu 1 down", up)
 	}
-	for _, f := range metrics.DCGMFields {
+	for _, f := range metrics.DCGMFields(dcgm.Schema48) {
 		if s := series(t, reg, f.Name, "gpu"); len(s["1"]) != 0 {
 			t.Errorf("%s has series for the failed GPU", f.Name)
 		}

@@ -4,33 +4,15 @@ import (
 	"bytes"
 	"fmt"
 
-	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 )
-
-// replay is a prometheus.Collector serving prebuilt metrics.
-type replay []prometheus.Metric
-
-func (replay) Describe(chan<- *prometheus.Desc) {}
-func (r replay) Collect(ch chan<- prometheus.Metric) {
-	for _, m := range r {
-		ch <- m
-	}
-}
 
 // encodeExposition renders a collection's metrics once, in the background,
 // in the Prometheus text format and in OpenMetrics (without its "# EOF",
 // which ends the whole response). A scrape then copies bytes instead of
 // converting, sorting and escaping hundreds of series each time.
-func encodeExposition(ms []prometheus.Metric) (text, openMetrics []byte, names map[string]bool, err error) {
-	reg := prometheus.NewRegistry()
-	if err := reg.Register(replay(ms)); err != nil {
-		return nil, nil, nil, err
-	}
-	mfs, err := reg.Gather()
-	if err != nil {
-		return nil, nil, nil, fmt.Errorf("exporter: gather GPU metrics: %w", err)
-	}
+func encodeExposition(mfs []*dto.MetricFamily) (text, openMetrics []byte, names map[string]bool, err error) {
 	var tb, ob bytes.Buffer
 	names = make(map[string]bool, len(mfs))
 	for _, mf := range mfs {

@@ -74,17 +74,16 @@ const interval = time.Second
 
 // newTestCollector wires a collector on a fake clock to a pedantic registry
 // holding it and its own metrics.
-func newTestCollector(t *testing.T, b gpu.Backend, pods PodSource) (*Collector, *clocktesting.FakeClock, *prometheus.Registry) {
+func newTestCollector(t *testing.T, b gpu.Backend, pods PodSource) (*Collector, *clocktesting.FakeClock, prometheus.Gatherer) {
 	t.Helper()
 	reg := prometheus.NewPedanticRegistry()
 	c, err := NewCollector(Config{Backend: b, Pods: pods, Hostname: "node-a", Interval: interval, Registerer: reg})
 	if err != nil {
 		t.Fatalf("NewCollector: %v", err)
 	}
-	reg.MustRegister(c)
 	clk := clocktesting.NewFakeClock(time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC))
 	c.now = clk.Now
-	return c, clk, reg
+	return c, clk, prometheus.Gatherers{reg, c}
 }
 
 // series returns the samples of one family, keyed by a label's value.

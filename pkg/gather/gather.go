@@ -45,6 +45,10 @@ type Config struct {
 	RetainFor  time.Duration
 	Logger     *slog.Logger
 	Registerer prometheus.Registerer
+	// ExporterToken, when set, is sent to the exporters alone, as a
+	// bearer token: their reserved lane, which a flood of other clients
+	// cannot fill (the exporter's --web.reserved-token-file).
+	ExporterToken string
 }
 
 // Gatherer is the scrape loop.
@@ -157,6 +161,9 @@ func (g *Gatherer) Cycle(ctx context.Context) {
 		tt := byKey[t.Key()]
 		st[i] = scrape.Target{Key: t.Key(), URL: t.URL, Families: readFamilies[t.Kind],
 			Health: tt.lane(), Timeout: g.patience(tt)}
+		if t.Kind == discovery.KindExporter && g.cfg.ExporterToken != "" {
+			st[i].Authorization = "Bearer " + g.cfg.ExporterToken
+		}
 	}
 	g.order(st, byKey)
 	g.cfg.Scraper.Cycle(ctx, st, func(r scrape.Result) {

@@ -94,7 +94,6 @@ func TestCycleEndToEnd(t *testing.T) {
 		t.Fatal(err)
 	}
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(col)
 	_, exporterPort := serve(t, httpapi.New(httpapi.Config{Source: col, Gatherer: reg}))
 
 	_, garbagePort := serve(t, http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {

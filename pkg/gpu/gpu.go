@@ -12,7 +12,8 @@ import (
 // per field so that "not supported" is never confused with zero.
 type Field uint8
 
-// The fields every backend may report. Units are those dcgm-exporter uses.
+// The fields every backend may report. Units are those of dcgm-exporter's
+// 4.8 names (pkg/dcgm converts them for the 4.10 names).
 const (
 	FieldGPUUtil                 Field = iota // percent, 0-100
 	FieldMemCopyUtil                          // percent, 0-100
@@ -33,7 +34,7 @@ const (
 	FieldPCIeTxThroughput                     // KB/s over the driver's last 20 ms
 	FieldPCIeRxThroughput                     // KB/s over the driver's last 20 ms
 	FieldPCIeReplay                           // PCIe replays since driver load (counter)
-	FieldNVLinkBandwidth                      // bytes, TX plus RX over every link since driver load (counter)
+	FieldNVLinkBandwidth                      // bytes/s, TX plus RX over every link, between two collections
 	FieldRemappedRowsCorrectable              // rows remapped for correctable errors (counter)
 	FieldRemappedRowsUncorrectable
 	FieldRowRemapPending // 1 when a remap waits for a GPU reset
@@ -50,18 +51,51 @@ const (
 	FieldPCIeRxBytes // bytes/s
 	FieldNVLinkTxBytes
 	FieldNVLinkRxBytes
+	// The fields people alert on, beyond dcgm-exporter's defaults.
+	FieldPowerMgmtLimit   // watts, the configured power management limit
+	FieldECCSBEVolatile   // corrected (single-bit) ECC errors since driver load
+	FieldECCDBEVolatile   // uncorrected (double-bit) ECC errors since driver load
+	FieldECCSBEAggregate  // corrected ECC errors over the GPU's life
+	FieldECCDBEAggregate  // uncorrected ECC errors over the GPU's life
+	FieldRetiredPagesSBE  // pages retired for repeated single-bit errors
+	FieldRetiredPagesDBE  // pages retired for double-bit errors
+	FieldRetiredPending   // 1 when a page waits for retirement at the next reset
+	FieldPowerViolation   // nanoseconds throttled by the power limit (counter)
+	FieldThermalViolation // nanoseconds throttled for temperature
+	FieldSyncBoostViolation
+	FieldBoardLimitViolation
+	FieldLowUtilViolation
+	FieldReliabilityViolation
+	FieldNVLinkCRCFlitErrors // over every link, since driver load
+	FieldNVLinkCRCDataErrors
+	FieldNVLinkReplayErrors
+	FieldNVLinkRecoveryErrors
+	FieldFabricHealthSummary // NVML_GPU_FABRIC_HEALTH_SUMMARY_*: 0 not supported, 1 healthy, 2 unhealthy, 3 limited capacity
+	FieldFabricHealthMask    // NVML_GPU_FABRIC_HEALTH_MASK_* bits
+	FieldFP64Active          // ratio, 0-1 (GPM)
+	FieldFP32Active
+	FieldFP16Active
 	NumFields
 )
+
+// A Reading keeps one presence bit per field in a uint64.
+var _ [64 - NumFields]struct{}
 
 var fieldNames = [NumFields]string{
 	"gpu_util", "mem_copy_util", "fb_used_mib", "fb_free_mib", "fb_reserved_mib",
 	"fb_total_mib", "gpu_temp_c", "memory_temp_c", "power_usage_w", "power_limit_w",
 	"energy_mj", "sm_clock_mhz", "mem_clock_mhz", "last_xid",
 	"enc_util", "dec_util", "pcie_tx_kbps", "pcie_rx_kbps", "pcie_replays",
-	"nvlink_bandwidth_bps", "remapped_rows_correctable", "remapped_rows_uncorrectable",
+	"nvlink_bandwidth_bytes_per_s", "remapped_rows_correctable", "remapped_rows_uncorrectable",
 	"row_remap_pending", "row_remap_failure", "vgpu_licensed",
 	"gr_engine_active", "sm_active", "sm_occupancy", "tensor_active", "dram_active",
 	"pcie_tx_bytes_per_s", "pcie_rx_bytes_per_s", "nvlink_tx_bytes_per_s", "nvlink_rx_bytes_per_s",
+	"power_mgmt_limit_w", "ecc_sbe_volatile", "ecc_dbe_volatile", "ecc_sbe_aggregate", "ecc_dbe_aggregate",
+	"retired_pages_sbe", "retired_pages_dbe", "retired_pages_pending",
+	"power_violation_ns", "thermal_violation_ns", "sync_boost_violation_ns", "board_limit_violation_ns",
+	"low_util_violation_ns", "reliability_violation_ns",
+	"nvlink_crc_flit_errors", "nvlink_crc_data_errors", "nvlink_replay_errors", "nvlink_recovery_errors",
+	"fabric_health_summary", "fabric_health_mask", "fp64_active", "fp32_active", "fp16_active",
 }
 
 // String returns the field's name as used in the exporter's JSON API.
@@ -70,6 +104,16 @@ func (f Field) String() string {
 		return fieldNames[f]
 	}
 	return "unknown"
+}
+
+// ParseField returns the field String names.
+func ParseField(name string) (Field, bool) {
+	for f := range NumFields {
+		if fieldNames[f] == name {
+			return f, true
+		}
+	}
+	return 0, false
 }
 
 // MIG describes a MIG instance. A Device with a nil MIG is a whole GPU.
@@ -125,11 +169,16 @@ func ValidXID(code uint64) bool { return code >= MinXID && code <= MaxXID }
 // Reading is one collection of one device.
 type Reading struct {
 	Device Device
-	// Err is set when the device could not be read this time; the device is
-	// then reported unhealthy and none of its fields are exported.
-	Err     error
-	values  [NumFields]float64
-	present uint64
+	// Err is set when the device could not be read this time (it is lost,
+	// or cannot even be named); the device is then reported unhealthy and
+	// none of its fields are exported. A single field that fails is not
+	// the device's failure: it is left absent and listed in FieldErrors.
+	Err error
+	// FieldErrors are the fields that could not be read this time, each
+	// with why; they are absent from the reading.
+	FieldErrors []FieldError
+	values      [NumFields]float64
+	present     uint64
 	// XIDCounts counts XID errors by code since the backend started. Its
 	// codes are ValidXID and at most MaxXIDCodes.
 	XIDCounts map[uint64]uint64
@@ -137,6 +186,14 @@ type Reading struct {
 	// of it since the previous collection; nil when the backend does not
 	// read them.
 	Processes []Process
+}
+
+// FieldError is one field a backend failed to read.
+type FieldError struct {
+	Field Field
+	// Code names the failure, for NVML its return code
+	// ("ERROR_UNKNOWN"); a small closed set, used as a label value.
+	Code string
 }
 
 // Process is one process using a device. Its utilization is the mean of

@@ -50,8 +50,11 @@ const (
 
 const hasMemory = hasUsed | hasFree | hasReserved
 
-// fields the GPU signals are computed from, which bit each sets, and the
-// range of one device's reading, in the field's unit.
+// fields the GPU signals are computed from, by their 4.8 name, which bit
+// each sets, and the range of one device's reading, in the field's 4.8
+// unit. Each is read under its 4.8 or its 4.10 name (dcgm.Field.Aliases),
+// converted to the 4.8 unit, so that a signal is the same whichever
+// schema the exporter speaks.
 var gpuFields = []struct {
 	name  string
 	bit   uint8
@@ -66,6 +69,31 @@ var gpuFields = []struct {
 	{dcgm.ProfTensorActive, hasTensor, checkRatio(store.GPUTensorActive)},
 }
 
+// aliases are each gpuFields entry's names, the 4.8 one first.
+var aliases = func() [][]dcgm.Alias {
+	out := make([][]dcgm.Alias, len(gpuFields))
+	for i, f := range gpuFields {
+		field, _, ok := dcgm.Lookup(f.name)
+		if !ok {
+			panic("ingest: " + f.name + " is not in package dcgm")
+		}
+		out[i] = field.Aliases()
+	}
+	return out
+}()
+
+// family returns the family a scrape holds field i under, and the factor
+// to its 4.8 unit: the first of its names the scrape has. An exporter
+// speaks one schema; should a scrape hold both, the 4.8 one is read.
+func family(families map[string]*dto.MetricFamily, i int) (*dto.MetricFamily, string, float64) {
+	for _, a := range aliases[i] {
+		if mf := families[a.Name]; mf != nil {
+			return mf, a.Name, a.ToUnit48
+		}
+	}
+	return nil, "", 0
+}
+
 // checkRatio checks a DCGM profiling ratio (0 to 1) against sig, a percent.
 func checkRatio(sig store.Signal) func(float64) error {
 	return func(v float64) error { return sig.DeviceRange().Check(v * 100) }
@@ -77,31 +105,36 @@ func checkMiB(v float64) error {
 	return store.GPUMemoryUsedBytes.DeviceRange().Check(v * mib)
 }
 
-// GPUFamilies returns the families GPU reads; a scraper may skip the rest.
+// GPUFamilies returns the families GPU reads, in both schemas; a scraper
+// may skip the rest.
 func GPUFamilies() []string {
-	names := make([]string, len(gpuFields), len(gpuFields)+1)
-	for i, f := range gpuFields {
-		names[i] = f.name
+	var names []string
+	for _, as := range aliases {
+		for _, a := range as {
+			names = append(names, a.Name)
+		}
 	}
 	return append(names, dcgm.GPUShared)
 }
 
 // GPU computes, from one exporter scrape, the GPU signals of every pod the
 // exporter attributes devices to, and of the node as a whole. It reads
-// dcgm-exporter's names and labels, so it works on NVIDIA's exporter too.
+// dcgm-exporter's names and labels in both its schemas (4.8 and earlier,
+// 4.10), converting units, so it works on NVIDIA's exporter of any
+// version and on gpuscale's in either mode, with the same result.
 // It fails with ErrNoGPUSeries when the scrape has none of its fields, and
 // with ErrDuplicateSeries when one holds a series twice. Rejected lists the
 // readings and sums not stored.
 func GPU(families map[string]*dto.MetricFamily) (pods map[store.Key]store.Sample, node store.Sample, rejected []Rejection, err error) {
 	devs := map[string]*device{}
 	seen := newSeriesSet()
-	for _, f := range gpuFields {
-		mf := families[f.name]
+	for i, f := range gpuFields {
+		mf, name, toUnit := family(families, i)
 		if mf == nil {
 			continue
 		}
 		for _, m := range mf.GetMetric() {
-			if err := seen.add(f.name, m); err != nil {
+			if err := seen.add(name, m); err != nil {
 				return nil, store.Sample{}, nil, err
 			}
 			lbl := labelMap(m)
@@ -119,12 +152,13 @@ func GPU(families map[string]*dto.MetricFamily) (pods map[store.Key]store.Sample
 				d.pods[podKey] = struct{}{}
 			}
 			v, err := value(mf, m)
+			v *= toUnit
 			if err == nil {
 				err = f.check(v)
 			}
 			if err != nil {
 				d.bad |= f.bit
-				rejected = append(rejected, rejection(inference.Describe(f.name, m), err))
+				rejected = append(rejected, rejection(inference.Describe(name, m), err))
 				continue
 			}
 			d.set(f.bit, v)

@@ -8,27 +8,18 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 
+	"github.com/gpuscale/gpuscale/pkg/dcgm"
 	"github.com/gpuscale/gpuscale/pkg/gpu"
 	"github.com/gpuscale/gpuscale/pkg/metrics"
 )
 
 var update = flag.Bool("update", false, "rewrite testdata/*.golden from the current output")
-
-// replay is a prometheus.Collector serving prebuilt metrics, as the
-// exporter's collector does.
-type replay []prometheus.Metric
-
-func (replay) Describe(chan<- *prometheus.Desc) {}
-func (r replay) Collect(ch chan<- prometheus.Metric) {
-	for _, m := range r {
-		ch <- m
-	}
-}
 
 func device(index int, mig *gpu.MIG) gpu.Device {
 	return gpu.Device{
@@ -53,6 +44,13 @@ func wholeGPU(index int, util float64, usedMiB float64) gpu.Reading {
 		gpu.FieldVGPULicensed: 1, gpu.FieldGREngineActive: util / 100, gpu.FieldSMActive: util / 110,
 		gpu.FieldSMOccupancy: util / 200, gpu.FieldTensorActive: util / 150, gpu.FieldDRAMActive: util / 120,
 		gpu.FieldPCIeTxBytes: 1.5e9, gpu.FieldPCIeRxBytes: 2.5e9, gpu.FieldNVLinkTxBytes: 4e9, gpu.FieldNVLinkRxBytes: 4.5e9,
+		gpu.FieldPowerMgmtLimit: 650, gpu.FieldECCSBEVolatile: 3, gpu.FieldECCDBEVolatile: 0, gpu.FieldECCSBEAggregate: 12,
+		gpu.FieldECCDBEAggregate: 1, gpu.FieldRetiredPagesSBE: 2, gpu.FieldRetiredPagesDBE: 1, gpu.FieldRetiredPending: 0,
+		gpu.FieldPowerViolation: 1.5e9, gpu.FieldThermalViolation: 2e8, gpu.FieldSyncBoostViolation: 0,
+		gpu.FieldBoardLimitViolation: 0, gpu.FieldLowUtilViolation: 7e10, gpu.FieldReliabilityViolation: 0,
+		gpu.FieldNVLinkCRCFlitErrors: 4, gpu.FieldNVLinkCRCDataErrors: 1, gpu.FieldNVLinkReplayErrors: 9,
+		gpu.FieldNVLinkRecoveryErrors: 0, gpu.FieldFabricHealthSummary: 1, gpu.FieldFabricHealthMask: 0,
+		gpu.FieldFP64Active: util / 400, gpu.FieldFP32Active: util / 300, gpu.FieldFP16Active: util / 250,
 	} {
 		r.Set(f, v)
 	}
@@ -84,22 +82,35 @@ func fixture() []metrics.DeviceState {
 			Pods: []metrics.PodRef{{Namespace: "llm", Pod: "vllm-0", Container: "vllm"}}},
 		{Reading: migInstance(0, 2, "1g.10gb", 5000, 9830),
 			Pods: []metrics.PodRef{{Namespace: "batch", Pod: "embed-7f9c", Container: "worker"}}},
-		{Reading: timeSliced, Pods: []metrics.PodRef{
+		{Reading: timeSliced, XIDWindow: map[uint64]uint64{79: 1}, Pods: []metrics.PodRef{
 			{Namespace: "team-a", Pod: "notebook-a", Container: "jupyter"},
 			{Namespace: "team-b", Pod: "notebook-b", Container: "jupyter"},
 		}},
-		{Reading: wholeGPU(2, 0, 0)},
+		{Reading: wholeGPU(2, 0, 0), XIDWindow: map[uint64]uint64{}},
 		{Reading: lost, Pods: []metrics.PodRef{{Namespace: "llm", Pod: "orphan", Container: "c"}}},
 	}
 }
 
-func gather(t *testing.T, b *metrics.GPUBuilder, states []metrics.DeviceState) []*dto.MetricFamily {
+// pods is a PodMetadata over a fixed set of pods.
+type pods map[string]metrics.PodMeta
+
+func (p pods) PodMeta(namespace, pod string) (metrics.PodMeta, bool) {
+	m, ok := p[namespace+"/"+pod]
+	return m, ok
+}
+
+// parseText parses a text exposition as Prometheus would.
+func parseText(b []byte) (map[string]*dto.MetricFamily, error) {
+	p := expfmt.NewTextParser(model.UTF8Validation)
+	return p.TextToMetricFamilies(bytes.NewReader(b))
+}
+
+// build renders the fixture with b, and checks that its text form parses.
+func build(t *testing.T, b *metrics.GPUBuilder, states []metrics.DeviceState) []*dto.MetricFamily {
 	t.Helper()
-	reg := prometheus.NewPedanticRegistry()
-	reg.MustRegister(replay(b.Build(states)))
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatalf("Gather: %v", err)
+	mfs := b.Build(states, nil)
+	if _, err := parseText(encode(t, mfs, expfmt.NewFormat(expfmt.TypeTextPlain))); err != nil {
+		t.Fatalf("the text exposition does not parse: %v", err)
 	}
 	return mfs
 }
@@ -122,21 +133,26 @@ func encode(t *testing.T, mfs []*dto.MetricFamily, format expfmt.Format) []byte 
 }
 
 func TestGolden(t *testing.T) {
+	text, om := expfmt.NewFormat(expfmt.TypeTextPlain), expfmt.NewFormat(expfmt.TypeOpenMetrics)
 	tests := []struct {
 		golden    string
+		schema    dcgm.Schema
 		simulated bool
 		format    expfmt.Format
 	}{
-		{"node.golden", false, expfmt.NewFormat(expfmt.TypeTextPlain)},
-		{"node-sim.golden", true, expfmt.NewFormat(expfmt.TypeTextPlain)},
+		{"node.golden", dcgm.Schema48, false, text},
+		{"node-4.10.golden", dcgm.Schema410, false, text},
+		{"node-sim.golden", dcgm.Schema48, true, text},
 		// OpenMetrics types a counter without _total as unknown but keeps
 		// its name, so DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION survives.
-		{"node.openmetrics.golden", false, expfmt.NewFormat(expfmt.TypeOpenMetrics)},
+		{"node.openmetrics.golden", dcgm.Schema48, false, om},
+		{"node-4.10.openmetrics.golden", dcgm.Schema410, false, om},
 	}
 	for _, tc := range tests {
 		t.Run(tc.golden, func(t *testing.T) {
-			b := metrics.NewGPUBuilder("node-a", "550.54.15", tc.simulated)
-			got := encode(t, gather(t, b, fixture()), tc.format)
+			b := metrics.NewGPUBuilder(metrics.Options{Schema: tc.schema, Hostname: "node-a", DriverVersion: "550.54.15",
+				Simulated: tc.simulated, XIDCountWindow: 5 * time.Minute})
+			got := encode(t, build(t, b, fixture()), tc.format)
 			path := filepath.Join("testdata", tc.golden)
 			if *update {
 				if err := os.WriteFile(path, got, 0o644); err != nil {

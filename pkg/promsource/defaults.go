@@ -1,6 +1,8 @@
 package promsource
 
 import (
+	"math"
+	"strconv"
 	"strings"
 
 	"github.com/gpuscale/gpuscale/pkg/dcgm"
@@ -12,9 +14,15 @@ import (
 // inference pod (from kubernetes_sd relabelling), and for the GPU exporter
 // the exporter's own namespace and pod labels of the pod using each GPU
 // (scrape it with honor_labels: true, as dcgm-exporter's docs say) and
-// Hostname of the node. Where a pod speaks several dialects, "or on
-// (namespace, pod)" keeps the first, in the embedded source's detection
-// order.
+// Hostname or hostname of the node. Where a pod speaks several dialects,
+// "or on (namespace, pod)" keeps the first, in the embedded source's
+// detection order.
+//
+// The GPU series are read in both of dcgm-exporter's naming schemas, as the
+// embedded source reads them (pkg/dcgm): each field under its 4.8 name, or
+// its 4.10 name times the factor to the 4.8 unit; the node under Hostname
+// (4.8.2 and earlier, and gpuscale's 4.8 mode) or hostname (4.8.3 on),
+// copied to Hostname, the label node results are keyed by.
 
 // podSel is a selector of metric restricted to the asked pods; modelLabel,
 // when set, is where the metric selector on model_name applies.
@@ -49,11 +57,50 @@ const (
 	tritonTTFT = "nv_inference_first_response_histogram_ms_bucket"
 )
 
+// converted returns sel(name) in the 4.8 unit of the field whose 4.8 name
+// is name48: the 4.8 series, or the 4.10 one scaled.
+func converted(name48 string, sel func(name string) string) string {
+	f, _, ok := dcgm.Lookup(name48)
+	if !ok {
+		panic("promsource: " + name48 + " is not in package dcgm")
+	}
+	out := make([]string, 0, 2)
+	for _, a := range f.Aliases() {
+		switch inv := 1 / a.ToUnit48; {
+		case a.ToUnit48 == 1:
+			out = append(out, sel(a.Name))
+		case a.ToUnit48 < 1 && inv == math.Trunc(inv):
+			out = append(out, sel(a.Name)+" / "+strconv.FormatFloat(inv, 'f', -1, 64))
+		default:
+			out = append(out, strconv.FormatFloat(a.ToUnit48, 'f', -1, 64)+" * "+sel(a.Name))
+		}
+	}
+	return "(" + strings.Join(out, " or ") + ")"
+}
+
+// podGPU is a GPU field of the asked pods, in its 4.8 unit.
+func podGPU(name48 string) string {
+	return converted(name48, func(n string) string { return podSel(n, "") })
+}
+
+// nodeGPU is a GPU field of the whole GPUs of the asked nodes, in its 4.8
+// unit, with the node in Hostname whichever label the exporter used.
+func nodeGPU(name48 string) string {
+	sel := func(name string) string {
+		const old = `, GPU_I_ID=""}`
+		byHostname := name + `{Hostname=~"{{.NodeRegex}}"` + old
+		byLower := `label_replace(` + name + `{Hostname="", hostname=~"{{.NodeRegex}}"` + old +
+			`, "Hostname", "$1", "hostname", "(.*)")`
+		return "(" + byHostname + " or " + byLower + ")"
+	}
+	return converted(name48, sel)
+}
+
 // nodeUtil is each whole GPU's utilization: on a GPU whose series are the
 // pods' shares (gpuscale_gpu_shared), their sum, else the value every pod's
 // series repeats.
 func nodeUtil() string {
-	sel := gpuUtil + `{Hostname=~"{{.NodeRegex}}", GPU_I_ID=""}`
+	sel := nodeGPU(gpuUtil)
 	return `max by (Hostname, UUID) (` + sel + ` unless on (UUID) ` + shared + `) or ` +
 		`sum by (Hostname, UUID) (` + sel + ` and on (UUID) ` + shared + `)`
 }
@@ -103,11 +150,11 @@ var ttftMetrics = []string{provider.TTFTP50, provider.TTFTP90, provider.TTFTP99}
 
 // DefaultQueries returns the compiled-in templates.
 func DefaultQueries() QueryFile {
-	pod := func(m string) string { return podSel(m, "") }
+	pod := podGPU
 	nodeSel := func(m string) string {
 		// GPU_I_ID="": whole GPUs only, MIG instances are not counted
 		// twice; max by UUID: a GPU shared by pods is one GPU.
-		return `max by (Hostname, UUID) (` + m + `{Hostname=~"{{.NodeRegex}}", GPU_I_ID=""})`
+		return `max by (Hostname, UUID) (` + nodeGPU(m) + `)`
 	}
 	f := QueryFile{
 		Pods: map[string]string{

@@ -12,19 +12,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
-	"net/http"
-	"net/url"
 	"strconv"
 	"time"
 
-	"github.com/prometheus/client_golang/api"
-	v1 "github.com/prometheus/client_golang/api/prometheus/v1"
 	"github.com/prometheus/common/config"
 	"github.com/prometheus/common/model"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
 
+	"github.com/gpuscale/gpuscale/pkg/promsource/promapi"
 	"github.com/gpuscale/gpuscale/pkg/provider"
 )
 
@@ -33,10 +29,8 @@ import (
 // better split than sent to a proxy with a small body limit.
 const DefaultMaxQueryBytes = 16 << 10
 
-// DefaultMaxResponseBytes bounds one query's answer. A vector naming
-// 10,000 pods is about 2 MB; a server that sends far more is broken or
-// hostile, and must not take the adapter's memory with it.
-const DefaultMaxResponseBytes = 32 << 20
+// DefaultMaxResponseBytes bounds one query's answer (promapi).
+const DefaultMaxResponseBytes = promapi.DefaultMaxResponseBytes
 
 // Config wires a Source.
 type Config struct {
@@ -65,10 +59,8 @@ type Config struct {
 
 // Source implements provider.Values over the Prometheus HTTP API.
 type Source struct {
-	api v1.API
+	api *promapi.Client
 	cfg Config
-	// where names the server in errors, without credentials.
-	where string
 }
 
 var _ provider.Values = (*Source)(nil)
@@ -76,24 +68,10 @@ var _ provider.Values = (*Source)(nil)
 // New returns a Source. It does not contact the server: Prometheus being
 // down is an error of each request, never of the adapter's start.
 func New(cfg Config) (*Source, error) {
-	u, err := url.Parse(cfg.URL)
-	if err != nil || u.Scheme == "" || u.Host == "" {
-		return nil, fmt.Errorf("prometheus url %q: want scheme://host[:port][/path]", cfg.URL)
-	}
-	if err := cfg.HTTP.Validate(); err != nil {
-		return nil, fmt.Errorf("prometheus http client: %w", err)
-	}
-	hc, err := config.NewClientFromConfig(cfg.HTTP, "gpuscale-adapter")
+	c, err := promapi.New(promapi.Config{URL: cfg.URL, HTTP: cfg.HTTP, Timeout: cfg.Timeout,
+		MaxStaleness: cfg.MaxStaleness, MaxResponseBytes: cfg.MaxResponseBytes})
 	if err != nil {
-		return nil, fmt.Errorf("prometheus http client: %w", err)
-	}
-	if cfg.MaxResponseBytes <= 0 {
-		cfg.MaxResponseBytes = DefaultMaxResponseBytes
-	}
-	hc.Transport = cappedTransport{next: hc.Transport, limit: cfg.MaxResponseBytes}
-	c, err := api.NewClient(api.Config{Address: cfg.URL, Client: hc})
-	if err != nil {
-		return nil, fmt.Errorf("prometheus client: %w", err)
+		return nil, err
 	}
 	if cfg.Queries == nil {
 		if cfg.Queries, err = NewQueries(QueryFile{}); err != nil {
@@ -103,13 +81,10 @@ func New(cfg Config) (*Source, error) {
 	if cfg.MaxQueryBytes <= 0 {
 		cfg.MaxQueryBytes = DefaultMaxQueryBytes
 	}
-	if cfg.Timeout <= 0 {
-		cfg.Timeout = 5 * time.Second
-	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	return &Source{api: v1.NewAPI(c), cfg: cfg, where: u.Redacted()}, nil
+	return &Source{api: c, cfg: cfg}, nil
 }
 
 // errSplit is returned where a merged value cannot be computed from a
@@ -293,54 +268,8 @@ func (s *Source) params(namespace string, m provider.Metric, sel labels.Selector
 func promDuration(d time.Duration) string { return model.Duration(d).String() }
 
 // each runs one query and calls fn with each finite sample's key label.
-// NaN (a quantile of no requests, 0/0) and infinities are no value.
 func (s *Source) each(ctx context.Context, q string, at time.Time, key string, fn func(string, provider.Value)) error {
-	vec, err := s.query(ctx, q, at)
-	if err != nil {
-		return err
-	}
-	for _, smp := range vec {
-		v := float64(smp.Value)
-		if math.IsNaN(v) || math.IsInf(v, 0) {
-			continue
-		}
-		fn(string(smp.Metric[model.LabelName(key)]), provider.Value{V: v, Time: smp.Timestamp.Time()})
-	}
-	return nil
-}
-
-func (s *Source) query(ctx context.Context, q string, at time.Time) (model.Vector, error) {
-	ctx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
-	defer cancel()
-	val, _, _, err := s.api.Query(ctx, q, at, v1.WithTimeout(s.cfg.Timeout), v1.WithLookbackDelta(s.cfg.MaxStaleness))
-	if err != nil {
-		return nil, fmt.Errorf("query prometheus at %s: %w", s.where, err)
-	}
-	if val == nil {
-		// A 2xx answer with no data ("{}" from a proxy, say) decodes to
-		// no value and no error.
-		return nil, fmt.Errorf("query prometheus at %s: the answer holds no result: %s", s.where, q)
-	}
-	vec, ok := val.(model.Vector)
-	if !ok {
-		return nil, fmt.Errorf("query prometheus at %s: got a %s, want an instant vector: %s", s.where, val.Type(), q)
-	}
-	return vec, nil
-}
-
-// cappedTransport fails the read of any answer body past limit bytes
-// (*http.MaxBytesError), so the client's JSON decoding stops there instead
-// of holding whatever the server sends.
-type cappedTransport struct {
-	next  http.RoundTripper
-	limit int64
-}
-
-func (t cappedTransport) RoundTrip(req *http.Request) (*http.Response, error) {
-	resp, err := t.next.RoundTrip(req)
-	if err != nil {
-		return nil, err
-	}
-	resp.Body = http.MaxBytesReader(nil, resp.Body, t.limit)
-	return resp, nil
+	return s.api.Each(ctx, q, at, key, func(k string, v float64, t time.Time) {
+		fn(k, provider.Value{V: v, Time: t})
+	})
 }

@@ -39,7 +39,7 @@ func TestQueries(t *testing.T) {
 		{"one pod, gpu utilization", func(s *Source) error {
 			_, err := s.Pods(context.Background(), provider.NewPodSet("ml", pods[:1]), metric(t, provider.GPUUtilization), nil)
 			return err
-		}, `avg by (namespace, pod) (DCGM_FI_DEV_GPU_UTIL{namespace="ml", pod=~"a"})`},
+		}, `avg by (namespace, pod) ((DCGM_FI_DEV_GPU_UTIL{namespace="ml", pod=~"a"} or 100 * DCGM_FI_DEV_GPU_UTIL_RATIO{namespace="ml", pod=~"a"}))`},
 		{"metric selector on the model", func(s *Source) error {
 			_, err := s.Pods(context.Background(), provider.NewPodSet("ml", pods[:1]), metric(t, provider.QueueDepth), llama)
 			return err
@@ -59,7 +59,7 @@ func TestQueries(t *testing.T) {
 		{"nodes", func(s *Source) error {
 			_, err := s.Nodes(context.Background(), []string{"gpu-1", "gpu-2"}, metric(t, provider.GPUUtilization))
 			return err
-		}, `avg by (Hostname) (max by (Hostname, UUID) (DCGM_FI_DEV_GPU_UTIL{Hostname=~"gpu-1|gpu-2", GPU_I_ID=""} unless on (UUID) gpuscale_gpu_shared) or sum by (Hostname, UUID) (DCGM_FI_DEV_GPU_UTIL{Hostname=~"gpu-1|gpu-2", GPU_I_ID=""} and on (UUID) gpuscale_gpu_shared))`},
+		}, `avg by (Hostname) (max by (Hostname, UUID) (((DCGM_FI_DEV_GPU_UTIL{Hostname=~"gpu-1|gpu-2", GPU_I_ID=""} or label_replace(DCGM_FI_DEV_GPU_UTIL{Hostname="", hostname=~"gpu-1|gpu-2", GPU_I_ID=""}, "Hostname", "$1", "hostname", "(.*)")) or 100 * (DCGM_FI_DEV_GPU_UTIL_RATIO{Hostname=~"gpu-1|gpu-2", GPU_I_ID=""} or label_replace(DCGM_FI_DEV_GPU_UTIL_RATIO{Hostname="", hostname=~"gpu-1|gpu-2", GPU_I_ID=""}, "Hostname", "$1", "hostname", "(.*)"))) unless on (UUID) gpuscale_gpu_shared) or sum by (Hostname, UUID) (((DCGM_FI_DEV_GPU_UTIL{Hostname=~"gpu-1|gpu-2", GPU_I_ID=""} or label_replace(DCGM_FI_DEV_GPU_UTIL{Hostname="", hostname=~"gpu-1|gpu-2", GPU_I_ID=""}, "Hostname", "$1", "hostname", "(.*)")) or 100 * (DCGM_FI_DEV_GPU_UTIL_RATIO{Hostname=~"gpu-1|gpu-2", GPU_I_ID=""} or label_replace(DCGM_FI_DEV_GPU_UTIL_RATIO{Hostname="", hostname=~"gpu-1|gpu-2", GPU_I_ID=""}, "Hostname", "$1", "hostname", "(.*)"))) and on (UUID) gpuscale_gpu_shared))`},
 		{"external queue depth by model", func(s *Source) error {
 			_, err := s.Models(context.Background(), "ml", pods, metric(t, provider.QueueDepth), llama)
 			return err

@@ -35,6 +35,9 @@ type Target struct {
 	Families *Families
 	// Health orders the target in a Cycle.
 	Health Health
+	// Authorization, when set, is sent as the request's Authorization
+	// header: the exporters' reserved-lane token, sent to them alone.
+	Authorization string
 	// Timeout, when positive and shorter than Config.Timeout, is this
 	// target's deadline instead: the caller's patience with a target whose
 	// scrapes it knows to be quick.
@@ -136,6 +139,6 @@ func schedule(targets []Target) []int {
 
 func (s *Scraper) scrapeTarget(ctx context.Context, t Target, l *lease) Result {
 	start := time.Now()
-	fams, err := s.scrape(ctx, t.URL, t.Families, l, t.Timeout)
+	fams, err := s.scrape(ctx, t.URL, t.Families, l, t.Authorization, t.Timeout)
 	return Result{Target: t, Families: fams, Time: start, Duration: time.Since(start), Err: err}
 }

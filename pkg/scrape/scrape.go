@@ -181,13 +181,14 @@ func (s *Scraper) Scrape(ctx context.Context, rawURL string) (map[string]*dto.Me
 func (s *Scraper) ScrapeFamilies(ctx context.Context, rawURL string, sel *Families) (map[string]*dto.MetricFamily, error) {
 	l := s.budget.lease(0)
 	defer l.release()
-	return s.scrape(ctx, rawURL, sel, l, 0)
+	return s.scrape(ctx, rawURL, sel, l, "", 0)
 }
 
-// scrape is ScrapeFamilies charging what it parses to l, within timeout
-// when it is positive and shorter than Config.Timeout; the caller releases
-// l once the families are no longer needed.
-func (s *Scraper) scrape(ctx context.Context, rawURL string, sel *Families, l *lease, timeout time.Duration) (map[string]*dto.MetricFamily, error) {
+// scrape is ScrapeFamilies charging what it parses to l, sending
+// authorization if set, within timeout when it is positive and shorter
+// than Config.Timeout; the caller releases l once the families are no
+// longer needed.
+func (s *Scraper) scrape(ctx context.Context, rawURL string, sel *Families, l *lease, authorization string, timeout time.Duration) (map[string]*dto.MetricFamily, error) {
 	if timeout <= 0 || timeout > s.cfg.Timeout {
 		timeout = s.cfg.Timeout
 	}
@@ -206,6 +207,9 @@ func (s *Scraper) scrape(ctx context.Context, rawURL string, sel *Families, l *l
 		return nil, &scrapeError{url: req.URL.Redacted(), reason: ReasonOther, err: errCredentials}
 	}
 	req.Header = s.header.Clone()
+	if authorization != "" {
+		req.Header.Set("Authorization", authorization)
+	}
 	lim := newLimiter(s.cfg.Limits, l)
 	defer lim.done()
 	fams, err := s.do(req, sel, lim)

@@ -66,9 +66,11 @@ func TestExporterImage(t *testing.T) {
 	// and counts the failures (checked below).
 	podResources := filepath.Join(t.TempDir(), "pod-resources")
 	mkdir(t, podResources, 0o755)
+	// The reserved lane's token, which the chart generates in a Secret.
+	token := map[string]map[string][]byte{"gpuscale-exporter-token": {"token": []byte("test-reserved-lane-token")}}
 	startContainer(t, runSpec{
 		name: "gpuscale-test-exporter", pod: pod, c: c,
-		volumes:   volumeDirs(t, pod, nil, map[string]string{"/var/lib/kubelet/pod-resources": podResources}),
+		volumes:   volumeDirs(t, pod, token, map[string]string{"/var/lib/kubelet/pod-resources": podResources}),
 		fieldRefs: map[string]string{"spec.nodeName": "gpu-node-1"},
 	})
 
@@ -172,6 +174,9 @@ func TestAdapterImage(t *testing.T) {
 			secrets[v.Secret.SecretName] = map[string][]byte{"tls.crt": certPEM, "tls.key": keyPEM}
 		}
 	}
+	// The exporters' reserved-lane token, also a generated Secret; the
+	// environment's exporters have no lane and ignore it.
+	secrets["gpuscale-exporter-token"] = map[string][]byte{"token": []byte("test-reserved-lane-token")}
 
 	// What the kubelet gives every pod whose token is automounted: the
 	// ServiceAccount's token, the cluster CA and the namespace, and the

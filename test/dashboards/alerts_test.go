@@ -71,6 +71,60 @@ func TestAlertRulesFire(t *testing.T) {
 				aggregator_unavailable_apiservice{name="v1beta1.metrics.k8s.io"} 1x20`,
 			want: map[string]string{"GPUScaleAPIServiceUnavailable": "APIService v1beta2.custom.metrics.k8s.io is unavailable"},
 		},
+		// The GPU alerts, on each naming schema's series: 4.8 names with
+		// Hostname (dcgm-exporter 4.8.2, gpuscale --dcgm-schema=4.8), 4.8
+		// names with hostname (4.8.3, 4.8.4), 4.10 names with hostname.
+		{
+			name: "GPU unreadable, 4.10 labels",
+			series: `up{` + exporterTarget + `} 1x20
+				gpuscale_gpu_up{gpu="2", UUID="GPU-c", hostname="gpu-1"} 0x20`,
+			want: map[string]string{"GPUScaleGPUUnreadable": "GPU 2 on gpu-1 cannot be read"},
+		},
+		{
+			name: "uncorrectable ECC, shared GPU counted once",
+			series: `up{` + exporterTarget + `} 1x20
+				DCGM_FI_DEV_ECC_DBE_VOL_TOTAL{gpu="0", UUID="GPU-a", Hostname="gpu-1", hostname="gpu-1", pod="a"} 0x15 1x5
+				DCGM_FI_DEV_ECC_DBE_VOL_TOTAL{gpu="0", UUID="GPU-a", Hostname="gpu-1", hostname="gpu-1", pod="b"} 0x15 1x5`,
+			want: map[string]string{"GPUScaleGPUUncorrectableECC": "Uncorrectable ECC errors on GPU 0 of gpu-1"},
+		},
+		{
+			name: "row remap failed, 4.8.4 labels",
+			series: `up{` + exporterTarget + `} 1x20
+				DCGM_FI_DEV_ROW_REMAP_FAILURE{gpu="1", UUID="GPU-b", hostname="gpu-2"} 1x20`,
+			want: map[string]string{"GPUScaleGPURowRemapFailed": "Row remapping failed on GPU 1 of gpu-2"},
+		},
+		{
+			name: "row remap failed, 4.10 name",
+			series: `up{` + exporterTarget + `} 1x20
+				DCGM_FI_DEV_ROW_REMAP_FAILED{gpu="1", UUID="GPU-b", hostname="gpu-2"} 1x20`,
+			want: map[string]string{"GPUScaleGPURowRemapFailed": "Row remapping failed on GPU 1 of gpu-2"},
+		},
+		{
+			name: "thermal throttling half the time",
+			series: `up{` + exporterTarget + `} 1x20
+				DCGM_FI_DEV_THERMAL_VIOLATION{gpu="3", UUID="GPU-d", Hostname="gpu-1"} 0+30000000000x20`,
+			want: map[string]string{"GPUScaleGPUThermalThrottling": "GPU 3 of gpu-1 is throttled for heat"},
+		},
+		{
+			name: "NVLink recoveries, 4.10 name",
+			series: `up{` + exporterTarget + `} 1x20
+				DCGM_FI_DEV_NVLINK_RECOVERY_ERROR_TOTAL{gpu="0", UUID="GPU-a", hostname="gpu-3"} 0x15 2x5`,
+			want: map[string]string{"GPUScaleNVLinkErrors": "NVLink errors on GPU 0 of gpu-3"},
+		},
+		{
+			name: "fabric limited",
+			series: `up{` + exporterTarget + `} 1x20
+				DCGM_FI_DEV_FABRIC_HEALTH_SUMMARY{gpu="0", UUID="GPU-a", hostname="gpu-3"} 3x20
+				DCGM_FI_DEV_FABRIC_HEALTH_SUMMARY{gpu="1", UUID="GPU-b", hostname="gpu-3"} 1x20`,
+			want: map[string]string{"GPUScaleGPUFabricUnhealthy": "The NVLink fabric of GPU 0 of gpu-3 is degraded"},
+		},
+		{
+			name: "a field failing again and again, not one the GPU lacks",
+			series: `up{` + exporterTarget + `} 1x20
+				gpuscale_exporter_field_errors_total{` + exporterTarget + `, field="power_usage_w", code="ERROR_UNKNOWN"} 0+60x20
+				gpuscale_exporter_field_errors_total{` + exporterTarget + `, field="memory_temp_c", code="ERROR_NOT_SUPPORTED"} 0+60x20`,
+			want: map[string]string{"GPUScaleGPUFieldReadErrors": "The gpuscale exporter at 10.0.0.1:9400 cannot read power_usage_w (ERROR_UNKNOWN)"},
+		},
 		{
 			name: "adapter down",
 			series: `up{` + exporterTarget + `} 1x20

@@ -5,6 +5,9 @@ import (
 	"strings"
 	"testing"
 
+	dto "github.com/prometheus/client_model/go"
+
+	"github.com/gpuscale/gpuscale/pkg/dcgm"
 	"github.com/gpuscale/gpuscale/pkg/metrics"
 )
 
@@ -33,6 +36,7 @@ var ownMetrics = []ownMetric{
 	{"gpuscale_exporter_devices", gauge, "pkg/exporter"},
 	{"gpuscale_exporter_devices_unhealthy", gauge, "pkg/exporter"},
 	{"gpuscale_exporter_info", gauge, "pkg/exporter"},
+	{"gpuscale_exporter_field_errors_total", counter, "pkg/exporter"},
 
 	{"gpuscale_adapter_metric_requests_total", counter, "pkg/provider"},
 	{"gpuscale_adapter_metric_fresh_pods", gauge, "pkg/storesource"},
@@ -115,13 +119,18 @@ type catalog map[string]kind
 
 func newCatalog() catalog {
 	c := catalog{}
-	for _, f := range metrics.DCGMFields {
-		k := gauge
-		if strings.HasSuffix(f.Name, "_TOTAL_ENERGY_CONSUMPTION") {
-			k = counter
+	// Both of dcgm-exporter's naming schemas: the dashboards and rules
+	// read either.
+	for _, s := range dcgm.Schemas {
+		for _, f := range metrics.DCGMFields(s) {
+			k := gauge
+			if f.Type == dto.MetricType_COUNTER {
+				k = counter
+			}
+			c[f.Name] = k
 		}
-		c[f.Name] = k
 	}
+	c[metrics.XIDErrorsCountName] = gauge
 	c[metrics.XIDErrorsTotalName] = counter
 	c[metrics.GPUUpName] = gauge
 	c[metrics.GPUSharedName] = gauge

@@ -40,6 +40,8 @@ type Options struct {
 	ExporterSelector  string
 	ExporterPort      int
 	ExporterPath      string
+	// ExporterTokenFile holds the exporters' reserved-lane token.
+	ExporterTokenFile string
 
 	// ExporterNamespace and ExporterDaemonSet say which pods are exporters:
 	// those of that DaemonSet in that namespace; the selector only narrows.
@@ -142,6 +144,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.PrometheusAnnotationsNamespaces, "prometheus-annotations-namespace-selector", o.PrometheusAnnotationsNamespaces, "Label selector of the namespaces whose pods' prometheus.io/* annotations count with --scrape-prometheus-annotations; empty: every namespace.")
 	fs.IntVar(&o.ExporterPort, "exporter-port", o.ExporterPort, "Port of the exporter's metrics endpoint.")
 	fs.StringVar(&o.ExporterPath, "exporter-path", o.ExporterPath, "Path of the exporter's metrics endpoint.")
+	fs.StringVar(&o.ExporterTokenFile, "exporter-token-file", o.ExporterTokenFile, "File holding the exporters' reserved-lane token (their --web.reserved-token-file), sent to exporter pods alone as a bearer token, so that a flood of other clients cannot make the adapter's scrapes fail. Empty: none.")
 	fs.Float64Var(&o.MemoryLimitRatio, "memory-limit-ratio", o.MemoryLimitRatio, "Share of the container's memory limit (from its cgroup) given to the Go runtime as its soft limit (GOMEMLIMIT), so that garbage collection tightens before the OOM killer acts; 0 disables. An explicit GOMEMLIMIT wins.")
 	o.ScaleDown.AddFlags(fs)
 

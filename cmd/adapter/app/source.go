@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"os"
+	"strings"
 	"time"
 
 	"github.com/prometheus/common/config"
@@ -50,8 +52,13 @@ func (o *Options) newSource(pods coreinformers.PodInformer, namespaces discovery
 	if err != nil {
 		return nil, err
 	}
+	token, err := readExporterToken(o.ExporterTokenFile)
+	if err != nil {
+		return nil, err
+	}
 	g, err := gather.New(gather.Config{
-		Pods: pods.Lister(),
+		ExporterToken: token,
+		Pods:          pods.Lister(),
 		Discovery: discovery.Config{ExporterSelector: exporterSel, ExporterNamespace: o.ExporterNamespace,
 			ExporterDaemonSet: o.ExporterDaemonSet, ExporterPort: o.ExporterPort, ExporterPath: o.ExporterPath,
 			ScrapeHostNetwork: o.ScrapeHostNetwork, MaxTargetsPerNamespace: o.MaxTargetsPerNamespace,
@@ -109,4 +116,21 @@ func (o *Options) prometheusSource(log *slog.Logger) (*source, error) {
 			ready()
 		},
 	}, nil
+}
+
+// readExporterToken reads the exporters' reserved-lane token; "" when
+// there is no file.
+func readExporterToken(path string) (string, error) {
+	if path == "" {
+		return "", nil
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "", fmt.Errorf("--exporter-token-file: %w", err)
+	}
+	tok := strings.TrimSpace(string(b))
+	if tok == "" {
+		return "", fmt.Errorf("--exporter-token-file %s is empty", path)
+	}
+	return tok, nil
 }

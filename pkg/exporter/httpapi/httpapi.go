@@ -4,12 +4,16 @@
 // reaches the GPU or the kubelet.
 //
 // Every request is untrusted: the number served at once is bounded, for
-// scrapes and for the API apart (Config.MaxRequests).
+// scrapes and for the API apart (Config.MaxRequests), and requests that
+// carry the reserved lane's token (the adapter's) have slots of their own
+// that no other client can take (Config.ReservedToken).
 package httpapi
 
 import (
+	"crypto/subtle"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/gin-gonic/gin"
@@ -50,29 +54,85 @@ type Config struct {
 	// slot before it is refused with 503. At most MaxRequests wait; more
 	// are refused at once. Zero refuses at once.
 	MaxRequestsWait time.Duration
+	// ReservedToken, when set, opens a reserved lane: a request with the
+	// header "Authorization: Bearer <ReservedToken>" is served within
+	// ReservedMaxRequests slots of its own (waiting up to
+	// ReservedMaxRequestsWait), which no other request can take, so that
+	// a flood of scrapes from anywhere in the cluster cannot make the
+	// adapter's scrapes wait or fail. Any other token is an ordinary
+	// request.
+	ReservedToken           string
+	ReservedMaxRequests     int
+	ReservedMaxRequestsWait time.Duration
 	// Registerer receives the handlers' own metrics; nil skips them.
 	Registerer prometheus.Registerer
 }
 
 // ownMetrics are the HTTP surface's metrics about itself.
 type ownMetrics struct {
-	refused *prometheus.CounterVec
+	refused  *prometheus.CounterVec
+	inFlight *prometheus.GaugeVec
+	renders  prometheus.Counter
 }
 
 func newOwnMetrics(r prometheus.Registerer) *ownMetrics {
 	m := &ownMetrics{
 		refused: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "gpuscale_exporter_http_requests_refused_total",
-			Help: "Requests answered 503 because --web.max-requests of their kind (metrics: /metrics, api: /api/) were in flight and no slot freed within --web.max-requests-wait.",
+			Help: "Requests answered 503 because --web.max-requests of their kind (metrics: /metrics, api: /api/; reserved: the reserved lane's, --web.reserved-max-requests) were in flight and no slot freed within the wait.",
 		}, []string{"handler"}),
+		inFlight: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "gpuscale_exporter_http_requests_in_flight",
+			Help: "Requests being served, by limit (metrics, api, reserved); probes are not counted.",
+		}, []string{"handler"}),
+		renders: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "gpuscale_exporter_scrape_renders_total",
+			Help: "/metrics responses rendered: one per collection and response format (text or OpenMetrics, gzipped or not) asked for; every other scrape of the same collection is answered from it.",
+		}),
 	}
-	// Both series from the start: a refusal must show as an increase.
-	m.refused.WithLabelValues("metrics")
-	m.refused.WithLabelValues("api")
+	// Every series from the start: a refusal must show as an increase.
+	for _, h := range []string{"metrics", "api", "reserved"} {
+		m.refused.WithLabelValues(h)
+		m.inFlight.WithLabelValues(h)
+	}
 	if r != nil {
-		r.MustRegister(m.refused)
+		r.MustRegister(m.refused, m.inFlight, m.renders)
 	}
 	return m
+}
+
+// lanes picks the limiter of each request: the reserved lane's for a
+// request with its token, else the anonymous one of its group.
+type lanes struct {
+	token    []byte
+	reserved *limiter
+}
+
+func (ls *lanes) middleware(anonymous *limiter) gin.HandlerFunc {
+	anon := anonymous.handler()
+	var res gin.HandlerFunc
+	if ls.reserved != nil {
+		res = ls.reserved.handler()
+	}
+	return func(c *gin.Context) {
+		if res != nil && ls.holdsToken(c.Request) {
+			res(c)
+			return
+		}
+		if anon != nil {
+			anon(c)
+			return
+		}
+		c.Next()
+	}
+}
+
+// holdsToken reports whether r bears the reserved lane's token, in
+// constant time.
+func (ls *lanes) holdsToken(r *http.Request) bool {
+	auth := r.Header.Get("Authorization")
+	tok, ok := strings.CutPrefix(auth, "Bearer ")
+	return ok && subtle.ConstantTimeCompare([]byte(tok), ls.token) == 1
 }
 
 // New returns the exporter's routes.
@@ -82,30 +142,40 @@ func New(cfg Config) http.Handler {
 	r.Use(gin.Recovery())
 	r.HandleMethodNotAllowed = true
 	own := newOwnMetrics(cfg.Registerer)
-	scrapes, api := r.Group(""), r.Group("")
-	if cfg.MaxRequests > 0 {
-		scrapes.Use(newLimiter(cfg.MaxRequests, cfg.MaxRequestsWait, own.refused.WithLabelValues("metrics")).handler())
-		api.Use(newLimiter(cfg.MaxRequests, cfg.MaxRequestsWait, own.refused.WithLabelValues("api")).handler())
+	ls := &lanes{token: []byte(cfg.ReservedToken)}
+	if cfg.ReservedToken != "" {
+		ls.reserved = newLimiter(max(1, cfg.ReservedMaxRequests), cfg.ReservedMaxRequestsWait,
+			own.refused.WithLabelValues("reserved"), own.inFlight.WithLabelValues("reserved"))
 	}
+	var anonScrapes, anonAPI *limiter
+	if cfg.MaxRequests > 0 {
+		anonScrapes = newLimiter(cfg.MaxRequests, cfg.MaxRequestsWait, own.refused.WithLabelValues("metrics"), own.inFlight.WithLabelValues("metrics"))
+		anonAPI = newLimiter(cfg.MaxRequests, cfg.MaxRequestsWait, own.refused.WithLabelValues("api"), own.inFlight.WithLabelValues("api"))
+	}
+	scrapes, api := r.Group(""), r.Group("")
+	scrapes.Use(ls.middleware(anonScrapes))
+	api.Use(ls.middleware(anonAPI))
 
 	// The limiter above queues briefly where promhttp's own
-	// MaxRequestsInFlight would refuse at once.
-	scrapes.GET("/metrics", gin.WrapH(newMetricsHandler(cfg.Gatherer, cfg.Source)))
+	// MaxRequestsInFlight would refuse at once. Scrapes in flight share
+	// one render per collection and format (renders).
+	scrapes.GET("/metrics", gin.WrapH(newMetricsHandler(newRenders(cfg.Gatherer, own.renders), cfg.Source)))
+	// Liveness: the process answers. A collection that is late or stuck
+	// in the driver is readiness's to report, not a reason to restart:
+	// a restart would not unstick the driver, and would lose the series
+	// the exporter still serves.
 	r.GET("/healthz", func(c *gin.Context) {
-		ok, age := cfg.Source.Healthy()
-		if !ok && cfg.Source.Snapshot() == nil {
-			c.String(http.StatusServiceUnavailable, "unhealthy: no successful collection yet\n")
-			return
-		}
-		if !ok {
-			c.String(http.StatusServiceUnavailable, "unhealthy: last successful collection %s ago\n", age.Round(time.Millisecond))
-			return
-		}
 		c.String(http.StatusOK, "ok\n")
 	})
+	// Readiness: a collection no older than three intervals. A stale
+	// exporter drops out of its Service until NVML answers again.
 	r.GET("/readyz", func(c *gin.Context) {
 		if cfg.Source.Snapshot() == nil {
 			c.String(http.StatusServiceUnavailable, "not ready: no successful collection yet\n")
+			return
+		}
+		if ok, age := cfg.Source.Healthy(); !ok {
+			c.String(http.StatusServiceUnavailable, "not ready: last successful collection %s ago\n", age.Round(time.Millisecond))
 			return
 		}
 		c.String(http.StatusOK, "ok\n")

@@ -78,23 +78,59 @@ func scrapeAll(t *testing.T, url string, n int) <-chan int {
 	return codes
 }
 
-// defaultMaxRequests is the exporter's --web.max-requests default. The
-// realistic worst burst: a Prometheus HA pair and three adapter replicas
-// each scrape one at a time, doubled while a rolling update overlaps old
-// and new adapter pods, plus a second Prometheus pair and a few people with
-// curl: about 12. A burst of twice the limit must still be served, the
-// second half after a brief wait.
-const defaultMaxRequests = 16
+// defaultMaxRequests is the exporter's --web.max-requests default: the
+// scrapes served at once, all from one render per collection.
+const defaultMaxRequests = 256
 
-func TestConcurrentScrapesServed(t *testing.T) {
+// gauge reads one series of a gauge or counter family from reg.
+func metricValue(t *testing.T, reg prometheus.Gatherer, name, handler string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			if handler == "" || (len(m.GetLabel()) > 0 && m.GetLabel()[0].GetValue() == handler) {
+				return m.GetGauge().GetValue() + m.GetCounter().GetValue()
+			}
+		}
+	}
+	t.Fatalf("no %s{handler=%q}", name, handler)
+	return 0
+}
+
+// awaitInFlight waits until n requests of a kind hold slots.
+func awaitInFlight(t *testing.T, reg prometheus.Gatherer, handler string, n float64) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for metricValue(t, reg, "gpuscale_exporter_http_requests_in_flight", handler) < n {
+		if time.Now().After(deadline) {
+			t.Fatalf("never %v %s requests in flight", n, handler)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// TestConcurrentScrapesCoalesced: 200 scrapers at once, below the limit,
+// are all served, from one render of the collection: the gatherer of the
+// exporter's own families is called once, and every answer is the same.
+func TestConcurrentScrapesCoalesced(t *testing.T) {
 	g := newBlockingGatherer()
-	srv := httptest.NewServer(httpapi.New(httpapi.Config{Source: &fakeSource{}, Gatherer: g,
-		MaxRequests: defaultMaxRequests, MaxRequestsWait: 10 * time.Second}))
+	reg := prometheus.NewRegistry()
+	src := &fakeSource{snap: &exporter.Snapshot{Time: time.Now()}, healthy: true}
+	srv := httptest.NewServer(httpapi.New(httpapi.Config{Source: src, Gatherer: g, Registerer: reg,
+		MaxRequests: defaultMaxRequests, MaxRequestsWait: time.Second}))
 	defer srv.Close()
 	defer g.releaseAll()
-	codes := scrapeAll(t, srv.URL, 2*defaultMaxRequests)
-	// All of the limit in flight at once, none refused meanwhile.
-	g.awaitEntered(t, defaultMaxRequests)
+	const scrapers = 200
+	codes := scrapeAll(t, srv.URL, scrapers)
+	g.awaitEntered(t, 1)
+	// Every scraper in flight at once, waiting for the one render.
+	awaitInFlight(t, reg, "metrics", scrapers)
 	g.releaseAll()
 	n := 0
 	for code := range codes {
@@ -102,6 +138,25 @@ func TestConcurrentScrapesServed(t *testing.T) {
 		if code != http.StatusOK {
 			t.Errorf("scrape %d: status %d, want 200", n, code)
 		}
+	}
+	if len(g.entered) != 0 {
+		t.Errorf("%d more renders of the same collection", len(g.entered))
+	}
+	if got := metricValue(t, reg, "gpuscale_exporter_scrape_renders_total", ""); got != 1 {
+		t.Errorf("%v renders for %d scrapes of one collection, want 1", got, scrapers)
+	}
+	if got := metricValue(t, reg, "gpuscale_exporter_http_requests_refused_total", "metrics"); got != 0 {
+		t.Errorf("%v scrapes refused below the limit", got)
+	}
+	// A new collection is rendered again, once.
+	src.snap = &exporter.Snapshot{Time: time.Now()}
+	for range 3 {
+		if code := get(t, srv.URL+"/metrics"); code != http.StatusOK {
+			t.Fatalf("scrape of the next collection: %d", code)
+		}
+	}
+	if got := metricValue(t, reg, "gpuscale_exporter_scrape_renders_total", ""); got != 2 {
+		t.Errorf("%v renders after a second collection scraped three times, want 2", got)
 	}
 }
 
@@ -123,7 +178,8 @@ func TestRequestsBeyondLimitRefused(t *testing.T) {
 			defer srv.Close()
 			defer g.releaseAll()
 			held := scrapeAll(t, srv.URL, 2)
-			g.awaitEntered(t, 2)
+			g.awaitEntered(t, 1)
+			awaitInFlight(t, reg, "metrics", 2)
 
 			resp, err := client.Get(srv.URL + "/metrics")
 			if err != nil {
@@ -151,19 +207,11 @@ func TestRequestsBeyondLimitRefused(t *testing.T) {
 			if code := get(t, srv.URL+"/metrics"); code != http.StatusOK {
 				t.Errorf("scrape after the others finished: %d, want 200", code)
 			}
-			mfs, err := reg.Gather()
-			if err != nil {
-				t.Fatal(err)
-			}
 			refused := map[string]float64{}
-			for _, mf := range mfs {
-				if mf.GetName() == "gpuscale_exporter_http_requests_refused_total" {
-					for _, m := range mf.GetMetric() {
-						refused[m.GetLabel()[0].GetValue()] = m.GetCounter().GetValue()
-					}
-				}
+			for _, h := range []string{"metrics", "api", "reserved"} {
+				refused[h] = metricValue(t, reg, "gpuscale_exporter_http_requests_refused_total", h)
 			}
-			if want := map[string]float64{"metrics": 1, "api": 0}; !maps.Equal(refused, want) {
+			if want := map[string]float64{"metrics": 1, "api": 0, "reserved": 0}; !maps.Equal(refused, want) {
 				t.Errorf("gpuscale_exporter_http_requests_refused_total by handler = %v, want %v", refused, want)
 			}
 		})

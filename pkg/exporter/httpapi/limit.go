@@ -17,18 +17,20 @@ import (
 // latest snapshot. A flood still holds no more than limit renders and limit
 // waiters; everything beyond is refused with 503 straight away.
 type limiter struct {
-	slots   chan struct{}
-	waiters chan struct{}
-	wait    time.Duration
-	refused prometheus.Counter
+	slots    chan struct{}
+	waiters  chan struct{}
+	wait     time.Duration
+	refused  prometheus.Counter
+	inFlight prometheus.Gauge
 }
 
-func newLimiter(limit int, wait time.Duration, refused prometheus.Counter) *limiter {
+func newLimiter(limit int, wait time.Duration, refused prometheus.Counter, inFlight prometheus.Gauge) *limiter {
 	return &limiter{
-		slots:   make(chan struct{}, limit),
-		waiters: make(chan struct{}, limit),
-		wait:    wait,
-		refused: refused,
+		slots:    make(chan struct{}, limit),
+		waiters:  make(chan struct{}, limit),
+		wait:     wait,
+		refused:  refused,
+		inFlight: inFlight,
 	}
 }
 
@@ -62,8 +64,11 @@ func (l *limiter) acquire(ctx context.Context) bool {
 
 func (l *limiter) release() { <-l.slots }
 
-// handler is the gin middleware enforcing the limit.
+// handler is the gin middleware enforcing the limit; nil for no limit.
 func (l *limiter) handler() gin.HandlerFunc {
+	if l == nil {
+		return nil
+	}
 	retryAfter := strconv.Itoa(max(1, int(l.wait.Round(time.Second)/time.Second)))
 	return func(c *gin.Context) {
 		if !l.acquire(c.Request.Context()) {
@@ -73,7 +78,8 @@ func (l *limiter) handler() gin.HandlerFunc {
 			c.Abort()
 			return
 		}
-		defer l.release()
+		l.inFlight.Inc()
+		defer func() { l.inFlight.Dec(); l.release() }()
 		c.Next()
 	}
 }

@@ -13,7 +13,7 @@ import (
 // first slot freed, and gives up when its request is cancelled or its wait
 // ends.
 func TestLimiterQueue(t *testing.T) {
-	l := newLimiter(1, time.Hour, prometheus.NewCounter(prometheus.CounterOpts{Name: "x"}))
+	l := newLimiter(1, time.Hour, prometheus.NewCounter(prometheus.CounterOpts{Name: "x"}), prometheus.NewGauge(prometheus.GaugeOpts{Name: "y"}))
 	ctx := context.Background()
 	if !l.acquire(ctx) {
 		t.Fatal("first acquire refused")
@@ -52,7 +52,7 @@ func TestLimiterQueue(t *testing.T) {
 		t.Errorf("%d waiters left after cancellation", len(l.waiters))
 	}
 
-	short := newLimiter(1, 10*time.Millisecond, prometheus.NewCounter(prometheus.CounterOpts{Name: "x"}))
+	short := newLimiter(1, 10*time.Millisecond, prometheus.NewCounter(prometheus.CounterOpts{Name: "x"}), prometheus.NewGauge(prometheus.GaugeOpts{Name: "y"}))
 	short.acquire(ctx)
 	if short.acquire(ctx) {
 		t.Error("a waiter got a slot that was never freed")

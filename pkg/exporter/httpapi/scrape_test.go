@@ -71,7 +71,7 @@ func TestMetricsBeforeFirstCollection(t *testing.T) {
 }
 
 // TestMetricsWithCollectorInRegistry wires the collector into the
-// gatherer too, as callers of the collector as a prometheus.Collector do:
+// gatherer too, as callers of the collector as a prometheus.Gatherer do:
 // its families are still served once.
 func TestMetricsWithCollectorInRegistry(t *testing.T) {
 	b, err := sim.New(sim.Options{GPUs: 1})
@@ -83,11 +83,10 @@ func TestMetricsWithCollectorInRegistry(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	reg.MustRegister(col)
 	if err := col.CollectOnce(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	h := httpapi.New(httpapi.Config{Source: col, Gatherer: reg})
+	h := httpapi.New(httpapi.Config{Source: col, Gatherer: prometheus.Gatherers{reg, col}})
 	mfs := parseText(t, readBody(t, do(t, h, http.MethodGet, "/metrics", "")))
 	if len(mfs["DCGM_FI_DEV_GPU_UTIL"].GetMetric()) != 1 || mfs["gpuscale_exporter_info"] == nil {
 		t.Errorf("families: GPU_UTIL %v, info %v", mfs["DCGM_FI_DEV_GPU_UTIL"], mfs["gpuscale_exporter_info"])

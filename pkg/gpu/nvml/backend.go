@@ -16,6 +16,7 @@ import (
 	"log/slog"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	gonvml "github.com/NVIDIA/go-nvml/pkg/nvml"
 
@@ -52,6 +53,13 @@ type Backend struct {
 	gpus                 []*gpuDevice
 	// xid is nil when XID events are off or NVML could not create an event set.
 	xid *xidWatcher
+	// quiet holds, by device ID, the fields already reported as not there
+	// to read (fieldFailed).
+	quiet map[string]uint64
+	// fabricInfo reads a GPU's fabric health; nil when the driver lacks
+	// the call.
+	fabricInfo func(gonvml.Device) (gonvml.GpuFabricInfo_v3, gonvml.Return)
+	now        func() time.Time
 
 	closed    atomic.Bool
 	closeOnce sync.Once
@@ -78,7 +86,7 @@ func New(lib gonvml.Interface, opts Options) (*Backend, error) {
 	if ret := lib.Init(); ret != gonvml.SUCCESS {
 		return nil, initError(ret)
 	}
-	b := &Backend{lib: lib, log: log.With("backend", "nvml"), processes: opts.Processes, profiling: opts.Profiling}
+	b := &Backend{lib: lib, log: log.With("backend", "nvml"), processes: opts.Processes, profiling: opts.Profiling, now: time.Now}
 	if err := b.setup(opts); err != nil {
 		if b.xid != nil {
 			b.xid.close()
@@ -102,6 +110,9 @@ func (b *Backend) setup(opts Options) error {
 	// Calling a symbol the driver lacks would abort the process (go-nvml
 	// binds lazily), so probe before using the v2 memory call.
 	b.memV2 = hasSymbol(b.lib, "nvmlDeviceGetMemoryInfo_v2")
+	if hasSymbol(b.lib, "nvmlDeviceGetGpuFabricInfoV") {
+		b.fabricInfo = fabricInfo
+	}
 
 	count, ret := b.lib.DeviceGetCount()
 	if ret != gonvml.SUCCESS {

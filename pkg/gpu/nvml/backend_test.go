@@ -64,6 +64,26 @@ func healthyFields(i int) map[gpu.Field]float64 {
 		gpu.FieldRemappedRowsUncorrectable: n,
 		gpu.FieldRowRemapPending:           map[bool]float64{true: 1}[i == 1],
 		gpu.FieldRowRemapFailure:           0,
+		gpu.FieldPowerMgmtLimit:            650,
+		gpu.FieldPowerViolation:            1e9 + n,
+		gpu.FieldThermalViolation:          2e6,
+		gpu.FieldSyncBoostViolation:        0,
+		gpu.FieldBoardLimitViolation:       3,
+		gpu.FieldLowUtilViolation:          7e10,
+		gpu.FieldReliabilityViolation:      0,
+		gpu.FieldECCSBEVolatile:            3 + n,
+		gpu.FieldECCDBEVolatile:            0,
+		gpu.FieldECCSBEAggregate:           40,
+		gpu.FieldECCDBEAggregate:           1,
+		gpu.FieldRetiredPagesSBE:           2,
+		gpu.FieldRetiredPagesDBE:           1,
+		gpu.FieldRetiredPending:            0,
+		gpu.FieldNVLinkCRCFlitErrors:       5,
+		gpu.FieldNVLinkCRCDataErrors:       6,
+		gpu.FieldNVLinkReplayErrors:        7,
+		gpu.FieldNVLinkRecoveryErrors:      8,
+		gpu.FieldFabricHealthSummary:       1,
+		gpu.FieldFabricHealthMask:          0,
 	}
 }
 
@@ -105,9 +125,12 @@ var unsupportedTests = []struct {
 	drop     []gpu.Field
 	override map[gpu.Field]float64
 }{{
-	name:  "memory temperature not supported by the call",
+	name:  "field values not supported: every field value absent",
 	setup: func(f *fixture) { f.gpus[0].setRet("GetFieldValues", gonvml.ERROR_NOT_SUPPORTED) },
-	drop:  []gpu.Field{gpu.FieldMemoryTemp},
+	drop: []gpu.Field{gpu.FieldMemoryTemp, gpu.FieldECCSBEVolatile, gpu.FieldECCDBEVolatile,
+		gpu.FieldECCSBEAggregate, gpu.FieldECCDBEAggregate, gpu.FieldRetiredPagesSBE, gpu.FieldRetiredPagesDBE,
+		gpu.FieldRetiredPending, gpu.FieldNVLinkCRCFlitErrors, gpu.FieldNVLinkCRCDataErrors, gpu.FieldNVLinkReplayErrors,
+		gpu.FieldNVLinkRecoveryErrors},
 }, {
 	name:  "memory temperature not supported in the value",
 	setup: func(f *fixture) { f.gpus[0].setRet("FI_DEV_MEMORY_TEMP", gonvml.ERROR_NOT_SUPPORTED) },
@@ -141,24 +164,18 @@ var unsupportedTests = []struct {
 }, {
 	name: "all unsupported",
 	setup: func(f *fixture) {
-		for _, call := range []string{"GetUtilizationRates", "GetMemoryInfo_v2", "GetMemoryInfo",
-			"GetTemperature", "GetFieldValues", "GetPowerUsage", "GetEnforcedPowerLimit",
-			"GetTotalEnergyConsumption", "GetClockInfo", "GetEncoderUtilization", "GetDecoderUtilization",
-			"GetPcieReplayCounter", "GetPcieThroughput", "GetRemappedRows"} {
-			f.gpus[0].setRet(call, gonvml.ERROR_NOT_SUPPORTED)
+		for _, c := range failureCalls {
+			f.gpus[0].setRet(c.key, gonvml.ERROR_NOT_SUPPORTED)
 		}
+		f.gpus[0].setRet("GetMemoryInfo", gonvml.ERROR_NOT_SUPPORTED)
 	},
-	drop: []gpu.Field{gpu.FieldGPUUtil, gpu.FieldMemCopyUtil, gpu.FieldFBUsed, gpu.FieldFBFree,
-		gpu.FieldFBReserved, gpu.FieldFBTotal, gpu.FieldGPUTemp, gpu.FieldMemoryTemp,
-		gpu.FieldPowerUsage, gpu.FieldPowerLimit, gpu.FieldEnergy, gpu.FieldSMClock, gpu.FieldMemClock,
-		gpu.FieldEncUtil, gpu.FieldDecUtil, gpu.FieldPCIeReplay, gpu.FieldPCIeTxThroughput, gpu.FieldPCIeRxThroughput,
-		gpu.FieldRemappedRowsCorrectable, gpu.FieldRemappedRowsUncorrectable, gpu.FieldRowRemapPending, gpu.FieldRowRemapFailure},
-}, {
-	name: "NVLink: TX plus RX over every link, KiB to bytes",
-	setup: func(f *fixture) {
-		f.gpus[0].nvlink, f.gpus[0].nvlinkTxKiB, f.gpus[0].nvlinkRxKiB = true, 1000, 24
-	},
-	override: map[gpu.Field]float64{gpu.FieldNVLinkBandwidth: 1024 * 1024},
+	drop: func() []gpu.Field {
+		var all []gpu.Field
+		for f := range healthyFields(0) {
+			all = append(all, f)
+		}
+		return all
+	}(),
 }, {
 	name: "NVLink counters not supported: absent",
 	setup: func(f *fixture) {
@@ -194,6 +211,7 @@ func TestCollectUnsupportedFieldsAreAbsent(t *testing.T) {
 			if len(rs) != 1 || rs[0].Err != nil {
 				t.Fatalf("readings = %+v, want one healthy", rs)
 			}
+
 			want := healthyFields(0)
 			for _, fld := range tt.drop {
 				delete(want, fld)

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	gonvml "github.com/NVIDIA/go-nvml/pkg/nvml"
 
@@ -32,6 +33,10 @@ type gpuDevice struct {
 	gpmSupported bool
 	gpm          gpmPair
 	migGPM       map[int]*gpmPair
+	// nvlinkKiB is the NVLink data counter (TX plus RX, KiB) read at
+	// nvlinkAt, zero until read: the throughput is their difference.
+	nvlinkKiB float64
+	nvlinkAt  time.Time
 }
 
 func (g *gpuDevice) String() string {
@@ -125,7 +130,7 @@ func (b *Backend) collectGPU(g *gpuDevice) (out []gpu.Reading) {
 		b.log.Info("GPU identified", "gpu", g.index, "uuid", g.dev.UUID)
 	}
 	r := gpu.Reading{Device: g.dev}
-	if err := b.readFields(g.handle, &r, gpuFields); err != nil {
+	if err := b.readFields(g, g.handle, &r, gpuCalls, true); err != nil {
 		return b.failGPU(g, fmt.Errorf("%s: %w", g, err))
 	}
 	b.addXIDs(g, &r, noInstance)

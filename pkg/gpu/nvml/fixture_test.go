@@ -42,7 +42,13 @@ type fakeGPU struct {
 	nvlinkTxKiB, nvlinkRxKiB uint64
 	virtMode                 gonvml.GpuVirtualizationMode
 	licensed                 bool
-	migMode                  int
+	mgmtLimit                uint32 // mW
+	// violations are the nanoseconds of each perf policy.
+	violations map[gonvml.PerfPolicyType]uint64
+	// values answers field values by ID (ECC, retired pages, NVLink errors).
+	values                    map[uint32]uint64
+	fabricSummary, fabricMask uint32
+	migMode                   int
 	// migs are the MIG slots; a nil entry is an empty slot.
 	migs []*fakeMIG
 
@@ -57,6 +63,7 @@ type fakeMIG struct {
 	gi, ci     int
 	attr       gonvml.DeviceAttributes
 	memV2      gonvml.Memory_v2
+	memRet     gonvml.Return
 }
 
 // setRet makes the named call return ret (SUCCESS restores it).
@@ -102,8 +109,25 @@ func healthyGPU(i int) *fakeGPU {
 		smClock: 1980, memClock: 2619,
 		enc: 3 + u, dec: 7 + u, replays: 2 + i, pcieTx: 1200 + u, pcieRx: 3400 + u,
 		rowsCorr: 1 + i, rowsUnc: i, remapPending: i == 1,
+		mgmtLimit: 650_000,
+		violations: map[gonvml.PerfPolicyType]uint64{
+			gonvml.PERF_POLICY_POWER: 1e9 + uint64(i), gonvml.PERF_POLICY_THERMAL: 2e6,
+			gonvml.PERF_POLICY_SYNC_BOOST: 0, gonvml.PERF_POLICY_BOARD_LIMIT: 3,
+			gonvml.PERF_POLICY_LOW_UTILIZATION: 7e10, gonvml.PERF_POLICY_RELIABILITY: 0,
+		},
+		values: map[uint32]uint64{
+			gonvml.FI_DEV_ECC_SBE_VOL_TOTAL: 3 + uint64(i), gonvml.FI_DEV_ECC_DBE_VOL_TOTAL: 0,
+			gonvml.FI_DEV_ECC_SBE_AGG_TOTAL: 40, gonvml.FI_DEV_ECC_DBE_AGG_TOTAL: 1,
+			gonvml.FI_DEV_RETIRED_SBE: 2, gonvml.FI_DEV_RETIRED_DBE: 1, gonvml.FI_DEV_RETIRED_PENDING: 0,
+			gonvml.FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL: 5, gonvml.FI_DEV_NVLINK_CRC_DATA_ERROR_COUNT_TOTAL: 6,
+			gonvml.FI_DEV_NVLINK_REPLAY_ERROR_COUNT_TOTAL: 7, gonvml.FI_DEV_NVLINK_RECOVERY_ERROR_COUNT_TOTAL: 8,
+		},
+		fabricSummary: gonvml.GPU_FABRIC_HEALTH_SUMMARY_HEALTHY,
 	}
 }
+
+// fieldValueCall is the key setRet takes for one field value's own return.
+func fieldValueCall(id uint32) string { return fmt.Sprintf("FI/%d", id) }
 
 // mockGPU builds the mock.Device for g.
 func mockGPU(g *fakeGPU) *mock.Device {
@@ -130,38 +154,57 @@ func mockGPU(g *fakeGPU) *mock.Device {
 	d.GetFieldValuesFunc = func(values []gonvml.FieldValue) gonvml.Return {
 		for i := range values {
 			v := &values[i]
-			if g.nvlink && v.ScopeId == ^uint32(0) &&
-				(v.FieldId == gonvml.FI_DEV_NVLINK_THROUGHPUT_DATA_TX || v.FieldId == gonvml.FI_DEV_NVLINK_THROUGHPUT_DATA_RX) {
+			switch {
+			case v.FieldId == gonvml.FI_DEV_NVLINK_THROUGHPUT_DATA_TX || v.FieldId == gonvml.FI_DEV_NVLINK_THROUGHPUT_DATA_RX:
+				if !g.nvlink || v.ScopeId != ^uint32(0) {
+					v.NvmlReturn = uint32(gonvml.ERROR_NOT_SUPPORTED)
+					continue
+				}
+				g.mu.Lock()
 				n := g.nvlinkTxKiB
 				if v.FieldId == gonvml.FI_DEV_NVLINK_THROUGHPUT_DATA_RX {
 					n = g.nvlinkRxKiB
 				}
+				g.mu.Unlock()
 				v.ValueType = uint32(gonvml.VALUE_TYPE_UNSIGNED_LONG_LONG)
 				v.Value = encodeValue(gonvml.VALUE_TYPE_UNSIGNED_LONG_LONG, float64(n))
 				v.NvmlReturn = uint32(g.ret("FI_DEV_NVLINK_THROUGHPUT"))
-				continue
+			case v.FieldId == gonvml.FI_DEV_MEMORY_TEMP:
+				v.ValueType = uint32(g.memTempType)
+				v.Value = encodeValue(g.memTempType, g.memTemp)
+				v.NvmlReturn = uint32(g.ret("FI_DEV_MEMORY_TEMP"))
+			default:
+				n, ok := g.values[v.FieldId]
+				if !ok {
+					v.NvmlReturn = uint32(gonvml.ERROR_NOT_SUPPORTED)
+					continue
+				}
+				v.ValueType = uint32(gonvml.VALUE_TYPE_UNSIGNED_LONG_LONG)
+				v.Value = encodeValue(gonvml.VALUE_TYPE_UNSIGNED_LONG_LONG, float64(n))
+				v.NvmlReturn = uint32(g.ret(fieldValueCall(v.FieldId)))
 			}
-			if v.FieldId != gonvml.FI_DEV_MEMORY_TEMP {
-				v.NvmlReturn = uint32(gonvml.ERROR_NOT_SUPPORTED)
-				continue
-			}
-			v.ValueType = uint32(g.memTempType)
-			v.Value = encodeValue(g.memTempType, g.memTemp)
-			v.NvmlReturn = uint32(g.ret("FI_DEV_MEMORY_TEMP"))
 		}
 		return g.ret("GetFieldValues")
 	}
 	d.GetPowerUsageFunc = func() (uint32, gonvml.Return) { return g.power, g.ret("GetPowerUsage") }
 	d.GetEnforcedPowerLimitFunc = func() (uint32, gonvml.Return) { return g.limit, g.ret("GetEnforcedPowerLimit") }
+	d.GetPowerManagementLimitFunc = func() (uint32, gonvml.Return) { return g.mgmtLimit, g.ret("GetPowerManagementLimit") }
+	d.GetViolationStatusFunc = func(p gonvml.PerfPolicyType) (gonvml.ViolationTime, gonvml.Return) {
+		ns, ok := g.violations[p]
+		if !ok {
+			return gonvml.ViolationTime{}, gonvml.ERROR_NOT_SUPPORTED
+		}
+		return gonvml.ViolationTime{ReferenceTime: 1, ViolationTime: ns}, g.ret(fmt.Sprintf("GetViolationStatus/%d", p))
+	}
 	d.GetTotalEnergyConsumptionFunc = func() (uint64, gonvml.Return) {
 		return g.energy, g.ret("GetTotalEnergyConsumption")
 	}
 	d.GetClockInfoFunc = func(c gonvml.ClockType) (uint32, gonvml.Return) {
 		switch c {
 		case gonvml.CLOCK_SM:
-			return g.smClock, g.ret("GetClockInfo")
+			return g.smClock, g.ret("GetClockInfo/SM")
 		case gonvml.CLOCK_MEM:
-			return g.memClock, g.ret("GetClockInfo")
+			return g.memClock, g.ret("GetClockInfo/MEM")
 		}
 		return 0, gonvml.ERROR_INVALID_ARGUMENT
 	}
@@ -171,9 +214,9 @@ func mockGPU(g *fakeGPU) *mock.Device {
 	d.GetPcieThroughputFunc = func(c gonvml.PcieUtilCounter) (uint32, gonvml.Return) {
 		switch c {
 		case gonvml.PCIE_UTIL_TX_BYTES:
-			return g.pcieTx, g.ret("GetPcieThroughput")
+			return g.pcieTx, g.ret("GetPcieThroughput/TX")
 		case gonvml.PCIE_UTIL_RX_BYTES:
-			return g.pcieRx, g.ret("GetPcieThroughput")
+			return g.pcieRx, g.ret("GetPcieThroughput/RX")
 		}
 		return 0, gonvml.ERROR_INVALID_ARGUMENT
 	}
@@ -223,7 +266,7 @@ func mockMIG(m *fakeMIG, parent *mock.Device) *mock.Device {
 		GetUtilizationRatesFunc: func() (gonvml.Utilization, gonvml.Return) {
 			return gonvml.Utilization{}, gonvml.ERROR_NOT_SUPPORTED
 		},
-		GetMemoryInfo_v2Func: func() (gonvml.Memory_v2, gonvml.Return) { return m.memV2, gonvml.SUCCESS },
+		GetMemoryInfo_v2Func: func() (gonvml.Memory_v2, gonvml.Return) { return m.memV2, m.memRet },
 		GetDeviceHandleFromMigDeviceHandleFunc: func() (gonvml.Device, gonvml.Return) {
 			return parent, gonvml.SUCCESS
 		},
@@ -366,5 +409,23 @@ func newBackend(t *testing.T, f *fixture, opts Options) *Backend {
 		t.Fatalf("New: %v", err)
 	}
 	t.Cleanup(func() { _ = b.Close() })
+	// go-nvml's mock cannot stand in for GpuFabricInfoHandler, which
+	// calls the C library: answer from the fake GPUs instead.
+	b.fabricInfo = f.fabricInfo
+	// Each Collect is a second after the previous one.
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	b.now = func() time.Time { now = now.Add(time.Second); return now }
 	return b
+}
+
+// fabricInfo answers the fabric health of the fake GPU behind d.
+func (f *fixture) fabricInfo(d gonvml.Device) (gonvml.GpuFabricInfo_v3, gonvml.Return) {
+	for i, dev := range f.devices {
+		if dev == d {
+			g := f.gpus[i]
+			return gonvml.GpuFabricInfo_v3{HealthSummary: uint8(g.fabricSummary), HealthMask: g.fabricMask},
+				g.ret("GetGpuFabricInfoV")
+		}
+	}
+	return gonvml.GpuFabricInfo_v3{}, gonvml.ERROR_INVALID_ARGUMENT
 }

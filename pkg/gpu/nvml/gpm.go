@@ -21,6 +21,9 @@ var gpmMetrics = []struct {
 	{gonvml.GPM_METRIC_SM_OCCUPANCY, gpu.FieldSMOccupancy, 0.01},
 	{gonvml.GPM_METRIC_ANY_TENSOR_UTIL, gpu.FieldTensorActive, 0.01},
 	{gonvml.GPM_METRIC_DRAM_BW_UTIL, gpu.FieldDRAMActive, 0.01},
+	{gonvml.GPM_METRIC_FP64_UTIL, gpu.FieldFP64Active, 0.01},
+	{gonvml.GPM_METRIC_FP32_UTIL, gpu.FieldFP32Active, 0.01},
+	{gonvml.GPM_METRIC_FP16_UTIL, gpu.FieldFP16Active, 0.01},
 	{gonvml.GPM_METRIC_PCIE_TX_PER_SEC, gpu.FieldPCIeTxBytes, 1},
 	{gonvml.GPM_METRIC_PCIE_RX_PER_SEC, gpu.FieldPCIeRxBytes, 1},
 	{gonvml.GPM_METRIC_NVLINK_TOTAL_TX_PER_SEC, gpu.FieldNVLinkTxBytes, 1},
@@ -41,8 +44,8 @@ type gpmSampler func(s gonvml.GpmSample) gonvml.Return
 // readGPM takes a sample into p and, from the second on, sets the
 // profiling fields the device answers. A GPU without GPM support, or a
 // metric it does not answer, leaves the fields absent, never 0. Errors
-// are not the device's: profiling is best effort, and the device's other
-// fields stand.
+// are not the device's: each metric fails alone, listed in FieldErrors,
+// and the device's other fields stand.
 func (b *Backend) readGPM(p *gpmPair, sample gpmSampler, r *gpu.Reading) {
 	if p.cur == nil {
 		var ret gonvml.Return
@@ -56,6 +59,9 @@ func (b *Backend) readGPM(p *gpmPair, sample gpmSampler, r *gpu.Reading) {
 		}
 	}
 	if ret := sample(p.cur); ret != gonvml.SUCCESS {
+		if p.primed {
+			b.gpmFailed(r, ret)
+		}
 		p.primed = false
 		return
 	}
@@ -70,14 +76,26 @@ func (b *Backend) readGPM(p *gpmPair, sample gpmSampler, r *gpu.Reading) {
 		q.Metrics[i].MetricId = uint32(m.id)
 	}
 	if ret := b.lib.GpmMetricsGet(&q); ret != gonvml.SUCCESS {
+		b.gpmFailed(r, ret)
 		return
 	}
 	for i, m := range gpmMetrics {
 		got := q.Metrics[i]
-		if gonvml.Return(got.NvmlReturn) != gonvml.SUCCESS || got.MetricId != uint32(m.id) {
-			continue
+		switch ret := gonvml.Return(got.NvmlReturn); {
+		case ret != gonvml.SUCCESS:
+			b.fieldFailed(r, m.field, ret)
+		case got.MetricId != uint32(m.id):
+			b.fieldFailed(r, m.field, gonvml.ERROR_UNKNOWN)
+		default:
+			r.Set(m.field, got.Value*m.factor)
 		}
-		r.Set(m.field, got.Value*m.factor)
+	}
+}
+
+// gpmFailed lists every profiling field as failed with ret.
+func (b *Backend) gpmFailed(r *gpu.Reading, ret gonvml.Return) {
+	for _, m := range gpmMetrics {
+		b.fieldFailed(r, m.field, ret)
 	}
 }
 

@@ -74,7 +74,7 @@ func (b *Backend) readMIG(g *gpuDevice, h gonvml.Device) gpu.Reading {
 		r.Err = fmt.Errorf("%s: MIG device: %w", g, err)
 		return r
 	}
-	if err := b.readFields(h, &r, migFields); err != nil {
+	if err := b.readFields(g, h, &r, migCalls, false); err != nil {
 		r.Err = fmt.Errorf("%s: MIG device %s: %w", g, mig.UUID, err)
 		return r
 	}

@@ -81,8 +81,10 @@ type device struct {
 	powerW     float64 // state, relaxes towards the target power
 	tempC      float64 // state, relaxes towards the power's steady state
 	energyMJ   float64
-	// nvlinkBytes counts NVLink traffic, TX plus RX, since the start.
-	nvlinkBytes float64
+	// powerCappedNs, thermalNs and lowUtilNs count the time the clocks
+	// were held back by the power limit, by heat, and at idle: the
+	// violation counters NVML reports.
+	powerCappedNs, thermalNs, lowUtilNs float64
 	// vgpu: a vGPU guest, whose licence is licensed.
 	vgpu, licensed bool
 }
@@ -118,7 +120,19 @@ func (d *device) advance(now time.Time) {
 	// so energy would depend on how often the exporter collects.
 	d.energyMJ += (target*dt.Seconds() + (before-d.powerW)*powerTau.Seconds()) * 1000
 	d.tempC = relax(d.tempC, ambientC+thermalCPerW*d.powerW, dt, thermalTau)
-	d.nvlinkBytes += 2 * d.targetUtil * simNVLinkBytesPerPct * dt.Seconds()
+	// Power-capped at the top of the load range, where the draw reaches
+	// the limit's 95%; throttled for heat above throttleC; at idle clocks
+	// when nothing runs.
+	ns := float64(dt.Nanoseconds())
+	if d.targetUtil >= powerCapUtil {
+		d.powerCappedNs += ns
+	}
+	if d.tempC > throttleC {
+		d.thermalNs += ns
+	}
+	if d.targetUtil == 0 {
+		d.lowUtilNs += ns
+	}
 }
 
 // relax moves x towards target as a first-order system with time constant tau.
@@ -201,6 +215,7 @@ func (d *device) readings() []gpu.Reading {
 	r.Set(gpu.FieldMemoryTemp, math.Round(d.tempC+memTempOverC))
 	r.Set(gpu.FieldPowerUsage, math.Round(d.powerW*1000)/1000)
 	r.Set(gpu.FieldPowerLimit, d.spec.limitW)
+	r.Set(gpu.FieldPowerMgmtLimit, d.spec.limitW)
 	r.Set(gpu.FieldEnergy, math.Round(d.energyMJ))
 	r.Set(gpu.FieldSMClock, d.smClock())
 	r.Set(gpu.FieldMemClock, d.spec.memMHz)
@@ -209,7 +224,10 @@ func (d *device) readings() []gpu.Reading {
 	if d.vgpu {
 		r.Set(gpu.FieldVGPULicensed, map[bool]float64{false: 0, true: 1}[d.licensed])
 	}
-	r.Set(gpu.FieldNVLinkBandwidth, math.Round(d.nvlinkBytes))
+	r.Set(gpu.FieldNVLinkBandwidth, 2*util*simNVLinkBytesPerPct)
+	r.Set(gpu.FieldPowerViolation, math.Round(d.powerCappedNs))
+	r.Set(gpu.FieldThermalViolation, math.Round(d.thermalNs))
+	r.Set(gpu.FieldLowUtilViolation, math.Round(d.lowUtilNs))
 	r.XIDCounts = make(map[uint64]uint64, len(d.xids))
 	for k, v := range d.xids {
 		r.XIDCounts[k] = v
@@ -236,6 +254,13 @@ const (
 	simOccupancyOfBusy = 0.45
 	simTensorOfBusy    = 0.6
 	simDRAMOfBusy      = 0.5
+	simFP64OfBusy      = 0.01
+	simFP32OfBusy      = 0.15
+	simFP16OfBusy      = 0.05
+	// fabricHealthy is NVML_GPU_FABRIC_HEALTH_SUMMARY_HEALTHY.
+	fabricHealthy = 1
+	// powerCapUtil is the load from which the draw sits at the limit.
+	powerCapUtil = 95
 	// simPCIeBytesPerPct and simNVLinkBytesPerPct scale traffic with load.
 	simPCIeBytesPerPct   = 20e6
 	simNVLinkBytesPerPct = 1e9
@@ -243,9 +268,10 @@ const (
 
 // setHealthAndProfiling sets the fields a healthy, unlicensed bare-metal
 // GPU reports beside utilization and memory: no media engines in use, no
-// PCIe replays or row remaps, and profiling activity in proportion to the
-// load. A bare-metal GPU has no vGPU licence, so that field is set only
-// for vGPU guests (readings).
+// PCIe replays, row remaps, ECC errors, retired pages or NVLink errors, a
+// healthy fabric, and profiling activity in proportion to the load. A
+// bare-metal GPU has no vGPU licence, so that field is set only for vGPU
+// guests (readings).
 func setHealthAndProfiling(r *gpu.Reading, util float64) {
 	busy := util / 100
 	for f, v := range map[gpu.Field]float64{
@@ -263,6 +289,16 @@ func setHealthAndProfiling(r *gpu.Reading, util float64) {
 		gpu.FieldPCIeRxBytes:    math.Round(util * simPCIeBytesPerPct),
 		gpu.FieldNVLinkTxBytes:  math.Round(util * simNVLinkBytesPerPct),
 		gpu.FieldNVLinkRxBytes:  math.Round(util * simNVLinkBytesPerPct),
+		gpu.FieldFP64Active:     busy * simFP64OfBusy,
+		gpu.FieldFP32Active:     busy * simFP32OfBusy,
+		gpu.FieldFP16Active:     busy * simFP16OfBusy,
+
+		gpu.FieldECCSBEVolatile: 0, gpu.FieldECCDBEVolatile: 0, gpu.FieldECCSBEAggregate: 0, gpu.FieldECCDBEAggregate: 0,
+		gpu.FieldRetiredPagesSBE: 0, gpu.FieldRetiredPagesDBE: 0, gpu.FieldRetiredPending: 0,
+		gpu.FieldSyncBoostViolation: 0, gpu.FieldBoardLimitViolation: 0, gpu.FieldReliabilityViolation: 0,
+		gpu.FieldNVLinkCRCFlitErrors: 0, gpu.FieldNVLinkCRCDataErrors: 0, gpu.FieldNVLinkReplayErrors: 0,
+		gpu.FieldNVLinkRecoveryErrors: 0,
+		gpu.FieldFabricHealthSummary:  fabricHealthy, gpu.FieldFabricHealthMask: 0,
 	} {
 		r.Set(f, v)
 	}

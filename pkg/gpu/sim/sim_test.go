@@ -453,9 +453,8 @@ func TestProfilingFollowsLoad(t *testing.T) {
 	}
 }
 
-func TestNVLinkCounterGrowsWithLoad(t *testing.T) {
-	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	b, err := New(Options{GPUs: 1, Now: func() time.Time { return now }})
+func TestNVLinkThroughputFollowsLoad(t *testing.T) {
+	b, err := New(Options{GPUs: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -463,11 +462,42 @@ func TestNVLinkCounterGrowsWithLoad(t *testing.T) {
 	if err := b.SetLoad("0", Load{Utilization: &util}); err != nil {
 		t.Fatal(err)
 	}
-	first, _ := collect(t, b)[0].Get(gpu.FieldNVLinkBandwidth)
-	now = now.Add(10 * time.Second)
-	second, ok := collect(t, b)[0].Get(gpu.FieldNVLinkBandwidth)
+	got, ok := collect(t, b)[0].Get(gpu.FieldNVLinkBandwidth)
 	// 50% load moves 2 * 50 * 1e9 bytes a second, TX plus RX.
-	if !ok || second-first != 10*2*50*simNVLinkBytesPerPct {
-		t.Errorf("NVLink counter moved %v in 10 s at 50%%, want %v", second-first, 10*2*50*simNVLinkBytesPerPct)
+	if !ok || got != 2*50*simNVLinkBytesPerPct {
+		t.Errorf("NVLink throughput at 50%% = %v B/s, want %v", got, 2*50*simNVLinkBytesPerPct)
+	}
+}
+
+// TestViolationCounters: the power, thermal and low-utilization violation
+// counters accrue the time the simulated GPU spends capped, hot or idle.
+func TestViolationCounters(t *testing.T) {
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	b, err := New(Options{GPUs: 1, Now: func() time.Time { return now }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	now = now.Add(10 * time.Second) // idle
+	r := collect(t, b)[0]
+	if v, _ := r.Get(gpu.FieldLowUtilViolation); v != 10e9 {
+		t.Errorf("low-utilization violation after 10 s idle = %v ns, want 1e10", v)
+	}
+	full := 100.0
+	if err := b.SetLoad("0", Load{Utilization: &full}); err != nil {
+		t.Fatal(err)
+	}
+	now = now.Add(5 * time.Second)
+	r = collect(t, b)[0]
+	if v, _ := r.Get(gpu.FieldPowerViolation); v != 5e9 {
+		t.Errorf("power violation after 5 s at full load = %v ns, want 5e9", v)
+	}
+	if v, _ := r.Get(gpu.FieldLowUtilViolation); v != 10e9 {
+		t.Errorf("low-utilization violation grew under load: %v", v)
+	}
+	// An H100 at full load settles near 73 C, under the throttle point.
+	now = now.Add(10 * time.Minute)
+	r = collect(t, b)[0]
+	if v, ok := r.Get(gpu.FieldThermalViolation); !ok || v != 0 {
+		t.Errorf("thermal violation below the throttle temperature = %v (%v), want 0", v, ok)
 	}
 }

@@ -87,6 +87,18 @@ app.kubernetes.io/component: gpu-exporter
 {{- end }}
 {{- end }}
 
+{{/* "true" when the exporters reserve a lane for this release's adapter:
+both run, and the adapter reads this release's exporters. */}}
+{{- define "gpuscale.exporter.reservedLane" -}}
+{{- if and .Values.exporter.enabled .Values.exporter.reservedLane.enabled (not .Values.adapter.config.exporterSelector) }}true{{ end }}
+{{- end }}
+
+{{/* The Secret holding the exporters' reserved-lane token: the user's
+(exporter.reservedLane.secretName) or the one the chart generates. */}}
+{{- define "gpuscale.exporter.tokenSecretName" -}}
+{{- .Values.exporter.reservedLane.secretName | default (printf "%s-token" (include "gpuscale.exporter.fullname" .)) }}
+{{- end }}
+
 {{/* The adapter's flags. */}}
 {{- define "gpuscale.adapter.args" -}}
 {{- $c := .Values.adapter.config -}}
@@ -109,6 +121,9 @@ app.kubernetes.io/component: gpu-exporter
 - --exporter-daemonset={{ $c.exporterDaemonSet | default (include "gpuscale.exporter.fullname" .) }}
 - --exporter-port={{ $c.exporterPort }}
 - --exporter-path={{ $c.exporterPath }}
+{{- if include "gpuscale.exporter.reservedLane" . }}
+- --exporter-token-file=/etc/gpuscale/exporter-token/token
+{{- end }}
 {{- if $c.scrapeHostNetwork }}
 - --scrape-host-network
 {{- end }}

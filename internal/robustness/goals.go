@@ -1,0 +1,140 @@
+package robustness
+
+import (
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+
+	"github.com/gpuscale/gpuscale/internal/autoscalebench"
+	"github.com/gpuscale/gpuscale/internal/offlinereplay"
+)
+
+// The goals the recommended policy is held to (issue #31), with one set
+// of defaults on every workload.
+const (
+	// MinMinutesShare: SLO minutes at least this share of static's.
+	MinMinutesShare = 0.9
+	// MaxBurstyCost: GPU-hours at most this share of static's on bursty
+	// workloads (at most static's on the others).
+	MaxBurstyCost = 0.8
+	// MaxClairvoyantCost: across the family, the median GPU-hours at most
+	// this multiple of the clairvoyant reference's ...
+	MaxClairvoyantCost = 1.3
+	// MinClairvoyantMinutes: ... at this share or more of its SLO minutes.
+	MinClairvoyantMinutes = 0.95
+	// MaxEventsPerMinute: on average at most one scale event per three
+	// minutes.
+	MaxEventsPerMinute = 1.0 / 3
+)
+
+// Check is one goal on one workload, or across them.
+type Check struct {
+	Workload, Goal, Measured string
+	Met                      bool
+}
+
+// Goals checks policy (the recommended one) against every goal.
+func Goals(reports []Report, policy string) []Check {
+	var checks []Check
+	var costs, minutes []float64
+	events, eventMinutes := 0, 0
+	for _, r := range reports {
+		o, ok := r.Outcome(policy)
+		st, ok2 := r.Outcome(autoscalebench.PolicyStatic)
+		if !ok || !ok2 {
+			continue
+		}
+		name := r.Workload.Name
+		checks = append(checks,
+			Check{name, "nothing unserved", fmt.Sprintf("%d unserved (%d rejected apart)", o.Unserved, o.Rejected), o.Unserved == 0},
+			Check{name, fmt.Sprintf("SLO minutes >= %.0f%% of static's", 100*MinMinutesShare),
+				fmt.Sprintf("%d of static's %d", o.MinutesMet, st.MinutesMet), float64(o.MinutesMet) >= MinMinutesShare*float64(st.MinutesMet)})
+		limit, goal := 1.0, "GPU-hours <= static's"
+		if r.Workload.Bursty {
+			limit, goal = MaxBurstyCost, fmt.Sprintf("GPU-hours <= %.0f%% of static's (bursty)", 100*MaxBurstyCost)
+		}
+		checks = append(checks, Check{name, goal, fmt.Sprintf("%.1f%%", 100*o.StaticFraction), o.StaticFraction <= limit})
+		events += o.ScaleEvents
+		eventMinutes += o.Minutes
+		if cl, ok := r.Outcome(offlinereplay.PolicyClairvoyant); ok && isFamily(r) {
+			costs = append(costs, o.ClairvoyantFraction)
+			minutes = append(minutes, ratio(float64(o.MinutesMet), float64(cl.MinutesMet)))
+		}
+	}
+	if len(costs) > 0 {
+		mc, mm := median(costs), median(minutes)
+		checks = append(checks, Check{"family", fmt.Sprintf("median GPU-hours <= %.1fx clairvoyant's, at >= %.0f%% of its SLO minutes", MaxClairvoyantCost, 100*MinClairvoyantMinutes),
+			fmt.Sprintf("%.2fx, at %.0f%%", mc, 100*mm), mc <= MaxClairvoyantCost && mm >= MinClairvoyantMinutes})
+	}
+	if eventMinutes > 0 {
+		rate := float64(events) / float64(eventMinutes)
+		checks = append(checks, Check{"all", "<= 1 scale event per 3 minutes on average",
+			fmt.Sprintf("%d events in %d minutes: 1 per %.1f minutes", events, eventMinutes, 1/rate), rate <= MaxEventsPerMinute})
+	}
+	return checks
+}
+
+func isFamily(r Report) bool { return r.Workload.SLO == 0 }
+
+func median(xs []float64) float64 {
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	n := len(s)
+	if n == 0 {
+		return math.NaN()
+	}
+	if n%2 == 1 {
+		return s[n/2]
+	}
+	return (s[n/2-1] + s[n/2]) / 2
+}
+
+// Markdown renders the robustness table: one row per workload, one column
+// per policy, each cell the SLO minutes met (of static's) and the GPU-hours
+// as a share of static's; then the goals.
+func Markdown(reports []Report, policies []string, recommended string) string {
+	var b strings.Builder
+	b.WriteString("| workload | SLO | static | " + strings.Join(policies, " | ") + " |\n|---|---:|---:|")
+	b.WriteString(strings.Repeat("---:|", len(policies)) + "\n")
+	for _, r := range reports {
+		name := r.Workload.Name
+		if r.Workload.Bursty {
+			name += " (bursty)"
+		}
+		fmt.Fprintf(&b, "| %s | %v | %d replicas, %d/%d min |", name, r.SLO, r.Static, r.Reachable, minutesOf(r))
+		for _, p := range policies {
+			o, ok := r.Outcome(p)
+			if !ok {
+				b.WriteString(" - |")
+				continue
+			}
+			cell := fmt.Sprintf("%d min, %.0f%%", o.MinutesMet, 100*o.StaticFraction)
+			if o.Unserved > 0 {
+				cell += fmt.Sprintf(", %d unserved", o.Unserved)
+			}
+			if p == recommended {
+				cell = "**" + cell + "**"
+			}
+			fmt.Fprintf(&b, " %s |", cell)
+		}
+		b.WriteString("\n")
+	}
+	b.WriteString("\nEach cell: SLO minutes met, and GPU-hours as a share of static provisioning's. Requests larger than a replica's KV cache are rejected, as vLLM rejects them, and counted in no minute.\n\n")
+	b.WriteString("| goal (" + recommended + ") | workload | measured | met |\n|---|---|---|---|\n")
+	for _, c := range Goals(reports, recommended) {
+		met := "yes"
+		if !c.Met {
+			met = "**no**"
+		}
+		fmt.Fprintf(&b, "| %s | %s | %s | %s |\n", c.Goal, c.Workload, c.Measured, met)
+	}
+	return b.String()
+}
+
+func minutesOf(r Report) int {
+	if o, ok := r.Outcome(autoscalebench.PolicyStatic); ok {
+		return o.Minutes
+	}
+	return 0
+}

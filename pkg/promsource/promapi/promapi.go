@@ -1,0 +1,137 @@
+// Package promapi is the adapter's client of a Prometheus-compatible query
+// API (Prometheus, Thanos, Mimir, VictoriaMetrics): one instant query at a
+// time, its answer bounded in size, and of its samples only the finite
+// ones. Whatever the server answers is untrusted. The package knows
+// nothing of Kubernetes, so that its fuzz target instruments little
+// besides it and the Prometheus client.
+package promapi
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"net/http"
+	"net/url"
+	"time"
+
+	"github.com/prometheus/client_golang/api"
+	v1 "github.com/prometheus/client_golang/api/prometheus/v1"
+	"github.com/prometheus/common/config"
+	"github.com/prometheus/common/model"
+)
+
+// DefaultMaxResponseBytes bounds one query's answer. A vector naming
+// 10,000 pods is about 2 MB; a server that sends far more is broken or
+// hostile, and must not take the adapter's memory with it.
+const DefaultMaxResponseBytes = 32 << 20
+
+// Config wires a Client.
+type Config struct {
+	// URL is the API's base, e.g. http://prometheus:9090 (no /api/v1).
+	URL string
+	// HTTP is the client's TLS, bearer token and proxy settings.
+	HTTP config.HTTPClientConfig
+	// Timeout bounds one query, in the client and on the server; 0 means
+	// 5s.
+	Timeout time.Duration
+	// MaxStaleness is sent as the query's lookback_delta, so a series
+	// whose newest sample is older gives no value. A backend that ignores
+	// the parameter uses its own lookback, 5m in Prometheus.
+	MaxStaleness time.Duration
+	// MaxResponseBytes bounds one answer; 0 means DefaultMaxResponseBytes.
+	MaxResponseBytes int64
+}
+
+// Client runs instant queries.
+type Client struct {
+	api               v1.API
+	timeout, lookback time.Duration
+	where             string
+}
+
+// New returns a Client. It does not contact the server: the server being
+// down is an error of each query, never of the adapter's start.
+func New(cfg Config) (*Client, error) {
+	u, err := url.Parse(cfg.URL)
+	if err != nil || u.Scheme == "" || u.Host == "" {
+		return nil, fmt.Errorf("prometheus url %q: want scheme://host[:port][/path]", cfg.URL)
+	}
+	if err := cfg.HTTP.Validate(); err != nil {
+		return nil, fmt.Errorf("prometheus http client: %w", err)
+	}
+	hc, err := config.NewClientFromConfig(cfg.HTTP, "gpuscale-adapter")
+	if err != nil {
+		return nil, fmt.Errorf("prometheus http client: %w", err)
+	}
+	if cfg.MaxResponseBytes <= 0 {
+		cfg.MaxResponseBytes = DefaultMaxResponseBytes
+	}
+	hc.Transport = cappedTransport{next: hc.Transport, limit: cfg.MaxResponseBytes}
+	c, err := api.NewClient(api.Config{Address: cfg.URL, Client: hc})
+	if err != nil {
+		return nil, fmt.Errorf("prometheus client: %w", err)
+	}
+	if cfg.Timeout <= 0 {
+		cfg.Timeout = 5 * time.Second
+	}
+	return &Client{api: v1.NewAPI(c), timeout: cfg.Timeout, lookback: cfg.MaxStaleness, where: u.Redacted()}, nil
+}
+
+// Where names the server, without credentials.
+func (c *Client) Where() string { return c.where }
+
+// Each runs one query at at and calls fn with each finite sample's key
+// label, value and time. NaN (a quantile of no requests, 0/0) and
+// infinities are no value.
+func (c *Client) Each(ctx context.Context, q string, at time.Time, key string, fn func(key string, v float64, t time.Time)) error {
+	vec, err := c.Vector(ctx, q, at)
+	if err != nil {
+		return err
+	}
+	for _, smp := range vec {
+		v := float64(smp.Value)
+		if math.IsNaN(v) || math.IsInf(v, 0) {
+			continue
+		}
+		fn(string(smp.Metric[model.LabelName(key)]), v, smp.Timestamp.Time())
+	}
+	return nil
+}
+
+// Vector runs one query at at and returns its instant vector; any other
+// answer is an error.
+func (c *Client) Vector(ctx context.Context, q string, at time.Time) (model.Vector, error) {
+	ctx, cancel := context.WithTimeout(ctx, c.timeout)
+	defer cancel()
+	val, _, err := c.api.Query(ctx, q, at, v1.WithTimeout(c.timeout), v1.WithLookbackDelta(c.lookback))
+	if err != nil {
+		return nil, fmt.Errorf("query prometheus at %s: %w", c.where, err)
+	}
+	if val == nil {
+		// A 2xx answer with no data ("{}" from a proxy, say) decodes to
+		// no value and no error.
+		return nil, fmt.Errorf("query prometheus at %s: the answer holds no result: %s", c.where, q)
+	}
+	vec, ok := val.(model.Vector)
+	if !ok {
+		return nil, fmt.Errorf("query prometheus at %s: got a %s, want an instant vector: %s", c.where, val.Type(), q)
+	}
+	return vec, nil
+}
+
+// cappedTransport fails the read of any answer body past limit bytes
+// (*http.MaxBytesError), so the client's JSON decoding stops there instead
+// of holding whatever the server sends.
+type cappedTransport struct {
+	next  http.RoundTripper
+	limit int64
+}
+
+func (t cappedTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	resp, err := t.next.RoundTrip(req)
+	if err != nil {
+		return nil, err
+	}
+	resp.Body = http.MaxBytesReader(nil, resp.Body, t.limit)
+	return resp, nil
+}

@@ -1,0 +1,140 @@
+package promapi
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+var t0 = time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+
+// server answers every query with status and body.
+func server(t testing.TB, status int, body string) *httptest.Server {
+	t.Helper()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(status)
+		fmt.Fprint(w, body)
+	}))
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+func client(t testing.TB, url string, maxBytes int64) *Client {
+	t.Helper()
+	c, err := New(Config{URL: url, Timeout: time.Second, MaxResponseBytes: maxBytes})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func vector(samples ...string) string {
+	return `{"status":"success","data":{"resultType":"vector","result":[` + strings.Join(samples, ",") + `]}}`
+}
+
+func sample(pod, value string) string {
+	return fmt.Sprintf(`{"metric":{"pod":%q},"value":[%d,%q]}`, pod, t0.Unix(), value)
+}
+
+func TestEach(t *testing.T) {
+	for _, tc := range []struct {
+		name, body string
+		status     int
+		max        int64
+		want       map[string]float64
+		wantErr    string
+	}{
+		{name: "finite kept", status: 200, body: vector(sample("a", "2"), sample("b", "NaN"), sample("c", "+Inf"), sample("d", "-1.5")),
+			want: map[string]float64{"a": 2, "d": -1.5}},
+		{name: "empty vector", status: 200, body: vector(), want: map[string]float64{}},
+		{name: "matrix", status: 200, body: `{"status":"success","data":{"resultType":"matrix","result":[]}}`, wantErr: "want an instant vector"},
+		{name: "no data", status: 200, body: `{"status":"success"}`, wantErr: "query prometheus"},
+		{name: "empty answer", status: 277, body: `{}`, wantErr: "query prometheus"},
+		{name: "query error", status: 422, body: `{"status":"error","errorType":"execution","error":"many-to-many matching not allowed"}`, wantErr: "many-to-many"},
+		{name: "proxy page", status: 503, body: `<html>proxy error</html>`, wantErr: "query prometheus"},
+		{name: "over the cap", status: 200, body: vector(sample("a", "2"), sample(strings.Repeat("x", 4<<10), "5")), max: 1 << 10, wantErr: "query prometheus"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := client(t, server(t, tc.status, tc.body).URL, tc.max)
+			got := map[string]float64{}
+			err := c.Each(context.Background(), "up", t0, "pod", func(k string, v float64, at time.Time) {
+				got[k] = v
+				if !at.Equal(t0) {
+					t.Errorf("%s: sample time %v, want %v", k, at, t0)
+				}
+			})
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("Each: %v, want an error with %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil || fmt.Sprint(got) != fmt.Sprint(tc.want) {
+				t.Fatalf("Each = %v, %v; want %v", got, err, tc.want)
+			}
+		})
+	}
+}
+
+func TestNewRefusesBadURL(t *testing.T) {
+	for _, u := range []string{"", "prometheus:9090", "http://", "://x"} {
+		if _, err := New(Config{URL: u}); err == nil {
+			t.Errorf("New(%q) accepted it", u)
+		}
+	}
+}
+
+// FuzzEach: whatever a Prometheus-compatible server answers (any status,
+// any body), Each neither panics nor hands on a value that is not a finite
+// number.
+func FuzzEach(f *testing.F) {
+	f.Add(200, vector(sample("a", "2"), sample("b", "NaN")))
+	f.Add(200, `{"status":"success","data":{"resultType":"vector","result":[{"metric":{"model_name":"llama"},"value":[1,"+Inf"]},{"metric":{"Hostname":"gpu-1"},"value":[1,"-1e308"]}]}}`)
+	f.Add(200, `{"status":"success","data":{"resultType":"matrix","result":[{"metric":{},"values":[[1,"1"]]}]}}`)
+	f.Add(200, `{"status":"success","data":{"resultType":"scalar","result":[1,"1e400"]}}`)
+	f.Add(200, `{"status":"success","data":{"resultType":"vector","result":[{"metric":{"pod":"a"},"value":[1e300,"1"]}]}}`)
+	f.Add(422, `{"status":"error","errorType":"execution","error":"many-to-many matching not allowed"}`)
+	f.Add(503, `<html>proxy error</html>`)
+	f.Add(200, `{"status":"success","data":{"resultType":"vector","result":[`)
+	// Found by the fuzzer: a 2xx answer with no data decoded to a nil
+	// value, and the source panicked naming its type.
+	f.Add(277, `{}`)
+	f.Add(200, `{"status":"success"}`)
+	var (
+		mu     sync.Mutex
+		body   string
+		status int
+	)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		mu.Lock()
+		st, b := status, body
+		mu.Unlock()
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(st)
+		fmt.Fprint(w, b)
+	}))
+	defer srv.Close()
+	c := client(f, srv.URL, 1<<20)
+	f.Fuzz(func(t *testing.T, st int, b string) {
+		if st < 100 || st > 599 {
+			st = 200
+		}
+		mu.Lock()
+		status, body = st, b
+		mu.Unlock()
+		for _, key := range []string{"pod", "model_name", "Hostname", ""} {
+			_ = c.Each(context.Background(), "q", t0, key, func(k string, v float64, _ time.Time) {
+				if math.IsNaN(v) || math.IsInf(v, 0) {
+					t.Errorf("key %q: handed on %v", k, v)
+				}
+			})
+		}
+	})
+}
