@@ -37,7 +37,7 @@ func run() error {
 		slo       = flag.Duration("slo", time.Second, "TTFT p90 a trace minute must stay within; also the TTFT policy's target.")
 		modelLoad = flag.Duration("model-load", time.Minute, "Trace time a new replica takes to become Ready.")
 		profile   = flag.String("profile", "l4-llama-3.1-8b", "Replica performance profile (pkg/inferencesim).")
-		policies  = flag.String("policies", strings.Join(autoscalebench.Policies, ","), "Comma-separated policies to compare.")
+		policies  = flag.String("policies", strings.Join(autoscalebench.Policies, ","), "Comma-separated policies to compare; recommended is the README's first example ("+autoscalebench.Recommended+").")
 		gpuTarget = flag.Float64("gpu-target", 70, "averageValue of the gpu-utilization policy.")
 		queue     = flag.Float64("queue-target", 1, "averageValue of the queue-depth policies.")
 		running   = flag.Float64("running-target", 16, "averageValue of the running-requests policy.")
@@ -63,6 +63,9 @@ func run() error {
 		cfg.Duration = tr.Duration() - *start + time.Nanosecond
 	}
 	cfg.Policies = strings.Split(*policies, ",")
+	for i, p := range cfg.Policies {
+		cfg.Policies[i] = autoscalebench.Resolve(p) // "recommended": the README's first example
+	}
 	cfg.Targets.GPUUtilization, cfg.Targets.QueueDepth, cfg.Targets.RequestsRunning, cfg.Targets.TTFT = *gpuTarget, *queue, *running, *slo
 	cfg.MaxReplicas = *maxR
 	cfg.Log = log

@@ -24,6 +24,19 @@ import (
 // namespace.
 const workloadName = "llm"
 
+// Recommended is the policy the README's first example HPA runs, which
+// the name PolicyRecommended selects.
+const Recommended = PolicyCapacity
+
+// Resolve returns the policy a name selects: PolicyRecommended is
+// Recommended, any other name itself.
+func Resolve(name string) string {
+	if name == PolicyRecommended {
+		return Recommended
+	}
+	return name
+}
+
 // Policies lists every policy, in report order.
 var Policies = []string{PolicyGPUUtilization, PolicyQueueDepth, PolicyTTFT, PolicyStatic, PolicyQueueDepthRecommended, PolicyRunningRequests, PolicyLLMD, PolicyCapacity}
 

@@ -1,6 +1,7 @@
 package autoscalebench
 
 import (
+	"slices"
 	"testing"
 	"time"
 
@@ -118,5 +119,18 @@ func TestLLMDLaw(t *testing.T) {
 	}
 	if got := m.Step(415*time.Second, 0, 6, 6, 1, 18); got != 1 {
 		t.Errorf("idle after the window = %d, want 1", got)
+	}
+}
+
+func TestResolve(t *testing.T) {
+	for name, want := range map[string]string{
+		PolicyRecommended: Recommended, PolicyCapacity: PolicyCapacity, PolicyQueueDepth: PolicyQueueDepth,
+	} {
+		if got := Resolve(name); got != want {
+			t.Errorf("Resolve(%q) = %q, want %q", name, got, want)
+		}
+	}
+	if !slices.Contains(Policies, Recommended) {
+		t.Errorf("the recommended policy %q is not one the bench runs", Recommended)
 	}
 }

@@ -27,6 +27,9 @@ const (
 	// 1, with the behavior `adapter recommend` gives: forecast demand
 	// over the start-up horizon against measured capacity (pkg/capacity).
 	PolicyCapacity = "capacity"
+	// PolicyRecommended names, in both the bench and the offline replay,
+	// the README's first example HPA: Recommended is the policy it is.
+	PolicyRecommended = "recommended"
 	// PolicyLLMD is the reference: llm-d's SLO-aware control law on TTFT
 	// p90 over the SLO (llmd.go), driving the Deployment's scale itself.
 	PolicyLLMD = "llm-d-slo"

@@ -18,8 +18,8 @@ import (
 // Policies the replay has beyond the bench's (autoscalebench.Policies).
 const (
 	// PolicyRecommended is the README's first example HPA: what a user
-	// who follows it runs.
-	PolicyRecommended = "recommended"
+	// who follows it runs (autoscalebench.Recommended).
+	PolicyRecommended = autoscalebench.PolicyRecommended
 	// PolicyClairvoyant knows each minute's need in advance and asks for
 	// it one start-up ahead: the bound no causal policy can beat.
 	PolicyClairvoyant = "clairvoyant"
@@ -87,7 +87,7 @@ func NewPolicy(name string, o PolicyOptions) (Policy, Behavior, error) {
 		// The law sets the Deployment's scale itself, its own scale-down
 		// window included: no HPA between.
 		return &llmd{slo: t.TTFT.Seconds(), window: o.ttftWindow(), maxR: maxR}, Unlimited(1, maxR), nil
-	case autoscalebench.PolicyCapacity, PolicyRecommended:
+	case autoscalebench.Recommended, PolicyRecommended:
 		cfg := capacity.DefaultConfig()
 		cfg.Objective, cfg.Window = t.TTFT, time.Minute
 		if o.Objective > 0 {

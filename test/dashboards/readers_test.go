@@ -76,6 +76,16 @@ func TestChartReaderBindings(t *testing.T) {
 			t.Errorf("helm template %v: %v, want the schema to refuse it", bad, err)
 		}
 	}
+	// The credentials the chart makes for KEDA (in KEDA's namespace, read by
+	// one ClusterTriggerAuthentication) read every namespace: without that
+	// binding the default install's KEDA would be refused everywhere.
+	for _, src := range []string{"generate", "certManager"} {
+		objs := mustRender(t, "--set", "kedaScaler.enabled=true", "--set", "adapter.tls.source="+src, "--api-versions", "cert-manager.io/v1")
+		crb := named(t, objs, "ClusterRoleBinding", ":keda-scaler-reader")
+		if s := fmt.Sprint(dig(crb, "subjects")); !strings.Contains(s, "kind:User") || !strings.Contains(s, "name:keda-operator") {
+			t.Errorf("adapter.tls.source=%s: keda-scaler-reader bound to %s, want User keda-operator", src, s)
+		}
+	}
 	objs = mustRender(t, "--set", "kedaScaler.enabled=true", "--set", "kedaScaler.clientAuth=false", "--set", "kedaScaler.authorization=none")
 	if a := args(t, named(t, objs, "Deployment", "-adapter")); !slices.Contains(a, "--keda-scaler-authorization=none") {
 		t.Errorf("adapter args %v", a)
