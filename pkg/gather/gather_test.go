@@ -401,7 +401,7 @@ func (g *growingPods) add(p ...*corev1.Pod) {
 // suspects. (Before, a target cut by the cycle's deadline stayed healthy,
 // and each cycle scraped a few of the healthy ones.)
 func TestHangAfterAnswerDoesNotStarveHealthyTargets(t *testing.T) {
-	const interval = time.Second
+	const interval = 2 * time.Second
 	pods := &growingPods{}
 	_, healthy := serve(t, newSim(t, 10))
 	for i := range 16 {
