@@ -6,6 +6,7 @@ import (
 	"math"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/gpuscale/gpuscale/pkg/histogram"
@@ -114,6 +115,10 @@ type Config struct {
 	// Forget drops a workload's state after it was not asked about for
 	// this long.
 	Forget time.Duration
+	// MaxTargetsPerNamespace and MaxTargets bound the workloads and
+	// models whose state is kept, per namespace and in all; 0 means
+	// DefaultMaxTargetsPerNamespace and DefaultMaxTargets.
+	MaxTargetsPerNamespace, MaxTargets int
 }
 
 // observeGap is the least time between two of the forecast's observations:
@@ -136,11 +141,23 @@ func DefaultConfig() Config {
 
 // Estimator keeps, per workload or model, the forecast's state and the
 // last measured capacity. It is safe for concurrent use.
+//
+// Its lock guards only which states exist: each estimate runs under its own
+// target's lock, so a slow estimate of one target (thousands of pods, say)
+// never holds up another's, and never another namespace's. Which states
+// exist is bounded too: a target gets one only once its pods have data,
+// each namespace holds at most Config.MaxTargetsPerNamespace of them and
+// all namespaces MaxTargets, and forgotten ones are swept at most once per
+// sweepEvery rather than on every read.
 type Estimator struct {
 	cfg     Config
 	metrics *Metrics
 	mu      sync.Mutex
 	state   map[Key]*workloadState
+	// perNamespace counts each namespace's states.
+	perNamespace map[string]int
+	// swept is when forgotten states were last looked for.
+	swept time.Time
 }
 
 // Key names what is estimated: a workload ("deployment/llm") or a model
@@ -148,30 +165,53 @@ type Estimator struct {
 type Key struct{ Namespace, Target string }
 
 type workloadState struct {
+	// lastUsed is when the target was last asked about, in Unix
+	// nanoseconds: set under the Estimator's lock, read by its sweep.
+	lastUsed atomic.Int64
+	// mu is held across one estimate of the target.
+	mu       sync.Mutex
 	holt     Holt
 	observed time.Time // the forecast's last observation
 	slots    float64   // last measured, 0: never
-	lastUsed time.Time
 	prefill  prefillWindow
 }
 
+// Bounds on the states kept, the defaults of Config.MaxTargetsPerNamespace
+// and Config.MaxTargets. A state is a few KiB (the forecast, and a window
+// of up to 13 merged prefill histograms); a namespace rarely has more than
+// a few dozen workloads and models with a capacity HPA.
+const (
+	DefaultMaxTargetsPerNamespace = 256
+	DefaultMaxTargets             = 4096
+)
+
+// ErrTooManyTargets is wrapped when a target would need a state past
+// MaxTargetsPerNamespace or MaxTargets: it gets no value until states are
+// forgotten.
+var ErrTooManyTargets = errors.New("too many workloads and models estimated")
+
 // New returns an estimator; m may be nil.
 func New(cfg Config, m *Metrics) *Estimator {
-	return &Estimator{cfg: cfg, metrics: m, state: map[Key]*workloadState{}}
+	if cfg.MaxTargetsPerNamespace <= 0 {
+		cfg.MaxTargetsPerNamespace = DefaultMaxTargetsPerNamespace
+	}
+	if cfg.MaxTargets <= 0 {
+		cfg.MaxTargets = DefaultMaxTargets
+	}
+	return &Estimator{cfg: cfg, metrics: m, state: map[Key]*workloadState{}, perNamespace: map[string]int{}}
 }
 
 // Estimate updates k's forecast with pods at now and returns the signal.
-// Errors wrap ErrNoData or ErrNoCapacity: no value is made up.
+// Errors wrap ErrNoData, ErrNoCapacity or ErrTooManyTargets: no value is
+// made up.
 func (e *Estimator) Estimate(k Key, now time.Time, pods []Pod) (Estimate, error) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	e.forgetLocked(now)
-	st := e.state[k]
-	if st == nil {
-		st = &workloadState{}
-		e.state[k] = st
+	st, err := e.stateFor(k, now, hasData(pods))
+	if err != nil {
+		e.metrics.failed(err)
+		return Estimate{}, fmt.Errorf("%s/%s: %w", k.Namespace, k.Target, err)
 	}
-	st.lastUsed = now
+	st.mu.Lock()
+	defer st.mu.Unlock()
 	est, err := e.estimate(st, now, pods)
 	if err != nil {
 		e.metrics.failed(err)
@@ -180,6 +220,48 @@ func (e *Estimator) Estimate(k Key, now time.Time, pods []Pod) (Estimate, error)
 	e.metrics.set(k, est)
 	return est, nil
 }
+
+// stateFor returns k's state, marked used at now. A target without one
+// gets one only when its pods have data (otherwise ErrNoData: asking about
+// names no pod serves costs nothing kept) and the bounds leave room.
+func (e *Estimator) stateFor(k Key, now time.Time, data bool) (*workloadState, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.sweepLocked(now)
+	st := e.state[k]
+	if st == nil {
+		switch {
+		case !data:
+			return nil, ErrNoData
+		case e.perNamespace[k.Namespace] >= e.cfg.MaxTargetsPerNamespace:
+			return nil, fmt.Errorf("%w: namespace %s has %d, the most kept per namespace", ErrTooManyTargets, k.Namespace, e.cfg.MaxTargetsPerNamespace)
+		case len(e.state) >= e.cfg.MaxTargets:
+			return nil, fmt.Errorf("%w: %d, the most kept", ErrTooManyTargets, e.cfg.MaxTargets)
+		}
+		st = &workloadState{}
+		e.state[k] = st
+		e.perNamespace[k.Namespace]++
+	}
+	st.lastUsed.Store(now.UnixNano())
+	return st, nil
+}
+
+// hasData reports whether a Ready pod has fresh values: what an estimate
+// needs before anything about its target is worth keeping.
+func hasData(pods []Pod) bool {
+	for _, p := range pods {
+		if p.Ready && p.Data {
+			return true
+		}
+	}
+	return false
+}
+
+// maxSlots bounds the requests one replica's KV cache is taken to hold:
+// the most requests one server holds (store.MaxRequests). Slots are running
+// requests over KV cache in use, both the pod's to report, and a tiny KV
+// use makes them any number.
+const maxSlots = 1 << 30
 
 func (e *Estimator) estimate(st *workloadState, now time.Time, pods []Pod) (Estimate, error) {
 	var (
@@ -216,7 +298,7 @@ func (e *Estimator) estimate(st *workloadState, now time.Time, pods []Pod) (Esti
 	// requests of the current mix. Measured when at least one request
 	// runs; otherwise the last measurement stands.
 	if run >= 1 && kv > 0 {
-		st.slots = run / kv
+		st.slots = min(run/kv, maxSlots)
 	}
 	est.Slots = st.slots
 
@@ -276,14 +358,28 @@ func (st *workloadState) forecast(now time.Time, horizon time.Duration) float64 
 	return st.holt.Forecast(horizon + now.Sub(st.observed))
 }
 
-func (e *Estimator) forgetLocked(now time.Time) {
+// sweepLocked drops the states not asked about for Config.Forget, at most
+// once per sweepEvery: a pass over every state on every read would make a
+// read cost as much as all the states kept.
+func (e *Estimator) sweepLocked(now time.Time) {
+	if now.Sub(e.swept) < sweepEvery(e.cfg.Forget) {
+		return
+	}
+	e.swept = now
 	for k, st := range e.state {
-		if now.Sub(st.lastUsed) > e.cfg.Forget {
+		if now.Sub(time.Unix(0, st.lastUsed.Load())) > e.cfg.Forget {
 			delete(e.state, k)
+			if e.perNamespace[k.Namespace]--; e.perNamespace[k.Namespace] <= 0 {
+				delete(e.perNamespace, k.Namespace)
+			}
 			e.metrics.forget(k)
 		}
 	}
 }
+
+// sweepEvery is a tenth of the forget delay: a state outlives it by at most
+// that much.
+func sweepEvery(forget time.Duration) time.Duration { return forget / 10 }
 
 // median is the lower median of ds, 0 when empty.
 func median(ds []time.Duration) time.Duration {

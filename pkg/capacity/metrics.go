@@ -50,7 +50,7 @@ func NewMetrics() *Metrics {
 		prefillOver:    g("prefill_over_objective_ratio", "Share of the window's requests whose prefill alone exceeded the TTFT objective."),
 		errors: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "gpuscale_adapter_capacity_estimate_errors_total",
-			Help: "Capacity estimates that served no value, by reason (no_data, no_capacity).",
+			Help: "Capacity estimates that served no value, by reason (no_data, no_capacity, too_many_targets).",
 		}, []string{"reason"}),
 	}
 	m.all = []*prometheus.GaugeVec{m.utilization, m.demand, m.forecast, m.trend, m.trendErr, m.slots, m.perReplica, m.horizon, m.replicas, m.reporting, m.loading, m.loadingCredit, m.needed,
@@ -97,8 +97,11 @@ func (m *Metrics) failed(err error) {
 		return
 	}
 	reason := "no_data"
-	if errors.Is(err, ErrNoCapacity) {
+	switch {
+	case errors.Is(err, ErrNoCapacity):
 		reason = "no_capacity"
+	case errors.Is(err, ErrTooManyTargets):
+		reason = "too_many_targets"
 	}
 	m.errors.WithLabelValues(reason).Inc()
 }

@@ -51,7 +51,7 @@ func (w *prefillWindow) observe(now time.Time, pods []Pod, window time.Duration)
 			}
 		}
 	}
-	if len(parts) > 0 {
+	if len(parts) > 0 && fewLayouts(parts) {
 		if inc, err := histogram.Merge(parts...); err == nil {
 			w.add(prefillStep{from: w.lastAt, to: now, inc: inc}, window/windowSlots)
 		}
@@ -64,16 +64,52 @@ func (w *prefillWindow) observe(now time.Time, pods []Pod, window time.Duration)
 	w.steps = w.steps[i:]
 }
 
+// maxLayouts bounds the bucket layouts one step merges. The pods of a
+// workload or model share their server's layout, or two during a rollout
+// that changed it; merging takes the union of the layouts' bounds, so pods
+// that each chose their own would make a step of thousands of buckets,
+// kept for the whole window and merged again on every read. A step of more
+// is dropped: the prefill term rests on the steps left.
+const maxLayouts = 4
+
+// fewLayouts reports whether hs have at most maxLayouts bucket layouts.
+func fewLayouts(hs []*histogram.Histogram) bool {
+	var seen [maxLayouts]*histogram.Histogram
+	n := 0
+next:
+	for _, h := range hs {
+		for _, l := range seen[:n] {
+			if histogram.SameBounds(l, h) {
+				continue next
+			}
+		}
+		if n == maxLayouts {
+			return false
+		}
+		seen[n] = h
+		n++
+	}
+	return true
+}
+
+// maxStepBuckets bounds the buckets of one step: maxLayouts layouts of up
+// to 64 buckets (store.MaxHistogramBuckets).
+const maxStepBuckets = maxLayouts * 64
+
 // add appends s, or adds it into the newest step when that began no more than
-// slot before s ends.
+// slot before s ends. Should the two add up past maxStepBuckets, s is
+// dropped, as a step of too many layouts is: layouts that change from one
+// read to the next must not grow a step, nor the number of steps.
 func (w *prefillWindow) add(s prefillStep, slot time.Duration) {
 	if n := len(w.steps); n > 0 && s.to.Sub(w.steps[n-1].from) <= slot {
-		if inc, err := histogram.Merge(w.steps[n-1].inc, s.inc); err == nil {
+		if inc, err := histogram.Merge(w.steps[n-1].inc, s.inc); err == nil && len(inc.Bounds) <= maxStepBuckets {
 			w.steps[n-1].inc, w.steps[n-1].to = inc, s.to
-			return
 		}
+		return
 	}
-	w.steps = append(w.steps, s)
+	if len(s.inc.Bounds) <= maxStepBuckets {
+		w.steps = append(w.steps, s)
+	}
 }
 
 // total is the window's merged increase and the time it covers.

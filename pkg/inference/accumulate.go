@@ -115,8 +115,16 @@ func (a *accumulator) signals(m *mapping, kvFamily string) *Signals {
 	s.Prefill = a.merged(&a.prefill, m.prefill)
 	s.Rejected = a.rejected
 	models := make([]string, 0, len(a.models))
+	size := 0
 	for m := range a.models {
 		models = append(models, m)
+		size += len(m) + 1
+	}
+	if size-1 > MaxServerModelNames {
+		// The values stand; the names are not kept.
+		s.Rejected = append(s.Rejected, Rejection{Series: fmt.Sprintf("the %d model names", len(models)),
+			Err: fmt.Errorf("%w: %d bytes joined, the most is %d", ErrModelName, size-1, MaxServerModelNames)})
+		return s
 	}
 	slices.Sort(models)
 	s.Model = strings.Join(models, ",")

@@ -124,6 +124,9 @@ func eachSeries(m *mapping, families map[string]*dto.MetricFamily, route func(mo
 			model := modelOf(metric, m.modelLabels)
 			acc := route(model)
 			v, err := gaugeValue(mf, metric)
+			if err == nil {
+				err = checkModelName(model)
+			}
 			if err != nil {
 				g.total(acc).void = true
 			} else {
@@ -151,7 +154,11 @@ func eachHistogram(families map[string]*dto.MetricFamily, family string, scale f
 	for _, metric := range mf.GetMetric() {
 		model := modelOf(metric, modelLabels)
 		acc := route(model)
-		h, err := histogram.FromDTO(metric, scale)
+		err := checkModelName(model)
+		var h *histogram.Histogram
+		if err == nil {
+			h, err = histogram.FromDTO(metric, scale)
+		}
 		if err == nil {
 			err = store.CheckTTFT(h)
 		}
@@ -163,6 +170,14 @@ func eachHistogram(families map[string]*dto.MetricFamily, family string, scale f
 		into(acc).hs = append(into(acc).hs, h)
 		acc.seen(model)
 	}
+}
+
+// checkModelName refuses a model name past MaxModelName.
+func checkModelName(model string) error {
+	if len(model) > MaxModelName {
+		return fmt.Errorf("%w: %d bytes, the most is %d", ErrModelName, len(model), MaxModelName)
+	}
+	return nil
 }
 
 func firstPresent(families map[string]*dto.MetricFamily, names []string) string {

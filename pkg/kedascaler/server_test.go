@@ -308,7 +308,7 @@ func TestTLSFilesRequired(t *testing.T) {
 		{"client CA not a certificate", kedascaler.TLSFiles{CertFile: p.certFile, KeyFile: p.keyFile, ClientCAFile: p.keyFile}, "CA"},
 	}
 	for _, c := range cases {
-		_, err := kedascaler.NewServer(kedascaler.Config{Metrics: w.provider, TLS: c.files})
+		_, err := kedascaler.NewServer(kedascaler.Config{Metrics: w.provider, TLS: c.files, AllowAllNamespaces: true})
 		if err == nil || !strings.Contains(err.Error(), c.says) {
 			t.Errorf("%s: %v, want an error naming %s", c.name, err, c.says)
 		}

@@ -6,6 +6,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -110,7 +111,7 @@ func parseTrigger(ref *pb.ScaledObjectRef, c catalog) (trigger, error) {
 		return trigger{}, status.Error(codes.InvalidArgument, "no ScaledObject reference")
 	}
 	if errs := validation.IsDNS1123Label(ref.GetNamespace()); len(errs) > 0 {
-		return trigger{}, invalid("the ScaledObject's namespace %q: %s", ref.GetNamespace(), strings.Join(errs, "; "))
+		return trigger{}, invalid("the ScaledObject's namespace %s: %s", quote(ref.GetNamespace()), strings.Join(errs, "; "))
 	}
 	md, err := normalizeKeys(ref.GetScalerMetadata())
 	if err != nil {
@@ -121,7 +122,7 @@ func parseTrigger(ref *pb.ScaledObjectRef, c catalog) (trigger, error) {
 		return trigger{}, invalid("metadata %q is required: a signal gpuscale serves (%s)", KeySignal, c.names())
 	}
 	if !c.known(t.signal) {
-		return trigger{}, status.Errorf(codes.NotFound, "signal %q is not served by gpuscale; served: %s", t.signal, c.names())
+		return trigger{}, status.Errorf(codes.NotFound, "signal %s is not served by gpuscale; served: %s", quote(t.signal), c.names())
 	}
 	if err := t.parseScope(md, c); err != nil {
 		return trigger{}, err
@@ -129,14 +130,14 @@ func parseTrigger(ref *pb.ScaledObjectRef, c catalog) (trigger, error) {
 	if t.target, err = parseNumber(md, KeyTarget, true); err != nil {
 		return trigger{}, err
 	}
-	if t.target <= 0 {
-		return trigger{}, invalid("metadata %q must be positive, got %q", KeyTarget, md[KeyTarget])
+	if t.target <= 0 || t.target > maxTarget {
+		return trigger{}, invalid("metadata %q must be positive and at most 2^53, got %s", KeyTarget, quote(md[KeyTarget]))
 	}
 	if t.activation, err = parseNumber(md, KeyActivationTarget, false); err != nil {
 		return trigger{}, err
 	}
-	if t.activation < 0 {
-		return trigger{}, invalid("metadata %q must not be negative, got %q", KeyActivationTarget, md[KeyActivationTarget])
+	if t.activation < 0 || t.activation > maxTarget {
+		return trigger{}, invalid("metadata %q must be at least 0 and at most 2^53, got %s", KeyActivationTarget, quote(md[KeyActivationTarget]))
 	}
 	return t, nil
 }
@@ -161,10 +162,10 @@ func normalizeKeys(in map[string]string) (map[string]string, error) {
 		}
 		base := strings.TrimSuffix(k, fromEnvSuffix)
 		if !known[base] {
-			return nil, invalid("metadata %q is unknown; gpuscale reads %s, %s or %s, %s, %s", k, KeySignal, KeyModel, KeyObject, KeyTarget, KeyActivationTarget)
+			return nil, invalid("metadata %s is unknown; gpuscale reads %s, %s or %s, %s, %s", quote(k), KeySignal, KeyModel, KeyObject, KeyTarget, KeyActivationTarget)
 		}
 		if _, dup := out[base]; dup {
-			return nil, invalid("metadata %q is given twice (as %s and %s%s)", base, base, base, fromEnvSuffix)
+			return nil, invalid("metadata %s is given twice (as %s and %s%s)", quote(base), quote(base), quote(base), fromEnvSuffix)
 		}
 		out[base] = strings.TrimSpace(v)
 	}
@@ -182,16 +183,16 @@ func (t *trigger) parseScope(md map[string]string, c catalog) error {
 			return invalid("signal %q is not served per model (metadata %q); per model: %s; use %q for the others", t.signal, KeyModel, sortedKeys(c.model), KeyObject)
 		}
 		if errs := validation.IsValidLabelValue(model); model == "" || len(errs) > 0 {
-			return invalid("metadata %q %q is not a model name gpuscale can select: %s", KeyModel, model, strings.Join(append(errs, "a non-empty label value is required"), "; "))
+			return invalid("metadata %q %s is not a model name gpuscale can select: %s", KeyModel, quote(model), strings.Join(append(errs, "a non-empty label value is required"), "; "))
 		}
 		t.scope, t.name = scopeModel, model
 	default:
 		kind, name, ok := strings.Cut(object, "/")
 		if !ok || (kind != scopeDeployment && kind != scopeStatefulSet) {
-			return invalid("metadata %q %q must be deployment/NAME or statefulset/NAME", KeyObject, object)
+			return invalid("metadata %q %s must be deployment/NAME or statefulset/NAME", KeyObject, quote(object))
 		}
 		if errs := validation.IsDNS1123Subdomain(name); len(errs) > 0 {
-			return invalid("metadata %q %q: the name %s", KeyObject, object, strings.Join(errs, "; "))
+			return invalid("metadata %q %s: the name %s", KeyObject, quote(object), strings.Join(errs, "; "))
 		}
 		if !c.object[t.signal] {
 			return invalid("signal %q is not served for a %s (metadata %q); for objects: %s", t.signal, kind, KeyObject, sortedKeys(c.object))
@@ -211,9 +212,31 @@ func parseNumber(md map[string]string, key string, required bool) (float64, erro
 	}
 	v, err := strconv.ParseFloat(s, 64)
 	if err != nil || math.IsNaN(v) || math.IsInf(v, 0) {
-		return 0, invalid("metadata %q %q is not a finite number", key, s)
+		return 0, invalid("metadata %q %s is not a finite number", key, quote(s))
 	}
 	return v, nil
+}
+
+// maxTarget bounds a target: 2^53, past which a float64 no longer counts
+// units, and whose thousandths (KEDA makes a milli-quantity of it) an int64
+// still holds. gpuscale's largest value, a Deployment's GPU memory in
+// bytes, stays far below it.
+const maxTarget = 1 << 53
+
+// maxQuoted bounds what of a client's metadata an error repeats: a value
+// may be tens of kilobytes, and errors go to KEDA's log and events.
+const maxQuoted = 64
+
+// quote quotes a client's string for an error, cut to maxQuoted bytes.
+func quote(s string) string {
+	if len(s) <= maxQuoted {
+		return strconv.Quote(s)
+	}
+	cut := maxQuoted
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return strconv.Quote(s[:cut]) + fmt.Sprintf("... (%d bytes)", len(s))
 }
 
 func invalid(format string, args ...any) error {

@@ -5,19 +5,29 @@ import "k8s.io/apimachinery/pkg/labels"
 // What the external tests (package provider_test, which may import
 // pkg/storesource) need of the provider's insides.
 
-// MaxPodSets is maxPodSets.
-const MaxPodSets = maxPodSets
+// MaxPodSets is maxPodSets, MaxPodSetsPerNamespace maxPodSetsPerNamespace.
+const (
+	MaxPodSets             = maxPodSets
+	MaxPodSetsPerNamespace = maxPodSetsPerNamespace
+)
 
 // PodSetFor is the set a call about namespace and selector gets.
 func (p *Provider) PodSetFor(namespace string, selector labels.Selector) (*PodSet, error) {
 	return p.sets.get(namespace, selector)
 }
 
-// PodSetsKept is how many sets the provider keeps.
-func (p *Provider) PodSetsKept() int {
+// PodSetsKept is how many sets the provider keeps of namespace, of all
+// namespaces for "".
+func (p *Provider) PodSetsKept(namespace string) int {
 	p.sets.mu.Lock()
 	defer p.sets.mu.Unlock()
-	return len(p.sets.sets)
+	n := 0
+	for k := range p.sets.sets {
+		if namespace == "" || k.namespace == namespace {
+			n++
+		}
+	}
+	return n
 }
 
 // SetValues replaces the provider's source.

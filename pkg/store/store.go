@@ -139,14 +139,31 @@ func (r Range) Check(v float64) error {
 	return nil
 }
 
+// MaxHistogramBuckets bounds the buckets of a TTFT or prefill-time
+// histogram, +Inf included: over twice vLLM's 23 (SGLang's are 18, Triton's
+// 5, a Prometheus client's default 11). A window keeps a pod's histograms
+// for the TTFT window, and a scrape within every limit could otherwise
+// hold 4,096 buckets each, tens of KiB a sample.
+const MaxHistogramBuckets = 64
+
+// ErrTooManyBuckets is wrapped by CheckTTFT's error for a histogram of more
+// than MaxHistogramBuckets buckets. It is no invalid histogram: the pod's
+// other signals stand.
+var ErrTooManyBuckets = errors.New("too many histogram buckets")
+
 // CheckTTFT reports whether h can be a TTFT histogram, in seconds, as one
-// scrape exposes it: histogram.Validate, and besides no negative bound (a
+// scrape exposes it: at most MaxHistogramBuckets buckets (ErrTooManyBuckets),
+// histogram.Validate, and besides no negative bound (a
 // negative duration would yield a negative quantile), cumulative counts
 // that never decrease from one bucket to the next nor exceed MaxTTFTCount,
-// and a finite, non-negative Sum. Its errors wrap histogram.ErrInvalid.
+// and a finite, non-negative Sum. Its errors but ErrTooManyBuckets wrap
+// histogram.ErrInvalid.
 // Quantiles of one are still checked against MaxTTFTSeconds where served:
 // a bound is no value, and layouts differ.
 func CheckTTFT(h *histogram.Histogram) error {
+	if h != nil && len(h.Bounds) > MaxHistogramBuckets {
+		return fmt.Errorf("%w: %d, the most is %d", ErrTooManyBuckets, len(h.Bounds), MaxHistogramBuckets)
+	}
 	if err := h.Validate(); err != nil {
 		return err
 	}
@@ -463,8 +480,11 @@ type Store struct {
 	pods  map[string]*objects
 	nodes *objects
 	// routers holds the newest sample of each router pod, by namespace
-	// and pod name (routers.go).
-	routers map[string]map[string]RouterSample
+	// and pod name (routers.go); heldModels counts their models by
+	// namespace, heldTotal in all.
+	routers    map[string]map[string]RouterSample
+	heldModels map[string]int
+	heldTotal  int
 }
 
 // retention is how much of its history a window keeps.
@@ -495,7 +515,7 @@ func New(capacity int, opts ...Option) *Store {
 	for _, o := range opts {
 		o(&keep)
 	}
-	return &Store{keep: keep, pods: map[string]*objects{}, nodes: newObjects(), routers: map[string]map[string]RouterSample{}}
+	return &Store{keep: keep, pods: map[string]*objects{}, nodes: newObjects(), routers: map[string]map[string]RouterSample{}, heldModels: map[string]int{}}
 }
 
 // PutPod appends a pod's sample. Samples must arrive in time order per

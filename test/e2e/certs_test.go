@@ -49,6 +49,7 @@ func TestRuntimeCertificateRotation(t *testing.T) {
 	ns := namespace(t, "e2e-certs")
 	deployment(t, ns, "llm", 1)
 	ensureRole(t, devenv.Namespace, "gpuscale-keda-client")
+	bindKEDAReader(t, ns)
 	apiServices := "v1beta2.custom.metrics.k8s.io,v1beta1.custom.metrics.k8s.io,v1beta1.external.metrics.k8s.io"
 	if err := env.StopAdapter(); err != nil {
 		t.Fatal(err)
@@ -270,4 +271,25 @@ func unthrottledClient(t *testing.T) rest.Interface {
 		t.Fatal(err)
 	}
 	return c.Discovery().RESTClient()
+}
+
+// bindKEDAReader lets the user of the client certificate the adapter keeps
+// for KEDA (keda-operator) read the metrics APIs in ns: the scaler port
+// authorizes every read as those APIs would (docs/keda.md), and the chart
+// binds that user cluster-wide.
+func bindKEDAReader(t *testing.T, ns string) {
+	t.Helper()
+	manifest := []byte(`apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata: {name: e2e-keda-scaler-reader, namespace: ` + ns + `}
+rules:
+  - {apiGroups: [custom.metrics.k8s.io, external.metrics.k8s.io], resources: ["*"], verbs: [get, list]}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata: {name: e2e-keda-scaler-reader, namespace: ` + ns + `}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: Role, name: e2e-keda-scaler-reader}
+subjects: [{apiGroup: rbac.authorization.k8s.io, kind: User, name: keda-operator}]
+`)
+	kubectlStdin(t, manifest, "apply", "-f", "-")
 }

@@ -110,7 +110,7 @@ func NewOptions() *Options {
 		Prometheus:       PrometheusOptions{Timeout: 5 * time.Second},
 
 		Forward:    defaultForwardOptions(),
-		KEDAScaler: KEDAScalerOptions{CheckInterval: kedascaler.DefaultCheckInterval},
+		KEDAScaler: KEDAScalerOptions{CheckInterval: kedascaler.DefaultCheckInterval, Authorization: AuthorizeSubjectAccessReview},
 		Certs:      defaultCertOptions(),
 	}
 }

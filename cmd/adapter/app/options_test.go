@@ -135,7 +135,12 @@ func TestValidateKEDAScaler(t *testing.T) {
 	checkValidate(t, []validateCase{
 		{"off by default", keda(func(*KEDAScalerOptions) {}), ""},
 		{"on with a client CA", keda(func(o *KEDAScalerOptions) { o.Port, o.ClientCAFile = 6000, "/ca.crt" }), ""},
-		{"on without client auth, knowingly", keda(func(o *KEDAScalerOptions) { o.Port, o.NoClientAuth = 6000, true }), ""},
+		{"on without client auth nor authorization, knowingly", keda(func(o *KEDAScalerOptions) {
+			o.Port, o.NoClientAuth, o.Authorization = 6000, true, AuthorizeNone
+		}), ""},
+		{"authorization without client certificates", keda(func(o *KEDAScalerOptions) { o.Port, o.NoClientAuth = 6000, true }), "--keda-scaler-authorization=subjectaccessreview"},
+		{"unknown authorization", keda(func(o *KEDAScalerOptions) { o.Port, o.ClientCAFile, o.Authorization = 6000, "/ca.crt", "rbac" }), "--keda-scaler-authorization"},
+		{"negative stream bound", keda(func(o *KEDAScalerOptions) { o.Port, o.ClientCAFile, o.Limits.MaxStreams = 6000, "/ca.crt", -1 }), "--keda-scaler-max-streams"},
 		{"on without a client CA", keda(func(o *KEDAScalerOptions) { o.Port = 6000 }), "--keda-scaler-client-ca-file"},
 		{"client CA and no client auth", keda(func(o *KEDAScalerOptions) { o.Port, o.ClientCAFile, o.NoClientAuth = 6000, "/ca.crt", true }), "exclude each other"},
 		{"not a port", keda(func(o *KEDAScalerOptions) { o.Port, o.ClientCAFile = 70000, "/ca.crt" }), "is not a port"},
