@@ -353,7 +353,7 @@ func recording(p *Plan, runs []*policyRun) *Recording {
 		Trace: p.TracePath, Start: p.Start, Duration: p.Duration,
 		Speedup: p.Speedup, SLO: p.SLO, StaticReplicas: p.Static, StaticMinutesMet: p.StaticMet,
 		GPUsPerReplica: int(scaledown.PodGPUs(&corev1.Pod{Spec: workload("", p.Profile, 1, 0, nil).Spec.Template.Spec}, scaledown.DefaultGPUResource)),
-		RateBucket: rateBucket,
+		RateBucket:     rateBucket,
 		Setup: fmt.Sprintf("%s (%s), model load %v, every workload starts at %d replicas, HPAs %d-%d",
 			p.Profile, p.profile.Name, p.ModelLoad, p.Initial, 1, p.MaxReplicas),
 	}
