@@ -39,9 +39,9 @@ func TestCostRequestsThenKV(t *testing.T) {
 	f.setLoadKV("ns", "two-full", 0, 2, 90)
 	f.setLoadKV("ns", "two-mid", 1, 1, 50)
 	f.setLoadKV("ns", "two-light", 0, 2, 10)
-	f.setLoadKV("ns", "three-light", 0, 3, 5)   // 1-3 in flight share a tier
-	f.setLoadKV("ns", "busy-light", 4, 12, 1)    // more in flight outranks less KV
-	f.setLoad("ns", "one-no-kv", 0, 1)           // no KV gauge: by requests alone
+	f.setLoadKV("ns", "three-light", 0, 3, 5) // 1-3 in flight share a tier
+	f.setLoadKV("ns", "busy-light", 4, 12, 1) // more in flight outranks less KV
+	f.setLoad("ns", "one-no-kv", 0, 1)        // no KV gauge: by requests alone
 	f.reconcile()
 	want := []string{"idle", "one-no-kv", "three-light", "two-light", "two-mid", "two-full", "busy-light", "unknown"}
 	got := slices.Clone(names)
