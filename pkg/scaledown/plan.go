@@ -164,3 +164,12 @@ func gpuNodeViews(nodes []*corev1.Node, res corev1.ResourceName) map[string]*nod
 func reasonIndex(r string) int {
 	return slices.Index(blockReasons[:], r)
 }
+
+// LoadRank is the rank the controller gives a replica among those of its
+// node by its load: requests in flight (queued plus running) and the KV
+// cache in use, in percent (negative: unknown). Lower ranks cost less and
+// go first; replicas of one rank go by name. Simulations that choose
+// victims as the controller's costs make a ReplicaSet choose them use it.
+func LoadRank(inflight, kvPercent float64) int {
+	return load{value: inflight, known: true, kv: kvPercent, kvKnown: kvPercent >= 0}.bucket()
+}
