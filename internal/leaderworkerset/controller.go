@@ -105,6 +105,10 @@ type Controller struct {
 	Client    kubernetes.Interface
 	Namespace string
 	Order     ScaleDownOrder
+	// NodeOf, when set, pins worker w (0: the leader) of group g to a
+	// node (spec.nodeName), bypassing the scheduler: a test fixes a
+	// placement the scheduler would make only by chance.
+	NodeOf func(g, w int) string
 	// Interval is the polling period (default 250ms).
 	Interval time.Duration
 	Log      *slog.Logger
@@ -286,6 +290,9 @@ func (c *Controller) pod(lws *LeaderWorkerSet, g, w int) *corev1.Pod {
 	lbls[podgroup.SetLabel] = lws.Name
 	lbls[podgroup.GroupIndexLabel] = strconv.Itoa(g)
 	lbls[podgroup.WorkerIndexLabel] = strconv.Itoa(w)
+	if c.NodeOf != nil {
+		tmpl.Spec.NodeName = c.NodeOf(g, w)
+	}
 	controller := true
 	return &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: c.Namespace, Labels: lbls, Annotations: tmpl.Annotations,

@@ -95,49 +95,62 @@ func TestLeaderWorkerSetHPA(t *testing.T) {
 }
 
 // TestLeaderWorkerSetConsolidation: six groups of two 2-GPU pods fill the
-// three 8-GPU nodes wherever the scheduler puts them; scaled to three
-// groups by a controller that removes the groups of lowest deletion cost
-// first, the scale-down controller's costs free as many nodes as the best
-// choice of three groups does (checked against every choice). What
-// LeaderWorkerSet's own order (the highest indexes first) frees on the same
-// placement is reported beside it.
+// three 8-GPU nodes, placed by the scheduler, then spread as multi-node
+// groups are (pinned: some groups span two nodes); scaled to three groups
+// by a controller that removes the groups of lowest deletion cost first,
+// the scale-down controller's costs free as many nodes as the best choice
+// of three groups does (checked against every choice). What
+// LeaderWorkerSet's own order (the highest indexes first) frees on the
+// same placement is reported beside it.
 func TestLeaderWorkerSetConsolidation(t *testing.T) {
 	needEnv(t)
-	ns := namespace(t, "e2e-lws-consolidation")
-	waitNoOtherGPUPods(t, ns)
-	lws := startLWSController(t, ns, leaderworkerset.DeletionCost)
-	createLWS(t, lws, "llm", 6, 2)
-	waitGroups(t, lws, "llm", 6, 12)
-	before := groupPlacement(t, ns)
-	waitGroupCosts(t, ns, 12)
+	spread := [][2]int{{1, 2}, {1, 3}, {2, 3}, {1, 1}, {2, 2}, {3, 3}} // each group's two nodes
+	for _, tc := range []struct {
+		name   string
+		nodeOf func(g, w int) string
+	}{
+		{"scheduler", nil},
+		{"spread", func(g, w int) string { return fmt.Sprintf("gpu-node-%d", spread[g][w]) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ns := namespace(t, "e2e-lws-consolidation-"+tc.name)
+			waitNoOtherGPUPods(t, ns)
+			lws := startLWSController(t, ns, leaderworkerset.DeletionCost)
+			lws.NodeOf = tc.nodeOf
+			createLWS(t, lws, "llm", 6, 2)
+			waitGroups(t, lws, "llm", 6, 12)
+			before := groupPlacement(t, ns)
+			costs := waitGroupCosts(t, ns, 12)
 
-	patch := []byte(`{"spec":{"replicas":3}}`)
-	if err := env.Cluster.Client().Discovery().RESTClient().Patch(types.MergePatchType).
-		AbsPath("/apis/"+leaderworkerset.APIVersion+"/namespaces/"+ns+"/"+leaderworkerset.Resource, "llm").
-		Body(patch).Do(context.Background()).Error(); err != nil {
-		t.Fatal(err)
-	}
-	waitGroups(t, lws, "llm", 3, 6)
-	after := groupPlacement(t, ns)
-	var removed []int
-	for g := range before {
-		if _, ok := after[g]; !ok {
-			removed = append(removed, g)
-		}
-	}
-	slices.Sort(removed)
-	got, best := freedNodes(before, removed), 0
-	for _, c := range choose(slices.Sorted(maps.Keys(before)), 3) {
-		best = max(best, freedNodes(before, c))
-	}
-	lwsOrder := freedNodes(before, []int{3, 4, 5})
-	t.Logf("FIGURE LeaderWorkerSet 6 -> 3 groups: placement %v; removed %v, freeing %d GPU nodes (best possible %d; LeaderWorkerSet's highest-index order frees %d)",
-		before, removed, got, best, lwsOrder)
-	if got < best {
-		t.Errorf("removing groups %v frees %d nodes; the best choice of 3 frees %d (placement %v)", removed, got, best, before)
-	}
-	if got < 1 {
-		t.Errorf("no GPU node freed: groups %v", after)
+			patch := []byte(`{"spec":{"replicas":3}}`)
+			if err := env.Cluster.Client().Discovery().RESTClient().Patch(types.MergePatchType).
+				AbsPath("/apis/"+leaderworkerset.APIVersion+"/namespaces/"+ns+"/"+leaderworkerset.Resource, "llm").
+				Body(patch).Do(context.Background()).Error(); err != nil {
+				t.Fatal(err)
+			}
+			waitGroups(t, lws, "llm", 3, 6)
+			after := groupPlacement(t, ns)
+			var removed []int
+			for g := range before {
+				if _, ok := after[g]; !ok {
+					removed = append(removed, g)
+				}
+			}
+			slices.Sort(removed)
+			got, best := freedNodes(before, removed), 0
+			for _, c := range choose(slices.Sorted(maps.Keys(before)), 3) {
+				best = max(best, freedNodes(before, c))
+			}
+			lwsOrder := freedNodes(before, []int{3, 4, 5})
+			t.Logf("FIGURE LeaderWorkerSet 6 -> 3 groups (%s placement %v, group costs %v): removed %v, freeing %d GPU nodes (best possible %d; LeaderWorkerSet's highest-index order frees %d)",
+				tc.name, before, costs, removed, got, best, lwsOrder)
+			if got < best {
+				t.Errorf("removing groups %v frees %d nodes; the best choice of 3 frees %d (placement %v)", removed, got, best, before)
+			}
+			if got < 1 {
+				t.Errorf("no GPU node freed: groups %v", after)
+			}
+		})
 	}
 }
 
@@ -161,7 +174,15 @@ func startLWSController(t *testing.T, ns string, order leaderworkerset.ScaleDown
 	runCtx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
 	go func() { defer close(done); c.Run(runCtx) }()
-	t.Cleanup(func() { cancel(); <-done })
+	t.Cleanup(func() {
+		cancel()
+		<-done
+		// Gone at once, not at the namespace's deletion: the next test
+		// waits for other tests' GPU pods to go.
+		zero := int64(0)
+		_ = env.Cluster.Client().CoreV1().Pods(ns).DeleteCollection(context.Background(),
+			metav1.DeleteOptions{GracePeriodSeconds: &zero}, metav1.ListOptions{})
+	})
 	return c
 }
 
@@ -290,4 +311,24 @@ func choose(items []int, k int) [][]int {
 		}
 	}
 	return out
+}
+
+// TestLeaderWorkerSetExamplesServerDryRun: the LeaderWorkerSet example and
+// its HPA in deploy/examples/leaderworkerset are valid against the real
+// API with the LeaderWorkerSet-shaped CRD installed.
+func TestLeaderWorkerSetExamplesServerDryRun(t *testing.T) {
+	needEnv(t)
+	ns := namespace(t, "e2e-lws-examples")
+	startLWSController(t, ns, leaderworkerset.HighestIndex)
+	files, err := filepath.Glob(filepath.Join(rootDir(t), "deploy/examples/leaderworkerset/*.yaml"))
+	if err != nil || len(files) != 2 {
+		t.Fatalf("examples %v: %v; want the LeaderWorkerSet and its HPA", files, err)
+	}
+	args := []string{"apply", "--dry-run=server", "-n", ns}
+	for _, f := range files {
+		args = append(args, "-f", f)
+	}
+	if out, err := env.Cluster.Kubectl(context.Background(), args...); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
 }
