@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"math"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -28,8 +29,9 @@ import (
 // resource through its scale subresource and scales it 1 -> 3 -> 1
 // groups of a leader and a worker on inference_queue_depth, read from
 // the leaders the scale subresource's selector picks (the group's
-// endpoint). While three groups run, the scale-down controller gives
-// every pod of a group its group's one deletion cost.
+// endpoint). A leader's GPU memory in use is its group's. While three
+// groups run, the scale-down controller gives every pod of a group its
+// group's one deletion cost.
 func TestLeaderWorkerSetHPA(t *testing.T) {
 	needEnv(t)
 	ns := namespace(t, "e2e-lws")
@@ -70,6 +72,28 @@ func TestLeaderWorkerSetHPA(t *testing.T) {
 	if l, err := customList(context.Background(), path); err != nil || len(l.Items) != 1 || l.Items[0].DescribedObject.Name != "llm-0" {
 		t.Fatalf("the leaders' queue depth: %v, %+v; want one item, the leader llm-0's", err, l)
 	}
+
+	// A leader's GPU signals are its group's: its memory in use is the
+	// sum over the leader's and the worker's GPUs, which hold the same
+	// model instance (the worker's own value is its GPU's alone).
+	memPath := "/apis/custom.metrics.k8s.io/v1beta2/namespaces/" + ns + "/pods/*/gpu_memory_used_bytes"
+	var leaderMem, workerMem float64
+	testenv.WaitFor(t, 30*time.Second, "the leader's GPU memory to be its group's", func(ctx context.Context) (bool, error) {
+		l, err := customList(ctx, memPath)
+		if err != nil {
+			return false, nil
+		}
+		for _, it := range l.Items {
+			switch it.DescribedObject.Name {
+			case "llm-0":
+				leaderMem = it.Value.AsApproximateFloat64()
+			case "llm-0-1":
+				workerMem = it.Value.AsApproximateFloat64()
+			}
+		}
+		return workerMem > 0 && math.Abs(leaderMem-2*workerMem) <= 0.01*leaderMem, nil
+	})
+	t.Logf("GPU memory in use: leader llm-0 (its group's) %.0f MiB, worker llm-0-1 %.0f MiB", leaderMem/(1<<20), workerMem/(1<<20))
 
 	env.World.SetRate(ns, leaders, 45) // about three groups' capacity
 	toThree := testenv.WaitFor(t, 120*time.Second, "3 groups on the load step", func(ctx context.Context) (bool, error) {
