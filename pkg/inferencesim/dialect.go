@@ -59,8 +59,9 @@ type exposition struct {
 
 	success, promptTokens, genTokens, preemptions, inferences prometheus.Counter
 	// successVec, when set, is registered in place of success, which is
-	// one of its children.
+	// one of its children, as is aborted.
 	successVec prometheus.Collector
+	aborted    prometheus.Counter
 	// requests, for vLLM, are its request-level histograms.
 	requests *vllmRequestStats
 }
@@ -105,6 +106,7 @@ func vllmExposition(model string, buckets []float64) *exposition {
 		ttftScale:    1,
 		success:      success.WithLabelValues("stop"),
 		successVec:   success,
+		aborted:      success.WithLabelValues("abort"),
 		promptTokens: counter("vllm:prompt_tokens_total", "Number of prefill tokens processed.", labels),
 		genTokens:    counter("vllm:generation_tokens_total", "Number of generation tokens processed.", labels),
 		preemptions:  counter("vllm:num_preemptions_total", "Cumulative number of preemption from the engine.", labels),
@@ -202,6 +204,7 @@ func (x *exposition) update(prev, cur Stats) {
 	add(x.promptTokens, cur.PromptTokens-prev.PromptTokens)
 	add(x.genTokens, cur.GenerationTokens-prev.GenerationTokens)
 	add(x.preemptions, cur.Preemptions-prev.Preemptions)
+	add(x.aborted, cur.Aborted-prev.Aborted)
 }
 
 func gauge(name, help string, labels prometheus.Labels) prometheus.Gauge {

@@ -77,6 +77,8 @@ type Stats struct {
 	Preemptions      uint64
 	PromptTokens     uint64 // prompt tokens prefilled, recomputation included
 	GenerationTokens uint64
+	// Aborted counts requests dropped unfinished by Abort.
+	Aborted uint64
 }
 
 // Engine simulates one continuous-batching inference engine in simulated
@@ -104,6 +106,7 @@ type Engine struct {
 
 	submitted, rejected, completed, preemptions uint64
 	promptTokens, generationTokens              uint64
+	aborted                                     uint64
 }
 
 // seq is one request inside the engine.
@@ -126,6 +129,8 @@ type seq struct {
 	queued, firstToken time.Duration
 	// onFirstToken, when set, hears this request's time to first token.
 	onFirstToken func(ttft time.Duration)
+	// onAborted, when set, hears that Abort dropped this request.
+	onAborted func(streamed bool)
 }
 
 // NewEngine returns an idle engine whose simulated time starts at clock().
@@ -218,6 +223,7 @@ func (e *Engine) Peek() Stats {
 		Preemptions:       e.preemptions,
 		PromptTokens:      e.promptTokens,
 		GenerationTokens:  e.generationTokens,
+		Aborted:           e.aborted,
 	}
 	if window := e.now.Sub(e.windowStart); window > 0 {
 		s.BusyFraction = min(1, float64(e.windowBusy)/float64(window))

@@ -1,6 +1,7 @@
 package inferencesim
 
 import (
+	"slices"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -18,6 +19,10 @@ var (
 	vllmTokenCountBuckets = []float64{1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10000, 20000}
 	vllmParamsNBuckets    = []float64{1, 2, 5, 10, 20}
 )
+
+// VLLMRequestLatencyBuckets returns the bounds of vLLM's request-level
+// latency histograms, vllm:e2e_request_latency_seconds among them.
+func VLLMRequestLatencyBuckets() []float64 { return slices.Clone(vllmRequestLatencyBuckets) }
 
 // vllmRequestStats are the request-level histograms vLLM keeps beside its
 // TTFT: what the adapter does not read, but every real scrape carries.

@@ -124,6 +124,9 @@ func (p *Provider) metricByName(ctx context.Context, name types.NamespacedName, 
 		if len(vals) != 1 {
 			return nil, &sourceError{fmt.Errorf("%d values for 1 pod", len(vals))}
 		}
+		if err := p.groupValues(ctx, []*corev1.Pod{pod}, def.metric(), vals, sel); err != nil {
+			return nil, &sourceError{err}
+		}
 		if !vals[0].Valid() {
 			return nil, cmprovider.NewMetricNotFoundForError(gr, info.Metric, name.Name)
 		}
@@ -264,6 +267,9 @@ func (p *Provider) podsBySelector(ctx context.Context, namespace string, selecto
 	}
 	if len(vals) != len(set.Pods) {
 		return nil, fmt.Errorf("%d values for %d pods", len(vals), len(set.Pods))
+	}
+	if err := p.groupValues(ctx, set.Pods, def.metric(), vals, sel); err != nil {
+		return nil, err
 	}
 	n := 0
 	for _, v := range vals {
