@@ -390,7 +390,7 @@ func (p *Provider) metricValue(ref custom_metrics.ObjectReference, def metricDef
 		Timestamp:       metav1.NewTime(v.Time),
 		Value:           q,
 	}
-	if def.isTTFT() {
+	if def.isQuantile() {
 		w := int64(p.cfg.TTFTWindow / time.Second)
 		mv.WindowSeconds = &w
 	}
@@ -405,7 +405,7 @@ func (p *Provider) metricValue(ref custom_metrics.ObjectReference, def metricDef
 // item added up at 10,000 pods.
 func (p *Provider) itemFiller(def metricDef) func(mv *custom_metrics.MetricValue, namespace, name string, v Value) error {
 	var window *int64
-	if def.isTTFT() {
+	if def.isQuantile() {
 		w := int64(p.cfg.TTFTWindow / time.Second)
 		window = &w
 	}
