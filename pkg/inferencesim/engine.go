@@ -15,6 +15,12 @@ var ErrInvalidRequest = errors.New("invalid request")
 type Request struct {
 	ContextTokens   int `json:"contextTokens"`
 	GeneratedTokens int `json:"generatedTokens"`
+	// KVReady says the prompt's KV cache arrives with the request, computed
+	// by a prefill replica and transferred (prefill/decode
+	// disaggregation): a decode replica admits it without prefilling and
+	// emits its first token at the end of its first step. A request
+	// preempted after admission recomputes its prompt as any other.
+	KVReady bool `json:"kvReady,omitempty"`
 }
 
 // Validate reports whether a replica with profile p can ever serve r. A
@@ -45,6 +51,10 @@ type Hooks struct {
 	FirstToken func(ttft time.Duration)
 	// Finished is called when a request has generated all its tokens.
 	Finished func(c Completion)
+	// Token is called for every output token after a request's first,
+	// with the time since its previous one: the inter-token latency vLLM
+	// and SGLang observe per token.
+	Token func(gap time.Duration)
 }
 
 // Completion is a finished request and how long each of its phases took.
@@ -121,6 +131,8 @@ type seq struct {
 	decoding  bool // decodes one token in the in-flight step
 	admitted  bool
 	sawFirst  bool
+	// lastToken is when the request's newest token was emitted.
+	lastToken time.Time
 	// queued and firstToken are the times to admission and to the first
 	// token, once reached.
 	queued, firstToken time.Duration
@@ -170,7 +182,11 @@ func (e *Engine) SubmitNotify(at time.Time, r Request, onFirstToken func(ttft ti
 		return err
 	}
 	e.Advance(at)
-	e.waiting.pushBack(&seq{req: r, arrival: e.now, target: r.ContextTokens, onFirstToken: onFirstToken})
+	s := &seq{req: r, arrival: e.now, target: r.ContextTokens, onFirstToken: onFirstToken}
+	if r.KVReady {
+		s.prefilled = r.ContextTokens
+	}
+	e.waiting.pushBack(s)
 	e.submitted++
 	return nil
 }
@@ -275,20 +291,28 @@ func (e *Engine) makeRoom() {
 }
 
 // admit moves requests from the head of the queue into the batch while
-// prefill budget, a batch slot and KV room for the request's prompt and
+// prefill budget (for a request with a prompt to prefill: not one whose KV
+// arrived computed), a batch slot and KV room for the request's prompt and
 // first token remain, and gives each its first chunk. Admission is strictly
 // first come, first served: a head that does not fit blocks those behind it.
 func (e *Engine) admit(budget int) {
-	for budget > 0 && e.waiting.len() > 0 && len(e.running) < e.p.MaxBatch {
+	for e.waiting.len() > 0 && len(e.running) < e.p.MaxBatch {
 		s := e.waiting.front()
+		if budget <= 0 && s.prefilled < s.target {
+			return // no prefill work left this step for it
+		}
 		if e.kvUsed+len(e.running)+s.target+1 > e.p.KVCacheTokens {
 			return
 		}
 		e.waiting.popFront()
 		s.kvHeld = s.target
 		e.kvUsed += s.target
-		s.chunk = min(s.target, budget)
-		budget -= s.chunk
+		if rest := s.target - s.prefilled; rest > 0 {
+			s.chunk = min(rest, budget)
+			budget -= s.chunk
+		} else {
+			s.decoding = true // its KV arrived computed
+		}
 		e.running = append(e.running, s)
 		if !s.admitted {
 			s.admitted = true
@@ -337,6 +361,10 @@ func (e *Engine) emit(s *seq) {
 	s.kvHeld++
 	e.kvUsed++
 	e.generationTokens++
+	if s.sawFirst && e.hooks.Token != nil {
+		e.hooks.Token(e.now.Sub(s.lastToken))
+	}
+	s.lastToken = e.now
 	if !s.sawFirst {
 		s.sawFirst = true
 		s.firstToken = e.now.Sub(s.arrival)
