@@ -41,6 +41,10 @@ type Pod struct {
 	// each pod's increase from one estimate to the next.
 	UID     string
 	Prefill *histogram.Histogram
+	// ITL is its newest cumulative inter-token latency histogram
+	// (seconds), nil when its server exports none; read only with an ITL
+	// objective.
+	ITL *histogram.Histogram
 }
 
 // Estimate is the signal and every part of it, so that each decision can
@@ -89,8 +93,14 @@ type Estimate struct {
 	Prefill       PrefillLimit
 	PrefillBusy   float64
 	PrefillNeeded float64
-	// Needed is the larger of KVNeeded and PrefillNeeded: the replicas
-	// the HPA asks for.
+	// ITL is what the window's inter-token latencies say one replica
+	// decodes within the ITL objective, and ITLNeeded the replicas'
+	// decoding, grown as the demand is forecast to grow, over its Slots
+	// (0 without an ITL objective or enough tokens).
+	ITL       ITLLimit
+	ITLNeeded float64
+	// Needed is the largest of KVNeeded, PrefillNeeded and ITLNeeded:
+	// the replicas the HPA asks for.
 	Needed float64
 }
 
@@ -114,6 +124,11 @@ type Config struct {
 	// Forget drops a workload's state after it was not asked about for
 	// this long.
 	Forget time.Duration
+	// ITLObjective, when positive, is the inter-token latency the
+	// Quantile must stay within: the ITL term, for decode-bound models,
+	// works out from it how many sequences a replica decodes. 0: no ITL
+	// term.
+	ITLObjective time.Duration
 }
 
 // observeGap is the least time between two of the forecast's observations:
@@ -153,6 +168,8 @@ type workloadState struct {
 	slots    float64   // last measured, 0: never
 	lastUsed time.Time
 	prefill  prefillWindow
+	itl      prefillWindow // the ITL histograms' increases
+	itlFit   itlFit
 }
 
 // New returns an estimator; m may be nil.
@@ -230,6 +247,7 @@ func (e *Estimator) estimate(st *workloadState, now time.Time, pods []Pod) (Esti
 	// for a damped trend, its end or now.
 	est.Forecast = max(est.Demand, st.forecast(now, est.Horizon), 0)
 	e.prefillTerm(st, now, pods, &est)
+	e.itlTerm(st, now, pods, &est)
 
 	if est.Forecast == 0 {
 		// Nothing runs or waits and nothing is expected: no capacity
@@ -249,7 +267,7 @@ func (e *Estimator) estimate(st *workloadState, now time.Time, pods []Pod) (Esti
 	}
 	est.LoadingCredit = float64(est.Loading) * est.PerReplica
 	est.KVNeeded = est.Forecast / est.PerReplica
-	est.Needed = max(est.KVNeeded, est.PrefillNeeded)
+	est.Needed = max(est.KVNeeded, est.PrefillNeeded, est.ITLNeeded)
 	est.Utilization = est.Needed / float64(est.Replicas)
 	return est, nil
 }

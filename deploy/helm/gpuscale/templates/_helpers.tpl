@@ -109,7 +109,7 @@ both run, and the adapter reads this release's exporters. */}}
 - --tls-cert-file=/etc/gpuscale/tls/tls.crt
 - --tls-private-key-file=/etc/gpuscale/tls/tls.key
 {{- end }}
-{{- range $flag, $key := dict "scrape-interval" "scrapeInterval" "scrape-timeout" "scrapeTimeout" "max-staleness" "maxStaleness" "ttft-window" "ttftWindow" "capacity-ttft-objective" "capacityTTFTObjective" }}
+{{- range $flag, $key := dict "scrape-interval" "scrapeInterval" "scrape-timeout" "scrapeTimeout" "max-staleness" "maxStaleness" "ttft-window" "ttftWindow" "capacity-ttft-objective" "capacityTTFTObjective" "capacity-itl-objective" "capacityITLObjective" }}
 {{- with index $c $key }}
 - --{{ $flag }}={{ . }}
 {{- end }}
