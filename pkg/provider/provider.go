@@ -47,6 +47,10 @@ type Config struct {
 	Now        func() time.Time
 	// Capacity serves CapacityUtilization; nil: not served.
 	Capacity CapacityEstimator
+	// CapacityByRole, where it has an estimator for a role, serves
+	// CapacityUtilization of that role's pools (RoleOf) in place of
+	// Capacity: each role's signal has its own terms.
+	CapacityByRole map[Role]CapacityEstimator
 }
 
 // Provider implements cmprovider.MetricsProvider.
