@@ -124,6 +124,12 @@ type Config struct {
 	// Forget drops a workload's state after it was not asked about for
 	// this long.
 	Forget time.Duration
+	// PrefillPool says the pool does nothing but prefill (the prefill
+	// pool of a disaggregated model): its prefill term never gives up,
+	// since no other term carries its work. Where the objective is out
+	// of reach for the quantile (prefillPoolLimit), the pool is held to
+	// what its longest prompts' own prefill allows instead.
+	PrefillPool bool
 	// ITLObjective, when positive, is the inter-token latency the
 	// Quantile must stay within: the ITL term, for decode-bound models,
 	// works out from it how many sequences a replica decodes. 0: no ITL
@@ -180,6 +186,14 @@ func New(cfg Config, m *Metrics) *Estimator {
 // Estimate updates k's forecast with pods at now and returns the signal.
 // Errors wrap ErrNoData or ErrNoCapacity: no value is made up.
 func (e *Estimator) Estimate(k Key, now time.Time, pods []Pod) (Estimate, error) {
+	return e.EstimateWithin(k, now, pods, e.cfg.Objective)
+}
+
+// EstimateWithin is Estimate with the prefill term held to objective in
+// place of the configured TTFT objective: the share of a time to first
+// token a prefill pool has, what the decode pool after it leaves
+// (provider, roles).
+func (e *Estimator) EstimateWithin(k Key, now time.Time, pods []Pod, objective time.Duration) (Estimate, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.forgetLocked(now)
@@ -189,7 +203,7 @@ func (e *Estimator) Estimate(k Key, now time.Time, pods []Pod) (Estimate, error)
 		e.state[k] = st
 	}
 	st.lastUsed = now
-	est, err := e.estimate(st, now, pods)
+	est, err := e.estimate(st, now, pods, objective)
 	if err != nil {
 		e.metrics.failed(err)
 		return Estimate{}, fmt.Errorf("%s/%s: %w", k.Namespace, k.Target, err)
@@ -198,7 +212,7 @@ func (e *Estimator) Estimate(k Key, now time.Time, pods []Pod) (Estimate, error)
 	return est, nil
 }
 
-func (e *Estimator) estimate(st *workloadState, now time.Time, pods []Pod) (Estimate, error) {
+func (e *Estimator) estimate(st *workloadState, now time.Time, pods []Pod, objective time.Duration) (Estimate, error) {
 	var (
 		est        Estimate
 		kv, run    float64
@@ -246,7 +260,7 @@ func (e *Estimator) estimate(st *workloadState, now time.Time, pods []Pod) (Esti
 	// once. So the replicas must carry the peak expected until then:
 	// for a damped trend, its end or now.
 	est.Forecast = max(est.Demand, st.forecast(now, est.Horizon), 0)
-	e.prefillTerm(st, now, pods, &est)
+	e.prefillTerm(st, now, pods, &est, objective)
 	e.itlTerm(st, now, pods, &est)
 
 	if est.Forecast == 0 {

@@ -113,7 +113,7 @@ func (w *prefillWindow) total() (*histogram.Histogram, time.Duration) {
 // forecast's over the smoothed level, not over today's demand: the window's
 // work is a minute's mean, and a momentary dip in the requests in flight
 // is no growth ahead.
-func (e *Estimator) prefillTerm(st *workloadState, now time.Time, pods []Pod, est *Estimate) {
+func (e *Estimator) prefillTerm(st *workloadState, now time.Time, pods []Pod, est *Estimate, objective time.Duration) {
 	st.prefill.observe(now, pods, e.cfg.Window, func(p Pod) *histogram.Histogram { return p.Prefill })
 	inc, span := st.prefill.total()
 	if inc == nil || span <= 0 {
@@ -124,8 +124,11 @@ func (e *Estimator) prefillTerm(st *workloadState, now time.Time, pods []Pod, es
 		scale = 1
 	}
 	est.PrefillBusy = inc.Sum / (span.Seconds() * scale)
-	est.Prefill = MaxPrefillBusy(inc, e.cfg.Objective.Seconds(), e.cfg.Quantile)
-	if !est.Prefill.Reachable || est.Prefill.MaxBusy <= 0 || est.Forecast <= 0 {
+	est.Prefill = MaxPrefillBusy(inc, objective.Seconds(), e.cfg.Quantile)
+	if e.cfg.PrefillPool && !est.Prefill.Reachable && est.Prefill.Requests > 0 {
+		est.Prefill = prefillPoolLimit(inc, objective.Seconds(), e.cfg.Quantile)
+	}
+	if (!est.Prefill.Reachable && !e.cfg.PrefillPool) || est.Prefill.MaxBusy <= 0 || est.Forecast <= 0 {
 		return
 	}
 	growth := 1.0

@@ -136,8 +136,8 @@ type seq struct {
 	// queued and firstToken are the times to admission and to the first
 	// token, once reached.
 	queued, firstToken time.Duration
-	// onFirstToken, when set, hears this request's time to first token.
-	onFirstToken func(ttft time.Duration)
+	// follow hears this request's events.
+	follow Follow
 }
 
 // NewEngine returns an idle engine whose simulated time starts at clock().
@@ -177,12 +177,30 @@ func (e *Engine) SubmitAt(at time.Time, r Request) error {
 // token from within the call that emits it (Advance, or a later Submit).
 // Trace replays use it to measure every request, not a histogram of them.
 func (e *Engine) SubmitNotify(at time.Time, r Request, onFirstToken func(ttft time.Duration)) error {
+	return e.SubmitFollow(at, r, Follow{FirstToken: onFirstToken})
+}
+
+// Follow are the events of one request a caller hears, each called from
+// within the engine call that produces it. Nil fields are skipped.
+type Follow struct {
+	// FirstToken hears the request's time to first token.
+	FirstToken func(ttft time.Duration)
+	// Token hears the gap before each of its tokens after the first.
+	Token func(gap time.Duration)
+	// Finished hears its completion.
+	Finished func(c Completion)
+}
+
+// SubmitFollow is SubmitNotify with every event of the request followed:
+// replays of disaggregated serving hand a request from its prefill replica
+// to a decode replica when it finishes, and measure its token gaps.
+func (e *Engine) SubmitFollow(at time.Time, r Request, f Follow) error {
 	if err := r.Validate(e.p); err != nil {
 		e.rejected++
 		return err
 	}
 	e.Advance(at)
-	s := &seq{req: r, arrival: e.now, target: r.ContextTokens, onFirstToken: onFirstToken}
+	s := &seq{req: r, arrival: e.now, target: r.ContextTokens, follow: f}
 	if r.KVReady {
 		s.prefilled = r.ContextTokens
 	}
@@ -345,8 +363,12 @@ func (e *Engine) finishStep() {
 		if s.generated >= s.req.GeneratedTokens {
 			e.kvUsed -= s.kvHeld
 			e.completed++
+			c := Completion{Request: s.req, Queued: s.queued, FirstToken: s.firstToken, Total: e.now.Sub(s.arrival)}
 			if e.hooks.Finished != nil {
-				e.hooks.Finished(Completion{Request: s.req, Queued: s.queued, FirstToken: s.firstToken, Total: e.now.Sub(s.arrival)})
+				e.hooks.Finished(c)
+			}
+			if s.follow.Finished != nil {
+				s.follow.Finished(c)
 			}
 			continue
 		}
@@ -361,15 +383,21 @@ func (e *Engine) emit(s *seq) {
 	s.kvHeld++
 	e.kvUsed++
 	e.generationTokens++
-	if s.sawFirst && e.hooks.Token != nil {
-		e.hooks.Token(e.now.Sub(s.lastToken))
+	if s.sawFirst {
+		gap := e.now.Sub(s.lastToken)
+		if e.hooks.Token != nil {
+			e.hooks.Token(gap)
+		}
+		if s.follow.Token != nil {
+			s.follow.Token(gap)
+		}
 	}
 	s.lastToken = e.now
 	if !s.sawFirst {
 		s.sawFirst = true
 		s.firstToken = e.now.Sub(s.arrival)
-		if s.onFirstToken != nil {
-			s.onFirstToken(s.firstToken)
+		if s.follow.FirstToken != nil {
+			s.follow.FirstToken(s.firstToken)
 		}
 		if e.hooks.FirstToken != nil {
 			e.hooks.FirstToken(s.firstToken)

@@ -91,13 +91,25 @@ func oneValue(r labels.Requirement) (string, bool) {
 }
 
 // RoleCapacityConfig is the capacity signal's configuration for a role's
-// pools, from the adapter's: a prefill pool generates no second token, so
-// it has no ITL term; a decode pool and a pool of whole requests keep
-// every term (the provider gives a decode pool's estimate no prefill
-// times: RoleOf, capacityPods).
+// pools, from the adapter's. A request's time to first token is its
+// prefill pool's time and its decode pool's after it (the cache's
+// transfer, a wait for room, the first step), so the objective's tail is
+// split between them: each pool keeps its own part of the time within the
+// objective for all but half of the tail's share of requests (quantile
+// 0.95 of a 0.9 objective), so that by the union bound no more than the
+// tail misses it in all. The prefill pool's time is what the decode pool's
+// leaves of the objective (provider, prefillObjective). A prefill pool
+// generates no second token, so it has no ITL term; a decode pool does no
+// prefill of its own, so its estimate gets no prefill times
+// (capacityPods). A pool of whole requests keeps the configuration.
 func RoleCapacityConfig(cfg capacity.Config, role Role) capacity.Config {
-	if role == RolePrefill {
+	switch role {
+	case RolePrefill:
 		cfg.ITLObjective = 0
+		cfg.Quantile = cfg.Quantile
+		cfg.PrefillPool = true
+	case RoleDecode:
+		cfg.Quantile = cfg.Quantile
 	}
 	return cfg
 }
