@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"net/url"
 	"os"
@@ -20,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/gpuscale/gpuscale/internal/childproc"
+	"github.com/gpuscale/gpuscale/internal/testenv"
 	"github.com/gpuscale/gpuscale/pkg/discovery"
 )
 
@@ -64,10 +64,11 @@ func (e *Env) StartPrometheus(ctx context.Context, lookback time.Duration) (*Pro
 	if err != nil {
 		return nil, err
 	}
-	port, err := freePort()
+	ports, err := testenv.FreePorts(1)
 	if err != nil {
 		return nil, err
 	}
+	port := ports[0]
 	p := &Prometheus{URL: "http://127.0.0.1:" + strconv.Itoa(port), bin: bin, dir: dir, config: cfg, port: port}
 	if err := e.writeTargets(ctx, dir, exporterDiscovery()); err != nil {
 		return nil, fmt.Errorf("devenv: prometheus targets: %w", err)
@@ -100,19 +101,14 @@ func (p *Prometheus) Start(ctx context.Context, lookback time.Duration) error {
 		return fmt.Errorf("devenv: prometheus: %w", err)
 	}
 	p.proc = proc
+	ready := testenv.HTTPOK(&http.Client{Timeout: 2 * time.Second}, p.URL+"/-/ready")
 	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
 		select {
 		case <-proc.Done():
 			return false, fmt.Errorf("prometheus exited: %w", proc.Err())
 		default:
 		}
-		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, p.URL+"/-/ready", nil)
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			return false, nil
-		}
-		resp.Body.Close()
-		return resp.StatusCode == http.StatusOK, nil
+		return ready(ctx), nil
 	})
 	if err != nil {
 		_ = p.Stop()
@@ -224,13 +220,4 @@ func (e *Env) writeTargets(ctx context.Context, dir string, cfg discovery.Config
 		}
 	}
 	return nil
-}
-
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
 }
