@@ -97,6 +97,9 @@ type DisaggResult struct {
 	// ReplicaSeconds, Ups, Downs and Peak are over both pools.
 	Result
 	ITLP90 []float64
+	// PrefillP90 is, per minute, the p90 of its requests' time from
+	// arrival to the end of their prefill (seconds): the prefill pool's
+	// part of P90.
 	PrefillP90 []float64
 	// TTFTMet and ITLMet count the minutes within each objective.
 	TTFTMet, ITLMet int
@@ -129,11 +132,12 @@ type disaggReplay struct {
 	next    int
 	waiting []handoff // prefilled, no decode replica Ready yet
 	ttft    []time.Duration
-	// PrefillPart is debug
+	// prefillDone is each request's time from arrival to its prefill's
+	// end, -1 until then.
 	prefillDone []time.Duration
-	gaps    [][]float64 // by trace minute of arrival
-	hpa     [numPools]hpa
-	res     DisaggResult
+	gaps        [][]float64 // by trace minute of arrival
+	hpa         [numPools]hpa
+	res         DisaggResult
 }
 
 // RunDisagg replays cfg.
@@ -144,7 +148,7 @@ func RunDisagg(cfg DisaggConfig) (DisaggResult, error) {
 	minutes := int(cfg.Requests[len(cfg.Requests)-1].At/time.Minute) + 1
 	r := &disaggReplay{cfg: cfg, inbound: map[*pod]*decodeIn{}, ttft: make([]time.Duration, len(cfg.Requests)), prefillDone: make([]time.Duration, len(cfg.Requests)), gaps: make([][]float64, minutes)}
 	for i := range r.ttft {
-		r.ttft[i] = -1
+		r.ttft[i], r.prefillDone[i] = -1, -1
 	}
 	for pl := range numPools {
 		r.hpa[pl] = newHPA(cfg.Behavior[pl], cfg.Initial[pl])
@@ -251,7 +255,7 @@ func (r *disaggReplay) dispatch(t time.Duration) error {
 		// it: the prefill replica computes only its prompt and first
 		// token.
 		if err := (inferencesim.Request{ContextTokens: req.ContextTokens, GeneratedTokens: req.GeneratedTokens}).Validate(r.cfg.Profile); err != nil {
-			r.ttft[i] = rejected
+			r.ttft[i], r.prefillDone[i] = rejected, rejected
 			continue
 		}
 		err := p.e.SubmitFollow(at, inferencesim.Request{ContextTokens: req.ContextTokens, GeneratedTokens: 1}, inferencesim.Follow{
@@ -319,7 +323,7 @@ func (r *disaggReplay) admit(now time.Time) error {
 					r.ttft[i] = h.done.Add(d).Sub(arrival)
 					observe(p.ttft, h.done.Add(d).Sub(h.at).Seconds())
 				},
-				Token:      func(g time.Duration) { r.gaps[minute] = append(r.gaps[minute], g.Seconds()) },
+				Token: func(g time.Duration) { r.gaps[minute] = append(r.gaps[minute], g.Seconds()) },
 			})
 			if err != nil {
 				return fmt.Errorf("offlinereplay: request %d on %s: %w", i, p.name, err)

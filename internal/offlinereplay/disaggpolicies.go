@@ -54,7 +54,7 @@ func NewDisaggPolicy(name string, o DisaggOptions) (DisaggPolicy, [numPools]Beha
 	case DisaggStatic:
 		return nil, [numPools]Behavior{}, nil
 	case DisaggPerRole:
-		p := &perRole{parts: o.Parts, objective: o.Capacity.Objective, window: o.Capacity.Window, q: provider.RoleCapacityConfig(o.Capacity, provider.RoleDecode).Quantile}
+		p := &perRole{parts: o.Parts, objective: o.Capacity.Objective, window: o.Capacity.Window}
 		p.est[Prefill] = capacity.New(provider.RoleCapacityConfig(o.Capacity, provider.RolePrefill), nil)
 		p.est[Decode] = capacity.New(provider.RoleCapacityConfig(o.Capacity, provider.RoleDecode), nil)
 		return p, b, nil
@@ -96,7 +96,6 @@ type perRole struct {
 	parts     func(time.Time, string, capacity.Estimate)
 	objective time.Duration
 	window    time.Duration
-	q         float64
 	decodeTTF ttftWindow
 }
 

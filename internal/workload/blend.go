@@ -40,19 +40,20 @@ func (b Blend) Generate(seed uint64) []trace.Request {
 // chat, whose cost is decoding (800 prompt tokens and 200 out, medians),
 // rising from 100 to 360 requests a minute and back over 45 minutes, and,
 // independently of it, code completion, whose cost is prefill (1,500
-// prompt tokens and 24 out), at 20 a minute with two bursts of 320 a
-// minute (minutes 8 to 15 and 26 to 33). The prefill and the decode work
-// each role must carry move apart: no fixed ratio of prefill to decode
-// replicas fits all of it.
+// prompt tokens and 24 out), at 20 a minute with two rushes to 320 a
+// minute: a 4-minute rise, 5 minutes held, a 3-minute fall, from minutes 6
+// and 26. The prefill and the decode work each role must carry move
+// apart: no fixed ratio of prefill to decode replicas fits all of it.
 func Disaggregated() Blend {
-	bursts := concat(flat(20, 8), flat(320, 7), flat(20, 11), flat(320, 7), flat(20, 12), []float64{20})
+	rush := concat(ramp(20, 320, 4), flat(320, 5), ramp(320, 20, 3))
+	rushes := concat(flat(20, 6), rush, flat(20, 8), rush, flat(20, 7), []float64{20})
 	return Blend{
 		Name:   "disaggregated",
-		About:  "chat rising from 100 to 360 a minute and back over 45 minutes, with code completion bursting from 20 to 320 a minute twice",
+		About:  "chat rising from 100 to 360 a minute and back over 45 minutes, with code completion rushing from 20 to 320 a minute twice",
 		Bursty: true,
 		Parts: []Shape{
 			{Name: "chat", Knots: wave(45, 100, 360), Mix: one(chat)},
-			{Name: "code bursts", Knots: bursts, Mix: one(code)},
+			{Name: "code rushes", Knots: rushes, Mix: one(code)},
 		},
 	}
 }

@@ -93,23 +93,23 @@ func oneValue(r labels.Requirement) (string, bool) {
 // RoleCapacityConfig is the capacity signal's configuration for a role's
 // pools, from the adapter's. A request's time to first token is its
 // prefill pool's time and its decode pool's after it (the cache's
-// transfer, a wait for room, the first step), so the objective's tail is
-// split between them: each pool keeps its own part of the time within the
-// objective for all but half of the tail's share of requests (quantile
-// 0.95 of a 0.9 objective), so that by the union bound no more than the
-// tail misses it in all. The prefill pool's time is what the decode pool's
-// leaves of the objective (provider, prefillObjective). A prefill pool
-// generates no second token, so it has no ITL term; a decode pool does no
-// prefill of its own, so its estimate gets no prefill times
-// (capacityPods). A pool of whole requests keeps the configuration.
+// transfer, a wait for a KV slot, the first step). A prefill pool
+// generates no second token, so it has no ITL term, and it does nothing
+// but prefill, so its prefill term never gives up (capacity.Config's
+// PrefillPool). A decode pool does no prefill of its own, so its estimate
+// gets no prefill times (capacityPods); its KV term keeps the share of
+// requests that wait for a slot within half the objective's tail
+// (quantile 0.95 of a p90 objective), since a slot frees only when a
+// stream ends, seconds later, so that a request that waits misses the
+// objective, and the other half of the tail is the prefill pool's. A pool
+// of whole requests keeps the configuration.
 func RoleCapacityConfig(cfg capacity.Config, role Role) capacity.Config {
 	switch role {
 	case RolePrefill:
 		cfg.ITLObjective = 0
-		cfg.Quantile = cfg.Quantile
 		cfg.PrefillPool = true
 	case RoleDecode:
-		cfg.Quantile = cfg.Quantile
+		cfg.Quantile = 1 - (1-cfg.Quantile)/2
 	}
 	return cfg
 }
