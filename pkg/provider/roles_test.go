@@ -2,6 +2,7 @@ package provider_test
 
 import (
 	"context"
+	"math"
 	"testing"
 	"time"
 
@@ -132,6 +133,30 @@ func TestCapacityPerRole(t *testing.T) {
 		s, _ := labels.Parse(bad)
 		if _, err := f.p.GetExternalMetric(ctx, "ml", s, cmprovider.ExternalMetricInfo{Metric: provider.CapacityUtilization}); !apierrors.IsBadRequest(err) {
 			t.Errorf("selector %q: %v, want BadRequest", bad, err)
+		}
+	}
+}
+
+// TestRoleCapacityConfig: a prefill pool has no ITL term and a prefill
+// term that holds; a decode pool keeps half the tail for slot waits; a
+// pool of whole requests keeps the adapter's configuration.
+func TestRoleCapacityConfig(t *testing.T) {
+	base := capacity.DefaultConfig()
+	base.ITLObjective = 100 * time.Millisecond
+	for _, tc := range []struct {
+		role     provider.Role
+		itl      time.Duration
+		quantile float64
+		pool     bool
+	}{
+		{provider.RoleNone, 100 * time.Millisecond, 0.9, false},
+		{provider.RolePrefill, 0, 0.9, true},
+		{provider.RoleDecode, 100 * time.Millisecond, 0.95, false},
+	} {
+		got := provider.RoleCapacityConfig(base, tc.role)
+		if got.ITLObjective != tc.itl || math.Abs(got.Quantile-tc.quantile) > 1e-12 || got.PrefillPool != tc.pool || got.Objective != base.Objective {
+			t.Errorf("role %q: ITL %v quantile %v prefill pool %v objective %v; want %v %v %v %v",
+				tc.role, got.ITLObjective, got.Quantile, got.PrefillPool, got.Objective, tc.itl, tc.quantile, tc.pool, base.Objective)
 		}
 	}
 }
