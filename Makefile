@@ -159,7 +159,7 @@ robustness:
 	$(GO) run ./hack/offline-replay --family --update-docs=docs/autoscaling.md
 
 # The disaggregated workload (a prefill and a decode pool) under static,
-# single-pool and per-role policies in the offline replay (about 20 s of
+# single-pool and per-role policies in the offline replay (about 10 s of
 # CPU): the table of docs/autoscaling.md, "Prefill/decode disaggregation".
 bench-disaggregated:
 	$(GO) run ./hack/offline-replay --disaggregated
