@@ -10,7 +10,7 @@ export CGO_ENABLED := $(shell . hack/lib/goenv.sh && echo "$$CGO_ENABLED")
 export GOFLAGS := $(shell . hack/lib/goenv.sh && echo "$$GOFLAGS")
 export CGO_CFLAGS := $(shell . hack/lib/goenv.sh && echo "$$CGO_CFLAGS")
 
-.PHONY: all build lint race unit fuzz-short fuzz e2e test demo bench bench-autoscale bench-list robustness soak clean control-plane tools manifests images test-images chart-readme
+.PHONY: all build lint race unit fuzz-short fuzz e2e test demo bench bench-autoscale bench-disaggregated bench-list robustness soak clean control-plane tools manifests images test-images chart-readme
 
 all: build
 
@@ -163,6 +163,12 @@ bench-autoscale:
 # robustness table of docs/autoscaling.md written anew.
 robustness:
 	$(GO) run ./hack/offline-replay --family --update-docs=docs/autoscaling.md
+
+# The disaggregated workload (a prefill and a decode pool) under static,
+# single-pool and per-role policies in the offline replay (about 10 s of
+# CPU): the table of docs/autoscaling.md, "Prefill/decode disaggregation".
+bench-disaggregated:
+	$(GO) run ./hack/offline-replay --disaggregated
 
 # Times the HPA's Pods-metric list through the kube-apiserver's aggregation
 # layer at 1,000 and 10,000 scraped pods (about 5 minutes; one socket per

@@ -17,8 +17,10 @@ type pod struct {
 	name                        string
 	e                           *inferencesim.Engine
 	created, readyAt, removedAt time.Time
-	// Cumulative histograms, as vLLM exports them.
+	// Cumulative histograms, as vLLM exports them; itl only in a
+	// disaggregated replay.
 	prefill, ttft, prompts, outputs *histogram.Histogram
+	itl                             *histogram.Histogram
 	last                            PodView // the newest scrape
 	down                            int     // the scale-down that removed it (Result.DownStreams)
 	lastScrape                      time.Time

@@ -42,6 +42,10 @@ type PodView struct {
 	// TTFT is the cumulative histogram of times to first token
 	// (vllm:time_to_first_token_seconds), in vLLM's buckets.
 	TTFT *histogram.Histogram
+	// ITL is the cumulative histogram of token gaps
+	// (vllm:inter_token_latency_seconds), in vLLM's buckets; a
+	// disaggregated replay's only.
+	ITL *histogram.Histogram
 	// Completed, PromptTokens and GenerationTokens are vLLM's counters
 	// request_success_total, prompt_tokens_total and
 	// generation_tokens_total since the replica started.

@@ -42,6 +42,10 @@ type Pod struct {
 	// each pod's increase from one estimate to the next.
 	UID     string
 	Prefill *histogram.Histogram
+	// ITL is its newest cumulative inter-token latency histogram
+	// (seconds), nil when its server exports none; read only with an ITL
+	// objective.
+	ITL *histogram.Histogram
 }
 
 // Estimate is the signal and every part of it, so that each decision can
@@ -90,8 +94,14 @@ type Estimate struct {
 	Prefill       PrefillLimit
 	PrefillBusy   float64
 	PrefillNeeded float64
-	// Needed is the larger of KVNeeded and PrefillNeeded: the replicas
-	// the HPA asks for.
+	// ITL is what the window's inter-token latencies say one replica
+	// decodes within the ITL objective, and ITLNeeded the replicas'
+	// decoding, grown as the demand is forecast to grow, over its Slots
+	// (0 without an ITL objective or enough tokens).
+	ITL       ITLLimit
+	ITLNeeded float64
+	// Needed is the largest of KVNeeded, PrefillNeeded and ITLNeeded:
+	// the replicas the HPA asks for.
 	Needed float64
 }
 
@@ -119,6 +129,17 @@ type Config struct {
 	// models whose state is kept, per namespace and in all; 0 means
 	// DefaultMaxTargetsPerNamespace and DefaultMaxTargets.
 	MaxTargetsPerNamespace, MaxTargets int
+	// PrefillPool says the pool does nothing but prefill (the prefill
+	// pool of a disaggregated model): its prefill term never gives up,
+	// since no other term carries its work. Where the objective is out
+	// of reach for the quantile (prefillPoolLimit), the pool is held to
+	// what its longest prompts' own prefill allows instead.
+	PrefillPool bool
+	// ITLObjective, when positive, is the inter-token latency the
+	// Quantile must stay within: the ITL term, for decode-bound models,
+	// works out from it how many sequences a replica decodes. 0: no ITL
+	// term.
+	ITLObjective time.Duration
 }
 
 // observeGap is the least time between two of the forecast's observations:
@@ -174,6 +195,8 @@ type workloadState struct {
 	observed time.Time // the forecast's last observation
 	slots    float64   // last measured, 0: never
 	prefill  prefillWindow
+	itl      prefillWindow // the ITL histograms' increases
+	itlFit   itlFit
 }
 
 // Bounds on the states kept, the defaults of Config.MaxTargetsPerNamespace
@@ -205,6 +228,14 @@ func New(cfg Config, m *Metrics) *Estimator {
 // Errors wrap ErrNoData, ErrNoCapacity or ErrTooManyTargets: no value is
 // made up.
 func (e *Estimator) Estimate(k Key, now time.Time, pods []Pod) (Estimate, error) {
+	return e.EstimateWithin(k, now, pods, e.cfg.Objective)
+}
+
+// EstimateWithin is Estimate with the prefill term held to objective in
+// place of the configured TTFT objective: the share of a time to first
+// token a prefill pool has, what the decode pool after it leaves
+// (provider, roles).
+func (e *Estimator) EstimateWithin(k Key, now time.Time, pods []Pod, objective time.Duration) (Estimate, error) {
 	st, err := e.stateFor(k, now, hasData(pods))
 	if err != nil {
 		e.metrics.failed(err)
@@ -212,7 +243,7 @@ func (e *Estimator) Estimate(k Key, now time.Time, pods []Pod) (Estimate, error)
 	}
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	est, err := e.estimate(st, now, pods)
+	est, err := e.estimate(st, now, pods, objective)
 	if err != nil {
 		e.metrics.failed(err)
 		return Estimate{}, fmt.Errorf("%s/%s: %w", k.Namespace, k.Target, err)
@@ -263,7 +294,7 @@ func hasData(pods []Pod) bool {
 // use makes them any number.
 const maxSlots = 1 << 30
 
-func (e *Estimator) estimate(st *workloadState, now time.Time, pods []Pod) (Estimate, error) {
+func (e *Estimator) estimate(st *workloadState, now time.Time, pods []Pod, objective time.Duration) (Estimate, error) {
 	var (
 		est        Estimate
 		kv, run    float64
@@ -311,7 +342,8 @@ func (e *Estimator) estimate(st *workloadState, now time.Time, pods []Pod) (Esti
 	// once. So the replicas must carry the peak expected until then:
 	// for a damped trend, its end or now.
 	est.Forecast = max(est.Demand, st.forecast(now, est.Horizon), 0)
-	e.prefillTerm(st, now, pods, &est)
+	e.prefillTerm(st, now, pods, &est, objective)
+	e.itlTerm(st, now, pods, &est)
 
 	if est.Forecast == 0 {
 		// Nothing runs or waits and nothing is expected: no capacity
@@ -331,7 +363,7 @@ func (e *Estimator) estimate(st *workloadState, now time.Time, pods []Pod) (Esti
 	}
 	est.LoadingCredit = float64(est.Loading) * est.PerReplica
 	est.KVNeeded = est.Forecast / est.PerReplica
-	est.Needed = max(est.KVNeeded, est.PrefillNeeded)
+	est.Needed = max(est.KVNeeded, est.PrefillNeeded, est.ITLNeeded)
 	est.Utilization = est.Needed / float64(est.Replicas)
 	return est, nil
 }

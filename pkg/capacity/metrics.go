@@ -16,6 +16,7 @@ type Metrics struct {
 	loading, loadingCredit, needed                  *prometheus.GaugeVec
 	kvNeeded, prefillNeeded, prefillBusy            *prometheus.GaugeVec
 	prefillMaxBusy, prefillOver                     *prometheus.GaugeVec
+	itlNeeded, itlQuantile, itlSlots                *prometheus.GaugeVec
 	errors                                          *prometheus.CounterVec
 	all                                             []*prometheus.GaugeVec
 }
@@ -48,13 +49,16 @@ func NewMetrics() *Metrics {
 		prefillBusy:    g("prefill_busy_replicas", "Replicas' worth of prefill work per second over the window: the sum of the replicas' prefill busy fractions."),
 		prefillMaxBusy: g("prefill_max_busy", "Busy fraction one replica's prefill may run at with at most the objective's tail of reachable requests missing it by waiting (M/G/1); 0 when unreachable or unmeasured."),
 		prefillOver:    g("prefill_over_objective_ratio", "Share of the window's requests whose prefill alone exceeded the TTFT objective."),
+		itlNeeded:      g("itl_replicas_needed", "Sequences decoding, grown as the demand is forecast to grow, over what one replica decodes within the ITL objective; 0 without an ITL objective."),
+		itlQuantile:    g("itl_quantile_seconds", "The window's inter-token latency at the objective's quantile; 0 without an ITL objective or enough tokens."),
+		itlSlots:       g("itl_slots_per_replica", "Sequences one replica decodes with its ITL quantile within the ITL objective."),
 		errors: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "gpuscale_adapter_capacity_estimate_errors_total",
 			Help: "Capacity estimates that served no value, by reason (no_data, no_capacity, too_many_targets).",
 		}, []string{"reason"}),
 	}
 	m.all = []*prometheus.GaugeVec{m.utilization, m.demand, m.forecast, m.trend, m.trendErr, m.slots, m.perReplica, m.horizon, m.replicas, m.reporting, m.loading, m.loadingCredit, m.needed,
-		m.kvNeeded, m.prefillNeeded, m.prefillBusy, m.prefillMaxBusy, m.prefillOver}
+		m.kvNeeded, m.prefillNeeded, m.prefillBusy, m.prefillMaxBusy, m.prefillOver, m.itlNeeded, m.itlQuantile, m.itlSlots}
 	return m
 }
 
@@ -90,6 +94,9 @@ func (m *Metrics) set(k Key, e Estimate) {
 	m.prefillBusy.With(l).Set(e.PrefillBusy)
 	m.prefillMaxBusy.With(l).Set(e.Prefill.MaxBusy)
 	m.prefillOver.With(l).Set(e.Prefill.OverObjective)
+	m.itlNeeded.With(l).Set(e.ITLNeeded)
+	m.itlQuantile.With(l).Set(e.ITL.Quantile)
+	m.itlSlots.With(l).Set(e.ITL.Slots)
 }
 
 func (m *Metrics) failed(err error) {

@@ -32,28 +32,33 @@ type prefillWindow struct {
 type prefillStep struct {
 	from, to time.Time
 	inc      *histogram.Histogram
+	// podTime is the time the step covers times the pods its increase
+	// is over: replica-seconds on the estimator's clock.
+	podTime time.Duration
 }
 
 // observe records the increase since the previous estimate of every pod
-// with a prefill histogram, and drops what fell out of the window. A pod
-// whose layout changed, or seen for the first time, starts over.
-func (w *prefillWindow) observe(now time.Time, pods []Pod, window time.Duration) {
+// with a histogram (of gets: the prefill-time one, or ITL's), and drops
+// what fell out of the window. A pod whose layout changed, or seen for the
+// first time, starts over.
+func (w *prefillWindow) observe(now time.Time, pods []Pod, window time.Duration, of func(Pod) *histogram.Histogram) {
 	next := make(map[string]*histogram.Histogram, len(pods))
 	var parts []*histogram.Histogram
 	for _, p := range pods {
-		if p.Prefill == nil || p.UID == "" {
+		h := of(p)
+		if h == nil || p.UID == "" {
 			continue
 		}
-		next[p.UID] = p.Prefill
+		next[p.UID] = h
 		if prev, ok := w.last[p.UID]; ok && !w.lastAt.IsZero() {
-			if inc, err := histogram.Increase(prev, p.Prefill); err == nil {
+			if inc, err := histogram.Increase(prev, h); err == nil {
 				parts = append(parts, inc)
 			}
 		}
 	}
 	if len(parts) > 0 && fewLayouts(parts) {
 		if inc, err := histogram.Merge(parts...); err == nil {
-			w.add(prefillStep{from: w.lastAt, to: now, inc: inc}, window/windowSlots)
+			w.add(prefillStep{from: w.lastAt, to: now, inc: inc, podTime: time.Duration(len(parts)) * now.Sub(w.lastAt)}, window/windowSlots)
 		}
 	}
 	w.last, w.lastAt = next, now
@@ -104,12 +109,22 @@ func (w *prefillWindow) add(s prefillStep, slot time.Duration) {
 	if n := len(w.steps); n > 0 && s.to.Sub(w.steps[n-1].from) <= slot {
 		if inc, err := histogram.Merge(w.steps[n-1].inc, s.inc); err == nil && len(inc.Bounds) <= maxStepBuckets {
 			w.steps[n-1].inc, w.steps[n-1].to = inc, s.to
+			w.steps[n-1].podTime += s.podTime
 		}
 		return
 	}
 	if len(s.inc.Bounds) <= maxStepBuckets {
 		w.steps = append(w.steps, s)
 	}
+}
+
+// podTime is the replica-seconds the window's increases are over.
+func (w *prefillWindow) podTime() time.Duration {
+	var d time.Duration
+	for _, s := range w.steps {
+		d += s.podTime
+	}
+	return d
 }
 
 // total is the window's merged increase and the time it covers.
@@ -134,8 +149,8 @@ func (w *prefillWindow) total() (*histogram.Histogram, time.Duration) {
 // forecast's over the smoothed level, not over today's demand: the window's
 // work is a minute's mean, and a momentary dip in the requests in flight
 // is no growth ahead.
-func (e *Estimator) prefillTerm(st *workloadState, now time.Time, pods []Pod, est *Estimate) {
-	st.prefill.observe(now, pods, e.cfg.Window)
+func (e *Estimator) prefillTerm(st *workloadState, now time.Time, pods []Pod, est *Estimate, objective time.Duration) {
+	st.prefill.observe(now, pods, e.cfg.Window, func(p Pod) *histogram.Histogram { return p.Prefill })
 	inc, span := st.prefill.total()
 	if inc == nil || span <= 0 {
 		return
@@ -145,8 +160,11 @@ func (e *Estimator) prefillTerm(st *workloadState, now time.Time, pods []Pod, es
 		scale = 1
 	}
 	est.PrefillBusy = inc.Sum / (span.Seconds() * scale)
-	est.Prefill = MaxPrefillBusy(inc, e.cfg.Objective.Seconds(), e.cfg.Quantile)
-	if !est.Prefill.Reachable || est.Prefill.MaxBusy <= 0 || est.Forecast <= 0 {
+	est.Prefill = MaxPrefillBusy(inc, objective.Seconds(), e.cfg.Quantile)
+	if e.cfg.PrefillPool && !est.Prefill.Reachable && est.Prefill.Requests > 0 {
+		est.Prefill = prefillPoolLimit(inc, objective.Seconds(), e.cfg.Quantile)
+	}
+	if (!est.Prefill.Reachable && !e.cfg.PrefillPool) || est.Prefill.MaxBusy <= 0 || est.Forecast <= 0 {
 		return
 	}
 	growth := 1.0

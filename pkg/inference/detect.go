@@ -35,7 +35,7 @@ func Detect(families map[string]*dto.MetricFamily) (*Signals, error) {
 	}
 	acc := newAccumulator(m.dialect, warnings)
 	eachSeries(m, families, func(string) *accumulator { return acc })
-	return acc.signals(m, firstPresent(families, m.kvCache)), nil
+	return acc.signals(m, firstPresent(families, m.kvCache), firstPresent(families, m.itl)), nil
 }
 
 // DetectByModel is Detect split by model: one Signals per model name, for
@@ -59,7 +59,7 @@ func DetectByModel(families map[string]*dto.MetricFamily) (map[string]*Signals, 
 	})
 	out := make(map[string]*Signals, len(accs))
 	for model, acc := range accs {
-		out[model] = acc.signals(m, firstPresent(families, m.kvCache))
+		out[model] = acc.signals(m, firstPresent(families, m.kvCache), firstPresent(families, m.itl))
 	}
 	return out, nil
 }
@@ -141,6 +141,7 @@ func eachSeries(m *mapping, families map[string]*dto.MetricFamily, route func(mo
 	}
 	eachHistogram(families, m.ttft, m.ttftScale, m.modelLabels, route, func(a *accumulator) *histograms { return &a.ttft })
 	eachHistogram(families, m.prefill, 1, m.modelLabels, route, func(a *accumulator) *histograms { return &a.prefill })
+	eachHistogram(families, firstPresent(families, m.itl), 1, m.modelLabels, route, func(a *accumulator) *histograms { return &a.itl })
 }
 
 // eachHistogram feeds the series of one histogram family, scaled to

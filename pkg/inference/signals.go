@@ -65,6 +65,10 @@ type Signals struct {
 	// in prefill, in seconds, nil when the server has none (only vLLM
 	// exports it).
 	Prefill *histogram.Histogram
+	// ITL is the cumulative inter-token latency histogram in seconds
+	// (vLLM's and SGLang's gaps between output tokens; TGI's mean time
+	// per token of each request), nil when the server has none (Triton).
+	ITL *histogram.Histogram
 	// Warnings lists oddities of the scrape that cost no value: other
 	// dialects present, a TTFT family of the wrong type.
 	Warnings []string

@@ -1,18 +1,5 @@
 package inferencesim
 
-import "time"
-
-// Follow is what a caller hears about one request it submitted. Nil
-// functions are skipped. They are called from within the engine call that
-// produces the event and must not call back into the engine.
-type Follow struct {
-	// FirstToken hears the request's time to first token.
-	FirstToken func(ttft time.Duration)
-	// Aborted hears that Abort dropped the request unfinished; streamed
-	// says it had emitted its first token, so its stream was cut mid-way.
-	Aborted func(streamed bool)
-}
-
 // Aborted counts the requests one Abort dropped.
 type Aborted struct {
 	// Requests is every request dropped: queued, prefilling or decoding.
@@ -20,19 +7,6 @@ type Aborted struct {
 	// Streams is those of them that had emitted their first token: streams
 	// cut mid-way rather than requests never answered.
 	Streams int
-}
-
-// SubmitFollow is SubmitNotify for a caller that also wants to hear when
-// the request is dropped unfinished (Abort).
-func (e *Engine) SubmitFollow(at time.Time, r Request, f Follow) error {
-	if err := r.Validate(e.p); err != nil {
-		e.rejected++
-		return err
-	}
-	e.Advance(at)
-	e.waiting.pushBack(&seq{req: r, arrival: e.now, target: r.ContextTokens, onFirstToken: f.FirstToken, onAborted: f.Aborted})
-	e.submitted++
-	return nil
 }
 
 // Abort drops every request the engine holds, as a killed server process
@@ -46,8 +20,8 @@ func (e *Engine) Abort() Aborted {
 		if s.sawFirst {
 			out.Streams++
 		}
-		if s.onAborted != nil {
-			s.onAborted(s.sawFirst)
+		if s.follow.Aborted != nil {
+			s.follow.Aborted(s.sawFirst)
 		}
 	}
 	for _, s := range e.running {

@@ -65,20 +65,21 @@ func (v *vllmRequestStats) collectors() []prometheus.Collector {
 		v.promptTokens, v.genTokens, v.maxTokens, v.maxGenTokens, v.paramsN, v.prefixQueries, v.prefixHits, v.cacheConfig}
 }
 
+// token records the gap before an output token, as vLLM does for every
+// token after a request's first, under both of its names (0.11 exports the
+// deprecated one beside the new).
+func (v *vllmRequestStats) token(gap time.Duration) {
+	v.interToken.Observe(gap.Seconds())
+	v.perOutputToken.Observe(gap.Seconds())
+}
+
 // finished records a completed request as vLLM does when it finishes one.
-// vLLM observes inter-token latency per token; the simulator observes the
-// request's mean once, which gives the histogram its shape, not its count.
 func (v *vllmRequestStats) finished(c Completion) {
 	v.e2e.Observe(c.Total.Seconds())
 	v.queue.Observe(c.Queued.Seconds())
 	v.inference.Observe((c.Total - c.Queued).Seconds())
 	v.prefill.Observe((c.FirstToken - c.Queued).Seconds())
 	v.decode.Observe((c.Total - c.FirstToken).Seconds())
-	if c.GeneratedTokens > 1 {
-		perToken := (c.Total - c.FirstToken) / time.Duration(c.GeneratedTokens-1)
-		v.perOutputToken.Observe(perToken.Seconds())
-		v.interToken.Observe(perToken.Seconds())
-	}
 	v.promptTokens.Observe(float64(c.ContextTokens))
 	v.genTokens.Observe(float64(c.GeneratedTokens))
 	v.maxTokens.Observe(float64(c.GeneratedTokens))

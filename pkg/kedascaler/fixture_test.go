@@ -81,6 +81,12 @@ func newWorld(t *testing.T) *world {
 				Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}},
 		}))
 	}
+	// A decode pod of llm-d's, in no workload: the per-role scope.
+	must(t, pods.Add(&corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "llm-decode-0", Labels: map[string]string{"app": "llm-decode", "llm-d.ai/role": "decode"}},
+		Status: corev1.PodStatus{Phase: corev1.PodRunning, PodIP: "127.1.0.2",
+			Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}},
+	}))
 	st := store.New(30)
 	p := provider.New(provider.Config{
 		Values: storesource.New(st, time.Minute, time.Minute, nil),
@@ -88,6 +94,10 @@ func newWorld(t *testing.T) *world {
 		Deployments: appslisters.NewDeploymentLister(deploys), StatefulSets: appslisters.NewStatefulSetLister(sets),
 		MaxStaleness: time.Minute, TTFTWindow: time.Minute,
 		Capacity: capacity.New(capacity.DefaultConfig(), capacity.NewMetrics()),
+		CapacityByRole: map[provider.Role]provider.CapacityEstimator{
+			provider.RolePrefill: capacity.New(capacity.DefaultConfig(), nil),
+			provider.RoleDecode:  capacity.New(capacity.DefaultConfig(), nil),
+		},
 	})
 	return &world{store: st, provider: p}
 }

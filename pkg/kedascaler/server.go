@@ -40,10 +40,18 @@ type MetricsReader interface {
 	ListAllExternalMetrics() []cmprovider.ExternalMetricInfo
 }
 
-// modelLabel is the external metrics' label that selects a model
-// (provider.ModelLabel; not imported, so this package depends on the
-// interface above only).
-const modelLabel = "model_name"
+// modelLabel is the external metrics' label that selects a model, and
+// roleLabel the one that selects a role's pool of its pods
+// (provider.ModelLabel, provider.RoleLabel; not imported, so this package
+// depends on the interface above only).
+const (
+	modelLabel = "model_name"
+	roleLabel  = "role"
+)
+
+// roleSignals are the signals served per model and role: the capacity
+// signal, of each role's pool (provider.CapacityUtilization).
+var roleSignals = []string{"inference_capacity_utilization"}
 
 // DefaultCheckInterval is how often StreamIsActive re-reads a trigger's
 // value: the most a change of activity waits before it is pushed, on top
@@ -84,9 +92,14 @@ var (
 // catalogOf reads what the provider serves once: its lists are fixed at
 // start.
 func catalogOf(m MetricsReader) catalog {
-	c := catalog{model: map[string]bool{}, object: map[string]bool{}}
+	c := catalog{model: map[string]bool{}, object: map[string]bool{}, roles: map[string]bool{}}
 	for _, e := range m.ListAllExternalMetrics() {
 		c.model[e.Metric] = true
+	}
+	for _, s := range roleSignals {
+		if c.model[s] {
+			c.roles[s] = true
+		}
 	}
 	for _, cm := range m.ListAllMetrics() {
 		// A signal served for one of the two is accepted for both: the
@@ -260,13 +273,17 @@ func (s *Scaler) value(ctx context.Context, t trigger) (float64, error) {
 }
 
 func (s *Scaler) modelValue(ctx context.Context, t trigger) (float64, error) {
-	sel := labels.SelectorFromValidatedSet(labels.Set{modelLabel: t.name}) // validated by parseTrigger
+	set := labels.Set{modelLabel: t.name}
+	if t.role != "" {
+		set[roleLabel] = t.role
+	}
+	sel := labels.SelectorFromValidatedSet(set) // validated by parseTrigger
 	list, err := s.metrics.GetExternalMetric(ctx, t.namespace, sel, cmprovider.ExternalMetricInfo{Metric: t.signal})
 	if err != nil {
 		return 0, err
 	}
 	for _, item := range list.Items {
-		if item.MetricLabels[modelLabel] == t.name {
+		if item.MetricLabels[modelLabel] == t.name && item.MetricLabels[roleLabel] == t.role {
 			return item.Value.AsApproximateFloat64(), nil
 		}
 	}

@@ -20,6 +20,7 @@ import (
 const (
 	KeySignal           = "signal"
 	KeyModel            = "model"
+	KeyRole             = "role"
 	KeyObject           = "object"
 	KeyTarget           = "target"
 	KeyActivationTarget = "activationTarget"
@@ -47,18 +48,28 @@ type trigger struct {
 	// scope is model, deployment or statefulset; name is the model's or
 	// the object's name.
 	scope, name string
-	target      float64
-	activation  float64
+	// role, with a model, is the pool of the model's pods read: prefill
+	// or decode; empty: all of them.
+	role       string
+	target     float64
+	activation float64
 }
 
 // metricName is the name GetMetricSpec gives KEDA (which prefixes the
 // trigger's index): the signal and its scope, in characters an external
 // metric's name may hold.
 func (t trigger) metricName() string {
-	return sanitize("gpuscale-" + t.signal + "-" + t.scope + "-" + t.name)
+	name := "gpuscale-" + t.signal + "-" + t.scope + "-" + t.name
+	if t.role != "" {
+		name += "-" + t.role
+	}
+	return sanitize(name)
 }
 
 func (t trigger) String() string {
+	if t.role != "" {
+		return fmt.Sprintf("%s of %s %s/%s, role %s", t.signal, t.scope, t.namespace, t.name, t.role)
+	}
 	return fmt.Sprintf("%s of %s %s/%s", t.signal, t.scope, t.namespace, t.name)
 }
 
@@ -79,6 +90,8 @@ func sanitize(s string) string {
 // (external metrics) and per Deployment or StatefulSet (custom metrics).
 type catalog struct {
 	model, object map[string]bool
+	// roles are the signals served per model and role.
+	roles map[string]bool
 }
 
 func (c catalog) known(signal string) bool { return c.model[signal] || c.object[signal] }
@@ -146,7 +159,7 @@ func parseTrigger(ref *pb.ScaledObjectRef, c catalog) (trigger, error) {
 // does not have: a misspelt key would otherwise be silently ignored.
 func normalizeKeys(in map[string]string) (map[string]string, error) {
 	out := make(map[string]string, len(in))
-	known := map[string]bool{KeySignal: true, KeyModel: true, KeyObject: true, KeyTarget: true, KeyActivationTarget: true}
+	known := map[string]bool{KeySignal: true, KeyModel: true, KeyRole: true, KeyObject: true, KeyTarget: true, KeyActivationTarget: true}
 	keys := make([]string, 0, len(in))
 	for k := range in {
 		keys = append(keys, k)
@@ -162,7 +175,7 @@ func normalizeKeys(in map[string]string) (map[string]string, error) {
 		}
 		base := strings.TrimSuffix(k, fromEnvSuffix)
 		if !known[base] {
-			return nil, invalid("metadata %s is unknown; gpuscale reads %s, %s or %s, %s, %s", quote(k), KeySignal, KeyModel, KeyObject, KeyTarget, KeyActivationTarget)
+			return nil, invalid("metadata %s is unknown; gpuscale reads %s, %s (and %s) or %s, %s, %s", quote(k), KeySignal, KeyModel, KeyRole, KeyObject, KeyTarget, KeyActivationTarget)
 		}
 		if _, dup := out[base]; dup {
 			return nil, invalid("metadata %s is given twice (as %s and %s%s)", quote(base), quote(base), quote(base), fromEnvSuffix)
@@ -175,6 +188,17 @@ func normalizeKeys(in map[string]string) (map[string]string, error) {
 func (t *trigger) parseScope(md map[string]string, c catalog) error {
 	model, hasModel := md[KeyModel]
 	object, hasObject := md[KeyObject]
+	if role, ok := md[KeyRole]; ok {
+		switch {
+		case !hasModel:
+			return invalid("metadata %q goes with %q: a Deployment's or StatefulSet's role is its pod template's (docs/metrics.md)", KeyRole, KeyModel)
+		case role != "prefill" && role != "decode":
+			return invalid("metadata %q %q: want prefill or decode", KeyRole, role)
+		case !c.roles[t.signal]:
+			return invalid("signal %q is not served per model and role (metadata %q); per role: %s", t.signal, KeyRole, sortedKeys(c.roles))
+		}
+		t.role = role
+	}
 	switch {
 	case hasModel == hasObject:
 		return invalid("exactly one of metadata %q (a model's value over the namespace) or %q (deployment/NAME or statefulset/NAME) is required", KeyModel, KeyObject)

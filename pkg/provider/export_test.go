@@ -35,3 +35,6 @@ func (p *Provider) SetValues(v Values) { p.cfg.Values = v }
 
 // SetCapacity gives the provider a capacity estimator.
 func (p *Provider) SetCapacity(c CapacityEstimator) { p.cfg.Capacity = c }
+
+// SetCapacityByRole gives the provider its roles' capacity estimators.
+func (p *Provider) SetCapacityByRole(m map[Role]CapacityEstimator) { p.cfg.CapacityByRole = m }

@@ -47,6 +47,10 @@ type Config struct {
 	Now        func() time.Time
 	// Capacity serves CapacityUtilization; nil: not served.
 	Capacity CapacityEstimator
+	// CapacityByRole, where it has an estimator for a role, serves
+	// CapacityUtilization of that role's pools (RoleOf) in place of
+	// Capacity: each role's signal has its own terms.
+	CapacityByRole map[Role]CapacityEstimator
 }
 
 // Provider implements cmprovider.MetricsProvider.
@@ -396,7 +400,7 @@ func (p *Provider) metricValue(ref custom_metrics.ObjectReference, def metricDef
 		Timestamp:       metav1.NewTime(v.Time),
 		Value:           q,
 	}
-	if def.isTTFT() {
+	if def.isQuantile() {
 		w := int64(p.cfg.TTFTWindow / time.Second)
 		mv.WindowSeconds = &w
 	}
@@ -411,7 +415,7 @@ func (p *Provider) metricValue(ref custom_metrics.ObjectReference, def metricDef
 // item added up at 10,000 pods.
 func (p *Provider) itemFiller(def metricDef) func(mv *custom_metrics.MetricValue, namespace, name string, v Value) error {
 	var window *int64
-	if def.isTTFT() {
+	if def.isQuantile() {
 		w := int64(p.cfg.TTFTWindow / time.Second)
 		window = &w
 	}

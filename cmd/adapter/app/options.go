@@ -34,6 +34,9 @@ type Options struct {
 	// CapacityTTFTObjective is the TTFT the capacity signal's p90 is
 	// held within; its prefill term sizes from it.
 	CapacityTTFTObjective time.Duration
+	// CapacityITLObjective is the inter-token latency the capacity
+	// signal's p90 is held within (its ITL term); 0: no ITL term.
+	CapacityITLObjective time.Duration
 	// CapacityTimeScale is capacity.Config.TimeScale: 1 but in replays
 	// of simulated servers that run faster than real time.
 	CapacityTimeScale float64
@@ -134,6 +137,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.Float64Var(&o.CapacityTimeScale, "capacity-time-scale", o.CapacityTimeScale, "Seconds on the inference servers' clocks per second of the adapter's. For replays whose simulated servers run faster than real time; 1 on a cluster.")
 	_ = fs.MarkHidden("capacity-time-scale")
 	fs.DurationVar(&o.CapacityTTFTObjective, "capacity-ttft-objective", o.CapacityTTFTObjective, "TTFT objective the capacity signal (inference_capacity_utilization) holds the p90 within: how busy a replica's prefill may run follows from it.")
+	fs.DurationVar(&o.CapacityITLObjective, "capacity-itl-objective", o.CapacityITLObjective, "Inter-token latency objective the capacity signal holds the p90 within, for decode-bound models: how many sequences a replica decodes follows from it. 0: no ITL term.")
 	// --window sized a ring of samples only TTFT quantiles read, and only
 	// over --ttft-window: the store now keeps what that window needs, and
 	// the flag is accepted, for existing deployments, and ignored.
@@ -216,6 +220,9 @@ func (o *Options) Validate() error {
 	if o.CapacityTTFTObjective <= 0 {
 		errs = append(errs, fmt.Errorf("--capacity-ttft-objective must be positive, got %v", o.CapacityTTFTObjective))
 	}
+	if o.CapacityITLObjective < 0 {
+		errs = append(errs, fmt.Errorf("--capacity-itl-objective must not be negative, got %v", o.CapacityITLObjective))
+	}
 	if o.TTFTWindow < 2*o.ScrapeInterval {
 		errs = append(errs, fmt.Errorf("--ttft-window (%v) needs at least two scrapes", o.TTFTWindow))
 	}
@@ -291,5 +298,6 @@ func (o *Options) retainFor() time.Duration {
 func (o *Options) capacityConfig() capacity.Config {
 	cfg := capacity.DefaultConfig()
 	cfg.Objective, cfg.Window, cfg.TimeScale = o.CapacityTTFTObjective, o.TTFTWindow, o.CapacityTimeScale
+	cfg.ITLObjective = o.CapacityITLObjective
 	return cfg
 }

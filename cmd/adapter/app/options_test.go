@@ -155,11 +155,13 @@ func TestValidateCapacity(t *testing.T) {
 		{"defaults", func(*Options) {}, ""},
 		{"an objective and a replay's time scale", func(o *Options) { o.CapacityTTFTObjective, o.CapacityTimeScale = 500*time.Millisecond, 6 }, ""},
 		{"no objective", func(o *Options) { o.CapacityTTFTObjective = 0 }, "--capacity-ttft-objective"},
+		{"an ITL objective", func(o *Options) { o.CapacityITLObjective = 80 * time.Millisecond }, ""},
+		{"a negative ITL objective", func(o *Options) { o.CapacityITLObjective = -time.Millisecond }, "--capacity-itl-objective"},
 		{"time scale zero", func(o *Options) { o.CapacityTimeScale = 0 }, "--capacity-time-scale"},
 		{"time scale not finite", func(o *Options) { o.CapacityTimeScale = math.Inf(1) }, "--capacity-time-scale"},
 	}, func(t *testing.T, o *Options) {
 		cfg := o.capacityConfig()
-		if cfg.Objective != o.CapacityTTFTObjective || cfg.Window != o.TTFTWindow || cfg.TimeScale != o.CapacityTimeScale {
+		if cfg.Objective != o.CapacityTTFTObjective || cfg.Window != o.TTFTWindow || cfg.TimeScale != o.CapacityTimeScale || cfg.ITLObjective != o.CapacityITLObjective {
 			t.Errorf("capacityConfig = %+v, not the flags", cfg)
 		}
 	})
