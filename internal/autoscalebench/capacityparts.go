@@ -38,6 +38,10 @@ type CapacityParts struct {
 	// how busy one replica's prefill may run, PrefillOver the share of
 	// prefills over the objective alone.
 	KVNeeded, PrefillNeeded, PrefillBusy, PrefillMaxBusy, PrefillOver float64
+	// ITLNeeded is the inter-token-latency term (0 without an ITL
+	// objective), ITLQuantile the window's ITL at the objective's quantile
+	// and ITLSlots the sequences one replica decodes within it.
+	ITLNeeded, ITLQuantile, ITLSlots float64
 }
 
 // capacityGauges maps each gpuscale_adapter_capacity_* gauge to its field.
@@ -60,6 +64,9 @@ var capacityGauges = map[string]func(*CapacityParts) *float64{
 	"gpuscale_adapter_capacity_prefill_busy_replicas":            func(c *CapacityParts) *float64 { return &c.PrefillBusy },
 	"gpuscale_adapter_capacity_prefill_max_busy":                 func(c *CapacityParts) *float64 { return &c.PrefillMaxBusy },
 	"gpuscale_adapter_capacity_prefill_over_objective_ratio":     func(c *CapacityParts) *float64 { return &c.PrefillOver },
+	"gpuscale_adapter_capacity_itl_replicas_needed":              func(c *CapacityParts) *float64 { return &c.ITLNeeded },
+	"gpuscale_adapter_capacity_itl_quantile_seconds":             func(c *CapacityParts) *float64 { return &c.ITLQuantile },
+	"gpuscale_adapter_capacity_itl_slots_per_replica":            func(c *CapacityParts) *float64 { return &c.ITLSlots },
 }
 
 // parseCapacityParts reads the capacity gauges of one workload from the

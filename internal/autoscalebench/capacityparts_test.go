@@ -59,6 +59,7 @@ func TestParseCapacityParts(t *testing.T) {
 		Needed: est.Needed, Utilization: est.Utilization,
 		KVNeeded: est.KVNeeded, PrefillNeeded: est.PrefillNeeded, PrefillBusy: est.PrefillBusy,
 		PrefillMaxBusy: est.Prefill.MaxBusy, PrefillOver: est.Prefill.OverObjective,
+		ITLNeeded: est.ITLNeeded, ITLQuantile: est.ITL.Quantile, ITLSlots: est.ITL.Slots,
 	}
 	if got != want {
 		t.Errorf("parsed %+v\nwant   %+v", got, want)
