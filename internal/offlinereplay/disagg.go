@@ -514,14 +514,7 @@ func (r *disaggReplay) finish(end time.Time) DisaggResult {
 			r.res.MinutesMet++
 		}
 	}
-	for _, d := range r.ttft {
-		switch {
-		case d == rejected:
-			r.res.Rejected++
-		case d < 0:
-			r.res.Unserved++
-		}
-	}
+	r.res.Rejected, r.res.Unserved = outcomes(r.ttft)
 	return r.res
 }
 

@@ -366,14 +366,7 @@ func (r *replay) finish(end time.Time) Result {
 			r.res.MinutesMet++
 		}
 	}
-	for _, d := range r.ttft {
-		switch {
-		case d == rejected:
-			r.res.Rejected++
-		case d < 0:
-			r.res.Unserved++
-		}
-	}
+	r.res.Rejected, r.res.Unserved = outcomes(r.ttft)
 	return r.res
 }
 
@@ -434,4 +427,18 @@ func MinuteNeed(reqs []trace.Request, prof inferencesim.Profile, slo time.Durati
 		}
 	}
 	return need, nil
+}
+
+// outcomes counts the requests rejected (larger than any replica holds) and
+// those never served among ttft, whose entries are -1 or rejected for them.
+func outcomes(ttft []time.Duration) (rejectedN, unserved int) {
+	for _, d := range ttft {
+		switch {
+		case d == rejected:
+			rejectedN++
+		case d < 0:
+			unserved++
+		}
+	}
+	return rejectedN, unserved
 }
