@@ -38,9 +38,13 @@ build:
 #   E2E_PKGS    a real control plane and KEDA: make e2e.
 #   IMAGE_PKGS  the images run as the chart runs them: make test-images.
 #   the rest    once, in make unit.
+#               internal/offlinereplay (virtual time, one goroutine) and
+#               internal/autoscalebench (its tests cover the report and the
+#               plots; its concurrent Run is test/autoscale's) run in make
+#               unit: under -race their plotting and replays took 130 s.
 RACE_PKGS := cmd/adapter/app cmd/inferencesim \
-  internal/autoscalebench internal/childproc internal/devenv internal/exporterapp internal/hostile \
-  internal/offlinereplay internal/simworld internal/testlog \
+  internal/childproc internal/devenv internal/exporterapp internal/hostile \
+  internal/simworld internal/testlog \
   internal/robustness \
   pkg/capacity pkg/certrotation pkg/cricontainers pkg/exporter pkg/exporter/httpapi pkg/federation pkg/gather pkg/gpu/nvml pkg/gpu/sim \
   pkg/inferencesim pkg/kedascaler pkg/podresources pkg/promsource pkg/promsource/promapi pkg/provider pkg/scaledown \
@@ -131,13 +135,13 @@ test-images:
 	GPUSCALE_IMAGES=1 $(GO) test -count=1 -timeout 20m -v $(call pkgs,$(IMAGE_PKGS))
 
 # Every phase, each one's wall time printed as it ends and in a table at
-# the end (hack/phases.sh). The race phase comes first: it compiles nothing
-# the tools build compiles, so it fills the cores while .ci/run's background
-# build of the tools runs; lint, which needs staticcheck, then waits for it.
-# The end-to-end suite, which mostly waits on the HPA's and the scrapes'
-# timers, runs in the background (+e2e) beside lint, unit and fuzzing, which
-# mostly compute; its output is in _output/phase-e2e.log.
-TEST_PHASES := race +e2e lint unit fuzz-short wait test-images
+# the end (hack/phases.sh). The end-to-end suite, which mostly waits on the
+# HPA's and the scrapes' timers, starts first, in the background (+e2e; its
+# output is in _output/phase-e2e.log), beside race, lint, unit, fuzzing and
+# the images, which mostly compute. On a cold machine it waits for the
+# tools build that .ci/run started (hack/tools-build.sh's lock), and its
+# KEDA tests for KEDA's build, while the other phases run.
+TEST_PHASES := +e2e race lint unit fuzz-short test-images wait
 test:
 	@hack/phases.sh $(MAKE) $(TEST_PHASES)
 
