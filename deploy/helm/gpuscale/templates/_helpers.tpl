@@ -166,6 +166,9 @@ both run, and the adapter reads this release's exporters. */}}
 {{- with $p.timeout }}
 - --prometheus-timeout={{ . }}
 {{- end }}
+{{- with $p.scrapeInterval }}
+- --prometheus-scrape-interval={{ . }}
+{{- end }}
 {{- if include "gpuscale.adapter.promQueries" . }}
 - --prometheus-queries=/etc/gpuscale/queries/queries.yaml
 {{- end }}
