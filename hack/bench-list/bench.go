@@ -166,7 +166,9 @@ func (b *bench) time(ctx context.Context, ns string, r *result) error {
 	// most of it.
 	// A CPU profile of the same 10 s says where the scraping goes.
 	profile := make(chan error, 1)
-	go func() { profile <- b.saveProfile(ctx, fmt.Sprintf("cpu-scraping-%d-%s.pb.gz", r.Pods, r.Metric), 10*time.Second) }()
+	go func() {
+		profile <- b.saveProfile(ctx, fmt.Sprintf("cpu-scraping-%d-%s.pb.gz", r.Pods, r.Metric), 10*time.Second)
+	}()
 	idle, err := cpuRate(ctx, pid, 10*time.Second)
 	if err := errors.Join(err, <-profile); err != nil {
 		return err

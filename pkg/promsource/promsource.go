@@ -422,4 +422,3 @@ func (s *Source) params(namespace string, m provider.Metric, sel labels.Selector
 }
 
 func promDuration(d time.Duration) string { return model.Duration(d).String() }
-
