@@ -2,7 +2,9 @@
 # --target adapter|exporter|inferencesim). The binaries are built outside
 # (hack/binaries.sh: -trimpath, the version stamped in with -ldflags) into
 # _output/bin/<os>_<arch>/, so this file needs no Go image and builds the
-# same on a machine with no registry and in the release workflow.
+# same on a machine with no registry and in the release workflow; each
+# image's SPDX SBOM (hack/sbom, from the binary's module graph) is copied
+# from _output/sbom/<os>_<arch>/ to /usr/share/doc/gpuscale/sbom.spdx.json.
 #
 # The bases are build arguments:
 #   - `make images` builds them from Debian packages (hack/images.sh):
@@ -28,6 +30,7 @@ LABEL org.opencontainers.image.title="gpuscale-adapter" \
       org.opencontainers.image.revision="${REVISION}" \
       org.opencontainers.image.created="${CREATED}"
 COPY --chmod=0555 _output/bin/${TARGETOS}_${TARGETARCH}/adapter /usr/local/bin/gpuscale-adapter
+COPY --chmod=0444 _output/sbom/${TARGETOS}_${TARGETARCH}/gpuscale-adapter.spdx.json /usr/share/doc/gpuscale/sbom.spdx.json
 USER 65532:65532
 ENTRYPOINT ["/usr/local/bin/gpuscale-adapter"]
 
@@ -48,6 +51,7 @@ LABEL org.opencontainers.image.title="gpuscale-exporter" \
       org.opencontainers.image.revision="${REVISION}" \
       org.opencontainers.image.created="${CREATED}"
 COPY --chmod=0555 _output/bin/${TARGETOS}_${TARGETARCH}/exporter /usr/local/bin/gpuscale-exporter
+COPY --chmod=0444 _output/sbom/${TARGETOS}_${TARGETARCH}/gpuscale-exporter.spdx.json /usr/share/doc/gpuscale/sbom.spdx.json
 # Root, as the chart runs it: the kubelet's pod-resources socket
 # (/var/lib/kubelet/pod-resources/kubelet.sock) is owned by root with mode
 # 0755 on most distributions, and connecting to a socket needs write
@@ -72,5 +76,6 @@ LABEL org.opencontainers.image.title="gpuscale-inferencesim" \
       org.opencontainers.image.revision="${REVISION}" \
       org.opencontainers.image.created="${CREATED}"
 COPY --chmod=0555 _output/bin/${TARGETOS}_${TARGETARCH}/inferencesim /usr/local/bin/gpuscale-inferencesim
+COPY --chmod=0444 _output/sbom/${TARGETOS}_${TARGETARCH}/gpuscale-inferencesim.spdx.json /usr/share/doc/gpuscale/sbom.spdx.json
 USER 65532:65532
 ENTRYPOINT ["/usr/local/bin/gpuscale-inferencesim"]

@@ -10,15 +10,25 @@ export CGO_ENABLED := $(shell . hack/lib/goenv.sh && echo "$$CGO_ENABLED")
 export GOFLAGS := $(shell . hack/lib/goenv.sh && echo "$$GOFLAGS")
 export CGO_CFLAGS := $(shell . hack/lib/goenv.sh && echo "$$CGO_CFLAGS")
 
-.PHONY: all build lint race unit fuzz-short fuzz e2e test demo bench bench-autoscale bench-list robustness soak clean control-plane tools manifests images test-images
+.PHONY: all build lint race unit fuzz-short fuzz e2e test demo bench bench-autoscale bench-list robustness soak clean control-plane tools manifests images test-images chart-readme
 
 all: build
 
-# The exporter links go-nvml with cgo; with the netgo and osusergo tags
-# (goenv.sh) it shares every other package with the static binaries.
+# The binaries under the names the images give them (bin/gpuscale-adapter,
+# bin/gpuscale-exporter, bin/gpuscale-inferencesim), with the version
+# stamped as hack/binaries.sh stamps it, so --version and gpuscale_build_info
+# say which build runs. The exporter links go-nvml with cgo; with the netgo
+# and osusergo tags (goenv.sh) it shares every other package with the static
+# binaries.
+VERSION_PKG := github.com/prometheus/common/version
+BUILD_LDFLAGS = -X $(VERSION_PKG).Version=$(shell hack/version.sh) \
+  -X $(VERSION_PKG).Revision=$(shell git rev-parse HEAD 2>/dev/null || echo unknown) \
+  -X $(VERSION_PKG).Branch=$(shell git rev-parse --abbrev-ref HEAD 2>/dev/null || echo unknown) \
+  -X $(VERSION_PKG).BuildDate=$(shell git log -1 --format=%cI 2>/dev/null)
 build:
-	$(GO) build -o bin/ ./cmd/adapter ./cmd/inferencesim
-	CGO_ENABLED=1 $(GO) build -o bin/ ./cmd/exporter
+	$(GO) build -ldflags "$(BUILD_LDFLAGS)" -o bin/gpuscale-adapter ./cmd/adapter
+	$(GO) build -ldflags "$(BUILD_LDFLAGS)" -o bin/gpuscale-inferencesim ./cmd/inferencesim
+	CGO_ENABLED=1 $(GO) build -ldflags "$(BUILD_LDFLAGS)" -o bin/gpuscale-exporter ./cmd/exporter
 
 # Which target runs a package's tests; every package runs in exactly one.
 #   RACE_PKGS   packages with concurrency of their own (goroutines, servers,
@@ -31,8 +41,9 @@ build:
 RACE_PKGS := cmd/adapter/app cmd/inferencesim \
   internal/autoscalebench internal/childproc internal/devenv internal/exporterapp internal/hostile \
   internal/offlinereplay internal/simworld internal/testlog \
-  pkg/capacity pkg/exporter pkg/exporter/httpapi pkg/federation pkg/gather pkg/gpu/nvml pkg/gpu/sim \
-  pkg/inferencesim pkg/kedascaler pkg/podresources pkg/promsource pkg/provider pkg/scaledown \
+  internal/robustness \
+  pkg/capacity pkg/certrotation pkg/cricontainers pkg/exporter pkg/exporter/httpapi pkg/federation pkg/gather pkg/gpu/nvml pkg/gpu/sim \
+  pkg/inferencesim pkg/kedascaler pkg/podresources pkg/promsource pkg/promsource/promapi pkg/provider pkg/scaledown \
   pkg/scrape pkg/store pkg/storesource
 E2E_PKGS := internal/localcluster test/e2e test/keda test/autoscale
 IMAGE_PKGS := test/containers
@@ -59,6 +70,7 @@ lint:
 	GOOS=darwin $(GO) vet $(DARWIN_VET_PKGS)
 	hack/staticcheck.sh ./...
 	CGO_ENABLED=1 hack/staticcheck.sh $(CGO_PKGS)
+	hack/verify-generated.sh
 
 race:
 	CGO_ENABLED=1 $(GO) test -race -count=1 $(call pkgs,$(RACE_PKGS))
@@ -67,7 +79,11 @@ unit:
 	$(GO) test -count=1 $(UNIT_PKGS)
 	cd test/promqlcompat && $(GO) test -count=1 ./...
 	cd test/dashboards && $(GO) test -count=1 ./...
-	hack/manifests.sh --check
+
+# Regenerates the chart README's values table from values.schema.json
+# (hack/manifests.sh --check, in `make unit`, fails when it is stale).
+chart-readme:
+	$(GO) run ./hack/chart-readme
 
 # Regenerates deploy/manifests from the Helm chart (helm is built once from
 # its Go module by hack/helm.sh and cached in ~/.cache/gpuscale).
@@ -92,30 +108,39 @@ e2e:
 	  grep -E '^(=== RUN|\s*--- |PASS|FAIL|ok|e2e:)|FIGURE' _output/e2e.log; \
 	  if [ $$rc -ne 0 ]; then echo "--- e2e failed; the last 150 lines of _output/e2e.log:"; tail -150 _output/e2e.log; fi; exit $$rc
 
-# The adapter, exporter and inferencesim images, built with buildah from
-# Dockerfile on bases made from Debian packages (no registry is needed):
-# the local podman store and OCI archives in _output/images; docs/images.md.
+# The adapter, exporter and inferencesim images for amd64 and arm64, built
+# with buildah from Dockerfile on bases made from Debian packages (no
+# registry is needed), each with an SPDX SBOM: the local podman store, OCI
+# archives and the build record in _output/images; docs/images.md.
+# IMAGE_ARCHS="amd64" builds one.
 images:
 	hack/images.sh
 
 # Runs the images as the Helm chart renders them (test/containers): the
 # exporter's probes and /metrics, the adapter serving the local control
 # plane's metrics APIs through the aggregator. Needs root and podman.
-test-images: images
+test-images:
+	hack/images.sh $$($(GO) env GOARCH)
 	hack/tools-build.sh >/dev/null
 	GPUSCALE_IMAGES=1 $(GO) test -count=1 -timeout 20m -v $(call pkgs,$(IMAGE_PKGS))
 
-# Every phase in turn, each one's wall time printed as it ends and in a
-# table at the end. The race phase comes first: it compiles nothing the
-# tools build compiles, so it fills the cores while .ci/run's background
+# Every phase, each one's wall time printed as it ends and in a table at
+# the end (hack/phases.sh). The race phase comes first: it compiles nothing
+# the tools build compiles, so it fills the cores while .ci/run's background
 # build of the tools runs; lint, which needs staticcheck, then waits for it.
-TEST_PHASES := race lint unit fuzz-short e2e test-images
+# The end-to-end suite, which mostly waits on the HPA's and the scrapes'
+# timers, runs in the background (+e2e) beside lint, unit and fuzzing, which
+# mostly compute; its output is in _output/phase-e2e.log.
+TEST_PHASES := race +e2e lint unit fuzz-short wait test-images
 test:
 	@hack/phases.sh $(MAKE) $(TEST_PHASES)
 
+# Built, then run: Ctrl-C stops it cleanly with exit status 0 (`go run`
+# would report the interrupted child as a failure).
 demo:
 	hack/control-plane-build.sh >/dev/null
-	$(GO) run ./hack/demo
+	$(GO) build -o _output/bin/demo ./hack/demo
+	_output/bin/demo
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./pkg/...

@@ -5,6 +5,10 @@
 # (Debian: apt-get install -y protobuf-compiler); protoc-gen-go and
 # protoc-gen-go-grpc are built from the Go module proxy, at the versions
 # below (protoc-gen-go at go.mod's google.golang.org/protobuf), and cached.
+#
+#   hack/gen-kedascaler.sh        regenerate pkg/kedascaler/externalscaler
+#   hack/gen-kedascaler.sh DIR    write the generated files into DIR instead
+#                                 (hack/verify-generated.sh diffs them)
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -14,8 +18,10 @@ protoc_gen_go_grpc_version=v1.6.2
 protobuf_version=$(cd "$root" && go list -m -f '{{.Version}}' google.golang.org/protobuf)
 cache=${GPUSCALE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/gpuscale}
 plugins="$cache/bin/protoc-plugins-go-$protobuf_version-grpc-$protoc_gen_go_grpc_version"
-out="$root/pkg/kedascaler/externalscaler"
-proto="$out/externalscaler.proto"
+src="$root/pkg/kedascaler/externalscaler"
+proto="$src/externalscaler.proto"
+out=${1:-$src}
+mkdir -p "$out"
 
 command -v protoc >/dev/null || { echo "gen-kedascaler: protoc not found (apt-get install -y protobuf-compiler)" >&2; exit 1; }
 mkdir -p "$plugins"
@@ -30,8 +36,8 @@ if ! diff <(sed '1,/^$/d' "$proto") "$upstream/pkg/scalers/externalscaler/extern
 fi
 
 pkg=github.com/gpuscale/gpuscale/pkg/kedascaler/externalscaler
-PATH="$plugins:$PATH" protoc -I "$out" \
+PATH="$plugins:$PATH" protoc -I "$src" \
   --go_out="$out" --go_opt=paths=source_relative --go_opt="Mexternalscaler.proto=$pkg;externalscaler" \
   --go-grpc_out="$out" --go-grpc_opt=paths=source_relative --go-grpc_opt="Mexternalscaler.proto=$pkg;externalscaler" \
   externalscaler.proto
-echo "gen-kedascaler: generated $(cd "$root" && ls pkg/kedascaler/externalscaler/*.pb.go | tr '\n' ' ')"
+echo "gen-kedascaler: generated $(cd "$out" && ls -- *.pb.go | tr '\n' ' ')in $out"

@@ -18,12 +18,9 @@ namespace=gpuscale
 # render prints the default install, then the scale-down controller's RBAC
 # alone: it is opt-in, so it gets its own file.
 render() {
-  # A render that generates its certificate (or the exporters' token) differs
-  # every time: the plain manifests name a Secret the user makes instead
-  # (30-apiservice-custom-metrics.yaml, 50-exporter.yaml).
-  "$helm" template "$release" "$chart" --namespace "$namespace" --set createNamespace=true \
-    --set adapter.tls.secretName=gpuscale-adapter-tls \
-    --set exporter.reservedLane.secretName=gpuscale-exporter-token
+  # The adapter makes its certificate (adapter.tls.source generate) and the
+  # exporters' reserved-lane token at runtime: nothing to create first.
+  "$helm" template "$release" "$chart" --namespace "$namespace" --set createNamespace=true
   "$helm" template "$release" "$chart" --namespace "$namespace" --set scaleDown.enabled=true \
     --show-only templates/scaledown-rbac.yaml
 }
@@ -36,19 +33,20 @@ split_docs() { # dir
       file["namespace.yaml"] = "00-namespace.yaml"
       head["namespace.yaml"] = "The namespace everything else lives in."
       file["adapter-rbac.yaml"] = "10-adapter-rbac.yaml"
-      head["adapter-rbac.yaml"] = "The adapter'"'"'s identity and least-privilege access: read pods, nodes and\n# the workloads it aggregates over; delegate authentication and\n# authorization of its callers to the kube-apiserver."
+      head["adapter-rbac.yaml"] = "The adapter'"'"'s identity and least-privilege access: read pods, nodes and\n# the workloads it aggregates over; delegate authentication and\n# authorization of its callers to the kube-apiserver; keep its own serving\n# certificate in the Secret gpuscale-adapter-certs and its CA in the\n# APIServices'"'"' caBundle; create the exporters'"'"' reserved-lane token in the\n# Secret gpuscale-exporter-token when it does not exist."
+      file["certs-rbac.yaml"] = "10-adapter-rbac.yaml"
       file["scaledown-rbac.yaml"] = "15-scaledown-rbac.yaml"
       head["scaledown-rbac.yaml"] = "OPT-IN: apply only when the adapter runs the scale-down controller\n# (add --scale-down-controller to the args in 40-adapter.yaml). Its only\n# write access: pod annotations, and its leader-election Lease in gpuscale.\n# RBAC cannot narrow patch to annotations; the ValidatingAdmissionPolicy\n# here refuses any other change by the adapter (Kubernetes 1.30+)."
       file["metrics-reader-rbac.yaml"] = "20-metrics-readers-rbac.yaml"
       head["metrics-reader-rbac.yaml"] = "Who may read the metrics gpuscale serves: the HPA controller, and any\n# subject bound to gpuscale:metrics-reader. Everyone else gets 403."
       file["apiservice-custom.yaml"] = "30-apiservice-custom-metrics.yaml"
-      head["apiservice-custom.yaml"] = "Registers the adapter with the aggregation layer for custom.metrics.k8s.io\n# (v1beta2, v1beta1).\n#\n# CHECK FIRST: a cluster has ONE APIService of each name, and applying this\n# file replaces whichever adapter serves it now (prometheus-adapter, a\n# vendor'"'"'s), so every HPA on that adapter'"'"'s metrics loses them:\n#   kubectl get apiservice v1beta2.custom.metrics.k8s.io v1beta1.custom.metrics.k8s.io\n# If either exists and its SERVICE is not gpuscale/gpuscale-adapter, skip this\n# file or read docs/coexistence.md. (The Helm chart looks it up and refuses.)\n#\n# The aggregator verifies the adapter: before applying, create the\n# kubernetes.io/tls Secret gpuscale-adapter-tls in gpuscale for\n# gpuscale-adapter.gpuscale.svc, and set each APIService'"'"'s spec.caBundle to the\n# base64 PEM of the CA that signed it (or let cert-manager'"'"'s CA injector do\n# so: annotation cert-manager.io/inject-ca-from). The chart does all of this."
+      head["apiservice-custom.yaml"] = "Registers the adapter with the aggregation layer for custom.metrics.k8s.io\n# (v1beta2, v1beta1).\n#\n# CHECK FIRST: a cluster has ONE APIService of each name, and applying this\n# file replaces whichever adapter serves it now (prometheus-adapter, a\n# vendor'"'"'s), so every HPA on that adapter'"'"'s metrics loses them:\n#   kubectl get apiservice v1beta2.custom.metrics.k8s.io v1beta1.custom.metrics.k8s.io\n# If either exists and its SERVICE is not gpuscale/gpuscale-adapter, skip this\n# file or read docs/coexistence.md. (The Helm chart looks it up and refuses.)\n#\n# The aggregator verifies the adapter: the adapter makes its CA and serving\n# certificate at runtime (Secret gpuscale-adapter-certs), renews them, and\n# writes the CA into each APIService'"'"'s spec.caBundle, which is why none is\n# set here."
       file["apiservice-external.yaml"] = "31-apiservice-external-metrics.yaml"
-      head["apiservice-external.yaml"] = "Registers the adapter with the aggregation layer for\n# external.metrics.k8s.io (v1beta1).\n#\n# CHECK FIRST: a cluster has ONE APIService of this name, and KEDA owns it\n# wherever KEDA runs: applying this file takes it from KEDA and breaks every\n# ScaledObject. Look before applying:\n#   kubectl get apiservice v1beta1.external.metrics.k8s.io\n# If it exists and its SERVICE is not gpuscale/gpuscale-adapter, skip this\n# file: gpuscale'"'"'s signals reach ScaledObjects through its KEDA external\n# scaler instead (docs/coexistence.md). The Helm chart looks it up and refuses.\n#\n# TLS: as in 30-apiservice-custom-metrics.yaml (spec.caBundle)."
+      head["apiservice-external.yaml"] = "Registers the adapter with the aggregation layer for\n# external.metrics.k8s.io (v1beta1).\n#\n# CHECK FIRST: a cluster has ONE APIService of this name, and KEDA owns it\n# wherever KEDA runs: applying this file takes it from KEDA and breaks every\n# ScaledObject. Look before applying:\n#   kubectl get apiservice v1beta1.external.metrics.k8s.io\n# If it exists and its SERVICE is not gpuscale/gpuscale-adapter, skip this\n# file: gpuscale'"'"'s signals reach ScaledObjects through its KEDA external\n# scaler instead (docs/coexistence.md). The Helm chart looks it up and refuses.\n#\n# TLS: as in 30-apiservice-custom-metrics.yaml (the adapter writes spec.caBundle)."
       file["adapter.yaml"] = "40-adapter.yaml"
       head["adapter.yaml"] = "The adapter Deployment and its Service. (The end-to-end suite runs the\n# adapter as a local process and replaces this file with an ExternalName\n# Service of the same name.)"
       file["exporter.yaml"] = "50-exporter.yaml"
-      head["exporter.yaml"] = "The GPU exporter DaemonSet: GPU nodes only, the pod-resources socket\n# mounted read-only, every capability dropped, and a headless Service for\n# Prometheus.\n#\n# Before applying, create the Secret gpuscale-exporter-token in gpuscale (the\n# adapter'"'"'s scrapes carry it to a lane of their own; the chart makes it):\n#   kubectl -n gpuscale create secret generic gpuscale-exporter-token \\\n#     --from-literal=token=\"$(head -c 30 /dev/urandom | base64)\""
+      head["exporter.yaml"] = "The GPU exporter DaemonSet: GPU nodes only, the pod-resources socket\n# mounted read-only, every capability dropped, and a headless Service for\n# Prometheus. The reserved-lane token (Secret gpuscale-exporter-token, optional)\n# is the adapter'"'"'s to create; the exporters serve the lane once it exists."
     }
     # Blank lines before a document separator, which Helm 4 adds and
     # Helm 3 does not, are dropped: the files do not depend on the version.
@@ -65,7 +63,7 @@ split_docs() { # dir
       } else {
         print "---" > path
       }
-      sep = 0; next
+      sep = 0; blanks = 0; next
     }
     {
       if (path != "") { for (; blanks > 0; blanks--) print "" > path; print > path }
@@ -94,6 +92,9 @@ if [[ "${1:-}" == "--check" ]]; then
   "$helm" lint --strict "$chart" -f "$chart/ci/all-on-values.yaml" >/dev/null
   "$helm" template "$release" "$chart" -f "$chart/ci/all-on-values.yaml" \
     --api-versions monitoring.coreos.com/v1 >/dev/null
+  "$helm" lint --strict "$chart" -f "$chart/ci/production-values.yaml" >/dev/null
+  # The chart README's values table is generated from the schema.
+  (cd "$root" && go run ./hack/chart-readme --check)
   echo "manifests: deploy/manifests matches the chart"
   exit 0
 fi

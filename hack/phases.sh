@@ -1,15 +1,23 @@
 #!/usr/bin/env bash
-# Runs `make <phase>` for each phase in turn, stopping at the first that
-# fails, and prints each phase's wall time as it ends and as a table at the
-# end, with the background builds' times when .ci/run started them.
+# Runs `make <phase>` for each phase, stopping at the first that fails, and
+# prints each phase's wall time as it ends and as a table at the end, with
+# the background builds' times when .ci/run started them.
 #
-#   hack/phases.sh make race lint unit ...
+#   hack/phases.sh make race +e2e lint unit wait test-images
+#
+# A phase written +name runs in the background, its output in
+# _output/phase-name.log, beside the phases after it; `wait` waits for every
+# background phase and fails if one did. make test uses this to run the
+# end-to-end suite, which mostly waits on timers, beside lint, unit and fuzz,
+# which mostly compute.
 set -uo pipefail
 make=$1
 shift
 root=$(cd "$(dirname "$0")/.." && pwd)
+mkdir -p "$root/_output"
 start=$SECONDS
 rows=()
+declare -A bgpid bgstart
 summary() {
   echo
   echo "make test: wall time by phase"
@@ -21,17 +29,52 @@ summary() {
     grep -E '(built|failed) ' "$root/_output/cache-builds.log" | sed 's/^/  /'
   fi
 }
+fail() { # phase
+  echo "make test: phase $1 FAILED"
+  for name in "${!bgpid[@]}"; do kill "${bgpid[$name]}" 2>/dev/null; done
+  summary
+  exit 1
+}
+wait_background() {
+  local failed=""
+  for name in "${!bgpid[@]}"; do
+    if wait "${bgpid[$name]}"; then
+      rows+=("$name $((SECONDS - bgstart[$name])) ok")
+      echo "make test: phase $name ok in $((SECONDS - bgstart[$name]))s (log: _output/phase-$name.log)"
+    else
+      rows+=("$name $((SECONDS - bgstart[$name])) FAILED")
+      echo "make test: phase $name FAILED after $((SECONDS - bgstart[$name]))s; the end of _output/phase-$name.log:"
+      tail -150 "$root/_output/phase-$name.log"
+      failed=$name
+    fi
+    unset "bgpid[$name]"
+  done
+  [[ -z "$failed" ]] || fail "$failed"
+}
 for phase in "$@"; do
-  t=$SECONDS
-  echo "make test: phase $phase started at $(date -u +%H:%M:%S)"
-  if "$make" --no-print-directory "$phase"; then
-    rows+=("$phase $((SECONDS - t)) ok")
-    echo "make test: phase $phase ok in $((SECONDS - t))s"
-  else
-    rows+=("$phase $((SECONDS - t)) FAILED")
-    echo "make test: phase $phase FAILED after $((SECONDS - t))s"
-    summary
-    exit 1
-  fi
+  case $phase in
+  wait)
+    wait_background
+    ;;
+  +*)
+    name=${phase#+}
+    echo "make test: phase $name started in the background at $(date -u +%H:%M:%S)"
+    "$make" --no-print-directory "$name" >"$root/_output/phase-$name.log" 2>&1 &
+    bgpid[$name]=$!
+    bgstart[$name]=$SECONDS
+    ;;
+  *)
+    t=$SECONDS
+    echo "make test: phase $phase started at $(date -u +%H:%M:%S)"
+    if "$make" --no-print-directory "$phase"; then
+      rows+=("$phase $((SECONDS - t)) ok")
+      echo "make test: phase $phase ok in $((SECONDS - t))s"
+    else
+      rows+=("$phase $((SECONDS - t)) FAILED")
+      fail "$phase"
+    fi
+    ;;
+  esac
 done
+wait_background
 summary

@@ -31,11 +31,17 @@ func main() {
 	}
 
 	a := app.NewAdapter()
-	logs.AddFlags(a.Flags())
+	// component-base's logging flags: --logging-format=text|json, -v,
+	// --vmodule, as every Kubernetes component has them.
+	logOpts := app.LoggingFlags(a.Flags())
 	a.Flags().AddGoFlagSet(flag.CommandLine)
 	showVersion := a.Flags().Bool("version", false, "Print the version and exit.")
 	if err := a.Flags().Parse(os.Args[1:]); err != nil {
 		klog.ErrorS(err, "parsing flags")
+		os.Exit(2)
+	}
+	if err := app.ApplyLogging(logOpts); err != nil {
+		klog.ErrorS(err, "logging flags")
 		os.Exit(2)
 	}
 	if *showVersion {

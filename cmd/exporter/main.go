@@ -4,13 +4,14 @@ package main
 
 import (
 	"context"
-	"flag"
+	"errors"
 	"fmt"
-	"log/slog"
 	"os"
 	"os/signal"
 	"runtime/debug"
 	"syscall"
+
+	"github.com/spf13/pflag"
 
 	"github.com/gpuscale/gpuscale/internal/exporterapp"
 	"github.com/gpuscale/gpuscale/pkg/buildinfo"
@@ -28,10 +29,16 @@ func main() {
 		debug.SetGCPercent(gcPercent)
 	}
 	o := exporterapp.NewOptions()
-	fs := flag.NewFlagSet("exporter", flag.ExitOnError)
+	fs := pflag.NewFlagSet("exporter", pflag.ContinueOnError)
 	o.AddFlags(fs)
 	showVersion := fs.Bool("version", false, "Print the version and exit.")
-	_ = fs.Parse(os.Args[1:])
+	if err := fs.Parse(os.Args[1:]); err != nil {
+		if errors.Is(err, pflag.ErrHelp) {
+			return
+		}
+		fmt.Fprintf(os.Stderr, "exporter: %v\n", err)
+		os.Exit(2)
+	}
 	if *showVersion {
 		fmt.Println(buildinfo.Print("exporter"))
 		return
@@ -41,12 +48,11 @@ func main() {
 		fmt.Fprintf(os.Stderr, "exporter: invalid flags:\n%v\n", err)
 		os.Exit(2)
 	}
-	var level slog.Level
-	if err := level.UnmarshalText([]byte(o.LogLevel)); err != nil {
-		fmt.Fprintf(os.Stderr, "exporter: --log.level: %v\n", err)
+	log, err := o.Log.Logger(os.Stderr)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "exporter: %v\n", err)
 		os.Exit(2)
 	}
-	log := slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()

@@ -7,7 +7,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -21,7 +20,9 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/spf13/pflag"
 
+	"github.com/gpuscale/gpuscale/internal/logformat"
 	"github.com/gpuscale/gpuscale/pkg/buildinfo"
 	"github.com/gpuscale/gpuscale/pkg/inferencesim"
 )
@@ -31,7 +32,7 @@ func main() {
 	defer stop()
 	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr, nil)
 	switch {
-	case err == nil || errors.Is(err, flag.ErrHelp):
+	case err == nil || errors.Is(err, pflag.ErrHelp):
 	case errors.Is(err, errUsage):
 		fmt.Fprintf(os.Stderr, "inferencesim: %v\n", err)
 		os.Exit(2)
@@ -49,6 +50,9 @@ var errUsage = errors.New("invalid flags")
 type listenList []string
 
 func (l *listenList) String() string { return strings.Join(*l, ",") }
+
+// Type names the flag's value in --help.
+func (l *listenList) Type() string { return "addresses" }
 
 func (l *listenList) Set(v string) error {
 	for a := range strings.SplitSeq(v, ",") {
@@ -69,13 +73,13 @@ type options struct {
 	seed            uint64
 	contextTokens   int
 	generatedTokens int
-	logLevel        string
+	log             *logformat.Options
 	version         bool
 }
 
 func parseFlags(args []string, stderr io.Writer) (*options, error) {
-	o := &options{}
-	fs := flag.NewFlagSet("inferencesim", flag.ContinueOnError)
+	o := &options{log: logformat.New()}
+	fs := pflag.NewFlagSet("inferencesim", pflag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Var(&o.listen, "listen", "Address to serve one simulated server on; repeat the flag or separate addresses with commas for several independent servers (default 127.0.0.1:8000).")
 	fs.StringVar(&o.dialect, "dialect", string(inferencesim.VLLM), "Metric dialect: vllm, sglang, tgi or triton.")
@@ -84,10 +88,10 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.Uint64Var(&o.seed, "seed", 1, "Seed of the first server's load; the server on the n-th address (from 0) uses seed+n.")
 	fs.IntVar(&o.contextTokens, "context-tokens", inferencesim.DefaultRequest.ContextTokens, "Prompt tokens of each generated request.")
 	fs.IntVar(&o.generatedTokens, "generated-tokens", inferencesim.DefaultRequest.GeneratedTokens, "Generated tokens of each generated request.")
-	fs.StringVar(&o.logLevel, "log.level", "info", "Log level: debug, info, warn or error.")
+	o.log.AddFlags(fs)
 	fs.BoolVar(&o.version, "version", false, "Print the version and exit.")
 	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
+		if errors.Is(err, pflag.ErrHelp) {
 			return nil, err
 		}
 		return nil, fmt.Errorf("%w: %w", errUsage, err)
@@ -119,11 +123,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, ready fun
 		_, err := fmt.Fprintln(stdout, buildinfo.Print("inferencesim"))
 		return err
 	}
-	var level slog.Level
-	if err := level.UnmarshalText([]byte(o.logLevel)); err != nil {
-		return fmt.Errorf("%w: --log.level: %w", errUsage, err)
+	log, err := o.log.Logger(stderr)
+	if err != nil {
+		return fmt.Errorf("%w: %w", errUsage, err)
 	}
-	log := slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: level}))
 	servers, err := newServers(o, log)
 	if err != nil {
 		return err

@@ -1,6 +1,7 @@
 package devenv
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -9,8 +10,13 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
+	"strings"
 
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
@@ -43,25 +49,31 @@ func (e *Env) StartAdapterWith(ctx context.Context, extraArgs []string) error {
 	if err != nil {
 		return err
 	}
-	certPEM, keyPEM, err := e.AdapterServingCert()
-	if err != nil {
-		return err
-	}
-	certFile, keyFile := filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key")
-	if err := os.WriteFile(certFile, certPEM, 0o600); err != nil {
-		return err
-	}
-	if err := os.WriteFile(keyFile, keyPEM, 0o600); err != nil {
-		return err
+	// An adapter that keeps its own certificate (--certs-secret) gets no
+	// files; otherwise one the APIServices' caBundle (the cluster CA)
+	// verifies.
+	var tlsArgs []string
+	if !slices.ContainsFunc(extraArgs, func(a string) bool { return strings.HasPrefix(a, "--certs-secret=") }) {
+		certPEM, keyPEM, err := e.AdapterServingCert()
+		if err != nil {
+			return err
+		}
+		certFile, keyFile := filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key")
+		if err := os.WriteFile(certFile, certPEM, 0o600); err != nil {
+			return err
+		}
+		if err := os.WriteFile(keyFile, keyPEM, 0o600); err != nil {
+			return err
+		}
+		tlsArgs = []string{"--tls-cert-file=" + certFile, "--tls-private-key-file=" + keyFile}
 	}
 	logPath := filepath.Join(e.opts.Dir, "logs", "adapter.log")
 	args := append([]string{
 		"--secure-port=" + strconv.Itoa(e.adapterPort), "--bind-address=127.0.0.1",
-		"--tls-cert-file=" + certFile, "--tls-private-key-file=" + keyFile,
 		"--lister-kubeconfig=" + kubeconfig, "--authentication-kubeconfig=" + kubeconfig, "--authorization-kubeconfig=" + kubeconfig,
 		"--exporter-selector=" + exporterLabel + "=" + ExporterName,
 		"--exporter-namespace=" + Namespace, "--exporter-daemonset=" + ExporterName,
-	}, extraArgs...)
+	}, append(tlsArgs, extraArgs...)...)
 	p, err := childproc.Start("adapter", e.opts.AdapterBinary, args, e.opts.AdapterEnv, logPath, nil)
 	if err != nil {
 		return fmt.Errorf("devenv: adapter: %w", err)
@@ -170,4 +182,45 @@ func (e *Env) AdapterGet(ctx context.Context, path string) ([]byte, error) {
 		return nil, fmt.Errorf("devenv: adapter %s: %s", path, resp.Status)
 	}
 	return body, nil
+}
+
+// AdapterCounter is the sum of the adapter's counter name over its series
+// whose labels include labels: how many requests of a kind the adapter
+// has answered, for a test that must know its callers have come back
+// (say, the HPA controller's syncs) before it judges what they did.
+func (e *Env) AdapterCounter(ctx context.Context, name string, labels map[string]string) (float64, error) {
+	body, err := e.AdapterGet(ctx, "/metrics")
+	if err != nil {
+		return 0, err
+	}
+	return counterSum(body, name, labels)
+}
+
+// counterSum is AdapterCounter on an exposition.
+func counterSum(body []byte, name string, labels map[string]string) (float64, error) {
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	fams, err := parser.TextToMetricFamilies(bytes.NewReader(body))
+	if err != nil {
+		return 0, fmt.Errorf("devenv: adapter /metrics: %w", err)
+	}
+	var sum float64
+	for _, m := range fams[name].GetMetric() {
+		if hasLabels(m, labels) {
+			sum += m.GetCounter().GetValue()
+		}
+	}
+	return sum, nil
+}
+
+func hasLabels(m *dto.Metric, want map[string]string) bool {
+	n := 0
+	for _, lp := range m.GetLabel() {
+		if v, ok := want[lp.GetName()]; ok {
+			if v != lp.GetValue() {
+				return false
+			}
+			n++
+		}
+	}
+	return n == len(want)
 }

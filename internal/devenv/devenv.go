@@ -107,6 +107,10 @@ func AdapterListenPort() (int, error) {
 	return port, nil
 }
 
+// AdapterServicePort is the port the adapter serves on and the APIServices'
+// Service names: AdapterPort, or AdapterPortEnv's value.
+func (e *Env) AdapterServicePort() int { return e.adapterPort }
+
 // AdapterURL is the local adapter's own HTTPS address.
 func (e *Env) AdapterURL() string { return "https://localhost:" + strconv.Itoa(e.adapterPort) }
 

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"net/url"
 	"os"
@@ -23,6 +22,7 @@ import (
 
 	"github.com/gpuscale/gpuscale/internal/childproc"
 	"github.com/gpuscale/gpuscale/internal/localcluster"
+	"github.com/gpuscale/gpuscale/internal/testenv"
 	"github.com/gpuscale/gpuscale/pkg/discovery"
 )
 
@@ -173,10 +173,11 @@ func (e *Env) newServer(name, bin string, opts ServerOptions) (*Prometheus, erro
 	if err != nil {
 		return nil, err
 	}
-	port, err := freePort()
+	ports, err := testenv.FreePorts(1)
 	if err != nil {
 		return nil, err
 	}
+	port := ports[0]
 	return &Prometheus{URL: "http://127.0.0.1:" + strconv.Itoa(port), Name: name, bin: bin, dir: dir, config: cfg, port: port}, nil
 }
 
@@ -212,19 +213,14 @@ func (p *Prometheus) Start(ctx context.Context, lookback time.Duration) error {
 		return fmt.Errorf("devenv: %s: %w", p.Name, err)
 	}
 	p.proc = proc
+	ready := testenv.HTTPOK(&http.Client{Timeout: 2 * time.Second}, p.URL+p.ready)
 	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
 		select {
 		case <-proc.Done():
 			return false, fmt.Errorf("%s exited: %w", p.Name, proc.Err())
 		default:
 		}
-		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, p.URL+p.ready, nil)
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			return false, nil
-		}
-		resp.Body.Close()
-		return resp.StatusCode == http.StatusOK, nil
+		return ready(ctx), nil
 	})
 	if err != nil {
 		_ = p.Stop()
@@ -345,13 +341,4 @@ func (e *Env) writeTargets(ctx context.Context, dir string, cfg discovery.Config
 		}
 	}
 	return nil
-}
-
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
 }

@@ -92,6 +92,10 @@ func TestMaxRequestsFlag(t *testing.T) {
 	o := simOptions("")
 	o.MaxRequests = 2
 	o.MaxRequestsWait = 50 * time.Millisecond
+	// Readiness is a collection no older than three intervals: long
+	// enough here that a loaded machine (-race, parallel packages) never
+	// makes the probe about freshness rather than the API limit.
+	o.CollectInterval = time.Second
 	o.ReadTimeout = time.Minute // the holders are cut off by the test, not by the timeout
 	p := start(t, o)
 	base := "http://" + p.addr

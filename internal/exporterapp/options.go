@@ -4,13 +4,15 @@ package exporterapp
 
 import (
 	"errors"
-	"flag"
 	"fmt"
 	"os"
 	"regexp"
 	"strings"
 	"time"
 
+	"github.com/spf13/pflag"
+
+	"github.com/gpuscale/gpuscale/internal/logformat"
 	"github.com/gpuscale/gpuscale/pkg/dcgm"
 )
 
@@ -50,7 +52,8 @@ type Options struct {
 
 	ListenAddress string
 	WebConfigFile string
-	LogLevel      string
+	// Log is --logging-format and --log.level.
+	Log *logformat.Options
 
 	// ReadHeaderTimeout, ReadTimeout and WriteTimeout bound how long one
 	// client can hold a connection and its goroutine: a client that sends
@@ -64,7 +67,8 @@ type Options struct {
 	MaxRequests     int
 	MaxRequestsWait time.Duration
 	// ReservedTokenFile holds the token of the reserved lane
-	// (httpapi.Config.ReservedToken), which the adapter presents; empty
+	// (httpapi.Config.ReservedToken), which the adapter presents; it is
+	// followed as it appears, changes or vanishes (pkg/tokenfile). Empty
 	// opens no lane.
 	ReservedTokenFile       string
 	ReservedMaxRequests     int
@@ -86,7 +90,7 @@ func NewOptions() *Options {
 		DCGMSchema:           DefaultDCGMSchema,
 		XIDCountWindow:       5 * time.Minute,
 		ListenAddress:        ":9400",
-		LogLevel:             "info",
+		Log:                  logformat.New(),
 		ReadHeaderTimeout:    5 * time.Second,
 		ReadTimeout:          10 * time.Second,
 		WriteTimeout:         30 * time.Second,
@@ -107,7 +111,7 @@ func NewOptions() *Options {
 const DefaultDCGMSchema = "4.8"
 
 // AddFlags registers the options on fs.
-func (o *Options) AddFlags(fs *flag.FlagSet) {
+func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.Backend, "backend", o.Backend, "GPU backend: nvml (the NVIDIA driver) or sim (simulated GPUs, labelled simulated=\"true\").")
 	fs.DurationVar(&o.CollectInterval, "collect-interval", o.CollectInterval, "How often the background loop reads every GPU.")
 	fs.StringVar(&o.Hostname, "hostname", o.Hostname, "Value of the Hostname label (default: $NODE_NAME, else the host name).")
@@ -130,13 +134,13 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.PodLabelAllowlist, "kubernetes-pod-label-allowlist-regex", o.PodLabelAllowlist, "Comma-separated regular expressions: only pod labels whose key one matches are added (empty: all).")
 	fs.StringVar(&o.ListenAddress, "web.listen-address", o.ListenAddress, "Address to serve /metrics, probes and the API on.")
 	fs.StringVar(&o.WebConfigFile, "web.config.file", o.WebConfigFile, "Prometheus exporter-toolkit web config file enabling TLS and/or basic auth.")
-	fs.StringVar(&o.LogLevel, "log.level", o.LogLevel, "Log level: debug, info, warn or error.")
+	o.Log.AddFlags(fs)
 	fs.DurationVar(&o.ReadHeaderTimeout, "web.read-header-timeout", o.ReadHeaderTimeout, "How long a client may take to send a request's headers.")
 	fs.DurationVar(&o.ReadTimeout, "web.read-timeout", o.ReadTimeout, "How long a client may take to send a whole request, body included.")
 	fs.DurationVar(&o.WriteTimeout, "web.write-timeout", o.WriteTimeout, "How long serving a request may take, from the end of its headers to the end of the response, waiting for a slot (--web.max-requests-wait) included.")
 	fs.IntVar(&o.MaxRequests, "web.max-requests", o.MaxRequests, "Most /metrics requests served at once, and apart from them most API requests (probes are not counted); more wait for a slot. 0 means no limit.")
 	fs.DurationVar(&o.MaxRequestsWait, "web.max-requests-wait", o.MaxRequestsWait, "How long a request over --web.max-requests waits for a slot before it gets 503; at most --web.max-requests wait, more get 503 at once.")
-	fs.StringVar(&o.ReservedTokenFile, "web.reserved-token-file", o.ReservedTokenFile, "File holding the token of a reserved lane: requests with \"Authorization: Bearer <token>\" (the adapter's scrapes) get --web.reserved-max-requests slots of their own that no other client can take. Empty: no lane.")
+	fs.StringVar(&o.ReservedTokenFile, "web.reserved-token-file", o.ReservedTokenFile, "File holding the token of a reserved lane: requests with \"Authorization: Bearer <token>\" (the adapter's scrapes) get --web.reserved-max-requests slots of their own that no other client can take. Re-read when it appears or changes (an optional Secret volume, which the adapter's --exporter-token-secret fills): until it holds a token of 16 characters or more, there is no lane. Empty: no lane.")
 	fs.IntVar(&o.ReservedMaxRequests, "web.reserved-max-requests", o.ReservedMaxRequests, "Requests of the reserved lane served at once.")
 	fs.DurationVar(&o.ReservedMaxRequestsWait, "web.reserved-max-requests-wait", o.ReservedMaxRequestsWait, "How long a reserved-lane request waits for a slot before it gets 503.")
 }

@@ -1,10 +1,11 @@
 package exporterapp
 
 import (
-	"flag"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/spf13/pflag"
 )
 
 func TestValidate(t *testing.T) {
@@ -64,7 +65,7 @@ func TestValidate(t *testing.T) {
 
 func TestFlags(t *testing.T) {
 	o := NewOptions()
-	fs := flag.NewFlagSet("exporter", flag.ContinueOnError)
+	fs := pflag.NewFlagSet("exporter", pflag.ContinueOnError)
 	o.AddFlags(fs)
 	err := fs.Parse([]string{"--backend=sim", "--sim-gpus=4", "--sim-mig-profiles=3g.40gb, 1g.10gb,",
 		"--collect-interval=250ms", "--pod-resources-socket=", "--web.listen-address=127.0.0.1:0", "--hostname=n1",

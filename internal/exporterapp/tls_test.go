@@ -1,16 +1,9 @@
 package exporterapp_test
 
 import (
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"fmt"
-	"math/big"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -18,57 +11,33 @@ import (
 	"time"
 
 	"golang.org/x/crypto/bcrypt"
+
+	"github.com/gpuscale/gpuscale/internal/testpki"
 )
 
-// selfSigned writes a certificate for 127.0.0.1 and its key into dir and
-// returns their paths and a pool trusting the certificate.
-func selfSigned(t *testing.T, dir string) (certFile, keyFile string, pool *x509.CertPool) {
+// serving writes a certificate for 127.0.0.1 and its key into dir and
+// returns their paths and a pool trusting the CA that signed it.
+func serving(t *testing.T, dir string) (certFile, keyFile string, pool *x509.CertPool) {
 	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	ca, err := testpki.NewAuthority("gpuscale-exporter-test-ca")
 	if err != nil {
 		t.Fatal(err)
 	}
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(1),
-		Subject:      pkix.Name{CommonName: "gpuscale-exporter-test"},
-		NotBefore:    time.Now().Add(-time.Hour),
-		NotAfter:     time.Now().Add(time.Hour),
-		IPAddresses:  []net.IP{net.ParseIP("127.0.0.1")},
-		KeyUsage:     x509.KeyUsageDigitalSignature,
-		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	kp, err := ca.Issue(testpki.Leaf{CommonName: "gpuscale-exporter-test", IPs: testpki.Loopback, Server: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	keyDER, err := x509.MarshalPKCS8PrivateKey(key)
-	if err != nil {
+	if certFile, keyFile, err = kp.WriteFiles(dir, "tls.crt", "tls.key"); err != nil {
 		t.Fatal(err)
 	}
-	certFile, keyFile = filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key")
-	writePEM(t, certFile, "CERTIFICATE", der)
-	writePEM(t, keyFile, "PRIVATE KEY", keyDER)
-	cert, err := x509.ParseCertificate(der)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pool = x509.NewCertPool()
-	pool.AddCert(cert)
-	return certFile, keyFile, pool
-}
-
-func writePEM(t *testing.T, path, typ string, der []byte) {
-	t.Helper()
-	if err := os.WriteFile(path, pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der}), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	return certFile, keyFile, ca.Pool()
 }
 
 // TestRunTLSAndBasicAuth serves through an exporter-toolkit web config with
 // TLS and a bcrypt-hashed password.
 func TestRunTLSAndBasicAuth(t *testing.T) {
 	dir := t.TempDir()
-	certFile, keyFile, pool := selfSigned(t, dir)
+	certFile, keyFile, pool := serving(t, dir)
 	hash, err := bcrypt.GenerateFromPassword([]byte("s3cret"), bcrypt.MinCost)
 	if err != nil {
 		t.Fatal(err)
@@ -83,7 +52,7 @@ func TestRunTLSAndBasicAuth(t *testing.T) {
 	o.WebConfigFile = webConfig
 	p := start(t, o)
 
-	client := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
+	client := &http.Client{Timeout: time.Minute, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
 	url := "https://" + p.addr + "/metrics"
 	tests := []struct {
 		name       string

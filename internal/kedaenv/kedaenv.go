@@ -13,7 +13,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -28,6 +27,7 @@ import (
 
 	"github.com/gpuscale/gpuscale/internal/childproc"
 	"github.com/gpuscale/gpuscale/internal/localcluster"
+	"github.com/gpuscale/gpuscale/internal/testenv"
 )
 
 // Names KEDA's own manifests use.
@@ -107,7 +107,7 @@ func Start(ctx context.Context, o Options) (k *KEDA, err error) {
 			_ = k.Stop()
 		}
 	}()
-	ports, err := freePorts(4)
+	ports, err := testenv.FreePorts(4)
 	if err != nil {
 		return nil, err
 	}
@@ -124,7 +124,7 @@ func Start(ctx context.Context, o Options) (k *KEDA, err error) {
 	}
 	waitCtx, cancel := context.WithTimeout(ctx, readyWithin)
 	defer cancel()
-	if err := k.operator.WaitFor(waitCtx, "ready", 250*time.Millisecond, httpOK("http://127.0.0.1:"+strconv.Itoa(probePort)+"/readyz")); err != nil {
+	if err := k.operator.WaitFor(waitCtx, "ready", 250*time.Millisecond, testenv.HTTPOK(&http.Client{Timeout: 2 * time.Second}, "http://127.0.0.1:"+strconv.Itoa(probePort)+"/readyz")); err != nil {
 		return nil, fmt.Errorf("kedaenv: %w", err)
 	}
 	certFile, keyFile, err := servingPair(o.Cluster, o.Dir)
@@ -235,33 +235,4 @@ func externalAPIServed(c *localcluster.Cluster) func(context.Context) bool {
 			`jsonpath={.spec.service.name} {.status.conditions[?(@.type=="Available")].status}`)
 		return err == nil && strings.TrimSpace(string(out)) == MetricsServerName+" True"
 	}
-}
-
-func httpOK(url string) func(context.Context) bool {
-	client := &http.Client{Timeout: 2 * time.Second}
-	return func(ctx context.Context) bool {
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-		if err != nil {
-			return false
-		}
-		resp, err := client.Do(req)
-		if err != nil {
-			return false
-		}
-		resp.Body.Close()
-		return resp.StatusCode == http.StatusOK
-	}
-}
-
-func freePorts(n int) ([]int, error) {
-	ports := make([]int, 0, n)
-	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, fmt.Errorf("kedaenv: free port: %w", err)
-		}
-		defer l.Close()
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
-	}
-	return ports, nil
 }

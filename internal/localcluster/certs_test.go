@@ -138,7 +138,7 @@ func TestKubeconfigUser(t *testing.T) {
 		if cert.Subject.CommonName != tt.user || !slices.Equal(cert.Subject.Organization, tt.groups) {
 			t.Errorf("subject = %v, want CN=%s O=%v", cert.Subject, tt.user, tt.groups)
 		}
-		opts := x509.VerifyOptions{Roots: pool(c.pki.ca.cert), KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}
+		opts := x509.VerifyOptions{Roots: pool(c.pki.ca.Cert), KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}}
 		if _, err := cert.Verify(opts); err != nil {
 			t.Errorf("client certificate for %s: %v", tt.user, err)
 		}

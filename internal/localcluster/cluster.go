@@ -27,6 +27,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/gpuscale/gpuscale/internal/childproc"
+	"github.com/gpuscale/gpuscale/internal/testpki"
 )
 
 // Options configures Start.
@@ -214,15 +215,15 @@ func (c *Cluster) start(ctx context.Context, stages string) error {
 // writeKubeconfigs writes the admin and component kubeconfigs for the
 // current server URL and sets up the admin client.
 func (c *Cluster) writeKubeconfigs() (map[string]string, error) {
-	admin, err := c.pki.ca.issue(leafSpec{commonName: "gpuscale-admin", organization: []string{"system:masters"}, client: true})
+	admin, err := c.pki.ca.Issue(testpki.Leaf{CommonName: "gpuscale-admin", Organization: []string{"system:masters"}, Client: true})
 	if err != nil {
 		return nil, err
 	}
 	c.adminKubeconfig = filepath.Join(c.dir, "kubeconfigs", "admin.kubeconfig")
-	if err := writeKubeconfig(c.adminKubeconfig, c.serverURL, c.pki.ca.certPEM, admin, "gpuscale-admin"); err != nil {
+	if err := writeKubeconfig(c.adminKubeconfig, c.serverURL, c.pki.ca.CertPEM, admin, "gpuscale-admin"); err != nil {
 		return nil, err
 	}
-	c.restConfig = restConfigFor(c.serverURL, c.pki.ca.certPEM, admin)
+	c.restConfig = restConfigFor(c.serverURL, c.pki.ca.CertPEM, admin)
 	if c.client, err = kubernetes.NewForConfig(c.RESTConfig()); err != nil {
 		return nil, fmt.Errorf("admin client: %w", err)
 	}

@@ -10,6 +10,8 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/gpuscale/gpuscale/internal/testenv"
 )
 
 // Cluster-wide settings the components share.
@@ -48,8 +50,10 @@ type ports struct {
 	etcdClient, etcdPeer, apiserver, controllerManager, scheduler int
 }
 
+// newPorts picks free ports. Another process may take one before the
+// component binds it; Start retries then.
 func newPorts() (ports, error) {
-	p, err := freePorts(5)
+	p, err := testenv.FreePorts(5)
 	if err != nil {
 		return ports{}, err
 	}

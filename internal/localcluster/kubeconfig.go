@@ -2,7 +2,6 @@ package localcluster
 
 import (
 	"fmt"
-	"net"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -11,6 +10,8 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+
+	"github.com/gpuscale/gpuscale/internal/testpki"
 )
 
 // Kubeconfig writes a kubeconfig that authenticates to the API server with a
@@ -28,7 +29,7 @@ func (c *Cluster) Kubeconfig(user string, groups ...string) (string, error) {
 	if user == "" {
 		return "", fmt.Errorf("localcluster: kubeconfig: empty user name")
 	}
-	kp, err := c.pki.ca.issue(leafSpec{commonName: user, organization: groups, client: true})
+	kp, err := c.pki.ca.Issue(testpki.Leaf{CommonName: user, Organization: groups, Client: true})
 	if err != nil {
 		return "", err
 	}
@@ -36,7 +37,7 @@ func (c *Cluster) Kubeconfig(user string, groups ...string) (string, error) {
 	// of groups, from sharing a file.
 	n := c.userSeq.Add(1)
 	path := filepath.Join(c.dir, "kubeconfigs", fmt.Sprintf("user-%d-%s.kubeconfig", n, fileSafe(user)))
-	if err := writeKubeconfig(path, c.serverURL, c.pki.ca.certPEM, kp, user); err != nil {
+	if err := writeKubeconfig(path, c.serverURL, c.pki.ca.CertPEM, kp, user); err != nil {
 		return "", err
 	}
 	return path, nil
@@ -48,15 +49,11 @@ func (c *Cluster) Kubeconfig(user string, groups ...string) (string, error) {
 // APIService needs as caBundle.
 func (c *Cluster) ServingCerts(dnsNames ...string) (certPEM, keyPEM, caPEM []byte, err error) {
 	names := append(append([]string{}, dnsNames...), "localhost")
-	kp, err := c.pki.ca.issue(leafSpec{
-		commonName: names[0],
-		dnsNames:   names,
-		ips:        []net.IP{net.IPv4(127, 0, 0, 1)},
-	})
+	kp, err := c.pki.ca.Issue(testpki.Leaf{CommonName: names[0], DNSNames: names, IPs: testpki.Loopback, Server: true})
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	return kp.certPEM, kp.keyPEM, c.pki.ca.certPEM, nil
+	return kp.CertPEM, kp.KeyPEM, c.pki.ca.CertPEM, nil
 }
 
 // ClientCAFile returns the path of the CA that signs the cluster's client
@@ -80,12 +77,12 @@ func (c *Cluster) RESTConfig() *rest.Config { return rest.CopyConfig(c.restConfi
 // componentKubeconfig issues a client certificate for a control-plane
 // component and writes its kubeconfig under Dir/kubeconfigs.
 func (c *Cluster) componentKubeconfig(name, user string, groups ...string) (string, error) {
-	kp, err := c.pki.ca.issue(leafSpec{commonName: user, organization: groups, client: true})
+	kp, err := c.pki.ca.Issue(testpki.Leaf{CommonName: user, Organization: groups, Client: true})
 	if err != nil {
 		return "", err
 	}
 	path := filepath.Join(c.dir, "kubeconfigs", name+".kubeconfig")
-	if err := writeKubeconfig(path, c.serverURL, c.pki.ca.certPEM, kp, user); err != nil {
+	if err := writeKubeconfig(path, c.serverURL, c.pki.ca.CertPEM, kp, user); err != nil {
 		return "", err
 	}
 	return path, nil
@@ -93,10 +90,10 @@ func (c *Cluster) componentKubeconfig(name, user string, groups ...string) (stri
 
 // writeKubeconfig writes a single-context kubeconfig with embedded
 // credentials, so the file stays valid wherever it is copied.
-func writeKubeconfig(path, server string, caPEM []byte, kp keyPair, user string) error {
+func writeKubeconfig(path, server string, caPEM []byte, kp testpki.KeyPair, user string) error {
 	cfg := clientcmdapi.NewConfig()
 	cfg.Clusters["local"] = &clientcmdapi.Cluster{Server: server, CertificateAuthorityData: caPEM}
-	cfg.AuthInfos[user] = &clientcmdapi.AuthInfo{ClientCertificateData: kp.certPEM, ClientKeyData: kp.keyPEM}
+	cfg.AuthInfos[user] = &clientcmdapi.AuthInfo{ClientCertificateData: kp.CertPEM, ClientKeyData: kp.KeyPEM}
 	cfg.Contexts["local"] = &clientcmdapi.Context{Cluster: "local", AuthInfo: user}
 	cfg.CurrentContext = "local"
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
@@ -109,13 +106,13 @@ func writeKubeconfig(path, server string, caPEM []byte, kp keyPair, user string)
 }
 
 // restConfigFor builds a client configuration from a key pair.
-func restConfigFor(server string, caPEM []byte, kp keyPair) *rest.Config {
+func restConfigFor(server string, caPEM []byte, kp testpki.KeyPair) *rest.Config {
 	return &rest.Config{
 		Host: server,
 		TLSClientConfig: rest.TLSClientConfig{
 			CAData:   caPEM,
-			CertData: kp.certPEM,
-			KeyData:  kp.keyPEM,
+			CertData: kp.CertPEM,
+			KeyData:  kp.KeyPEM,
 		},
 		// Tests create objects in bursts; client-go's default 5 QPS would
 		// throttle them more than the API server does.
@@ -136,9 +133,9 @@ func fileSafe(s string) string {
 // a component that proxies to aggregated API servers on behalf of users
 // (gpuscale's federation) presents, as the aggregator itself does.
 func (c *Cluster) FrontProxyClientCert() (certPEM, keyPEM []byte, err error) {
-	kp, err := c.pki.frontProxy.issue(leafSpec{commonName: "front-proxy-client", client: true})
+	kp, err := c.pki.frontProxy.Issue(testpki.Leaf{CommonName: "front-proxy-client", Client: true})
 	if err != nil {
 		return nil, nil, err
 	}
-	return kp.certPEM, kp.keyPEM, nil
+	return kp.CertPEM, kp.KeyPEM, nil
 }

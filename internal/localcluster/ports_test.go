@@ -11,20 +11,6 @@ import (
 	"github.com/gpuscale/gpuscale/internal/childproc"
 )
 
-func TestFreePortsDistinct(t *testing.T) {
-	ports, err := freePorts(5)
-	if err != nil {
-		t.Fatal(err)
-	}
-	seen := map[int]bool{}
-	for _, p := range ports {
-		if p <= 0 || seen[p] {
-			t.Errorf("ports %v: bad or repeated %d", ports, p)
-		}
-		seen[p] = true
-	}
-}
-
 // TestAwaitFlagsPortRace checks that a component that lost its port to
 // another process makes Start retry, and any other failure does not.
 func TestAwaitFlagsPortRace(t *testing.T) {

@@ -3,11 +3,12 @@ package localcluster
 import (
 	"context"
 	"crypto/tls"
-	"io"
 	"net/http"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/gpuscale/gpuscale/internal/testenv"
 )
 
 // probeTimeout bounds one readiness request, so that a hung component is
@@ -24,20 +25,7 @@ func (c *Cluster) httpCheck(url string, asAdmin bool) func(context.Context) bool
 	if !asAdmin {
 		rt = &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}} //nolint:gosec // loopback health probe of a self-signed component
 	}
-	client := &http.Client{Transport: rt, Timeout: probeTimeout}
-	return func(ctx context.Context) bool {
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-		if err != nil {
-			return false
-		}
-		resp, err := client.Do(req)
-		if err != nil {
-			return false
-		}
-		defer resp.Body.Close()
-		_, _ = io.Copy(io.Discard, resp.Body)
-		return resp.StatusCode == http.StatusOK
-	}
+	return testenv.HTTPOK(&http.Client{Transport: rt, Timeout: probeTimeout}, url)
 }
 
 // defaultServiceAccountExists reports whether the controller manager has

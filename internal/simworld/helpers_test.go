@@ -81,6 +81,7 @@ func podIP(test, host int) string { return fmt.Sprintf("127.%d.%d.%d", ipBase, t
 type testWorld struct {
 	*World
 	client *fake.Clientset
+	logs   *testlog.Buffer // the World's
 }
 
 // startWorld runs a World over a fake clientset holding objs until the test
@@ -109,10 +110,10 @@ func startWorldWith(t *testing.T, opt func(*Options), objs ...k8sruntime.Object)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var logs testlog.Buffer
+	logs := &testlog.Buffer{}
 	o := Options{
 		Client: client, Dir: dir,
-		Logger:            slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
+		Logger:            slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
 		GPUUpdateInterval: 200 * time.Millisecond,
 		ExporterInterval:  200 * time.Millisecond,
 	}
@@ -148,7 +149,18 @@ func startWorldWith(t *testing.T, opt func(*Options), objs ...k8sruntime.Object)
 			t.Fatalf("the World does not watch %s", what)
 		}
 	}
-	return &testWorld{World: w, client: client}
+	return &testWorld{World: w, client: client, logs: logs}
+}
+
+// logged waits until the World has logged want at least n times.
+func (tw *testWorld) logged(t *testing.T, n int, want string) {
+	t.Helper()
+	eventually(t, 10*time.Second, fmt.Sprintf("%d log lines with %s", n, want), func() error {
+		if got := strings.Count(tw.logs.String(), want); got < n {
+			return fmt.Errorf("%d so far", got)
+		}
+		return nil
+	})
 }
 
 // node is a kwok-like node advertising gpus GPUs.

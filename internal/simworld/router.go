@@ -52,6 +52,10 @@ type RouterStats struct {
 	Errors int
 	// FirstTokens counts forwarded requests whose first token came back.
 	FirstTokens int
+	// Polls counts the router's rounds (one every routerPoll) of taking
+	// in the World's load and forwarding what it holds: a test waits on
+	// it to know the router has had the chance to do something.
+	Polls int
 }
 
 // heldRequest is a request a router holds.
@@ -230,6 +234,9 @@ func (r *Router) loop(ctx context.Context, log *slog.Logger) {
 			r.accrue(now.Sub(last))
 			last = now
 			r.forward(log)
+			r.mu.Lock()
+			r.stats.Polls++
+			r.mu.Unlock()
 		}
 	}
 }

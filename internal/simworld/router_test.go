@@ -124,16 +124,24 @@ func TestRouterHoldsTheLoadAtZero(t *testing.T) {
 		return nil
 	})
 	tw.SetRate("llm", labels.SelectorFromSet(labels.Set{"app": "chat"}), 0)
-	held := r.Stats().Held
-	time.Sleep(3 * routerPoll)
-	if s := r.Stats(); s.Held != held {
-		t.Fatalf("held %d after the load stopped, then %d", held, s.Held)
+	stopped := r.Stats()
+	// Three rounds of the router taking in the load, none of which may
+	// add a request.
+	eventually(t, 10*time.Second, "three router rounds after the load stopped", func() error {
+		if s := r.Stats(); s.Polls < stopped.Polls+3 {
+			return fmt.Errorf("%d rounds", s.Polls-stopped.Polls)
+		}
+		return nil
+	})
+	if s := r.Stats(); s.Held != stopped.Held || s.Received != stopped.Received {
+		t.Fatalf("held %d of %d received when the load stopped, then %d of %d", stopped.Held, stopped.Received, s.Held, s.Received)
 	}
 }
 
 func TestRouterNeedsASelector(t *testing.T) {
 	tw := startWorld(t, node("n10", 8), pod("llm", "epp", "n10", podIP(10, 1), RouterImage))
-	time.Sleep(300 * time.Millisecond)
+	// Refused at the first start and at the retry.
+	tw.logged(t, 2, `msg="cannot start router; will retry" pod=llm/epp err="SIM_ROUTE_SELECTOR: a non-empty label selector is required`)
 	if tw.Router("llm", "epp") != nil {
 		t.Fatal("a router without SIM_ROUTE_SELECTOR started")
 	}

@@ -278,8 +278,14 @@ func TestFaultInjection(t *testing.T) {
 	if err := refused(metrics["exporter"]); err != nil {
 		t.Errorf("after StopExporter: %v", err)
 	}
-	// The pods are still there and Ready, but stay down.
-	time.Sleep(1 * time.Second) // several reconciles
+	// The pods are still there and Ready, but stay down: a new pod's
+	// server coming up shows a reconcile since the faults, which would
+	// have restarted them.
+	if _, err := tw.client.CoreV1().Pods("llm").Create(context.Background(),
+		pod("llm", "b", "n6", podIP(6, 3), InferenceImage), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 10*time.Second, "a new pod served", func() error { _, err := scrape("http://" + podIP(6, 3) + ":8000/metrics"); return err })
 	for what, url := range metrics {
 		if err := refused(url); err != nil {
 			t.Errorf("%s restarted: %v", what, err)
@@ -296,7 +302,7 @@ func TestListenFailureIsRetried(t *testing.T) {
 		t.Fatal(err)
 	}
 	tw := startWorld(t, node("n7", 8), pod("llm", "a", "n7", podIP(7, 1), InferenceImage))
-	time.Sleep(500 * time.Millisecond) // a few failed starts
+	tw.logged(t, 3, `msg="cannot start inference server; will retry" pod=llm/a`)
 	if tw.Server("llm", "a") != nil {
 		t.Fatal("a server runs although its address is taken")
 	}

@@ -1,15 +1,8 @@
 package federation_test
 
 import (
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/json"
-	"encoding/pem"
-	"math/big"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -21,69 +14,9 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/gpuscale/gpuscale/internal/testpki"
 )
-
-// authority is a test CA.
-type authority struct {
-	cert *x509.Certificate
-	key  *ecdsa.PrivateKey
-	pem  []byte
-}
-
-func newAuthority(t testing.TB, cn string) *authority {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: cn},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cert, _ := x509.ParseCertificate(der)
-	return &authority{cert: cert, key: key, pem: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})}
-}
-
-// issue returns a leaf's certificate and key in PEM: a client certificate
-// when client, else a serving one for dnsNames and 127.0.0.1.
-func (a *authority) issue(t testing.TB, cn string, client bool, dnsNames ...string) (certPEM, keyPEM []byte) {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	serial, _ := rand.Int(rand.Reader, big.NewInt(1<<62))
-	tmpl := &x509.Certificate{SerialNumber: serial, Subject: pkix.Name{CommonName: cn},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
-	if client {
-		tmpl.ExtKeyUsage = []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth}
-	} else {
-		tmpl.DNSNames = dnsNames
-		tmpl.IPAddresses = []net.IP{net.IPv4(127, 0, 0, 1)}
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, a.cert, &key.PublicKey, a.key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kb, err := x509.MarshalECPrivateKey(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kb})
-}
-
-func writeFile(t testing.TB, dir, name string, b []byte) string {
-	t.Helper()
-	p := filepath.Join(dir, name)
-	if err := os.WriteFile(p, b, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return p
-}
 
 // seen is one request as the backend received it.
 type seen struct {
@@ -116,17 +49,34 @@ type tlsFiles struct{ ca, cert, key string }
 func newFakeBackend(t testing.TB, servingNames ...string) (*fakeBackend, tlsFiles) {
 	t.Helper()
 	dir := t.TempDir()
-	servingCA, proxyCA := newAuthority(t, "serving-ca"), newAuthority(t, "front-proxy-ca")
-	certPEM, keyPEM := servingCA.issue(t, "backend", false, servingNames...)
-	pair, err := tls.X509KeyPair(certPEM, keyPEM)
+	servingCA, err := testpki.NewAuthority("serving-ca")
 	if err != nil {
 		t.Fatal(err)
 	}
-	clientCert, clientKey := proxyCA.issue(t, "front-proxy-client", true)
-	files := tlsFiles{ca: writeFile(t, dir, "ca.crt", servingCA.pem),
-		cert: writeFile(t, dir, "proxy.crt", clientCert), key: writeFile(t, dir, "proxy.key", clientKey)}
-	pool := x509.NewCertPool()
-	pool.AddCert(proxyCA.cert)
+	proxyCA, err := testpki.NewAuthority("front-proxy-ca")
+	if err != nil {
+		t.Fatal(err)
+	}
+	serving, err := servingCA.Issue(testpki.Leaf{CommonName: "backend", DNSNames: servingNames, IPs: testpki.Loopback, Server: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pair, err := serving.TLS()
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy, err := proxyCA.Issue(testpki.Leaf{CommonName: "front-proxy-client", Client: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	files := tlsFiles{ca: filepath.Join(dir, "ca.crt")}
+	if err := os.WriteFile(files.ca, servingCA.CertPEM, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if files.cert, files.key, err = proxy.WriteFiles(dir, "proxy.crt", "proxy.key"); err != nil {
+		t.Fatal(err)
+	}
+	pool := proxyCA.Pool()
 	b := &fakeBackend{ans: map[string]answer{}}
 	b.srv = httptest.NewUnstartedServer(http.HandlerFunc(b.serve))
 	b.srv.TLS = &tls.Config{Certificates: []tls.Certificate{pair}, ClientAuth: tls.RequireAndVerifyClientCert, ClientCAs: pool, MinVersion: tls.VersionTLS12}

@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/utils/clock"
 
 	"github.com/gpuscale/gpuscale/pkg/discovery"
 	"github.com/gpuscale/gpuscale/pkg/inference"
@@ -45,10 +46,14 @@ type Config struct {
 	RetainFor  time.Duration
 	Logger     *slog.Logger
 	Registerer prometheus.Registerer
-	// ExporterToken, when set, is sent to the exporters alone, as a
-	// bearer token: their reserved lane, which a flood of other clients
-	// cannot fill (the exporter's --web.reserved-token-file).
-	ExporterToken string
+	// ExporterToken, when set, returns the token sent to the exporters
+	// alone, as a bearer token: their reserved lane, which a flood of
+	// other clients cannot fill (the exporter's --web.reserved-token-file).
+	// It is asked once a cycle; while it returns none, none is sent.
+	ExporterToken func() []byte
+	// Clock times cycles and forgets stale objects by; give the Scraper
+	// the same one, which stamps the samples. Default the real one.
+	Clock clock.PassiveClock
 }
 
 // Gatherer is the scrape loop.
@@ -78,7 +83,10 @@ func New(cfg Config) (*Gatherer, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	g := &Gatherer{cfg: cfg, log: cfg.Logger, m: newGatherMetrics(), now: time.Now, known: map[string]*target{}}
+	if cfg.Clock == nil {
+		cfg.Clock = clock.RealClock{}
+	}
+	g := &Gatherer{cfg: cfg, log: cfg.Logger, m: newGatherMetrics(), now: cfg.Clock.Now, known: map[string]*target{}}
 	if cfg.Registerer != nil {
 		if err := g.m.register(cfg.Registerer, targetCollector{g}, trustCollector{g}); err != nil {
 			return nil, fmt.Errorf("gather: register metrics: %w", err)
@@ -149,12 +157,18 @@ func (g *Gatherer) Cycle(ctx context.Context) {
 	g.placed.Store(newPlacement(pods, targets))
 	byKey := g.track(targets)
 
+	var exporterAuth string
+	if g.cfg.ExporterToken != nil {
+		if tok := g.cfg.ExporterToken(); len(tok) > 0 {
+			exporterAuth = "Bearer " + string(tok)
+		}
+	}
 	st := make([]scrape.Target, len(targets))
 	for i, t := range targets {
 		st[i] = scrape.Target{Key: t.Key(), URL: t.URL, Families: readFamilies[t.Kind],
 			Health: scrape.Health(byKey[t.Key()].health.Load())}
-		if t.Kind == discovery.KindExporter && g.cfg.ExporterToken != "" {
-			st[i].Authorization = "Bearer " + g.cfg.ExporterToken
+		if t.Kind == discovery.KindExporter {
+			st[i].Authorization = exporterAuth
 		}
 	}
 	g.cfg.Scraper.Cycle(ctx, st, func(r scrape.Result) {

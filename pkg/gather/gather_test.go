@@ -19,6 +19,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/gpuscale/gpuscale/internal/testlog"
 	"github.com/gpuscale/gpuscale/pkg/discovery"
@@ -57,7 +58,18 @@ func serve(t *testing.T, h http.Handler) (*httptest.Server, int) {
 
 func newSim(t *testing.T, rate float64) *inferencesim.Server {
 	t.Helper()
-	s, err := inferencesim.NewServer(inferencesim.Options{Dialect: inferencesim.VLLM, Model: "llama", Rate: rate, Seed: 7})
+	return newSimOn(t, nil, rate)
+}
+
+// newSimOn is newSim simulating by clk (the real clock when nil): a
+// server on the scraper's fake clock does a step's work at each step.
+func newSimOn(t *testing.T, clk *clocktesting.FakeClock, rate float64) *inferencesim.Server {
+	t.Helper()
+	var now func() time.Time
+	if clk != nil {
+		now = clk.Now
+	}
+	s, err := inferencesim.NewServer(inferencesim.Options{Dialect: inferencesim.VLLM, Model: "llama", Rate: rate, Seed: 7, Now: now})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -70,10 +82,12 @@ func (s staticPods) PodsByDevice() map[string][]metrics.PodRef { return s }
 
 // TestCycleEndToEnd runs real simulated servers, a real exporter and the
 // real scraper through one gather cycle after another, with broken
-// targets among them.
+// targets among them. The servers, the scraper and the gatherer share a
+// fake clock, stepped between cycles.
 func TestCycleEndToEnd(t *testing.T) {
 	ctx := context.Background()
-	busy := newSim(t, 30)
+	clk := clocktesting.NewFakeClock(time.Now())
+	busy := newSimOn(t, clk, 30)
 	_, busyPort := serve(t, busy)
 
 	backend, err := sim.New(sim.Options{GPUs: 2, Identity: "node-a"})
@@ -114,8 +128,8 @@ func TestCycleEndToEnd(t *testing.T) {
 	st := store.New(30)
 	reg2 := prometheus.NewRegistry()
 	g, err := New(Config{
-		Pods: pods, Scraper: scrape.New(scrape.Config{Timeout: 300 * time.Millisecond}), Store: st,
-		Interval: time.Second, Registerer: reg2, Discovery: exporterDiscovery(exporterPort),
+		Pods: pods, Scraper: scrape.New(scrape.Config{Timeout: 300 * time.Millisecond, Clock: clk}), Store: st,
+		Interval: time.Second, Registerer: reg2, Discovery: exporterDiscovery(exporterPort), Clock: clk,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -123,9 +137,9 @@ func TestCycleEndToEnd(t *testing.T) {
 	start := time.Now()
 	for i := 0; i < 4; i++ {
 		g.Cycle(ctx)
-		time.Sleep(400 * time.Millisecond)
+		clk.Step(400 * time.Millisecond)
 	}
-	now := time.Now()
+	now := clk.Now()
 
 	smp, ok := st.Latest(store.Key{Namespace: "ml", Name: "busy"}, store.SourceInference, now, 2*time.Second)
 	if !ok || smp.Model != "llama" || smp.TTFT == nil {
@@ -171,26 +185,27 @@ func TestCycleEndToEnd(t *testing.T) {
 // per-target series removed.
 func TestCounterResetAndVanishing(t *testing.T) {
 	ctx := context.Background()
-	first := newSim(t, 40)
+	clk := clocktesting.NewFakeClock(time.Now())
+	first := newSimOn(t, clk, 40)
 	h := &swap{h: first}
 	_, port := serve(t, h)
 	pods := &mutablePods{pods: podList{annotatedPod("p", port)}}
 	st := store.New(30)
-	g, err := New(Config{Pods: pods, Scraper: scrape.New(scrape.Config{Timeout: time.Second}), Store: st, Interval: time.Second,
-		Registerer: prometheus.NewRegistry()})
+	g, err := New(Config{Pods: pods, Scraper: scrape.New(scrape.Config{Timeout: time.Second, Clock: clk}), Store: st, Interval: time.Second,
+		Registerer: prometheus.NewRegistry(), Clock: clk})
 	if err != nil {
 		t.Fatal(err)
 	}
 	for i := 0; i < 3; i++ {
 		g.Cycle(ctx)
-		time.Sleep(300 * time.Millisecond)
+		clk.Step(300 * time.Millisecond)
 	}
-	h.set(newSim(t, 40)) // restart: every counter and bucket starts from zero
+	h.set(newSimOn(t, clk, 40)) // restart: every counter and bucket starts from zero
 	for i := 0; i < 3; i++ {
-		time.Sleep(300 * time.Millisecond)
+		clk.Step(300 * time.Millisecond)
 		g.Cycle(ctx)
 	}
-	inc, ok := st.TTFTIncrease(store.Key{Namespace: "ml", Name: "p"}, time.Now(), time.Minute, 2*time.Second)
+	inc, ok := st.TTFTIncrease(store.Key{Namespace: "ml", Name: "p"}, clk.Now(), time.Minute, 2*time.Second)
 	if !ok {
 		t.Fatal("no increase across the restart")
 	}
@@ -203,8 +218,9 @@ func TestCounterResetAndVanishing(t *testing.T) {
 	if testutil.CollectAndCount(success, "gpuscale_adapter_scrape_last_success_timestamp_seconds") != 1 {
 		t.Fatal("want one success series")
 	}
-	if v, now := testutil.ToFloat64(success), float64(time.Now().Unix()); v < now-5 || v > now+1 {
-		t.Errorf("last success at %v, now is %v", v, now)
+	// The last cycle's scrape succeeded, at the clock's time.
+	if v, want := testutil.ToFloat64(success), float64(clk.Now().UnixNano())/1e9; v != want {
+		t.Errorf("last success at %v, want %v", v, want)
 	}
 	pods.pods = nil
 	g.Cycle(ctx)

@@ -2,17 +2,12 @@ package kedascaler_test
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
-	"math/big"
 	"net"
 	"os"
 	"path/filepath"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -21,10 +16,16 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
 	appslisters "k8s.io/client-go/listers/apps/v1"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/metrics/pkg/apis/custom_metrics"
+	"k8s.io/metrics/pkg/apis/external_metrics"
+	cmprovider "sigs.k8s.io/custom-metrics-apiserver/pkg/provider"
 
+	"github.com/gpuscale/gpuscale/internal/testpki"
 	"github.com/gpuscale/gpuscale/pkg/capacity"
 	"github.com/gpuscale/gpuscale/pkg/kedascaler"
 	pb "github.com/gpuscale/gpuscale/pkg/kedascaler/externalscaler"
@@ -40,6 +41,24 @@ const ns = "team-a"
 type world struct {
 	store    *store.Store
 	provider *provider.Provider
+	// reads counts the values the scaler served reads through reader.
+	reads atomic.Int64
+}
+
+// reader is the world's provider, counting the values read through it.
+type reader struct {
+	*provider.Provider
+	reads *atomic.Int64
+}
+
+func (r reader) GetMetricByName(ctx context.Context, name types.NamespacedName, info cmprovider.CustomMetricInfo, sel labels.Selector) (*custom_metrics.MetricValue, error) {
+	defer r.reads.Add(1)
+	return r.Provider.GetMetricByName(ctx, name, info, sel)
+}
+
+func (r reader) GetExternalMetric(ctx context.Context, ns string, sel labels.Selector, info cmprovider.ExternalMetricInfo) (*external_metrics.ExternalMetricValueList, error) {
+	defer r.reads.Add(1)
+	return r.Provider.GetExternalMetric(ctx, ns, sel, info)
 }
 
 func newWorld(t *testing.T) *world {
@@ -100,61 +119,33 @@ type pki struct {
 func newPKI(t *testing.T) *pki {
 	t.Helper()
 	dir := t.TempDir()
-	servingCA, servingCAKey := newCA(t, "serving-ca")
-	clientCA, clientCAKey := newCA(t, "keda-client-ca")
-	strangerCA, strangerCAKey := newCA(t, "stranger-ca")
-	p := &pki{dir: dir, servingCA: x509.NewCertPool(),
-		certFile: filepath.Join(dir, "tls.crt"), keyFile: filepath.Join(dir, "tls.key"), clientCAFile: filepath.Join(dir, "client-ca.crt")}
-	p.servingCA.AddCert(servingCA)
-	certPEM, keyPEM := issue(t, servingCA, servingCAKey, "gpuscale-adapter", false)
-	must(t, os.WriteFile(p.certFile, certPEM, 0o600))
-	must(t, os.WriteFile(p.keyFile, keyPEM, 0o600))
-	must(t, os.WriteFile(p.clientCAFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: clientCA.Raw}), 0o600))
-	var err error
-	p.client, err = tls.X509KeyPair(issue(t, clientCA, clientCAKey, "keda-operator", true))
-	must(t, err)
-	p.strangerClient, err = tls.X509KeyPair(issue(t, strangerCA, strangerCAKey, "keda-operator", true))
-	must(t, err)
-	return p
-}
-
-func newCA(t *testing.T, name string) (*x509.Certificate, *ecdsa.PrivateKey) {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	must(t, err)
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: name},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, key.Public(), key)
-	must(t, err)
-	cert, err := x509.ParseCertificate(der)
-	must(t, err)
-	return cert, key
-}
-
-func issue(t *testing.T, ca *x509.Certificate, caKey *ecdsa.PrivateKey, cn string, client bool) (certPEM, keyPEM []byte) {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	must(t, err)
-	usage := x509.ExtKeyUsageServerAuth
-	if client {
-		usage = x509.ExtKeyUsageClientAuth
+	ca := func(name string) *testpki.Authority {
+		a, err := testpki.NewAuthority(name)
+		must(t, err)
+		return a
 	}
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: cn},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{usage},
-		IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)}}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, key.Public(), caKey)
+	servingCA, clientCA, strangerCA := ca("serving-ca"), ca("keda-client-ca"), ca("stranger-ca")
+	p := &pki{dir: dir, servingCA: servingCA.Pool(), clientCAFile: filepath.Join(dir, "client-ca.crt")}
+	serving, err := servingCA.Issue(testpki.Leaf{CommonName: "gpuscale-adapter", IPs: testpki.Loopback, Server: true})
 	must(t, err)
-	keyDER, err := x509.MarshalECPrivateKey(key)
+	p.certFile, p.keyFile, err = serving.WriteFiles(dir, "tls.crt", "tls.key")
 	must(t, err)
-	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER})
+	must(t, os.WriteFile(p.clientCAFile, clientCA.CertPEM, 0o600))
+	client := func(a *testpki.Authority) tls.Certificate {
+		kp, err := a.Issue(testpki.Leaf{CommonName: "keda-operator", IPs: testpki.Loopback, Client: true})
+		must(t, err)
+		c, err := kp.TLS()
+		must(t, err)
+		return c
+	}
+	p.client, p.strangerClient = client(clientCA), client(strangerCA)
+	return p
 }
 
 // serve starts the scaler on a loopback port and returns its address.
 func serve(t *testing.T, w *world, files kedascaler.TLSFiles, requests *kedascaler.Requests) string {
 	t.Helper()
-	s, err := kedascaler.NewServer(kedascaler.Config{Metrics: w.provider, TLS: files, CheckInterval: 20 * time.Millisecond, Requests: requests})
+	s, err := kedascaler.NewServer(kedascaler.Config{Metrics: reader{w.provider, &w.reads}, TLS: files, CheckInterval: 20 * time.Millisecond, Requests: requests})
 	must(t, err)
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	must(t, err)

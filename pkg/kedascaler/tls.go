@@ -24,17 +24,23 @@ type TLSFiles struct {
 	// reads every namespace's values. Only for networks where a
 	// NetworkPolicy or mesh already admits nothing but KEDA.
 	NoClientAuth bool
+	// Serving and ClientCA, when set, replace the files: credentials kept
+	// in memory and renewed at runtime (pkg/certrotation), whose changes
+	// reach new connections at once.
+	Serving  dynamiccertificates.CertKeyContentProvider
+	ClientCA dynamiccertificates.CAContentProvider
 }
 
 func (f TLSFiles) validate() error {
 	var errs []error
-	if f.CertFile == "" || f.KeyFile == "" {
+	if f.Serving == nil && (f.CertFile == "" || f.KeyFile == "") {
 		errs = append(errs, errors.New("a serving certificate and key are required"))
 	}
-	if f.ClientCAFile == "" && !f.NoClientAuth {
+	clientCA := f.ClientCAFile != "" || f.ClientCA != nil
+	if !clientCA && !f.NoClientAuth {
 		errs = append(errs, errors.New("a client CA file is required (or client authentication turned off explicitly)"))
 	}
-	if f.ClientCAFile != "" && f.NoClientAuth {
+	if clientCA && f.NoClientAuth {
 		errs = append(errs, errors.New("a client CA file and no client authentication exclude each other"))
 	}
 	return errors.Join(errs...)
@@ -45,8 +51,8 @@ func (f TLSFiles) validate() error {
 // one changes, so a rotated certificate (cert-manager, say) is served
 // without a restart.
 type tlsReloader struct {
-	serving  *dynamiccertificates.DynamicCertKeyPairContent
-	clientCA *dynamiccertificates.DynamicFileCAContent // nil: no client auth
+	serving  dynamiccertificates.CertKeyContentProvider
+	clientCA dynamiccertificates.CAContentProvider // nil: no client auth
 	config   atomic.Pointer[tls.Config]
 	log      *slog.Logger
 }
@@ -55,31 +61,39 @@ func newTLSReloader(f TLSFiles, log *slog.Logger) (*tlsReloader, error) {
 	if err := f.validate(); err != nil {
 		return nil, err
 	}
-	serving, err := dynamiccertificates.NewDynamicServingContentFromFiles("keda-scaler-serving", f.CertFile, f.KeyFile)
-	if err != nil {
-		return nil, fmt.Errorf("serving certificate: %w", err)
+	r := &tlsReloader{serving: f.Serving, clientCA: f.ClientCA, log: log}
+	if r.serving == nil {
+		serving, err := dynamiccertificates.NewDynamicServingContentFromFiles("keda-scaler-serving", f.CertFile, f.KeyFile)
+		if err != nil {
+			return nil, fmt.Errorf("serving certificate: %w", err)
+		}
+		r.serving = serving
 	}
-	r := &tlsReloader{serving: serving, log: log}
-	if !f.NoClientAuth {
-		if r.clientCA, err = dynamiccertificates.NewDynamicCAContentFromFile("keda-scaler-client-ca", f.ClientCAFile); err != nil {
+	if r.clientCA == nil && !f.NoClientAuth {
+		clientCA, err := dynamiccertificates.NewDynamicCAContentFromFile("keda-scaler-client-ca", f.ClientCAFile)
+		if err != nil {
 			return nil, fmt.Errorf("client CA: %w", err)
 		}
+		r.clientCA = clientCA
 	}
 	if err := r.rebuild(); err != nil {
 		return nil, err
 	}
-	serving.AddListener(r)
+	r.serving.AddListener(r)
 	if r.clientCA != nil {
 		r.clientCA.AddListener(r)
 	}
 	return r, nil
 }
 
-// run watches the files until ctx is done.
+// run watches the files (providers that do not read files need no
+// watching) until ctx is done.
 func (r *tlsReloader) run(ctx context.Context) {
-	go r.serving.Run(ctx, 1)
-	if r.clientCA != nil {
-		go r.clientCA.Run(ctx, 1)
+	if c, ok := r.serving.(dynamiccertificates.ControllerRunner); ok {
+		go c.Run(ctx, 1)
+	}
+	if c, ok := r.clientCA.(dynamiccertificates.ControllerRunner); ok {
+		go c.Run(ctx, 1)
 	}
 }
 

@@ -186,6 +186,13 @@ func (s *Scraper) doLean(ctx context.Context, u *url.URL, authorization string, 
 		} else {
 			_ = c.Close()
 		}
+		if err != nil && pastDeadline(ctx) {
+			// The connection's deadline is ctx's, and the read it ended
+			// can fail before ctx's own timer has fired: wait for it, so
+			// that the error says which deadline it was (the cycle's or
+			// this scrape's), as it does on net/http's path.
+			<-ctx.Done()
+		}
 		if err != nil && ctx.Err() != nil {
 			// The deadline or the cancellation set on the connection
 			// surfaces as a timeout of its read or write.
@@ -198,6 +205,12 @@ func (s *Scraper) doLean(ctx context.Context, u *url.URL, authorization string, 
 		}
 		return fams, err
 	}
+}
+
+// pastDeadline reports whether ctx has a deadline and it has passed.
+func pastDeadline(ctx context.Context) bool {
+	d, ok := ctx.Deadline()
+	return ok && !time.Now().Before(d)
 }
 
 // request renders the GET request for u.

@@ -138,7 +138,7 @@ func schedule(targets []Target) []int {
 }
 
 func (s *Scraper) scrapeTarget(ctx context.Context, t Target, l *lease, a *arena, x *exchange) Result {
-	start := time.Now()
+	start := s.cfg.Clock.Now()
 	fams, err := s.scrape(ctx, t.URL, t.Families, l, a, x, t.Authorization)
-	return Result{Target: t, Families: fams, Time: start, Duration: time.Since(start), Err: err}
+	return Result{Target: t, Families: fams, Time: start, Duration: s.cfg.Clock.Since(start), Err: err}
 }

@@ -15,6 +15,7 @@ import (
 
 	dto "github.com/prometheus/client_model/go"
 	"google.golang.org/protobuf/proto"
+	clocktesting "k8s.io/utils/clock/testing"
 )
 
 // hangGuard bounds how long a test waits for something that, when the code
@@ -450,5 +451,26 @@ func TestCycleReusesParseMemory(t *testing.T) {
 	})
 	if n := bad.Load(); n > 0 {
 		t.Errorf("%d of %d targets read wrong; first: %s", n, len(ts), errs[0])
+	}
+}
+
+// TestCycleStampsResultsByItsClock: a result's Time and Duration come from
+// Config.Clock, so that a caller on a fake clock stores samples at its
+// times and never waits in real time for them to differ.
+func TestCycleStampsResultsByItsClock(t *testing.T) {
+	clk := clocktesting.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		_, _ = w.Write([]byte("up 1\n"))
+	}))
+	defer srv.Close()
+	s := New(Config{Clock: clk})
+	for _, step := range []time.Duration{0, time.Second, time.Hour} {
+		clk.Step(step)
+		sink, ch := collect(1)
+		s.Cycle(context.Background(), targets(srv.URL, 1, "t"), sink)
+		r := receive(t, ch, "the result")
+		if r.Err != nil || !r.Time.Equal(clk.Now()) || r.Duration != 0 {
+			t.Errorf("after a step of %v: Time %v, Duration %v, Err %v; want %v, 0, nil", step, r.Time, r.Duration, r.Err, clk.Now())
+		}
 	}
 }

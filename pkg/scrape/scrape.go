@@ -24,6 +24,7 @@ import (
 	"time"
 
 	dto "github.com/prometheus/client_model/go"
+	"k8s.io/utils/clock"
 )
 
 // Defaults for the zero fields of Config.
@@ -94,6 +95,8 @@ type Config struct {
 	TLSConfig *tls.Config
 	// UserAgent is sent with every request. Default "gpuscale-adapter".
 	UserAgent string
+	// Clock stamps each Result's Time and Duration. Default the real one.
+	Clock clock.PassiveClock
 }
 
 func (c Config) withDefaults() Config {
@@ -119,6 +122,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.MaxIdleConns <= 0 {
 		c.MaxIdleConns = DefaultMaxIdleConns
+	}
+	if c.Clock == nil {
+		c.Clock = clock.RealClock{}
 	}
 	if c.Client == nil {
 		c.Client = &http.Client{Transport: newTransport(c.TLSConfig, min(c.MaxIdleConns, maxIdleConnsTLS))}

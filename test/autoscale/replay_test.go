@@ -3,7 +3,7 @@
 // `make bench-autoscale` does for the whole hour (docs/autoscaling.md). It
 // needs the control-plane binaries and runs when GPUSCALE_E2E=1 (make e2e,
 // make test, CI), after the end-to-end suite: both serve the adapter on
-// 127.0.0.1:6443.
+// the environment's adapter port (6443 unless devenv.AdapterPortEnv says).
 package autoscale
 
 import (

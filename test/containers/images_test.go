@@ -24,6 +24,7 @@ import (
 	cmv1beta2 "k8s.io/metrics/pkg/apis/custom_metrics/v1beta2"
 
 	"github.com/gpuscale/gpuscale/internal/devenv"
+	"github.com/gpuscale/gpuscale/internal/testenv"
 )
 
 // TestVersion: every image's entrypoint answers --version with the version
@@ -59,14 +60,19 @@ func TestExporterImage(t *testing.T) {
 	// Deviation: the chart listens on every interface of the pod's own
 	// network; on this shared host network the test listens on loopback,
 	// on a free port (the probes follow it below).
-	port := freePort(t)
+	ports, err := testenv.FreePorts(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := ports[0]
 	c.Args = replaceArg(t, c.Args, "--web.listen-address=", "--web.listen-address=127.0.0.1:"+strconv.Itoa(port))
 	// Deviation: no kubelet runs here, so the pod-resources hostPath is an
 	// empty directory: the exporter serves GPUs without pod attribution
 	// and counts the failures (checked below).
 	podResources := filepath.Join(t.TempDir(), "pod-resources")
 	mkdir(t, podResources, 0o755)
-	// The reserved lane's token, which the chart generates in a Secret.
+	// The reserved lane's token: the Secret the adapter makes at runtime,
+	// as the kubelet would have projected it.
 	token := map[string]map[string][]byte{"gpuscale-exporter-token": {"token": []byte("test-reserved-lane-token")}}
 	startContainer(t, runSpec{
 		name: "gpuscale-test-exporter", pod: pod, c: c,
@@ -145,7 +151,14 @@ func TestAdapterImage(t *testing.T) {
 	ctx := context.Background()
 	// The environment's exporter DaemonSet is labelled by name only (no
 	// app.kubernetes.io/instance); the selector is a chart value.
-	objs := renderChart(t, "adapter.config.exporterSelector=app.kubernetes.io/name="+devenv.ExporterName)
+	values := []string{"adapter.config.exporterSelector=app.kubernetes.io/name=" + devenv.ExporterName}
+	// An environment moved off the default port (devenv.AdapterPortEnv)
+	// registers the adapter on its own port: the chart's port follows.
+	port := env.AdapterServicePort()
+	if port != devenv.AdapterPort {
+		values = append(values, "adapter.securePort="+strconv.Itoa(port))
+	}
+	objs := renderChart(t, values...)
 	d := deployment(t, objs, "gpuscale-adapter")
 	pod := d.Spec.Template.Spec
 	c := container(t, pod, "adapter")
@@ -153,29 +166,23 @@ func TestAdapterImage(t *testing.T) {
 	// The APIServices send the aggregator to the Service port, which
 	// reaches the adapter's --secure-port; the environment's Service
 	// resolves to loopback on the same port.
-	if !contains(c.Args, "--secure-port="+strconv.Itoa(devenv.AdapterPort)) {
-		t.Fatalf("the rendered adapter args %q do not serve on the APIService port %d", c.Args, devenv.AdapterPort)
+	if !contains(c.Args, "--secure-port="+strconv.Itoa(port)) {
+		t.Fatalf("the rendered adapter args %q do not serve on the APIService port %d", c.Args, port)
 	}
 	// Deviation: on the shared host network the adapter binds loopback
 	// only (the chart's pod binds every interface of its own network).
 	c.Args = append(c.Args, "--bind-address=127.0.0.1")
 
-	// Deviation: the chart generates its own CA and serving certificate
-	// in a Secret; the environment's APIServices trust the cluster CA, so
-	// the Secret's two files hold a certificate that CA signed. The mount,
-	// the file names and the flags naming them are the chart's.
-	certPEM, keyPEM, err := env.AdapterServingCert()
-	if err != nil {
-		t.Fatal(err)
+	// The chart's adapter keeps its own certificate (--certs-secret): it
+	// creates the Secret, and writes its CA into the environment's
+	// APIServices, as in a cluster; no Secret is mounted.
+	if !contains(c.Args, "--certs-secret=gpuscale-adapter-certs") {
+		t.Fatalf("the rendered adapter args %q do not keep the certificate at runtime", c.Args)
 	}
 	secrets := map[string]map[string][]byte{}
-	for _, v := range pod.Volumes {
-		if v.Secret != nil {
-			secrets[v.Secret.SecretName] = map[string][]byte{"tls.crt": certPEM, "tls.key": keyPEM}
-		}
-	}
-	// The exporters' reserved-lane token, also a generated Secret; the
-	// environment's exporters have no lane and ignore it.
+	// The exporters' reserved-lane token, as the kubelet projects the
+	// Secret once the adapter has made it; the environment's exporters
+	// have no lane and ignore it.
 	secrets["gpuscale-exporter-token"] = map[string][]byte{"token": []byte("test-reserved-lane-token")}
 
 	// What the kubelet gives every pod whose token is automounted: the
@@ -211,7 +218,7 @@ func TestAdapterImage(t *testing.T) {
 
 	// The kubelet probes HTTPS without verifying the certificate.
 	insecure := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
-	base := "https://127.0.0.1:" + strconv.Itoa(devenv.AdapterPort)
+	base := "https://127.0.0.1:" + strconv.Itoa(port)
 	for _, probe := range []*corev1.Probe{c.ReadinessProbe, c.LivenessProbe} {
 		if probe == nil || probe.HTTPGet == nil {
 			t.Fatal("the rendered adapter lacks an HTTP probe")
@@ -220,8 +227,8 @@ func TestAdapterImage(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if p != int32(devenv.AdapterPort) || probe.HTTPGet.Scheme != corev1.URISchemeHTTPS {
-			t.Fatalf("probe %s on %s port %d; the adapter serves HTTPS on %d", probe.HTTPGet.Path, probe.HTTPGet.Scheme, p, devenv.AdapterPort)
+		if p != int32(port) || probe.HTTPGet.Scheme != corev1.URISchemeHTTPS {
+			t.Fatalf("probe %s on %s port %d; the adapter serves HTTPS on %d", probe.HTTPGet.Path, probe.HTTPGet.Scheme, p, port)
 		}
 		poll(t, 30*time.Second, "probe "+probe.HTTPGet.Path, func() error { return get200(insecure, base+probe.HTTPGet.Path) })
 	}
@@ -257,9 +264,15 @@ func TestAdapterImage(t *testing.T) {
 
 	// The adapter's own /metrics, as a cluster admin (system:masters,
 	// authorized through the kube-apiserver).
+	// Verified with the bundle the adapter keeps, for the Service's name.
+	certs, err := env.Cluster.Client().CoreV1().Secrets(devenv.Namespace).Get(ctx, "gpuscale-adapter-certs", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
 	cfg := env.Cluster.RESTConfig()
 	cfg.Host = base
-	cfg.TLSClientConfig.ServerName = "localhost"
+	cfg.TLSClientConfig.CAData = certs.Data["ca.crt"]
+	cfg.TLSClientConfig.ServerName = devenv.AdapterName + "." + devenv.Namespace + ".svc"
 	admin, err := rest.HTTPClientFor(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -338,16 +351,6 @@ func getBody(client *http.Client, url string) (string, error) {
 		return "", fmt.Errorf("GET %s: %d %s", url, resp.StatusCode, b)
 	}
 	return string(b), nil
-}
-
-func freePort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
 }
 
 // vmRSS is a process's resident set size from /proc.

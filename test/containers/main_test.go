@@ -115,8 +115,9 @@ func renderChart(t *testing.T, values ...string) []*unstructured.Unstructured {
 		t.Fatalf("hack/helm.sh: %v", err)
 	}
 	args := []string{"template", release, filepath.Join(root, chartPath), "--namespace", devenv.Namespace,
-		"--set", "adapter.image.repository=localhost/gpuscale-adapter", "--set", "adapter.image.tag=" + tag,
-		"--set", "exporter.image.repository=localhost/gpuscale-exporter", "--set", "exporter.image.tag=" + tag}
+		"--set", "global.imageRegistry=localhost",
+		"--set", "adapter.image.repository=gpuscale-adapter", "--set", "adapter.image.tag=" + tag,
+		"--set", "exporter.image.repository=gpuscale-exporter", "--set", "exporter.image.tag=" + tag}
 	for _, v := range values {
 		args = append(args, "--set", v)
 	}

@@ -15,6 +15,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/gpuscale/gpuscale/internal/devenv"
+	"github.com/gpuscale/gpuscale/internal/testenv"
 	"github.com/gpuscale/gpuscale/pkg/scaledown"
 )
 
@@ -60,7 +61,7 @@ func TestScaleDownAdmissionPolicy(t *testing.T) {
 	}
 	// A new policy takes effect within seconds of its creation; wait for
 	// the first refusal before judging every case.
-	waitFor(t, 30*time.Second, "the admission policy to refuse a label change by the adapter", func(ctx context.Context) (bool, error) {
+	testenv.WaitFor(t, 30*time.Second, "the admission policy to refuse a label change by the adapter", func(ctx context.Context) (bool, error) {
 		_, err := adapter.CoreV1().Pods(ns).Patch(ctx, pod.Name, types.MergePatchType, []byte(`{"metadata":{"labels":{"probe":"x"}}}`), metav1.PatchOptions{DryRun: []string{metav1.DryRunAll}})
 		return err != nil, nil
 	})

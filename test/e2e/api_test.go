@@ -10,6 +10,8 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/client-go/kubernetes"
+
+	"github.com/gpuscale/gpuscale/internal/testenv"
 )
 
 // TestRawURLShapes: every URL shape the adapter serves answers through the
@@ -26,11 +28,11 @@ func TestRawURLShapes(t *testing.T) {
 	base := "/apis/custom.metrics.k8s.io/v1beta2/namespaces/" + ns
 
 	ctx := context.Background()
-	waitFor(t, 30*time.Second, "queue depth for both pods", func(ctx context.Context) (bool, error) {
+	testenv.WaitFor(t, 30*time.Second, "queue depth for both pods", func(ctx context.Context) (bool, error) {
 		l, err := customList(ctx, base+"/pods/*/inference_queue_depth")
 		return err == nil && len(l.Items) == 2, nil
 	})
-	waitFor(t, 30*time.Second, "GPU utilization attributed to both pods", func(ctx context.Context) (bool, error) {
+	testenv.WaitFor(t, 30*time.Second, "GPU utilization attributed to both pods", func(ctx context.Context) (bool, error) {
 		l, err := customList(ctx, base+"/pods/*/gpu_utilization?labelSelector=app%3Dllm")
 		return err == nil && len(l.Items) == 2 && milli(l.Items[0].Value) > 0, nil
 	})
@@ -63,7 +65,7 @@ func TestRawURLShapes(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			var body []byte
-			waitFor(t, 30*time.Second, tc.path, func(ctx context.Context) (bool, error) {
+			testenv.WaitFor(t, 30*time.Second, tc.path, func(ctx context.Context) (bool, error) {
 				b, err := raw(ctx, tc.path)
 				body = b
 				return err == nil, nil
@@ -77,7 +79,7 @@ func TestRawURLShapes(t *testing.T) {
 	t.Run("object equals the sum of its pods", func(t *testing.T) {
 		// Both answers come from the same store snapshot between two
 		// scrapes; retry across a scrape boundary.
-		waitFor(t, 15*time.Second, "deployment queue == sum of pods", func(ctx context.Context) (bool, error) {
+		testenv.WaitFor(t, 15*time.Second, "deployment queue == sum of pods", func(ctx context.Context) (bool, error) {
 			l, err := customList(ctx, base+"/pods/*/inference_queue_depth")
 			if err != nil {
 				return false, nil

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"os"
 	"os/exec"
@@ -64,7 +65,7 @@ func TestHelmAPIServiceOwners(t *testing.T) {
 		wantRefusal(t, out, err,
 			"APIService "+externalV1beta1+" belongs to the Service keda/keda-operator-metrics-apiserver",
 			"app.kubernetes.io/part-of=keda-operator", "app.kubernetes.io/name="+externalV1beta1, "Helm release keda/keda",
-			"set apiService.external.v1beta1=false", "set apiService.takeOver.external.v1beta1=true", "--take-ownership")
+			"set apiService.external.v1beta1=false", "set apiService.takeOver.external.v1beta1=true", "--take-ownership", "--force-conflicts")
 	})
 	t.Run("every foreign APIService is named at once", func(t *testing.T) {
 		out, err := run("install", release, "--dry-run=server", "--set", "exporter.enabled=false")
@@ -94,7 +95,7 @@ func TestHelmAPIServiceOwners(t *testing.T) {
 	t.Run("helm upgrade refuses to take it over", func(t *testing.T) {
 		// Helm adopts on upgrade without rewriting the object: the chart
 		// says so instead of leaving it routing to KEDA.
-		out, err := run(append([]string{"upgrade", release, "--set", "apiService.takeOver.external.v1beta1=true", "--take-ownership"}, customOff...)...)
+		out, err := run(append([]string{"upgrade", release, "--set", "apiService.takeOver.external.v1beta1=true", "--take-ownership", "--force-conflicts"}, customOff...)...)
 		wantRefusal(t, out, err, "cannot take it over on helm upgrade", "kubectl delete apiservice "+externalV1beta1)
 		if after := getAPIService(t, client, externalV1beta1); after.GetResourceVersion() != keda.GetResourceVersion() {
 			t.Errorf("KEDA's APIService changed: %v", after.Object)
@@ -104,17 +105,22 @@ func TestHelmAPIServiceOwners(t *testing.T) {
 		if out, err := run("uninstall", release); err != nil {
 			t.Fatalf("helm uninstall: %v\n%s", err, out)
 		}
-		if out, err := run(append([]string{"install", release, "--set", "apiService.takeOver.external.v1beta1=true", "--take-ownership"}, customOff...)...); err != nil {
+		// With the chart's default the adapter writes the caBundle at
+		// runtime (none runs here); a caBundle of the values' own shows that
+		// the takeover rewrites the field.
+		ownCA := base64.StdEncoding.EncodeToString([]byte("-----BEGIN CERTIFICATE-----\ngpuscale\n"))
+		if out, err := run(append([]string{"install", release, "--set", "apiService.takeOver.external.v1beta1=true", "--take-ownership", "--force-conflicts",
+			"--set", "adapter.tls.secretName=gpuscale-test-tls", "--set", "apiService.caBundle=" + ownCA}, customOff...)...); err != nil {
 			t.Fatalf("helm install with the override: %v\n%s", err, out)
 		}
 		got := getAPIService(t, client, externalV1beta1)
 		wantOwnedBy(t, got, ns, release)
-		if ca, _, _ := unstructured.NestedString(got.Object, "spec", "caBundle"); ca == "" || ca == kedaCABundle {
+		if ca, _, _ := unstructured.NestedString(got.Object, "spec", "caBundle"); ca != ownCA || ca == kedaCABundle {
 			t.Errorf("the taken-over APIService kept KEDA's caBundle")
 		}
 	})
 	t.Run("an upgrade keeps the release's own APIService", func(t *testing.T) {
-		if out, err := run(append([]string{"upgrade", release}, customOff...)...); err != nil {
+		if out, err := run(append([]string{"upgrade", release, "--reuse-values"}, customOff...)...); err != nil {
 			t.Fatalf("helm upgrade over its own APIService: %v\n%s", err, out)
 		}
 		wantOwnedBy(t, getAPIService(t, client, externalV1beta1), ns, release)
@@ -162,7 +168,7 @@ func TestHelmAPIServiceOwners(t *testing.T) {
 		if out, err := run("uninstall", second); err != nil {
 			t.Fatalf("helm uninstall: %v\n%s", err, out)
 		}
-		if out, err := run("install", second, "--set", "apiService.takeOver.custom.v1beta1=true", "--take-ownership",
+		if out, err := run("install", second, "--set", "apiService.takeOver.custom.v1beta1=true", "--take-ownership", "--force-conflicts",
 			"--set", "apiService.external.v1beta1=false", "--set", "exporter.enabled=false"); err != nil {
 			t.Fatalf("helm install with the override: %v\n%s", err, out)
 		}

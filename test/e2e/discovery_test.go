@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/gpuscale/gpuscale/internal/devenv"
+	"github.com/gpuscale/gpuscale/internal/testenv"
 )
 
 // TestPrometheusAnnotationsOptIn: pods that carry only prometheus.io/*
@@ -60,7 +61,7 @@ func TestPrometheusAnnotationsOptIn(t *testing.T) {
 		t.Helper()
 		for _, ns := range []string{on, off} {
 			var got map[string]bool
-			waitFor(t, 60*time.Second, phase+": the control pod of "+ns+" scraped", func(ctx context.Context) (bool, error) {
+			testenv.WaitFor(t, 60*time.Second, phase+": the control pod of "+ns+" scraped", func(ctx context.Context) (bool, error) {
 				g, ok := scraped(ns)(ctx)
 				got = g
 				// Wait for the prometheus.io pod too where it is expected.
@@ -88,7 +89,7 @@ func annotatedDeployment(t *testing.T, ns, name string, annotations map[string]s
 	if _, err := env.Cluster.Client().AppsV1().Deployments(ns).Create(context.Background(), d, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 60*time.Second, fmt.Sprintf("a ready replica of %s/%s", ns, name), func(ctx context.Context) (bool, error) {
+	testenv.WaitFor(t, 60*time.Second, fmt.Sprintf("a ready replica of %s/%s", ns, name), func(ctx context.Context) (bool, error) {
 		got, err := env.Cluster.Client().AppsV1().Deployments(ns).Get(ctx, name, metav1.GetOptions{})
 		return err == nil && got.Status.ReadyReplicas == 1, nil
 	})

@@ -10,6 +10,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
+
+	"github.com/gpuscale/gpuscale/internal/testenv"
 )
 
 // TestFaults: broken sources are missing data, never zeros, and one broken
@@ -21,7 +23,7 @@ func TestFaults(t *testing.T) {
 	sel := deployment(t, ns, "llm", 2)
 	env.World.SetRate(ns, sel, 20)
 	base := "/apis/custom.metrics.k8s.io/v1beta2/namespaces/" + ns
-	waitFor(t, 30*time.Second, "both pods served", func(ctx context.Context) (bool, error) {
+	testenv.WaitFor(t, 30*time.Second, "both pods served", func(ctx context.Context) (bool, error) {
 		l, err := customList(ctx, base+"/pods/*/inference_queue_depth")
 		g, err2 := customList(ctx, base+"/pods/*/gpu_utilization")
 		return err == nil && err2 == nil && len(l.Items) == 2 && len(g.Items) == 2, nil
@@ -31,7 +33,7 @@ func TestFaults(t *testing.T) {
 	t.Run("a dead metrics endpoint is a missing pod, not a zero", func(t *testing.T) {
 		dead := pods[0].Name
 		env.World.StopServing(ns, dead)
-		waitFor(t, 3*maxStaleness+5*time.Second, "the dead pod to drop out", func(ctx context.Context) (bool, error) {
+		testenv.WaitFor(t, 3*maxStaleness+5*time.Second, "the dead pod to drop out", func(ctx context.Context) (bool, error) {
 			l, err := customList(ctx, base+"/pods/*/inference_queue_depth")
 			if err != nil || len(l.Items) != 1 {
 				return false, nil
@@ -47,7 +49,7 @@ func TestFaults(t *testing.T) {
 		live := pods[1]
 		env.World.StopExporter(live.Spec.NodeName)
 		t.Cleanup(func() { restoreExporter(t, live.Spec.NodeName) })
-		waitFor(t, 3*maxStaleness+5*time.Second, "GPU metrics to go", func(ctx context.Context) (bool, error) {
+		testenv.WaitFor(t, 3*maxStaleness+5*time.Second, "GPU metrics to go", func(ctx context.Context) (bool, error) {
 			_, err := customValue(ctx, base+"/pods/"+live.Name+"/gpu_utilization")
 			return err != nil, nil
 		})
@@ -65,7 +67,7 @@ func TestFaults(t *testing.T) {
 		hpa(t, ns, "llm", 1, 6, podsMetric("gpu_memory_used_bytes", "16000Mi"))
 		var before int32
 		stable := 0
-		waitFor(t, 90*time.Second, "the HPA to settle", func(ctx context.Context) (bool, error) {
+		testenv.WaitFor(t, 90*time.Second, "the HPA to settle", func(ctx context.Context) (bool, error) {
 			d, c := replicas(ctx, ns, "llm")
 			if d == c && d == before && d > 0 {
 				stable++
@@ -77,23 +79,24 @@ func TestFaults(t *testing.T) {
 		if err := env.StopAdapter(); err != nil {
 			t.Fatal(err)
 		}
-		sawFailure := false
 		// With the API gone the HPA cannot compute anything: it must keep
-		// the replicas it has, not scale on a missing value.
-		deadline := time.Now().Add(3 * hpaSync)
-		for time.Now().Before(deadline) {
+		// the replicas it has, not scale on a missing value. A sync that
+		// finds the metric missing says so (ScalingActive False) in the
+		// status it writes last, so the replicas read once it shows are
+		// what that sync decided.
+		testenv.WaitFor(t, 3*hpaSync+30*time.Second, "the HPA to report the missing metric while the adapter is down", func(ctx context.Context) (bool, error) {
 			if d, _ := replicas(ctx, ns, "llm"); d != before {
-				t.Fatalf("HPA changed desired replicas %d -> %d while the adapter was down", before, d)
+				return false, fmt.Errorf("HPA changed desired replicas %d -> %d while the adapter was down", before, d)
 			}
 			for _, c := range getHPA(t, ns, "llm").Status.Conditions {
 				if c.Type == autoscalingv2.ScalingActive && c.Status == corev1.ConditionFalse {
-					sawFailure = true
+					return true, nil
 				}
 			}
-			time.Sleep(500 * time.Millisecond)
-		}
-		if !sawFailure {
-			t.Error("the HPA never reported the missing metric while the adapter was down")
+			return false, nil
+		})
+		if d, _ := replicas(ctx, ns, "llm"); d != before {
+			t.Fatalf("HPA changed desired replicas %d -> %d while the adapter was down", before, d)
 		}
 		if err := env.StartAdapter(ctx); err != nil {
 			t.Fatal(err)
@@ -138,7 +141,7 @@ func restoreExporter(t *testing.T, node string) {
 		t.Error(err)
 		return
 	}
-	waitFor(t, 60*time.Second, "a new exporter on "+node, func(ctx context.Context) (bool, error) {
+	testenv.WaitFor(t, 60*time.Second, "a new exporter on "+node, func(ctx context.Context) (bool, error) {
 		l, err := c.List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=gpuscale-exporter", FieldSelector: "spec.nodeName=" + node})
 		if err != nil || len(l.Items) != 1 || l.Items[0].Name == old {
 			return false, nil

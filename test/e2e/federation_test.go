@@ -20,7 +20,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
-	"github.com/gpuscale/gpuscale/internal/devenv"
+	"github.com/gpuscale/gpuscale/internal/testenv"
 	"github.com/gpuscale/gpuscale/pkg/federation"
 )
 
@@ -72,14 +72,14 @@ func TestFederation(t *testing.T) {
 
 	t.Run("HPA on the test adapter's metric", func(t *testing.T) {
 		// 30 against a target of 10 from one replica: 3 desired.
-		waitFor(t, 60*time.Second, "the forwarded-metric HPA to want 3 replicas from backend_queue=30", func(ctx context.Context) (bool, error) {
+		testenv.WaitFor(t, 60*time.Second, "the forwarded-metric HPA to want 3 replicas from backend_queue=30", func(ctx context.Context) (bool, error) {
 			h, err := env.Cluster.Client().AutoscalingV2().HorizontalPodAutoscalers(ns).Get(ctx, "llm", metav1.GetOptions{})
 			return err == nil && h.Status.DesiredReplicas == 3 && len(h.Status.CurrentMetrics) == 1 &&
 				h.Status.CurrentMetrics[0].Object != nil && h.Status.CurrentMetrics[0].Object.Current.Value.Value() == 30, nil
 		})
 	})
 	t.Run("HPA on a gpuscale signal", func(t *testing.T) {
-		waitFor(t, 60*time.Second, "the inference_queue_depth HPA to want more than 1 replica", func(ctx context.Context) (bool, error) {
+		testenv.WaitFor(t, 60*time.Second, "the inference_queue_depth HPA to want more than 1 replica", func(ctx context.Context) (bool, error) {
 			d, _ := replicas(ctx, ns, "queue")
 			return d > 1, nil
 		})
@@ -101,7 +101,7 @@ func TestFederation(t *testing.T) {
 }
 
 func checkMergedDiscovery(t *testing.T) {
-	waitFor(t, 30*time.Second, "both adapters' names in the custom and external discovery", func(ctx context.Context) (bool, error) {
+	testenv.WaitFor(t, 30*time.Second, "both adapters' names in the custom and external discovery", func(ctx context.Context) (bool, error) {
 		custom, err1 := resourceNames(ctx, "/apis/custom.metrics.k8s.io/v1beta2")
 		external, err2 := resourceNames(ctx, "/apis/external.metrics.k8s.io/v1beta1")
 		// The test adapter lists the placeholders of
@@ -187,16 +187,11 @@ func checkForwardCounted(t *testing.T) {
 }
 
 // adapterMetrics reads the adapter's own /metrics (as cluster-admin,
-// directly: the aggregator proxies only API groups).
+// directly: the aggregator proxies only API groups), on the environment's
+// adapter port.
 func adapterMetrics(t *testing.T) string {
 	t.Helper()
-	cfg := rest.CopyConfig(env.Cluster.RESTConfig())
-	cfg.Host = fmt.Sprintf("https://127.0.0.1:%d", devenv.AdapterPort)
-	c, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := c.Discovery().RESTClient().Get().AbsPath("/metrics").DoRaw(context.Background())
+	b, err := env.AdapterGet(context.Background(), "/metrics")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -302,7 +297,7 @@ func forwardedLatency(t *testing.T, ta *testAdapter, r reader, ns string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 30*time.Second, "gpuscale's own queue depth of the Deployment", func(ctx context.Context) (bool, error) {
+	testenv.WaitFor(t, 30*time.Second, "gpuscale's own queue depth of the Deployment", func(ctx context.Context) (bool, error) {
 		_, err := customListAs(ctx, r.client, base+"inference_queue_depth")
 		return err == nil, nil
 	})

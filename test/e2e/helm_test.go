@@ -3,10 +3,6 @@ package e2e
 import (
 	"bytes"
 	"context"
-	"crypto/tls"
-	"crypto/x509"
-	"encoding/base64"
-	"encoding/pem"
 	"errors"
 	"io"
 	"os"
@@ -45,16 +41,18 @@ func TestHelmChart(t *testing.T) {
 	}{
 		{
 			name: "defaults", release: "gpuscale",
-			want:   []string{"ServiceAccount", "ClusterRole", "ClusterRoleBinding", "RoleBinding", "Service", "Deployment", "DaemonSet", "APIService", "Secret"},
-			absent: []string{"PodDisruptionBudget", "Role", "ServiceMonitor", "PrometheusRule", "Namespace", "ValidatingAdmissionPolicy", "NetworkPolicy"},
-			check:  checkGeneratedTLS,
+			want: []string{"ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding", "Service", "Deployment", "DaemonSet", "APIService"},
+			// No Secret: the adapter makes its certificates and the
+			// exporters' reserved-lane token at runtime.
+			absent: []string{"PodDisruptionBudget", "Secret", "ServiceMonitor", "PrometheusRule", "Namespace", "ValidatingAdmissionPolicy", "NetworkPolicy"},
+			check:  checkRuntimeTLS,
 		},
 		{
 			// The unverified certificate is there only when asked for twice.
 			name: "self-signed opt-in", release: "gs-self-signed",
-			args:   []string{"--set", "adapter.tls.source=selfSigned", "--set", "apiService.insecureSkipTLSVerify=true"},
-			want:   []string{"APIService", "Deployment"},
-			absent: []string{"Secret"}, renderOnly: true,
+			args:       []string{"--set", "adapter.tls.source=selfSigned", "--set", "apiService.insecureSkipTLSVerify=true"},
+			want:       []string{"APIService", "Deployment"},
+			renderOnly: true,
 			check: func(t *testing.T, objs []*unstructured.Unstructured) {
 				for _, o := range byKind(objs, "APIService") {
 					if skip, _, _ := unstructured.NestedBool(o.Object, "spec", "insecureSkipTLSVerify"); !skip {
@@ -109,57 +107,44 @@ func TestHelmChart(t *testing.T) {
 	}
 }
 
-// checkGeneratedTLS: by default the chart generates a CA and a serving
-// certificate, and every APIService verifies the adapter with that CA: the
-// Secret's certificate must chain to the caBundle for the Service's DNS
-// name, and nothing may skip verification.
-func checkGeneratedTLS(t *testing.T, objs []*unstructured.Unstructured) {
+// checkRuntimeTLS: by default the adapter keeps its own certificate
+// (--certs-secret): the render holds no certificate, every APIService
+// verifies the adapter (no insecureSkipTLSVerify) with a caBundle the
+// adapter writes, so none is rendered, and the adapter may write it.
+func checkRuntimeTLS(t *testing.T, objs []*unstructured.Unstructured) {
 	t.Helper()
-	secrets := byKind(objs, "Secret")
-	if len(secrets) != 1 {
-		t.Fatalf("%d Secrets rendered, want the adapter's TLS Secret", len(secrets))
-	}
-	data, _, _ := unstructured.NestedStringMap(secrets[0].Object, "data")
-	pemOf := func(key string) []byte {
-		b, err := base64.StdEncoding.DecodeString(data[key])
-		if err != nil || len(b) == 0 {
-			t.Fatalf("Secret %s: %s: %v", secrets[0].GetName(), key, err)
-		}
-		return b
-	}
-	if _, err := tls.X509KeyPair(pemOf("tls.crt"), pemOf("tls.key")); err != nil {
-		t.Errorf("the generated certificate and key do not match: %v", err)
-	}
-	var svc string
-	for _, o := range byKind(objs, "Service") {
-		if strings.HasSuffix(o.GetName(), "-adapter") {
-			svc = o.GetName() + "." + o.GetNamespace() + ".svc"
+	for _, s := range byKind(objs, "Secret") {
+		data, _, _ := unstructured.NestedMap(s.Object, "data")
+		for _, k := range []string{"tls.crt", "tls.key", "ca.crt"} {
+			if _, ok := data[k]; ok {
+				t.Errorf("Secret %s renders %s: the adapter makes its certificates", s.GetName(), k)
+			}
 		}
 	}
 	for _, o := range byKind(objs, "APIService") {
 		if skip, _, _ := unstructured.NestedBool(o.Object, "spec", "insecureSkipTLSVerify"); skip {
 			t.Errorf("APIService %s skips TLS verification by default", o.GetName())
 		}
-		ca, _, _ := unstructured.NestedString(o.Object, "spec", "caBundle")
-		if ca != data["ca.crt"] {
-			t.Errorf("APIService %s: caBundle is not the generated Secret's CA", o.GetName())
-			continue
+		if ca, ok, _ := unstructured.NestedString(o.Object, "spec", "caBundle"); ok {
+			t.Errorf("APIService %s renders a caBundle (%d bytes): the adapter writes it", o.GetName(), len(ca))
 		}
-		roots := x509.NewCertPool()
-		if !roots.AppendCertsFromPEM(pemOf("ca.crt")) {
-			t.Fatal("caBundle holds no certificate")
+	}
+	var args []string
+	for _, d := range byKind(objs, "Deployment") {
+		cs, _, _ := unstructured.NestedSlice(d.Object, "spec", "template", "spec", "containers")
+		for _, a := range cs[0].(map[string]any)["args"].([]any) {
+			args = append(args, a.(string))
 		}
-		block, _ := pem.Decode(pemOf("tls.crt"))
-		if block == nil {
-			t.Fatal("tls.crt holds no PEM block")
-		}
-		cert, err := x509.ParseCertificate(block.Bytes)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := cert.Verify(x509.VerifyOptions{DNSName: svc, Roots: roots}); err != nil {
-			t.Errorf("APIService %s would not verify the adapter at %s: %v", o.GetName(), svc, err)
-		}
+	}
+	if !slices.ContainsFunc(args, func(a string) bool { return strings.HasPrefix(a, "--certs-secret=") }) {
+		t.Errorf("adapter args %v: want --certs-secret", args)
+	}
+	var caBundleRole bool
+	for _, r := range byKind(objs, "ClusterRole") {
+		caBundleRole = caBundleRole || strings.HasSuffix(r.GetName(), ":ca-bundle")
+	}
+	if !caBundleRole {
+		t.Error("no ClusterRole lets the adapter write its APIServices' caBundle")
 	}
 }
 
@@ -272,6 +257,9 @@ func TestHelmNotes(t *testing.T) {
 		// nothing either way).
 		"--set", "apiService.takeOver.custom.v1beta2=true", "--set", "apiService.takeOver.custom.v1beta1=true",
 		"--set", "apiService.takeOver.external.v1beta1=true",
+		// The KEDA scaler and monitors behind a NetworkPolicy: the notes
+		// print the scalerAddress and warn that Prometheus is kept out.
+		"--set", "kedaScaler.enabled=true", "--set", "kedaScaler.kedaNamespace="+ns, "--set", "networkPolicy.enabled=true", "--set", "serviceMonitor.enabled=true",
 		"--dry-run=server", "--take-ownership", "--kubeconfig", env.Cluster.AdminKubeconfig())
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
@@ -282,6 +270,16 @@ func TestHelmNotes(t *testing.T) {
 	_, notes, ok := strings.Cut(string(out), "\nNOTES:\n")
 	if !ok {
 		t.Fatalf("no NOTES in helm's output:\n%s", out)
+	}
+	// They name this release's objects, not the plain manifests'.
+	for _, want := range []string{"gs-notes-gpuscale:metrics-reader", "scalerAddress: gs-notes-gpuscale-adapter." + ns + ".svc:6000",
+		ns + "/gs-notes-gpuscale-keda-client", "WARNING: networkPolicy.enabled admits only"} {
+		if !strings.Contains(notes, want) {
+			t.Errorf("NOTES lack %q:\n%s", want, notes)
+		}
+	}
+	if strings.Contains(notes, " gpuscale:metrics-reader") {
+		t.Errorf("NOTES name gpuscale:metrics-reader, which release gs-notes does not create:\n%s", notes)
 	}
 	var raws int
 	for _, line := range strings.Split(notes, "\n") {

@@ -12,11 +12,11 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/util/wait"
 	cmv1beta2 "k8s.io/metrics/pkg/apis/custom_metrics/v1beta2"
 	emv1beta1 "k8s.io/metrics/pkg/apis/external_metrics/v1beta1"
 
 	"github.com/gpuscale/gpuscale/internal/devenv"
+	"github.com/gpuscale/gpuscale/internal/testenv"
 )
 
 // namespace creates a fresh namespace for one test and deletes it after.
@@ -43,7 +43,7 @@ func deployment(t *testing.T, ns, name string, replicas int32) labels.Selector {
 		t.Fatal(err)
 	}
 	sel := labels.SelectorFromSet(d.Spec.Selector.MatchLabels)
-	waitFor(t, 60*time.Second, fmt.Sprintf("%d ready replicas of %s/%s", replicas, ns, name), func(ctx context.Context) (bool, error) {
+	testenv.WaitFor(t, 60*time.Second, fmt.Sprintf("%d ready replicas of %s/%s", replicas, ns, name), func(ctx context.Context) (bool, error) {
 		got, err := env.Cluster.Client().AppsV1().Deployments(ns).Get(ctx, name, metav1.GetOptions{})
 		return err == nil && got.Status.ReadyReplicas == replicas, nil
 	})
@@ -79,13 +79,25 @@ func getHPA(t *testing.T, ns, name string) *autoscalingv2.HorizontalPodAutoscale
 	return h
 }
 
-func waitFor(t *testing.T, timeout time.Duration, what string, cond func(context.Context) (bool, error)) time.Duration {
+// metricRequests is the adapter's counter of the metrics API requests it
+// answered, by api, metric, resource and result.
+const metricRequests = "gpuscale_adapter_metric_requests_total"
+
+// awaitAdapterReads waits until the adapter has answered n more metrics
+// API requests matching labels (of metricRequests) than it had when
+// called: n more syncs of an HPA that reads such a metric, so that a test
+// judges what the HPA did on them, not on a fixed time. Another HPA that
+// reads the same metric shortens the wait: keep n above one.
+func awaitAdapterReads(t *testing.T, n int, labels map[string]string) {
 	t.Helper()
-	start := time.Now()
-	if err := wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, timeout, true, cond); err != nil {
-		t.Fatalf("waiting %v for %s: %v", timeout, what, err)
+	start, err := env.AdapterCounter(context.Background(), metricRequests, labels)
+	if err != nil {
+		t.Fatal(err)
 	}
-	return time.Since(start)
+	testenv.WaitFor(t, time.Duration(n)*hpaSync+30*time.Second, fmt.Sprintf("%d more adapter requests %v", n, labels), func(ctx context.Context) (bool, error) {
+		c, err := env.AdapterCounter(ctx, metricRequests, labels)
+		return err == nil && c >= start+float64(n), nil
+	})
 }
 
 // raw GETs a path through the kube-apiserver, as `kubectl get --raw` does.

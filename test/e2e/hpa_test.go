@@ -8,6 +8,8 @@ import (
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/gpuscale/gpuscale/internal/testenv"
 )
 
 func podsMetric(name, average string) autoscalingv2.MetricSpec {
@@ -35,23 +37,23 @@ func TestHPAQueueDepth(t *testing.T) {
 	sel := deployment(t, ns, "llm", 1)
 	hpa(t, ns, "llm", 1, 4, podsMetric("inference_queue_depth", "5"))
 	path := "/apis/custom.metrics.k8s.io/v1beta2/namespaces/" + ns + "/pods/*/inference_queue_depth"
-	waitFor(t, 30*time.Second, "the idle queue to be served", func(ctx context.Context) (bool, error) {
+	testenv.WaitFor(t, 30*time.Second, "the idle queue to be served", func(ctx context.Context) (bool, error) {
 		l, err := customList(ctx, path)
 		return err == nil && len(l.Items) == 1, nil
 	})
 
 	step := time.Now()
 	env.World.SetRate(ns, sel, 45) // about three replicas' capacity
-	toValue := waitFor(t, 30*time.Second, "the queue to show in the API", func(ctx context.Context) (bool, error) {
+	toValue := testenv.WaitFor(t, 30*time.Second, "the queue to show in the API", func(ctx context.Context) (bool, error) {
 		l, err := customList(ctx, path)
 		return err == nil && len(l.Items) > 0 && milli(l.Items[0].Value) > 5, nil
 	})
-	waitFor(t, 60*time.Second, "desired replicas > 1", func(ctx context.Context) (bool, error) {
+	testenv.WaitFor(t, 60*time.Second, "desired replicas > 1", func(ctx context.Context) (bool, error) {
 		d, _ := replicas(ctx, ns, "llm")
 		return d > 1, nil
 	})
 	toDesired := time.Since(step)
-	waitFor(t, 90*time.Second, "at least 3 replicas", func(ctx context.Context) (bool, error) {
+	testenv.WaitFor(t, 90*time.Second, "at least 3 replicas", func(ctx context.Context) (bool, error) {
 		_, c := replicas(ctx, ns, "llm")
 		return c >= 3, nil
 	})
@@ -59,7 +61,7 @@ func TestHPAQueueDepth(t *testing.T) {
 		toValue.Round(10*time.Millisecond), toDesired.Round(10*time.Millisecond), (toDesired - toValue).Round(10*time.Millisecond), scrapeInterval, hpaSync)
 
 	env.World.SetRate(ns, sel, 0)
-	waitFor(t, 120*time.Second, "scale back to 1 after the load stops", func(ctx context.Context) (bool, error) {
+	testenv.WaitFor(t, 120*time.Second, "scale back to 1 after the load stops", func(ctx context.Context) (bool, error) {
 		_, c := replicas(ctx, ns, "llm")
 		return c == 1, nil
 	})
@@ -72,7 +74,7 @@ func TestHPAGPUUtilization(t *testing.T) {
 	ns := namespace(t, "e2e-gpu")
 	sel := deployment(t, ns, "llm", 1)
 	hpa(t, ns, "llm", 1, 3, podsMetric("gpu_utilization", "70"))
-	waitFor(t, 30*time.Second, "the HPA to read GPU utilization", func(ctx context.Context) (bool, error) {
+	testenv.WaitFor(t, 30*time.Second, "the HPA to read GPU utilization", func(ctx context.Context) (bool, error) {
 		h := getHPA(t, ns, "llm")
 		return len(h.Status.CurrentMetrics) > 0 && h.Status.DesiredReplicas > 0, nil
 	})
@@ -80,7 +82,7 @@ func TestHPAGPUUtilization(t *testing.T) {
 		t.Fatalf("idle GPUs: desired %d, want 1", d)
 	}
 	env.World.SetRate(ns, sel, 14) // one replica is busy almost all the time
-	waitFor(t, 60*time.Second, "scale-up on hot GPUs", func(ctx context.Context) (bool, error) {
+	testenv.WaitFor(t, 60*time.Second, "scale-up on hot GPUs", func(ctx context.Context) (bool, error) {
 		_, c := replicas(ctx, ns, "llm")
 		return c >= 2, nil
 	})
@@ -100,7 +102,7 @@ func TestHPATTFTObject(t *testing.T) {
 	}})
 	env.World.SetRate(ns, sel, 5) // well within capacity: TTFT is the prefill time
 	path := "/apis/custom.metrics.k8s.io/v1beta2/namespaces/" + ns + "/deployments.apps/llm/inference_ttft_seconds_p90"
-	waitFor(t, 40*time.Second, "a low TTFT p90", func(ctx context.Context) (bool, error) {
+	testenv.WaitFor(t, 40*time.Second, "a low TTFT p90", func(ctx context.Context) (bool, error) {
 		v, err := customValue(ctx, path)
 		return err == nil && milli(v.Value) < 1, nil
 	})
@@ -108,11 +110,11 @@ func TestHPATTFTObject(t *testing.T) {
 		t.Fatalf("TTFT under target: %d replicas, want 1", c)
 	}
 	env.World.SetRate(ns, sel, 30) // twice one replica's capacity: the queue makes TTFT grow
-	waitFor(t, 60*time.Second, "TTFT p90 above the target", func(ctx context.Context) (bool, error) {
+	testenv.WaitFor(t, 60*time.Second, "TTFT p90 above the target", func(ctx context.Context) (bool, error) {
 		v, err := customValue(ctx, path)
 		return err == nil && milli(v.Value) > 1, nil
 	})
-	waitFor(t, 60*time.Second, "scale-up on TTFT", func(ctx context.Context) (bool, error) {
+	testenv.WaitFor(t, 60*time.Second, "scale-up on TTFT", func(ctx context.Context) (bool, error) {
 		_, c := replicas(ctx, ns, "llm")
 		return c >= 2, nil
 	})

@@ -10,12 +10,15 @@ import (
 	"testing"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/gpuscale/gpuscale/internal/devenv"
+	"github.com/gpuscale/gpuscale/internal/testenv"
 	"github.com/gpuscale/gpuscale/pkg/scaledown"
 )
 
@@ -80,7 +83,7 @@ func protectionScenario(t *testing.T, ns string) {
 	}
 	start := time.Now()
 	env.World.SetRate(ns, labels.SelectorFromSet(labels.Set{"serve": "yes"}), 10)
-	toProtect := waitFor(t, 30*time.Second, "safe-to-evict=false on the serving pod", func(ctx context.Context) (bool, error) {
+	toProtect := testenv.WaitFor(t, 30*time.Second, "safe-to-evict=false on the serving pod", func(ctx context.Context) (bool, error) {
 		return podAnnotation(ctx, ns, serving, scaledown.SafeToEvictAnnotation) == "false", nil
 	})
 	if v := podAnnotation(context.Background(), ns, idle, scaledown.SafeToEvictAnnotation); v != "" {
@@ -90,7 +93,7 @@ func protectionScenario(t *testing.T, ns string) {
 	t.Logf("serving pod %s on %s protected %v after the load started", serving, n.Spec.NodeName, time.Since(start).Round(10*time.Millisecond))
 
 	env.World.SetRate(ns, labels.SelectorFromSet(labels.Set{"serve": "yes"}), 0)
-	toClear := waitFor(t, scaleDownIdle+30*time.Second, "safe-to-evict cleared once idle", func(ctx context.Context) (bool, error) {
+	toClear := testenv.WaitFor(t, scaleDownIdle+30*time.Second, "safe-to-evict cleared once idle", func(ctx context.Context) (bool, error) {
 		return podAnnotation(ctx, ns, serving, scaledown.SafeToEvictAnnotation) == "", nil
 	})
 	t.Logf("FIGURE protection (%s): load -> safe-to-evict=false in %v; load stops -> cleared in %v (--scale-down-idle-time %v)",
@@ -111,14 +114,14 @@ func scaleDownRun(t *testing.T, name string, managed bool, from, to int32) (befo
 	if managed {
 		waitCosts(t, ns, int(from))
 		// The ReplicaSet controller reads costs from its own informer.
-		time.Sleep(time.Second)
+		awaitReplicaSetController(t, ns)
 	}
 	start := time.Now()
 	patch := []byte(fmt.Sprintf(`{"spec":{"replicas":%d}}`, to))
 	if _, err := env.Cluster.Client().AppsV1().Deployments(ns).Patch(context.Background(), "llm", types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 60*time.Second, fmt.Sprintf("%d replicas left, all Ready", to), func(ctx context.Context) (bool, error) {
+	testenv.WaitFor(t, 60*time.Second, fmt.Sprintf("%d replicas left, all Ready", to), func(ctx context.Context) (bool, error) {
 		l, err := env.Cluster.Client().CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
 		if err != nil || len(l.Items) != int(to) {
 			return false, nil
@@ -133,6 +136,40 @@ func scaleDownRun(t *testing.T, name string, managed bool, from, to int32) (befo
 	return before, podsPerNode(activePods(t, ns)), time.Since(start)
 }
 
+// awaitReplicaSetController waits until the ReplicaSet controller's pod
+// informer holds every pod change made before the call. Its watch
+// delivers pod events in order, so once the controller acts on a pod
+// created now, it has the earlier changes too: a pod that matches a
+// ReplicaSet of zero replicas, which the controller adopts and deletes.
+// The pod cannot be scheduled, so it goes at once and never takes a node.
+func awaitReplicaSetController(t *testing.T, ns string) {
+	t.Helper()
+	ctx := context.Background()
+	sel := map[string]string{"e2e.gpuscale.io/sentinel": "replicaset-controller"}
+	spec := corev1.PodSpec{
+		Containers:   []corev1.Container{{Name: "sentinel", Image: "gpuscale.io/sentinel:none"}},
+		NodeSelector: map[string]string{"e2e.gpuscale.io/no-such-node": "true"},
+	}
+	zero := int32(0)
+	rs := &appsv1.ReplicaSet{
+		ObjectMeta: metav1.ObjectMeta{Name: "sentinel", Namespace: ns},
+		Spec: appsv1.ReplicaSetSpec{Replicas: &zero, Selector: &metav1.LabelSelector{MatchLabels: sel},
+			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: sel}, Spec: spec}},
+	}
+	if _, err := env.Cluster.Client().AppsV1().ReplicaSets(ns).Create(ctx, rs, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{GenerateName: "sentinel-", Namespace: ns, Labels: sel}, Spec: spec}
+	pod, err := env.Cluster.Client().CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	testenv.WaitFor(t, 60*time.Second, "the ReplicaSet controller to delete the sentinel pod "+pod.Name, func(ctx context.Context) (bool, error) {
+		_, err := env.Cluster.Client().CoreV1().Pods(ns).Get(ctx, pod.Name, metav1.GetOptions{})
+		return apierrors.IsNotFound(err), nil
+	})
+}
+
 // gpuDeployment creates the inference Deployment with, when managed, the
 // scale-down label in the pod template, and waits for its replicas.
 func gpuDeployment(t *testing.T, ns, name string, replicas int32, managed bool) {
@@ -145,7 +182,7 @@ func gpuDeployment(t *testing.T, ns, name string, replicas int32, managed bool) 
 	if _, err := env.Cluster.Client().AppsV1().Deployments(ns).Create(context.Background(), d, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 90*time.Second, fmt.Sprintf("%d ready replicas of %s/%s", replicas, ns, name), func(ctx context.Context) (bool, error) {
+	testenv.WaitFor(t, 90*time.Second, fmt.Sprintf("%d ready replicas of %s/%s", replicas, ns, name), func(ctx context.Context) (bool, error) {
 		got, err := env.Cluster.Client().AppsV1().Deployments(ns).Get(ctx, name, metav1.GetOptions{})
 		return err == nil && got.Status.ReadyReplicas == replicas, nil
 	})
@@ -157,7 +194,7 @@ func gpuDeployment(t *testing.T, ns, name string, replicas int32, managed bool) 
 func waitCosts(t *testing.T, ns string, n int) []corev1.Pod {
 	t.Helper()
 	var pods []corev1.Pod
-	waitFor(t, 60*time.Second, fmt.Sprintf("deletion costs on %d pods matching their placement", n), func(ctx context.Context) (bool, error) {
+	testenv.WaitFor(t, 60*time.Second, fmt.Sprintf("deletion costs on %d pods matching their placement", n), func(ctx context.Context) (bool, error) {
 		l, err := env.Cluster.Client().CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
 		if err != nil || len(l.Items) != n {
 			return false, nil
@@ -217,7 +254,7 @@ func cost(p *corev1.Pod) int {
 // namespaces are deleted at their end), so the placement is this test's.
 func waitNoOtherGPUPods(t *testing.T, ns string) {
 	t.Helper()
-	waitFor(t, 120*time.Second, "GPU pods of other tests to go", func(ctx context.Context) (bool, error) {
+	testenv.WaitFor(t, 120*time.Second, "GPU pods of other tests to go", func(ctx context.Context) (bool, error) {
 		l, err := env.Cluster.Client().CoreV1().Pods("").List(ctx, metav1.ListOptions{})
 		if err != nil {
 			return false, nil

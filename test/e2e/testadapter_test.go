@@ -7,7 +7,6 @@ import (
 	"crypto/x509"
 	"encoding/json"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -18,37 +17,31 @@ import (
 	"time"
 
 	"github.com/gpuscale/gpuscale/internal/childproc"
+	"github.com/gpuscale/gpuscale/internal/testenv"
 )
 
-// testAdapter is custom-metrics-apiserver's own test adapter
-// (sigs.k8s.io/custom-metrics-apiserver/test-adapter, built from the module
-// gpuscale requires): a second, real metrics API server on loopback, with
+// testAdapter is custom-metrics-apiserver's own test adapter (its fake
+// provider, from the module gpuscale requires, run by ./testadapter so
+// that its write endpoint takes a free port): a second, real metrics API
+// server on loopback, with
 // delegated authentication (it trusts the cluster's front-proxy CA from the
 // extension-apiserver-authentication ConfigMap) and delegated
 // authorization (SubjectAccessReviews to the local kube-apiserver), and an
 // audit log that records who each request was served for.
 type testAdapter struct {
 	url       string // https://127.0.0.1:PORT
+	writeURL  string // http://127.0.0.1:PORT, where fake values are set
 	caFile    string // verifies its serving certificate
 	auditPath string
 }
-
-// testAdapterWritePort is where the test adapter serves its write
-// endpoint: fixed in its main.go (":8080"), so the test checks it is free.
-const testAdapterWritePort = 8080
 
 func startTestAdapter(t *testing.T) *testAdapter {
 	t.Helper()
 	dir := t.TempDir()
 	bin := filepath.Join(dir, "test-adapter")
-	build := exec.Command("go", "build", "-o", bin, "sigs.k8s.io/custom-metrics-apiserver/test-adapter")
+	build := exec.Command("go", "build", "-o", bin, "./testadapter")
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("build the test adapter: %v\n%s", err, out)
-	}
-	if l, err := net.Listen("tcp", ":"+strconv.Itoa(testAdapterWritePort)); err != nil {
-		t.Fatalf("the test adapter's write endpoint needs port %d (fixed in its main.go): %v", testAdapterWritePort, err)
-	} else {
-		l.Close()
 	}
 	kubeconfig, err := env.Cluster.Kubeconfig("federation-test-adapter", "system:masters")
 	if err != nil {
@@ -60,9 +53,14 @@ func startTestAdapter(t *testing.T) *testAdapter {
 	}
 	ta := &testAdapter{caFile: writeTestFile(t, dir, "ca.crt", caPEM), auditPath: filepath.Join(dir, "audit.log")}
 	policy := writeTestFile(t, dir, "audit-policy.yaml", []byte("apiVersion: audit.k8s.io/v1\nkind: Policy\nrules:\n- level: Metadata\n"))
-	port := freeLoopbackPort(t)
+	ports, err := testenv.FreePorts(2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	port, writePort := ports[0], ports[1]
 	ta.url = "https://127.0.0.1:" + strconv.Itoa(port)
-	args := []string{"--secure-port=" + strconv.Itoa(port), "--bind-address=127.0.0.1",
+	ta.writeURL = "http://127.0.0.1:" + strconv.Itoa(writePort)
+	args := []string{"--secure-port=" + strconv.Itoa(port), "--bind-address=127.0.0.1", "--write-address=127.0.0.1:" + strconv.Itoa(writePort),
 		"--tls-cert-file=" + writeTestFile(t, dir, "tls.crt", certPEM), "--tls-private-key-file=" + writeTestFile(t, dir, "tls.key", keyPEM),
 		"--lister-kubeconfig=" + kubeconfig, "--authentication-kubeconfig=" + kubeconfig, "--authorization-kubeconfig=" + kubeconfig,
 		"--audit-log-path=" + ta.auditPath, "--audit-policy-file=" + policy, "--v=2"}
@@ -72,15 +70,9 @@ func startTestAdapter(t *testing.T) *testAdapter {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = p.Stop() })
-	client := ta.httpClient(t)
-	waitFor(t, 60*time.Second, "the test adapter to be ready (log "+logPath+")", func(ctx context.Context) (bool, error) {
-		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, ta.url+"/readyz", nil)
-		resp, err := client.Do(req)
-		if err != nil {
-			return false, nil
-		}
-		resp.Body.Close()
-		return resp.StatusCode == http.StatusOK, nil
+	ready := testenv.HTTPOK(ta.httpClient(t), ta.url+"/readyz")
+	testenv.WaitFor(t, 60*time.Second, "the test adapter to be ready (log "+logPath+")", func(ctx context.Context) (bool, error) {
+		return ready(ctx), nil
 	})
 	return ta
 }
@@ -100,7 +92,7 @@ func (ta *testAdapter) httpClient(t *testing.T) *http.Client {
 // adapter's write endpoint.
 func (ta *testAdapter) setObjectMetric(t *testing.T, ns, resource, name, metric, value string) {
 	t.Helper()
-	u := fmt.Sprintf("http://127.0.0.1:%d/write-metrics/namespaces/%s/%s/%s/%s", testAdapterWritePort, ns, resource, name, metric)
+	u := fmt.Sprintf("%s/write-metrics/namespaces/%s/%s/%s/%s", ta.writeURL, ns, resource, name, metric)
 	req, _ := http.NewRequest(http.MethodPost, u, strings.NewReader(strconv.Quote(value)))
 	req.Header.Set("Content-Type", "application/json")
 	resp, err := http.DefaultClient.Do(req)
@@ -160,14 +152,4 @@ func writeTestFile(t *testing.T, dir, name string, b []byte) string {
 		t.Fatal(err)
 	}
 	return p
-}
-
-func freeLoopbackPort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
 }

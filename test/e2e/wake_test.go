@@ -15,6 +15,7 @@ import (
 	"github.com/gpuscale/gpuscale/internal/devenv"
 	"github.com/gpuscale/gpuscale/internal/localcluster"
 	"github.com/gpuscale/gpuscale/internal/simworld"
+	"github.com/gpuscale/gpuscale/internal/testenv"
 	"github.com/gpuscale/gpuscale/pkg/inferencesim"
 )
 
@@ -40,16 +41,16 @@ func wakeScenario(t *testing.T, ns string, metric autoscalingv2.MetricSpec) *sim
 		t.Fatal(err)
 	}
 	var router *simworld.Router
-	waitFor(t, 30*time.Second, "the router to run", func(context.Context) (bool, error) {
+	testenv.WaitFor(t, 30*time.Second, "the router to run", func(context.Context) (bool, error) {
 		router = env.World.Router(ns, "epp")
 		return router != nil, nil
 	})
-	waitFor(t, 30*time.Second, "one ready replica", func(ctx context.Context) (bool, error) {
+	testenv.WaitFor(t, 30*time.Second, "one ready replica", func(ctx context.Context) (bool, error) {
 		got, err := client.AppsV1().Deployments(ns).Get(ctx, "llm", metav1.GetOptions{})
 		return err == nil && got.Status.ReadyReplicas == 1, nil
 	})
 	hpa(t, ns, "llm", 0, 2, metric)
-	waitFor(t, 60*time.Second, "the HPA to scale the idle model to zero", func(ctx context.Context) (bool, error) {
+	testenv.WaitFor(t, 60*time.Second, "the HPA to scale the idle model to zero", func(ctx context.Context) (bool, error) {
 		got, err := client.AppsV1().Deployments(ns).Get(ctx, "llm", metav1.GetOptions{})
 		return err == nil && *got.Spec.Replicas == 0 && got.Status.Replicas == 0, nil
 	})
@@ -88,11 +89,11 @@ func TestWakeFromZeroHPA(t *testing.T) {
 			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"model_name": "model-llm"}}},
 		Target: autoscalingv2.MetricTarget{Type: autoscalingv2.AverageValueMetricType, AverageValue: &one},
 	}})
-	waitFor(t, 30*time.Second, "the idle router's zero in the External API", func(ctx context.Context) (bool, error) {
+	testenv.WaitFor(t, 30*time.Second, "the idle router's zero in the External API", func(ctx context.Context) (bool, error) {
 		l, err := externalList(ctx, externalQueue(ns, "model-llm"))
 		return err == nil && len(l.Items) == 1 && l.Items[0].Value.IsZero(), nil
 	})
-	wake(t, ns, router, "hpa")
+	wake(t, ns, router, "hpa", map[string]string{"api": "external", "metric": "inference_queue_depth", "resource": "namespaces"})
 }
 
 // TestWakeFromZeroHPAObject: the same through the Deployment's Object
@@ -108,14 +109,15 @@ func TestWakeFromZeroHPAObject(t *testing.T) {
 			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"model_name": "model-llm"}}},
 		Target: autoscalingv2.MetricTarget{Type: autoscalingv2.ValueMetricType, Value: &one},
 	}})
-	wake(t, ns, router, "hpa object")
+	wake(t, ns, router, "hpa object", map[string]string{"api": "custom", "metric": "inference_queue_depth", "resource": "deployments.apps"})
 }
 
-// wake checks that the HPA holds the model at zero on its metric, sends
-// the first requests to the router, measures the time to the first token
-// and checks that every held request is answered and none refused; then
-// the idle model goes back to zero.
-func wake(t *testing.T, ns string, router *simworld.Router, figure string) {
+// wake checks that the HPA holds the model at zero on its metric (reads,
+// the adapter's request counter labels of it), sends the first requests
+// to the router, measures the time to the first token and checks that
+// every held request is answered and none refused; then the idle model
+// goes back to zero.
+func wake(t *testing.T, ns string, router *simworld.Router, figure string, reads map[string]string) {
 	t.Helper()
 	ctx := context.Background()
 	var status autoscalingv2.HorizontalPodAutoscalerStatus
@@ -125,8 +127,9 @@ func wake(t *testing.T, ns string, router *simworld.Router, figure string) {
 	}); err != nil {
 		t.Fatalf("the HPA does not hold the model at zero on its metric: status %+v", status)
 	}
-	// Held at zero for a sync period: nothing scaled it up.
-	time.Sleep(hpaSync)
+	// Held at zero over three syncs that read the metric: nothing
+	// scaled it up.
+	awaitAdapterReads(t, 3, reads)
 	if d, _ := replicas(ctx, ns, "llm"); d != 0 {
 		t.Fatalf("idle model: desired %d replicas, want 0", d)
 	}
@@ -158,7 +161,7 @@ func wake(t *testing.T, ns string, router *simworld.Router, figure string) {
 	t.Logf("wake-from-zero %s: first request -> HPA scales to 1: %.2f s; -> the Deployment counts it Ready: %.2f s; -> first token: %.2f s (scrape interval %.0f s)",
 		figure, scaled.Seconds(), ready.Seconds(), woke.Seconds(), scrapeInterval.Seconds())
 
-	waitFor(t, 30*time.Second, "every held request forwarded and answered", func(context.Context) (bool, error) {
+	testenv.WaitFor(t, 30*time.Second, "every held request forwarded and answered", func(context.Context) (bool, error) {
 		s := router.Stats()
 		return s.Held == 0 && s.FirstTokens == s.Received, nil
 	})
@@ -166,7 +169,7 @@ func wake(t *testing.T, ns string, router *simworld.Router, figure string) {
 		t.Fatalf("router after the wake: %+v; want 4 received, buffered, forwarded and answered, no errors", s)
 	}
 	// Idle again, the model goes back to zero.
-	waitFor(t, 60*time.Second, "scale back to zero", func(ctx context.Context) (bool, error) {
+	testenv.WaitFor(t, 60*time.Second, "scale back to zero", func(ctx context.Context) (bool, error) {
 		d, err := env.Cluster.Client().AppsV1().Deployments(ns).Get(ctx, "llm", metav1.GetOptions{})
 		return err == nil && d.Status.Replicas == 0 && *d.Spec.Replicas == 0, nil
 	})

@@ -20,6 +20,7 @@ import (
 
 	"github.com/gpuscale/gpuscale/internal/devenv"
 	"github.com/gpuscale/gpuscale/internal/kedaenv"
+	"github.com/gpuscale/gpuscale/internal/testenv"
 )
 
 // Timings: short, so the scenario fits in a couple of minutes.
@@ -66,11 +67,12 @@ func run(m *testing.M) int {
 		fmt.Fprintf(os.Stderr, "keda: %v\n", err)
 		return 1
 	}
-	port, err := freePort()
+	ports, err := testenv.FreePorts(1)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "keda: %v\n", err)
 		return 1
 	}
+	port := ports[0]
 	scalerAddr = net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
 	env, err = devenv.Up(ctx, devenv.Options{
 		Dir: dir, Nodes: 2, GPUsPerNode: 8, HPASyncPeriod: hpaSync, Logger: log,
@@ -100,15 +102,6 @@ func run(m *testing.M) int {
 	fmt.Printf("keda: environment and KEDA up in %v (logs in %s)\n", time.Since(start).Round(time.Millisecond), dir)
 	code = m.Run()
 	return code
-}
-
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
 func needEnv(t *testing.T) {

@@ -15,9 +15,9 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/gpuscale/gpuscale/internal/devenv"
+	"github.com/gpuscale/gpuscale/internal/testenv"
 )
 
 // namespace creates a fresh namespace for one test and deletes it after.
@@ -128,18 +128,6 @@ func replicas(ctx context.Context, ns, name string) (ready, want int32) {
 	return d.Status.ReadyReplicas, *d.Spec.Replicas
 }
 
-func waitFor(t *testing.T, timeout time.Duration, what string, cond func(context.Context) bool) time.Duration {
-	t.Helper()
-	start := time.Now()
-	err := wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
-		return cond(ctx), nil
-	})
-	if err != nil {
-		t.Fatalf("waiting %v for %s: %v", timeout, what, err)
-	}
-	return time.Since(start)
-}
-
 // TestKEDAObjectTrigger: a ScaledObject whose gpuscale trigger reads the
 // Deployment's inference_queue_depth (an Object value) scales it from 1
 // to at least 2 under load and to 0 once idle, through KEDA's operator,
@@ -149,9 +137,9 @@ func TestKEDAObjectTrigger(t *testing.T) {
 	ns := namespace(t, "keda-object")
 	scalerAuth(t, ns)
 	sel := deploy(t, ns, "llm", 1)
-	waitFor(t, 60*time.Second, "1 ready replica", func(ctx context.Context) bool {
+	testenv.WaitFor(t, 60*time.Second, "1 ready replica", func(ctx context.Context) (bool, error) {
 		r, _ := replicas(ctx, ns, "llm")
-		return r == 1
+		return r == 1, nil
 	})
 	env.World.SetRate(ns, sel, 45) // about three replicas' capacity: the queue grows
 	// KEDA scales a new ScaledObject's workload to zero at its first check
@@ -160,27 +148,27 @@ func TestKEDAObjectTrigger(t *testing.T) {
 	// the adapter serves a queue for it, or the replica it would scrape is
 	// gone before the first scrape.
 	path := "/apis/custom.metrics.k8s.io/v1beta2/namespaces/" + ns + "/deployments.apps/llm/inference_queue_depth"
-	waitFor(t, 60*time.Second, "the adapter to serve a queue for the Deployment", func(ctx context.Context) bool {
+	testenv.WaitFor(t, 60*time.Second, "the adapter to serve a queue for the Deployment", func(ctx context.Context) (bool, error) {
 		out, err := env.Cluster.Kubectl(ctx, "get", "--raw", path)
 		if err != nil {
-			return false
+			return false, nil
 		}
 		var list struct {
 			Items []struct {
 				Value resource.Quantity `json:"value"`
 			} `json:"items"`
 		}
-		return json.Unmarshal(out, &list) == nil && len(list.Items) == 1 && list.Items[0].Value.Sign() > 0
+		return json.Unmarshal(out, &list) == nil && len(list.Items) == 1 && list.Items[0].Value.Sign() > 0, nil
 	})
 	scaledObject(t, ns, "llm", 3, map[string]string{"signal": "inference_queue_depth", "object": "deployment/llm", "target": "5"})
-	waitFor(t, 90*time.Second, "KEDA's HPA to scale to at least 2", func(ctx context.Context) bool {
+	testenv.WaitFor(t, 90*time.Second, "KEDA's HPA to scale to at least 2", func(ctx context.Context) (bool, error) {
 		r, _ := replicas(ctx, ns, "llm")
-		return r >= 2
+		return r >= 2, nil
 	})
 	env.World.SetRate(ns, sel, 0)
-	took := waitFor(t, 90*time.Second, "KEDA to scale the idle Deployment to 0", func(ctx context.Context) bool {
+	took := testenv.WaitFor(t, 90*time.Second, "KEDA to scale the idle Deployment to 0", func(ctx context.Context) (bool, error) {
 		_, want := replicas(ctx, ns, "llm")
-		return want == 0
+		return want == 0, nil
 	})
 	t.Logf("idle -> 0 replicas in %v (cooldownPeriod 5s)", took.Round(100*time.Millisecond))
 }
@@ -196,15 +184,15 @@ func TestKEDAWrongMetadata(t *testing.T) {
 	scalerAuth(t, ns)
 	deploy(t, ns, "llm", 1)
 	scaledObject(t, ns, "llm", 2, map[string]string{"signal": "gpu_temperature", "object": "deployment/llm", "target": "5"})
-	waitFor(t, 60*time.Second, "the ScaledObject to be refused (Ready False, ScaledObjectCheckFailed)", func(ctx context.Context) bool {
+	testenv.WaitFor(t, 60*time.Second, "the ScaledObject to be refused (Ready False, ScaledObjectCheckFailed)", func(ctx context.Context) (bool, error) {
 		out, err := env.Cluster.Kubectl(ctx, "get", "scaledobject", "llm", "-n", ns, "-o",
 			`jsonpath={.status.conditions[?(@.type=="Ready")].status} {.status.conditions[?(@.type=="Ready")].reason}`)
-		return err == nil && strings.TrimSpace(string(out)) == "False ScaledObjectCheckFailed"
+		return err == nil && strings.TrimSpace(string(out)) == "False ScaledObjectCheckFailed", nil
 	})
 	want := `"namespace":"` + ns + `","name":"llm","error":"rpc error: code = NotFound desc = signal \"gpu_temperature\" is not served by gpuscale`
-	waitFor(t, 30*time.Second, "KEDA's operator to log the scaler's gRPC error", func(context.Context) bool {
+	testenv.WaitFor(t, 30*time.Second, "KEDA's operator to log the scaler's gRPC error", func(context.Context) (bool, error) {
 		b, err := os.ReadFile(kedaRun.OperatorLog())
-		return err == nil && strings.Contains(string(b), want)
+		return err == nil && strings.Contains(string(b), want), nil
 	})
 }
 

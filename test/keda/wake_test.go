@@ -10,8 +10,13 @@ import (
 	"github.com/gpuscale/gpuscale/internal/devenv"
 	"github.com/gpuscale/gpuscale/internal/localcluster"
 	"github.com/gpuscale/gpuscale/internal/simworld"
+	"github.com/gpuscale/gpuscale/internal/testenv"
 	"github.com/gpuscale/gpuscale/pkg/inferencesim"
 )
+
+// kedaRequests is the adapter's counter of the calls KEDA makes to its
+// scaler port, by method and gRPC code.
+const kedaRequests = "gpuscale_adapter_keda_scaler_requests_total"
 
 // modelLoad is how long a woken replica takes to become Ready, as a model
 // server loading its weights does (kwok's ready-after stage); the HPA
@@ -40,17 +45,26 @@ func TestKEDAWakeFromZero(t *testing.T) {
 		t.Fatal(err)
 	}
 	var router *simworld.Router
-	waitFor(t, 30*time.Second, "the router to run", func(context.Context) bool {
+	testenv.WaitFor(t, 30*time.Second, "the router to run", func(context.Context) (bool, error) {
 		router = env.World.Router(ns, "epp")
-		return router != nil
+		return router != nil, nil
 	})
 	scaledObject(t, ns, "llm", 3, map[string]string{"signal": "inference_queue_depth", "model": "model-llm", "target": "1", "activationTarget": "0"})
-	waitFor(t, 90*time.Second, "KEDA to scale the idle model to zero", func(ctx context.Context) bool {
+	testenv.WaitFor(t, 90*time.Second, "KEDA to scale the idle model to zero", func(ctx context.Context) (bool, error) {
 		ready, want := replicas(ctx, ns, "llm")
-		return want == 0 && ready == 0
+		return want == 0 && ready == 0, nil
 	})
-	// Held at zero: the idle router's queue is 0, inactive.
-	time.Sleep(3 * time.Second)
+	// Held at zero: the idle router's queue is 0, inactive, over three
+	// more checks by KEDA's scale loop (each ends with IsActive).
+	isActive := map[string]string{"method": "IsActive", "code": "OK"}
+	checked, err := env.AdapterCounter(ctx, kedaRequests, isActive)
+	if err != nil {
+		t.Fatal(err)
+	}
+	testenv.WaitFor(t, 30*time.Second, "KEDA's operator to check the idle trigger 3 more times", func(ctx context.Context) (bool, error) {
+		c, err := env.AdapterCounter(ctx, kedaRequests, isActive)
+		return err == nil && c >= checked+3, nil
+	})
 	if _, want := replicas(ctx, ns, "llm"); want != 0 {
 		t.Fatalf("idle model: %d replicas wanted, want 0", want)
 	}
@@ -74,9 +88,9 @@ func TestKEDAWakeFromZero(t *testing.T) {
 	case <-time.After(60 * time.Second):
 		t.Fatalf("no first token 60s after the first request; router %+v", router.Stats())
 	}
-	waitFor(t, 30*time.Second, "every held request forwarded and answered", func(context.Context) bool {
+	testenv.WaitFor(t, 30*time.Second, "every held request forwarded and answered", func(context.Context) (bool, error) {
 		s := router.Stats()
-		return s.Held == 0 && s.FirstTokens == s.Received
+		return s.Held == 0 && s.FirstTokens == s.Received, nil
 	})
 	if s := router.Stats(); s.Errors != 0 || s.Received != 4 || s.Buffered == 0 || s.Forwarded != 4 {
 		t.Fatalf("router after the wake: %+v; want 4 received, buffered, forwarded and answered, no errors", s)
@@ -84,13 +98,13 @@ func TestKEDAWakeFromZero(t *testing.T) {
 
 	sel := labelsOf(d)
 	env.World.SetRate(ns, sel, 45) // about three replicas' capacity: the queue grows
-	waitFor(t, 90*time.Second, "KEDA's HPA to scale to at least 2 under load", func(ctx context.Context) bool {
+	testenv.WaitFor(t, 90*time.Second, "KEDA's HPA to scale to at least 2 under load", func(ctx context.Context) (bool, error) {
 		ready, _ := replicas(ctx, ns, "llm")
-		return ready >= 2
+		return ready >= 2, nil
 	})
 	env.World.SetRate(ns, sel, 0)
-	waitFor(t, 90*time.Second, "KEDA to return the idle model to zero", func(ctx context.Context) bool {
+	testenv.WaitFor(t, 90*time.Second, "KEDA to return the idle model to zero", func(ctx context.Context) (bool, error) {
 		ready, want := replicas(ctx, ns, "llm")
-		return want == 0 && ready == 0
+		return want == 0 && ready == 0, nil
 	})
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/pflag"
 	"k8s.io/component-base/metrics/legacyregistry"
 
+	"github.com/gpuscale/gpuscale/pkg/certrotation"
 	"github.com/gpuscale/gpuscale/pkg/kedascaler"
 )
 
@@ -33,7 +34,7 @@ func (o *KEDAScalerOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.CheckInterval, "keda-scaler-check-interval", o.CheckInterval, "How often StreamIsActive re-reads each trigger's value: the most a change of activity (a model at zero getting its first request) waits before it is pushed to KEDA.")
 }
 
-func (o *KEDAScalerOptions) validate() []error {
+func (o *KEDAScalerOptions) validate(generatedClientCA bool) []error {
 	if o.Port == 0 {
 		return nil
 	}
@@ -42,7 +43,7 @@ func (o *KEDAScalerOptions) validate() []error {
 		errs = append(errs, fmt.Errorf("--keda-scaler-port %d is not a port", o.Port))
 	}
 	switch {
-	case o.ClientCAFile == "" && !o.NoClientAuth:
+	case o.ClientCAFile == "" && !o.NoClientAuth && !generatedClientCA:
 		errs = append(errs, errors.New("--keda-scaler-port needs --keda-scaler-client-ca-file (or, knowingly, --keda-scaler-no-client-auth)"))
 	case o.ClientCAFile != "" && o.NoClientAuth:
 		errs = append(errs, errors.New("--keda-scaler-client-ca-file and --keda-scaler-no-client-auth exclude each other"))
@@ -56,20 +57,26 @@ func (o *KEDAScalerOptions) validate() []error {
 // startKEDAScaler listens on the scaler port and serves metrics there until
 // ctx is done; a failure of the server cancels ctx with its cause. It
 // does nothing when the port is 0.
-func (a *Adapter) startKEDAScaler(ctx context.Context, cancel context.CancelCauseFunc, metrics kedascaler.MetricsReader, log *slog.Logger) error {
+func (a *Adapter) startKEDAScaler(ctx context.Context, cancel context.CancelCauseFunc, metrics kedascaler.MetricsReader, log *slog.Logger, certs *certrotation.Manager) error {
 	o := a.Options.KEDAScaler
 	if o.Port == 0 {
 		return nil
 	}
 	cert := a.SecureServing.ServerCert.CertKey
-	if cert.CertFile == "" || cert.KeyFile == "" {
-		return errors.New("--keda-scaler-port serves the adapter's certificate: set --tls-cert-file and --tls-private-key-file")
+	creds := kedascaler.TLSFiles{CertFile: cert.CertFile, KeyFile: cert.KeyFile, ClientCAFile: o.ClientCAFile, NoClientAuth: o.NoClientAuth}
+	if certs != nil {
+		creds.Serving = certs.Serving()
+		if a.Options.Certs.KEDAClientSecret != "" {
+			creds.ClientCA = certs.ClientCA()
+		}
+	} else if cert.CertFile == "" || cert.KeyFile == "" {
+		return errors.New("--keda-scaler-port serves the adapter's certificate: set --tls-cert-file and --tls-private-key-file, or --certs-secret")
 	}
 	requests := kedascaler.NewRequests()
 	legacyregistry.RawMustRegister(requests)
 	srv, err := kedascaler.NewServer(kedascaler.Config{
 		Metrics: metrics, CheckInterval: o.CheckInterval, Requests: requests, Logger: log.With("component", "kedascaler"),
-		TLS: kedascaler.TLSFiles{CertFile: cert.CertFile, KeyFile: cert.KeyFile, ClientCAFile: o.ClientCAFile, NoClientAuth: o.NoClientAuth},
+		TLS: creds,
 	})
 	if err != nil {
 		return err

@@ -40,8 +40,11 @@ type Options struct {
 	ExporterSelector  string
 	ExporterPort      int
 	ExporterPath      string
-	// ExporterTokenFile holds the exporters' reserved-lane token.
-	ExporterTokenFile string
+	// ExporterTokenFile holds the exporters' reserved-lane token, and
+	// ExporterTokenSecret (NAMESPACE/NAME) is the Secret the adapter makes
+	// for it when absent (exportertoken.go).
+	ExporterTokenFile   string
+	ExporterTokenSecret string
 
 	// ExporterNamespace and ExporterDaemonSet say which pods are exporters:
 	// those of that DaemonSet in that namespace; the selector only narrows.
@@ -63,6 +66,7 @@ type Options struct {
 	// Forward: federation with another metrics API server (forward.go).
 	Forward    ForwardOptions
 	KEDAScaler KEDAScalerOptions
+	Certs      CertOptions
 }
 
 // PrometheusOptions configure --source=prometheus.
@@ -111,6 +115,7 @@ func NewOptions() *Options {
 
 		Forward:    defaultForwardOptions(),
 		KEDAScaler: KEDAScalerOptions{CheckInterval: kedascaler.DefaultCheckInterval},
+		Certs:      defaultCertOptions(),
 	}
 }
 
@@ -149,12 +154,14 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.PrometheusAnnotationsNamespaces, "prometheus-annotations-namespace-selector", o.PrometheusAnnotationsNamespaces, "Label selector of the namespaces whose pods' prometheus.io/* annotations count with --scrape-prometheus-annotations; empty: every namespace.")
 	fs.IntVar(&o.ExporterPort, "exporter-port", o.ExporterPort, "Port of the exporter's metrics endpoint.")
 	fs.StringVar(&o.ExporterPath, "exporter-path", o.ExporterPath, "Path of the exporter's metrics endpoint.")
-	fs.StringVar(&o.ExporterTokenFile, "exporter-token-file", o.ExporterTokenFile, "File holding the exporters' reserved-lane token (their --web.reserved-token-file), sent to exporter pods alone as a bearer token, so that a flood of other clients cannot make the adapter's scrapes fail. Empty: none.")
+	fs.StringVar(&o.ExporterTokenFile, "exporter-token-file", o.ExporterTokenFile, "File holding the exporters' reserved-lane token (their --web.reserved-token-file), sent to exporter pods alone as a bearer token, so that a flood of other clients cannot make the adapter's scrapes fail. Re-read when it appears or changes (an optional Secret volume): none is sent while it holds no token of 16 characters or more. Empty: none.")
+	fs.StringVar(&o.ExporterTokenSecret, "exporter-token-secret", o.ExporterTokenSecret, "NAMESPACE/NAME of the Secret holding that token (key token), which the adapter creates with 32 random bytes (base64url) when it does not exist, and never changes when it does: mount it as --exporter-token-file, and in the exporters. Replicas share it without a leader; needs get on it and create on Secrets. Empty: the Secret is yours to make.")
 	fs.Float64Var(&o.MemoryLimitRatio, "memory-limit-ratio", o.MemoryLimitRatio, "Share of the container's memory limit (from its cgroup) given to the Go runtime as its soft limit (GOMEMLIMIT), so that garbage collection tightens before the OOM killer acts; 0 disables. An explicit GOMEMLIMIT wins.")
 	o.ScaleDown.AddFlags(fs)
 
 	o.Forward.AddFlags(fs)
 	o.KEDAScaler.AddFlags(fs)
+	o.Certs.AddFlags(fs)
 }
 
 // Complete fills derived defaults.
@@ -245,7 +252,9 @@ func (o *Options) Validate() error {
 	errs = append(errs, o.ScaleDown.validate()...)
 
 	errs = append(errs, o.Forward.validate()...)
-	errs = append(errs, o.KEDAScaler.validate()...)
+	errs = append(errs, o.KEDAScaler.validate(o.Certs.KEDAClientSecret != "")...)
+	errs = append(errs, o.Certs.validate(&o.KEDAScaler)...)
+	errs = append(errs, o.validateExporterToken()...)
 	return errors.Join(errs...)
 }
 

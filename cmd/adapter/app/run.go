@@ -106,6 +106,13 @@ func (a *Adapter) Run(ctx context.Context) error {
 	// filled the store: before that every answer would be a misleading
 	// NotFound.
 	var firstCycle atomic.Bool
+	if err := a.startExporterTokenSecret(ctx, log); err != nil {
+		return fmt.Errorf("exporter token Secret: %w", err)
+	}
+	certs, err := a.startCerts(ctx, log)
+	if err != nil {
+		return err
+	}
 	server, err := a.Server()
 	if err != nil {
 		return fmt.Errorf("build API server: %w", err)
@@ -118,8 +125,11 @@ func (a *Adapter) Run(ctx context.Context) error {
 	})); err != nil {
 		return fmt.Errorf("readyz check: %w", err)
 	}
+	if err := serveCerts(certs, server.GenericAPIServer, func() { server.GenericAPIServer.SecureServingInfo.Cert = certs.Serving() }); err != nil {
+		return fmt.Errorf("certificates: %w", err)
+	}
 	// After Server(): the serving certificate's files are settled.
-	if err := a.startKEDAScaler(ctx, cancel, p, log); err != nil {
+	if err := a.startKEDAScaler(ctx, cancel, p, log, certs); err != nil {
 		return fmt.Errorf("KEDA scaler: %w", err)
 	}
 

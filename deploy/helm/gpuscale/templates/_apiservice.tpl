@@ -39,7 +39,7 @@ Service (the plain manifests, applied before the chart). */}}
 {{- $ann := $obj.metadata.annotations | default dict }}
 {{- $svc := $obj.spec.service | default dict }}
 {{- if and (eq (toString (get $ann "meta.helm.sh/release-name")) $ctx.Release.Name) (eq (toString (get $ann "meta.helm.sh/release-namespace")) $ctx.Release.Namespace) }}true
-{{- else if and (eq (toString (get $svc "namespace")) $ctx.Release.Namespace) (eq (toString (get $svc "name")) (include "gpuscale.adapter.fullname" $ctx)) }}true
+{{- else if and (eq (toString (get $svc "namespace")) (include "gpuscale.namespace" $ctx)) (eq (toString (get $svc "name")) (include "gpuscale.adapter.fullname" $ctx)) }}true
 {{- end }}
 {{- end }}
 
@@ -86,7 +86,7 @@ rendered object with itself), which would leave it routing to its owner. */}}
 {{- $take := printf "apiService.takeOver.%s.%s=true" .key .version }}
 {{- if include "gpuscale.apiService.enabled" (list $ctx .) }}
 {{- if not (include "gpuscale.apiService.takeOver" (list $ctx .)) }}
-{{- $conflicts = append $conflicts (printf "APIService %s belongs to %s: registering gpuscale's would send every request for %s %s to gpuscale instead. To leave it to its owner, set %s; to replace it, set %s and pass --take-ownership to helm install (Helm adopts no object it did not create otherwise)." $name $owner .group .version $off $take) }}
+{{- $conflicts = append $conflicts (printf "APIService %s belongs to %s: registering gpuscale's would send every request for %s %s to gpuscale instead. To leave it to its owner, set %s; to replace it, set %s and pass --take-ownership to helm install, with --force-conflicts on Helm 4 (Helm adopts no object it did not create otherwise, and Helm 4's server-side apply leaves the owner's fields to it)." $name $owner .group .version $off $take) }}
 {{- else if $ctx.Release.IsUpgrade }}
 {{- $conflicts = append $conflicts (printf "APIService %s belongs to %s, and %s cannot take it over on helm upgrade: Helm adopts an existing object on upgrade without rewriting it (even with --take-ownership), so it would keep routing to its owner. To replace it, delete it (kubectl delete apiservice %s) and upgrade again; to leave it to its owner, set %s." $name $owner $take $name $off) }}
 {{- end }}
@@ -94,7 +94,7 @@ rendered object with itself), which would leave it routing to its owner. */}}
 {{- $group := .group }}
 {{- $others := list }}
 {{- range $all }}{{ if and (eq .group $group) (include "gpuscale.apiService.enabled" (list $ctx .)) }}{{ $others = append $others (printf "apiService.%s.%s=false" .key .version) }}{{ end }}{{ end }}
-{{- $conflicts = append $conflicts (printf "APIService %s belongs to %s: gpuscale does not register it (%s), but registering another version of %s beside it would change the group's preferred version, which the HPA controller asks for every metric of the group. To leave %s to its owner, set %s; to replace it, set apiService.%s.%s=true and %s and pass --take-ownership to helm install." $name $owner $off .group .group (join " and " $others) .key .version $take) }}
+{{- $conflicts = append $conflicts (printf "APIService %s belongs to %s: gpuscale does not register it (%s), but registering another version of %s beside it would change the group's preferred version, which the HPA controller asks for every metric of the group. To leave %s to its owner, set %s; to replace it, set apiService.%s.%s=true and %s and pass --take-ownership to helm install, with --force-conflicts on Helm 4." $name $owner $off .group .group (join " and " $others) .key .version $take) }}
 {{- end }}
 {{- end }}
 {{- end }}
@@ -114,7 +114,7 @@ metadata:
     {{- include "gpuscale.adapter.labels" $ | nindent 4 }}
   {{- $annotations := deepCopy $.Values.apiService.annotations }}
   {{- if eq (include "gpuscale.adapter.tlsSource" $) "certManager" }}
-  {{- $_ := set $annotations "cert-manager.io/inject-ca-from" (printf "%s/%s" $.Release.Namespace (include "gpuscale.adapter.tlsSecretName" $)) }}
+  {{- $_ := set $annotations "cert-manager.io/inject-ca-from" (printf "%s/%s" (include "gpuscale.namespace" $) (include "gpuscale.adapter.tlsSecretName" $)) }}
   {{- end }}
   {{- with $annotations }}
   annotations:
@@ -123,7 +123,7 @@ metadata:
 spec:
   service:
     name: {{ include "gpuscale.adapter.fullname" $ }}
-    namespace: {{ $.Release.Namespace }}
+    namespace: {{ include "gpuscale.namespace" $ }}
     port: {{ $.Values.adapter.service.port }}
   group: {{ $v.group }}
   version: {{ $v.version }}

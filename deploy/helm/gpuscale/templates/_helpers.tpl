@@ -1,3 +1,8 @@
+{{/* The namespace of every namespaced object: namespaceOverride, else the release's. */}}
+{{- define "gpuscale.namespace" -}}
+{{- default .Release.Namespace .Values.namespaceOverride | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
 {{/* Object names: <fullname>-adapter, <fullname>-exporter. */}}
 {{- define "gpuscale.name" -}}
 {{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" }}
@@ -70,12 +75,59 @@ app.kubernetes.io/name: gpuscale-exporter
 app.kubernetes.io/component: gpu-exporter
 {{- end }}
 
+{{/*
+An image reference from a component's image values: global.imageRegistry
+(else image.registry), repository, and the digest when set (the tag, which
+defaults to the chart's appVersion, is then kept for people only).
+*/}}
+{{- define "gpuscale.image" -}}
+{{- $img := index . 0 }}{{ $ctx := index . 1 }}
+{{- $registry := $ctx.Values.global.imageRegistry | default $img.registry }}
+{{- $repo := ternary (printf "%s/%s" $registry $img.repository) $img.repository (ne $registry "") }}
+{{- $tag := default $ctx.Chart.AppVersion $img.tag }}
+{{- if $img.digest }}
+{{- printf "%s:%s@%s" $repo $tag $img.digest }}
+{{- else }}
+{{- printf "%s:%s" $repo $tag }}
+{{- end }}
+{{- end }}
+
 {{- define "gpuscale.adapter.image" -}}
-{{- printf "%s:%s" .Values.adapter.image.repository (default .Chart.AppVersion .Values.adapter.image.tag) }}
+{{- include "gpuscale.image" (list .Values.adapter.image .) }}
 {{- end }}
 
 {{- define "gpuscale.exporter.image" -}}
-{{- printf "%s:%s" .Values.exporter.image.repository (default .Chart.AppVersion .Values.exporter.image.tag) }}
+{{- include "gpuscale.image" (list .Values.exporter.image .) }}
+{{- end }}
+
+{{/*
+A probe: the chart's default (dict), with the values' override merged
+over it; `enabled: false` drops it. list default override.
+*/}}
+{{- define "gpuscale.probe" -}}
+{{- $default := index . 0 }}{{ $override := index . 1 | default dict }}
+{{- if ne (toString (get $override "enabled")) "false" }}
+{{- toYaml (mergeOverwrite (deepCopy $default) (omit $override "enabled")) }}
+{{- end }}
+{{- end }}
+
+{{/*
+Whether to leave user and group IDs to the platform (OpenShift's restricted
+SCC assigns them per namespace): global.compatibility.openshift.adaptSecurityContext
+is force, or auto on a cluster that serves security.openshift.io/v1.
+*/}}
+{{- define "gpuscale.platformAssignsIDs" -}}
+{{- $mode := .Values.global.compatibility.openshift.adaptSecurityContext }}
+{{- if or (eq $mode "force") (and (eq $mode "auto") (.Capabilities.APIVersions.Has "security.openshift.io/v1")) }}true{{ end }}
+{{- end }}
+
+{{/* A security context without fixed IDs where the platform assigns them; list ctx securityContext. */}}
+{{- define "gpuscale.securityContext" -}}
+{{- $ctx := index . 0 }}{{ $sc := index . 1 }}
+{{- if include "gpuscale.platformAssignsIDs" $ctx }}
+{{- $sc = omit $sc "runAsUser" "runAsGroup" "fsGroup" }}
+{{- end }}
+{{- toYaml $sc }}
 {{- end }}
 
 {{/* The adapter's exporter selector: this release's exporter pods. */}}
@@ -94,17 +146,34 @@ both run, and the adapter reads this release's exporters. */}}
 {{- end }}
 
 {{/* The Secret holding the exporters' reserved-lane token: the user's
-(exporter.reservedLane.secretName) or the one the chart generates. */}}
+(exporter.reservedLane.secretName) or the one the adapter makes at runtime. */}}
 {{- define "gpuscale.exporter.tokenSecretName" -}}
 {{- .Values.exporter.reservedLane.secretName | default (printf "%s-token" (include "gpuscale.exporter.fullname" .)) }}
+{{- end }}
+
+{{/* "true" when the adapter makes the token's Secret (--exporter-token-secret):
+a lane, and no Secret of the user's. The chart renders no token, so that
+two renders are the same bytes. */}}
+{{- define "gpuscale.exporter.tokenSecretByAdapter" -}}
+{{- if and (include "gpuscale.exporter.reservedLane" .) (not .Values.exporter.reservedLane.secretName) }}true{{ end }}
 {{- end }}
 
 {{/* The adapter's flags. */}}
 {{- define "gpuscale.adapter.args" -}}
 {{- $c := .Values.adapter.config -}}
 - --secure-port={{ .Values.adapter.securePort }}
-{{- if eq (include "gpuscale.adapter.tlsSource" .) "selfSigned" }}
+{{- $src := include "gpuscale.adapter.tlsSource" . }}
+{{- if eq $src "selfSigned" }}
 - --cert-dir=/tmp/certs
+{{- else if eq $src "generate" }}
+- --certs-secret={{ include "gpuscale.adapter.certsSecretName" . }}
+- --certs-namespace={{ include "gpuscale.namespace" . }}
+- --certs-service={{ include "gpuscale.adapter.fullname" . }}
+{{- with include "gpuscale.apiService.registered" . }}
+- --certs-apiservices={{ . }}
+{{- end }}
+- --cert-validity={{ .Values.adapter.tls.validity }}
+- --ca-validity={{ .Values.adapter.tls.caValidity }}
 {{- else }}
 - --tls-cert-file=/etc/gpuscale/tls/tls.crt
 - --tls-private-key-file=/etc/gpuscale/tls/tls.key
@@ -117,12 +186,15 @@ both run, and the adapter reads this release's exporters. */}}
 {{- include "gpuscale.adapter.sourceArgs" . }}
 {{- include "gpuscale.kedaScaler.args" . }}
 - --exporter-selector={{ include "gpuscale.adapter.exporterSelector" . }}
-- --exporter-namespace={{ $c.exporterNamespace | default .Release.Namespace }}
+- --exporter-namespace={{ $c.exporterNamespace | default (include "gpuscale.namespace" .) }}
 - --exporter-daemonset={{ $c.exporterDaemonSet | default (include "gpuscale.exporter.fullname" .) }}
 - --exporter-port={{ $c.exporterPort }}
 - --exporter-path={{ $c.exporterPath }}
 {{- if include "gpuscale.exporter.reservedLane" . }}
 - --exporter-token-file=/etc/gpuscale/exporter-token/token
+{{- if include "gpuscale.exporter.tokenSecretByAdapter" . }}
+- --exporter-token-secret={{ include "gpuscale.namespace" . }}/{{ include "gpuscale.exporter.tokenSecretName" . }}
+{{- end }}
 {{- end }}
 {{- if $c.scrapeHostNetwork }}
 - --scrape-host-network
@@ -141,9 +213,12 @@ both run, and the adapter reads this release's exporters. */}}
 {{- with $c.logVerbosity }}
 - --v={{ . }}
 {{- end }}
+{{- with $c.logFormat }}
+- --logging-format={{ . }}
+{{- end }}
 {{- if .Values.scaleDown.enabled }}
 - --scale-down-controller
-- --scale-down-lease-namespace={{ .Release.Namespace }}
+- --scale-down-lease-namespace={{ include "gpuscale.namespace" . }}
 {{- range .Values.scaleDown.extraArgs }}
 - {{ . }}
 {{- end }}
@@ -192,8 +267,10 @@ both run, and the adapter reads this release's exporters. */}}
 Where the adapter's serving certificate comes from:
   secret       adapter.tls.secretName, made by the user; apiService.caBundle
                (or a CA injector) tells the aggregator the CA that signed it
-  generate     the chart makes a CA and a certificate once, keeps them in
-               the Secret <adapter>-tls across upgrades, and sets caBundle
+  generate     the adapter makes a CA and a certificate at runtime, keeps
+               them in the Secret <adapter>-certs, renews them before they
+               expire and writes the CA bundle into its APIServices
+               (--certs-secret); nothing random is rendered
   certManager  cert-manager issues <adapter>-tls from a CA of its own and
                injects that CA into the APIServices
   selfSigned   the adapter signs its own at start-up: nothing can verify it
@@ -211,44 +288,35 @@ Where the adapter's serving certificate comes from:
 {{- default (printf "%s-tls" (include "gpuscale.adapter.fullname" .)) .Values.adapter.tls.secretName }}
 {{- end }}
 
-{{/*
-The generated CA and serving certificate, as JSON of base64 PEM (ca, crt,
-key). The first call makes them, or reuses the Secret an earlier install
-left, so that upgrades keep the CA the APIServices trust; later calls in
-the same render return the same pair, so the Secret and every APIService
-agree.
-*/}}
-{{- define "gpuscale.adapter.generatedTLS" -}}
-{{- $cache := .Values.adapter.tls -}}
-{{- if not (hasKey $cache "generated") }}
-{{- $name := include "gpuscale.adapter.fullname" . }}
-{{- $existing := lookup "v1" "Secret" .Release.Namespace (include "gpuscale.adapter.tlsSecretName" .) }}
-{{- $data := dig "data" dict $existing }}
-{{- if and (index $data "ca.crt") (index $data "tls.crt") (index $data "tls.key") }}
-{{- $_ := set $cache "generated" (dict "ca" (index $data "ca.crt") "crt" (index $data "tls.crt") "key" (index $data "tls.key")) }}
-{{- else }}
-{{- $svc := printf "%s.%s.svc" $name .Release.Namespace }}
-{{- $ca := genCA (printf "%s-ca" $name) 3650 }}
-{{- $cert := genSignedCert $svc nil (list $name (printf "%s.%s" $name .Release.Namespace) $svc (printf "%s.cluster.local" $svc)) 3650 $ca }}
-{{- $_ := set $cache "generated" (dict "ca" ($ca.Cert | b64enc) "crt" ($cert.Cert | b64enc) "key" ($cert.Key | b64enc)) }}
+{{/* The Secret the adapter keeps its runtime certificates in (generate). */}}
+{{- define "gpuscale.adapter.certsSecretName" -}}
+{{- printf "%s-certs" (include "gpuscale.adapter.fullname" .) }}
 {{- end }}
+
+{{/* The APIServices this release registers, comma-separated. */}}
+{{- define "gpuscale.apiService.registered" -}}
+{{- $names := list }}
+{{- range include "gpuscale.apiService.all" . | fromJsonArray }}
+{{- if include "gpuscale.apiService.enabled" (list $ .) }}{{ $names = append $names (printf "%s.%s" .version .group) }}{{ end }}
 {{- end }}
-{{- toJson (index $cache "generated") }}
+{{- join "," $names }}
 {{- end }}
 
 {{/* APIService TLS settings: the aggregator verifies the adapter unless
 insecureSkipTLSVerify is chosen. "false" is written out: an APIService taken
 over from another adapter (prometheus-adapter's skips verification by
 default) keeps every field the chart leaves unset, and the API refuses
-insecureSkipTLSVerify beside a caBundle. */}}
+insecureSkipTLSVerify beside a caBundle. With generate the caBundle is the
+adapter's to write (and cert-manager's CA injector's with certManager): the
+chart leaves it out, so that no render differs from the last and no GitOps
+tool undoes the adapter's write. */}}
 {{- define "gpuscale.apiService.tls" -}}
 {{- $src := include "gpuscale.adapter.tlsSource" . -}}
 {{- if .Values.apiService.caBundle }}
 caBundle: {{ .Values.apiService.caBundle }}
 insecureSkipTLSVerify: false
-{{- else if eq $src "generate" }}
-caBundle: {{ (include "gpuscale.adapter.generatedTLS" . | fromJson).ca }}
-insecureSkipTLSVerify: false
+{{- else if and .Values.apiService.insecureSkipTLSVerify (ne $src "selfSigned") }}
+{{- fail (printf "apiService.insecureSkipTLSVerify=true is only for adapter.tls.source=selfSigned; with %s the aggregator can verify the adapter" $src) }}
 {{- else if .Values.apiService.insecureSkipTLSVerify }}
 insecureSkipTLSVerify: true
 {{- else if eq $src "selfSigned" }}
@@ -285,5 +353,122 @@ insecureSkipTLSVerify: false
 {{- with $f.discoveryInterval }}
 - --forward-discovery-interval={{ . }}
 {{- end }}
+{{- end }}
+{{- end }}
+
+{{/* The ServiceAccount Prometheus scrapes the adapter's /metrics as. */}}
+{{- define "gpuscale.adapter.scraperName" -}}
+{{- printf "%s-metrics-scraper" (include "gpuscale.adapter.fullname" .) }}
+{{- end }}
+
+{{/*
+How Prometheus verifies the adapter: the CA that signed its certificate,
+from the Secret that holds it (the adapter's own with generate,
+cert-manager's with certManager, yours with adapter.tls.secretName, key
+ca.crt), for the Service's name; serviceMonitor.adapterTLSConfig is merged
+over it. A self-signed adapter cannot be verified: say so there.
+*/}}
+{{- define "gpuscale.adapter.scrapeTLSConfig" -}}
+{{- $src := include "gpuscale.adapter.tlsSource" . }}
+{{- $over := .Values.serviceMonitor.adapterTLSConfig | default dict }}
+{{- $ca := dict "generate" (include "gpuscale.adapter.certsSecretName" .) "certManager" (include "gpuscale.adapter.tlsSecretName" .) "secret" .Values.adapter.tls.secretName }}
+{{- if and (eq $src "selfSigned") (not $over) }}
+{{- fail "serviceMonitor.enabled with adapter.tls.source=selfSigned: nothing can verify the adapter's certificate; set serviceMonitor.adapterTLSConfig (e.g. {insecureSkipVerify: true}, knowingly)" }}
+{{- end }}
+{{- $tls := dict }}
+{{- if ne $src "selfSigned" }}
+{{- $tls = dict "ca" (dict "secret" (dict "name" (get $ca $src) "key" "ca.crt")) "serverName" (printf "%s.%s.svc" (include "gpuscale.adapter.fullname" .) (include "gpuscale.namespace" .)) }}
+{{- end }}
+{{- toYaml (mergeOverwrite $tls $over) }}
+{{- end }}
+
+{{/*
+The Pod Security level the release namespace needs: privileged where the
+exporter runs (it mounts host paths, which baseline forbids), restricted
+otherwise (the adapter meets it). podSecurity.enforce overrides it.
+*/}}
+{{- define "gpuscale.podSecurityLevel" -}}
+{{- .Values.podSecurity.enforce | default (ternary "privileged" "restricted" .Values.exporter.enabled) }}
+{{- end }}
+
+{{/* The adapter container's volume mounts; dict ctx, tlsSource, queries. */}}
+{{- define "gpuscale.adapter.volumeMounts" -}}
+{{- if eq $.tlsSource "selfSigned" }}
+- name: certs
+  mountPath: /tmp/certs
+{{- else if ne $.tlsSource "generate" }}
+- name: tls
+  mountPath: /etc/gpuscale/tls
+  readOnly: true
+{{- end }}
+{{- if $.queries }}
+- name: queries
+  mountPath: /etc/gpuscale/queries
+  readOnly: true
+{{- end }}
+{{- if $.ctx.Values.federation.enabled }}
+- name: federation-client
+  mountPath: /etc/gpuscale/federation/client
+  readOnly: true
+{{- if $.ctx.Values.federation.caConfigMapName }}
+- name: federation-ca
+  mountPath: /etc/gpuscale/federation/ca
+  readOnly: true
+{{- end }}
+{{- end }}
+{{- if include "gpuscale.kedaScaler.mountsClientCA" $.ctx }}
+- name: keda-client-ca
+  mountPath: /etc/gpuscale/keda-client-ca
+  readOnly: true
+{{- end }}
+{{- if include "gpuscale.exporter.reservedLane" $.ctx }}
+- name: exporter-token
+  mountPath: /etc/gpuscale/exporter-token
+  readOnly: true
+{{- end }}
+{{- with $.ctx.Values.adapter.extraVolumeMounts }}
+{{- toYaml . | nindent 0 }}
+{{- end }}
+{{- end }}
+
+{{/* The adapter pod's volumes; dict ctx, tlsSource, queries, name. */}}
+{{- define "gpuscale.adapter.volumes" -}}
+{{- if eq $.tlsSource "selfSigned" }}
+- name: certs
+  emptyDir: {}
+{{- else if ne $.tlsSource "generate" }}
+- name: tls
+  secret:
+    secretName: {{ include "gpuscale.adapter.tlsSecretName" $.ctx }}
+{{- end }}
+{{- if $.queries }}
+- name: queries
+  configMap:
+    name: {{ $.name }}-queries
+{{- end }}
+{{- if $.ctx.Values.federation.enabled }}
+- name: federation-client
+  secret:
+    secretName: {{ $.ctx.Values.federation.clientCertSecretName }}
+{{- if $.ctx.Values.federation.caConfigMapName }}
+- name: federation-ca
+  configMap:
+    name: {{ $.ctx.Values.federation.caConfigMapName }}
+{{- end }}
+{{- end }}
+{{- if include "gpuscale.kedaScaler.mountsClientCA" $.ctx }}
+- name: keda-client-ca
+  secret:
+    secretName: {{ $.ctx.Values.kedaScaler.clientCA.secretName }}
+{{- end }}
+{{- if include "gpuscale.exporter.reservedLane" $.ctx }}
+{{- /* Optional: filled once the Secret exists; until then the adapter's scrapes carry no token. */}}
+- name: exporter-token
+  secret:
+    secretName: {{ include "gpuscale.exporter.tokenSecretName" $.ctx }}
+    optional: true
+{{- end }}
+{{- with $.ctx.Values.adapter.extraVolumes }}
+{{- toYaml . | nindent 0 }}
 {{- end }}
 {{- end }}

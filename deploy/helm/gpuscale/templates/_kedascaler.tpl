@@ -3,6 +3,46 @@ The KEDA external scaler port (kedaScaler values, docs/keda.md): the
 adapter's flags, and the checks that refuse a scaler that KEDA could not
 verify or that anyone could read.
 */}}
+
+{{/*
+Where KEDA's client credentials come from, with client authentication on:
+  secret       kedaScaler.clientCA.secretName: a CA of yours signs KEDA's
+               certificate; you make the TriggerAuthentication's Secret
+  generate     the adapter makes a client CA and KEDA's certificate at
+               runtime beside its own (adapter.tls.source=generate) and
+               keeps them, with the serving CA bundle, in the Secret
+               <fullname>-keda-client in kedaScaler.kedaNamespace
+  certManager  cert-manager issues KEDA's certificate from the release's CA
+               (adapter.tls.source=certManager) into <fullname>-keda-client
+               in the release namespace
+  none         client authentication off
+*/}}
+{{- define "gpuscale.kedaScaler.clientCredentials" -}}
+{{- $k := .Values.kedaScaler -}}
+{{- $src := include "gpuscale.adapter.tlsSource" . -}}
+{{- if not $k.clientAuth }}none
+{{- else if $k.clientCA.secretName }}secret
+{{- else if has $src (list "generate" "certManager") }}{{ $src }}
+{{- else }}
+{{- fail (printf "kedaScaler.enabled with adapter.tls.source=%s needs kedaScaler.clientCA.secretName: a Secret holding the CA that signs KEDA's client certificate (with generate or certManager the chart makes KEDA's credentials; or, knowingly, kedaScaler.clientAuth=false)" $src) }}
+{{- end }}
+{{- end }}
+
+{{- define "gpuscale.kedaScaler.clientSecretName" -}}
+{{- printf "%s-keda-client" (include "gpuscale.fullname" .) }}
+{{- end }}
+
+{{/* The namespace of KEDA's client Secret. */}}
+{{- define "gpuscale.kedaScaler.clientSecretNamespace" -}}
+{{- if eq (include "gpuscale.kedaScaler.clientCredentials" .) "generate" }}{{ .Values.kedaScaler.kedaNamespace }}
+{{- else }}{{ include "gpuscale.namespace" . }}{{ end }}
+{{- end }}
+
+{{/* host:port a trigger's scalerAddress names. */}}
+{{- define "gpuscale.kedaScaler.address" -}}
+{{- printf "%s.%s.svc:%d" (include "gpuscale.adapter.fullname" .) (include "gpuscale.namespace" .) (int .Values.kedaScaler.port) }}
+{{- end }}
+
 {{- define "gpuscale.kedaScaler.args" -}}
 {{- $k := .Values.kedaScaler -}}
 {{- if $k.enabled }}
@@ -10,11 +50,14 @@ verify or that anyone could read.
 {{- fail "kedaScaler.enabled serves the adapter's certificate, which KEDA must verify: adapter.tls.source=selfSigned cannot be; use generate, certManager or adapter.tls.secretName" }}
 {{- end }}
 - --keda-scaler-port={{ int $k.port }}
-{{- if $k.clientAuth }}
-{{- if not $k.clientCA.secretName }}
-{{- fail "kedaScaler.enabled needs kedaScaler.clientCA.secretName: a Secret holding the CA that signs KEDA's client certificate (or, knowingly, kedaScaler.clientAuth=false)" }}
-{{- end }}
+{{- $creds := include "gpuscale.kedaScaler.clientCredentials" . }}
+{{- if eq $creds "secret" }}
 - --keda-scaler-client-ca-file=/etc/gpuscale/keda-client-ca/{{ $k.clientCA.key }}
+{{- else if eq $creds "generate" }}
+- --keda-scaler-client-secret={{ $k.kedaNamespace }}/{{ include "gpuscale.kedaScaler.clientSecretName" . }}
+{{- else if eq $creds "certManager" }}
+{{- /* The release's CA signed KEDA's certificate; the serving Secret holds it as ca.crt. */}}
+- --keda-scaler-client-ca-file=/etc/gpuscale/tls/ca.crt
 {{- else }}
 - --keda-scaler-no-client-auth
 {{- end }}
@@ -24,7 +67,7 @@ verify or that anyone could read.
 {{- end }}
 {{- end }}
 
-{{/* The client CA's volume mount and volume, when client certificates are required. */}}
+{{/* The client CA's volume mount and volume, when a CA of the user's verifies clients. */}}
 {{- define "gpuscale.kedaScaler.mountsClientCA" -}}
-{{- if and .Values.kedaScaler.enabled .Values.kedaScaler.clientAuth }}true{{ end }}
+{{- if and .Values.kedaScaler.enabled (eq (include "gpuscale.kedaScaler.clientCredentials" .) "secret") }}true{{ end }}
 {{- end }}

@@ -1,0 +1,79 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	autoscalingv2 "k8s.io/api/autoscaling/v2"
+	"k8s.io/apimachinery/pkg/api/equality"
+	"sigs.k8s.io/yaml"
+
+	"github.com/gpuscale/gpuscale/pkg/recommend"
+)
+
+// TestDemoRunsTheREADMEsHPA: the demo's HPA scales on what the README's
+// recommended HPA scales on, within the same bounds; and for the README's
+// 60 s model load `adapter recommend`'s behavior is the README's.
+func TestDemoRunsTheREADMEsHPA(t *testing.T) {
+	readme, err := readmeYAML()
+	if err != nil {
+		t.Fatal(err)
+	}
+	demo := readmeHPA()
+	if !equality.Semantic.DeepEqual(demo.Spec.Metrics, readme.Spec.Metrics) {
+		t.Errorf("demo metrics %+v, README's %+v", demo.Spec.Metrics, readme.Spec.Metrics)
+	}
+	if *demo.Spec.MinReplicas != *readme.Spec.MinReplicas || demo.Spec.MaxReplicas != readme.Spec.MaxReplicas || demo.Spec.ScaleTargetRef != readme.Spec.ScaleTargetRef {
+		t.Errorf("demo bounds or target differ from the README's")
+	}
+	rec := recommend.Recommend(recommend.Workload{Startup: []time.Duration{60 * time.Second}, GPUsPerPod: 1, GPUsPerNode: 8}, recommend.DefaultAutoscaler())
+	if !equality.Semantic.DeepEqual(rec.Behavior, *readme.Spec.Behavior) {
+		t.Errorf("adapter recommend for a 60 s load gives %+v, the README shows %+v", rec.Behavior, *readme.Spec.Behavior)
+	}
+}
+
+// TestDemoTable: the rows say what is not known yet instead of a zero,
+// and print values with units, not raw quantities.
+func TestDemoTable(t *testing.T) {
+	var b bytes.Buffer
+	tb := newTable(&b)
+	tb.rate = 40
+	v, ttft, q := 1.25, 0.4123, 3.0
+	tb.row(5*time.Second, observation{})
+	tb.row(95*time.Second, observation{current: 2, desired: 3, haveReplicas: true, signal: &v, ttftP90: &ttft, queue: &q})
+	lines := strings.Split(strings.TrimSpace(b.String()), "\n")
+	if len(lines) != 3 || !strings.Contains(lines[0], "TTFT p90") {
+		t.Fatalf("table:\n%s", b.String())
+	}
+	if f := strings.Fields(lines[1]); f[0] != "0:05" || strings.Contains(lines[1], "0 -> 0") || strings.Count(lines[1], "-") < 4 {
+		t.Errorf("a row before the HPA's first reading: %q", lines[1])
+	}
+	for _, want := range []string{"1:35", "2 -> 3", "1.25", "0.41 s", "3.0"} {
+		if !strings.Contains(lines[2], want) {
+			t.Errorf("row %q lacks %q", lines[2], want)
+		}
+	}
+	if strings.Contains(b.String(), "m ") {
+		t.Errorf("raw milli-quantities in %q", b.String())
+	}
+}
+
+// readmeYAML is the README's first HPA example (the recommended one).
+func readmeYAML() (*autoscalingv2.HorizontalPodAutoscaler, error) {
+	b, err := os.ReadFile("../../README.md")
+	if err != nil {
+		return nil, err
+	}
+	start := bytes.Index(b, []byte("```yaml\napiVersion: autoscaling/v2"))
+	if start < 0 {
+		return nil, errors.New("README.md has no HPA example")
+	}
+	block := b[start+len("```yaml\n"):]
+	block = block[:bytes.Index(block, []byte("```"))]
+	var h autoscalingv2.HorizontalPodAutoscaler
+	return &h, yaml.UnmarshalStrict(block, &h)
+}
