@@ -127,7 +127,7 @@ func (b *bench) measure(ctx context.Context, n int, metrics []string, requests i
 	serving := time.Now()
 	full := map[string]time.Duration{}
 	for _, metric := range metrics {
-		if err := b.waitFull(ctx, ns, metric, n); err != nil {
+		if err := b.waitFull(ctx, ns, metric, "app="+appLabel, n); err != nil {
 			return nil, err
 		}
 		full[metric] = time.Since(serving)
@@ -156,7 +156,7 @@ func (b *bench) measure(ctx context.Context, n int, metrics []string, requests i
 // adapter's CPU time and memory.
 func (b *bench) time(ctx context.Context, ns string, r *result) error {
 	for range 5 {
-		if _, err := b.list(ctx, ns, r.Metric); err != nil {
+		if _, err := b.list(ctx, ns, r.Metric, "app="+appLabel); err != nil {
 			return err
 		}
 	}
@@ -181,7 +181,7 @@ func (b *bench) time(ctx context.Context, ns string, r *result) error {
 	start := time.Now()
 	for range r.Requests {
 		t := time.Now()
-		body, err := b.list(ctx, ns, r.Metric)
+		body, err := b.list(ctx, ns, r.Metric, "app="+appLabel)
 		r.Latencies = append(r.Latencies, time.Since(t))
 		if err != nil {
 			return err
@@ -402,11 +402,11 @@ func (b *bench) exposition(i int) http.Handler {
 	})
 }
 
-// waitFull waits until the list names all n pods.
-func (b *bench) waitFull(ctx context.Context, ns, metric string, n int) error {
+// waitFull waits until the list of the pods sel selects names all n.
+func (b *bench) waitFull(ctx context.Context, ns, metric, sel string, n int) error {
 	got := 0
 	err := wait.PollUntilContextTimeout(ctx, 2*time.Second, 10*time.Minute, true, func(ctx context.Context) (bool, error) {
-		body, err := b.list(ctx, ns, metric)
+		body, err := b.list(ctx, ns, metric, sel)
 		if err != nil {
 			return false, nil // NotFound until the first scrape lands
 		}
@@ -425,11 +425,11 @@ func (b *bench) waitFull(ctx context.Context, ns, metric string, n int) error {
 	return nil
 }
 
-// list is the HPA's request for a Pods metric.
-func (b *bench) list(ctx context.Context, ns, metric string) ([]byte, error) {
+// list is the HPA's request for a Pods metric of the pods sel selects.
+func (b *bench) list(ctx context.Context, ns, metric, sel string) ([]byte, error) {
 	return b.client.CoreV1().RESTClient().Get().
 		AbsPath("/apis/custom.metrics.k8s.io/v1beta2/namespaces", ns, "pods", "*", metric).
-		Param("labelSelector", "app="+appLabel).DoRaw(ctx)
+		Param("labelSelector", sel).DoRaw(ctx)
 }
 
 // processCPU is a process's user and system CPU time so far.
