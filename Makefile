@@ -10,7 +10,7 @@ export CGO_ENABLED := $(shell . hack/lib/goenv.sh && echo "$$CGO_ENABLED")
 export GOFLAGS := $(shell . hack/lib/goenv.sh && echo "$$GOFLAGS")
 export CGO_CFLAGS := $(shell . hack/lib/goenv.sh && echo "$$CGO_CFLAGS")
 
-.PHONY: all build lint race unit fuzz-short fuzz e2e test demo bench bench-autoscale bench-disaggregated bench-list robustness soak clean control-plane tools manifests images test-images chart-readme
+.PHONY: all build lint race unit fuzz-short fuzz e2e test demo bench bench-autoscale bench-disaggregated bench-list bench-hpa robustness soak clean control-plane tools manifests images test-images chart-readme
 
 all: build
 
@@ -181,6 +181,14 @@ bench-disaggregated:
 bench-list:
 	hack/control-plane-build.sh >/dev/null
 	$(GO) run ./hack/bench-list $(BENCH_FLAGS)
+
+# 1,000 Deployments of one scraped pod, each with an HPA on its capacity
+# (Object) and its queue depth (Pods), on the real HPA controller at a 15 s
+# sync: the adapter's CPU beyond scraping, the metrics API's p99 and the
+# HPA controller's queue lag (about 10 minutes); docs/performance.md.
+bench-hpa:
+	hack/control-plane-build.sh >/dev/null
+	$(GO) run ./hack/bench-list --hpas=1000 --pods=1000 --scrape-interval=15s --out=_output/bench-hpa $(BENCH_FLAGS)
 
 # Keeps 10,000 healthy inference pods and 100 hostile targets (bombs,
 # endless bodies, cardinality, out-of-range values, duplicates, broken
