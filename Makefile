@@ -128,11 +128,13 @@ images:
 
 # Runs the images as the Helm chart renders them (test/containers): the
 # exporter's probes and /metrics, the adapter serving the local control
-# plane's metrics APIs through the aggregator. Needs root and podman.
+# plane's metrics APIs through the aggregator. Needs root and podman. Its
+# environment has a port and pod addresses of its own, so that it runs
+# beside make e2e (make test does).
 test-images:
 	hack/images.sh $$($(GO) env GOARCH)
 	hack/tools-build.sh >/dev/null
-	GPUSCALE_IMAGES=1 $(GO) test -count=1 -timeout 20m -v $(call pkgs,$(IMAGE_PKGS))
+	GPUSCALE_ADAPTER_PORT=16643 GPUSCALE_POD_CIDR=127.20.0.0/16 GPUSCALE_IMAGES=1 $(GO) test -count=1 -timeout 20m -v $(call pkgs,$(IMAGE_PKGS))
 
 # Every phase, each one's wall time printed as it ends and in a table at
 # the end (hack/phases.sh). The end-to-end suite, which mostly waits on the
