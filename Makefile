@@ -192,11 +192,14 @@ bench-hpa:
 	hack/control-plane-build.sh >/dev/null
 	$(GO) run ./hack/bench-list --hpas=1000 --pods=1000 --scrape-interval=15s --out=_output/bench-hpa $(BENCH_FLAGS)
 
-# Keeps 10,000 healthy inference pods and 100 hostile targets (bombs,
-# endless bodies, cardinality, out-of-range values, duplicates, broken
-# histograms, redirects, silence) scraped every 5 s for 10 minutes, and
-# reports the adapter's peak RSS, scrape-cycle p99 and the healthy pods'
-# worst staleness (about 20 minutes in all; not in CI); docs/performance.md.
+# Keeps 10,000 healthy inference pods scraped every 5 s for 10 minutes
+# beside hostile targets: 100 of the first round's kinds (bombs, endless
+# bodies, cardinality, out-of-range values, duplicates, broken histograms,
+# redirects, silence), 2,000 tenant pods in each of 4 namespaces (model-name
+# bombs, routers, capacity inputs at the per-scrape limits), 512 that answer
+# once and then hang, and 1,024 selector floods; reports the adapter's peak
+# RSS, scrape-cycle p99 and the healthy pods' worst staleness (about 20
+# minutes in all; not in CI); docs/performance.md.
 soak:
 	hack/control-plane-build.sh >/dev/null
 	$(GO) run ./hack/bench-list --pods=10000 --scrape-interval=5s --soak=10m --out=_output/soak $(BENCH_FLAGS)
