@@ -169,7 +169,7 @@ func (e *Env) newServer(name, bin string, opts ServerOptions) (*Prometheus, erro
 	if err := os.MkdirAll(filepath.Join(dir, "data"), 0o755); err != nil {
 		return nil, err
 	}
-	cfg, err := e.prometheusConfig(dir, opts)
+	cfg, err := e.prometheusConfig(dir, name, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -248,26 +248,33 @@ func (p *Prometheus) Stop() error {
 // honours the exporter's namespace and pod labels (the pods using each
 // GPU); inference targets carry their pod's namespace and pod, as the PromQL
 // source's default queries expect.
-func (e *Env) prometheusConfig(dir string, opts ServerOptions) (string, error) {
+func (e *Env) prometheusConfig(dir, server string, opts ServerOptions) (string, error) {
 	path := filepath.Join(dir, "prometheus.yml")
-	return path, os.WriteFile(path, []byte(scrapeConfig(dir, opts)), 0o600)
+	return path, os.WriteFile(path, []byte(scrapeConfig(dir, server, opts)), 0o600)
 }
 
-func scrapeConfig(dir string, opts ServerOptions) string {
+// scrapeConfig is server's configuration. VictoriaMetrics' strict parser
+// refuses file_sd_configs' refresh_interval (it re-reads the files every
+// -promscrape.fileSDCheckInterval instead), so only Prometheus gets it.
+func scrapeConfig(dir, server string, opts ServerOptions) string {
 	interval := opts.ScrapeInterval
 	if interval <= 0 {
 		interval = time.Second
 	}
+	refresh := ", refresh_interval: 1s"
+	if server == "victoria-metrics" {
+		refresh = ""
+	}
 	cfg := fmt.Sprintf(`global:
-  scrape_interval: %s
-  scrape_timeout: %s
+  scrape_interval: %[1]s
+  scrape_timeout: %[2]s
 scrape_configs:
 - job_name: gpuscale-exporter
   honor_labels: true
-  file_sd_configs: [{files: [%q], refresh_interval: 1s}]
+  file_sd_configs: [{files: [%[3]q]%[5]s}]
 - job_name: inference
-  file_sd_configs: [{files: [%q], refresh_interval: 1s}]
-`, model.Duration(interval), model.Duration(interval*9/10), filepath.Join(dir, "exporters.json"), filepath.Join(dir, "inference.json"))
+  file_sd_configs: [{files: [%[4]q]%[5]s}]
+`, model.Duration(interval), model.Duration(interval*9/10), filepath.Join(dir, "exporters.json"), filepath.Join(dir, "inference.json"), refresh)
 	if len(opts.Static) > 0 {
 		targets, _ := json.Marshal(opts.Static)
 		cfg += fmt.Sprintf("- job_name: static\n  honor_labels: true\n  static_configs: [{targets: %s}]\n", targets)
