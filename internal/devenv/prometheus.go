@@ -136,12 +136,23 @@ func (e *Env) startPrometheus(ctx context.Context, opts ServerOptions) (*Prometh
 
 // StartVictoriaMetrics is StartPrometheus with VictoriaMetrics' single-node
 // server (VictoriaMetricsBinary) reading the same scrape configuration: the
-// PromQL source's other backend. Queries see samples as soon as they are
-// scraped (-search.latencyOffset=0s: VictoriaMetrics' default hides the
-// last 30 s) and file targets are re-read every second.
+// PromQL source's other backend. File targets are re-read every second.
+//
+// VictoriaMetrics makes a scraped sample searchable only once its
+// in-memory buffer is flushed, up to 2 s later (pendingRowsFlushInterval),
+// and evaluates a query asked for the last -search.latencyOffset (default
+// 30 s) that long ago instead, so that it never reads that incomplete
+// tail. At 0 s, a query at now with a lookback of a few 1 s scrapes finds
+// the newest searchable sample outside its window every few reads: empty
+// answers, served as NotFound (issue #28). The offset here is that buffer
+// plus one scrape interval, a few seconds instead of the default's 30.
 func (e *Env) StartVictoriaMetrics(ctx context.Context, lookback time.Duration) (*Prometheus, error) {
 	return e.startVictoriaMetrics(ctx, ServerOptions{Lookback: lookback})
 }
+
+// victoriaMetricsBuffer is how long VictoriaMetrics may hold a sample
+// before it is searchable (lib/storage's pendingRowsFlushInterval).
+const victoriaMetricsBuffer = 2 * time.Second
 
 func (e *Env) startVictoriaMetrics(ctx context.Context, opts ServerOptions) (*Prometheus, error) {
 	bin, err := VictoriaMetricsBinary(ctx)
@@ -153,10 +164,11 @@ func (e *Env) startVictoriaMetrics(ctx context.Context, opts ServerOptions) (*Pr
 		return nil, err
 	}
 	p.ready = "/health"
+	latency := victoriaMetricsBuffer + scrapeInterval(opts)
 	p.args = func(lookback time.Duration) []string {
 		return []string{"-promscrape.config=" + p.config, "-storageDataPath=" + filepath.Join(p.dir, "data"),
 			"-httpListenAddr=127.0.0.1:" + strconv.Itoa(p.port), "-search.maxStalenessInterval=" + lookback.String(),
-			"-search.latencyOffset=0s", "-promscrape.fileSDCheckInterval=1s", "-retentionPeriod=1d",
+			"-search.latencyOffset=" + latency.String(), "-promscrape.fileSDCheckInterval=1s", "-retentionPeriod=1d",
 			"-loggerLevel=WARN"}
 	}
 	return p, e.startServer(ctx, p, opts.Lookback)
@@ -257,10 +269,7 @@ func (e *Env) prometheusConfig(dir, server string, opts ServerOptions) (string, 
 // refuses file_sd_configs' refresh_interval (it re-reads the files every
 // -promscrape.fileSDCheckInterval instead), so only Prometheus gets it.
 func scrapeConfig(dir, server string, opts ServerOptions) string {
-	interval := opts.ScrapeInterval
-	if interval <= 0 {
-		interval = time.Second
-	}
+	interval := scrapeInterval(opts)
 	refresh := ", refresh_interval: 1s"
 	if server == "victoria-metrics" {
 		refresh = ""
@@ -280,6 +289,14 @@ scrape_configs:
 		cfg += fmt.Sprintf("- job_name: static\n  honor_labels: true\n  static_configs: [{targets: %s}]\n", targets)
 	}
 	return cfg
+}
+
+// scrapeInterval is opts' scrape interval, 1s unless set.
+func scrapeInterval(opts ServerOptions) time.Duration {
+	if opts.ScrapeInterval <= 0 {
+		return time.Second
+	}
+	return opts.ScrapeInterval
 }
 
 // fileSDGroup is one entry of a file_sd_configs file.

@@ -19,7 +19,9 @@ import (
 )
 
 // TestPromQLSource runs the adapter with --source=prometheus against a real
-// Prometheus (Debian's prometheus package), scraping the same exporters and
+// Prometheus (Debian's prometheus package) and against VictoriaMetrics'
+// single-node server (v1.151.0, built from its Go module by
+// hack/victoriametrics-build.sh), each scraping the same exporters and
 // simulated inference servers: it serves the embedded adapter's values
 // within what the scrape timing explains, the queue-depth HPA scenario
 // passes, the scale-down controller protects a serving replica and
@@ -36,9 +38,7 @@ func TestPromQLSource(t *testing.T) {
 		}
 		promQLScenario(t, "prometheus", "e2e-promql")
 	})
-	// VictoriaMetrics (devenv.StartServer's "victoria-metrics") is not
-	// run here yet: through it the PromQL source serves NotFound for
-	// gpu_utilization while the server holds the series (issue #28).
+	t.Run("victoria-metrics", func(t *testing.T) { promQLScenario(t, "victoria-metrics", "e2e-promql-vm") })
 }
 
 // promQLScenario is TestPromQLSource on one server; prefix names its

@@ -12,6 +12,7 @@ import (
 	"math"
 	"net/http"
 	"net/url"
+	"strconv"
 	"time"
 
 	"github.com/prometheus/client_golang/api"
@@ -34,9 +35,11 @@ type Config struct {
 	// Timeout bounds one query, in the client and on the server; 0 means
 	// 5s.
 	Timeout time.Duration
-	// MaxStaleness is sent as the query's lookback_delta, so a series
-	// whose newest sample is older gives no value. A backend that ignores
-	// the parameter uses its own lookback, 5m in Prometheus.
+	// MaxStaleness is sent as the query's lookback_delta (Prometheus,
+	// Thanos) and max_lookback (VictoriaMetrics, which ignores
+	// lookback_delta), so a series whose newest sample is older gives no
+	// value. A backend that ignores both uses its own lookback, 5m in
+	// Prometheus.
 	MaxStaleness time.Duration
 	// MaxResponseBytes bounds one answer; 0 means DefaultMaxResponseBytes.
 	MaxResponseBytes int64
@@ -74,7 +77,29 @@ func New(cfg Config) (*Client, error) {
 	if cfg.Timeout <= 0 {
 		cfg.Timeout = 5 * time.Second
 	}
+	if cfg.MaxStaleness > 0 {
+		// VictoriaMetrics reads its lookback from max_lookback, in
+		// seconds or a duration, and ignores lookback_delta; Prometheus
+		// ignores max_lookback. Both read URL and form parameters alike.
+		c = withParams{Client: c, params: url.Values{"max_lookback": {strconv.FormatFloat(cfg.MaxStaleness.Seconds(), 'f', -1, 64)}}}
+	}
 	return &Client{api: v1.NewAPI(c), timeout: cfg.Timeout, lookback: cfg.MaxStaleness, where: u.Redacted()}, nil
+}
+
+// withParams adds params to the URL of every request, beside the
+// parameters the Prometheus client sends in the form body.
+type withParams struct {
+	api.Client
+	params url.Values
+}
+
+func (c withParams) Do(ctx context.Context, req *http.Request) (*http.Response, []byte, error) {
+	q := req.URL.Query()
+	for k, vs := range c.params {
+		q[k] = vs
+	}
+	req.URL.RawQuery = q.Encode()
+	return c.Client.Do(ctx, req)
 }
 
 // Where names the server, without credentials.

@@ -83,6 +83,56 @@ func TestEach(t *testing.T) {
 	}
 }
 
+// TestLookbackParameters: --max-staleness reaches the server's lookback
+// under both names, Prometheus' lookback_delta and VictoriaMetrics'
+// max_lookback (VictoriaMetrics ignores lookback_delta and would
+// otherwise use a lookback of its own), whether the client POSTs the
+// query or falls back to GET; with no staleness bound, neither is sent.
+func TestLookbackParameters(t *testing.T) {
+	for _, tc := range []struct {
+		name               string
+		staleness          time.Duration
+		postRefused        bool
+		wantDelta, wantMax string
+	}{
+		{name: "POST", staleness: 3 * time.Second, wantDelta: "3s", wantMax: "3"},
+		{name: "GET fallback", staleness: 1500 * time.Millisecond, postRefused: true, wantDelta: "1.5s", wantMax: "1.5"},
+		{name: "no bound", staleness: 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var mu sync.Mutex
+			var got []string
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if tc.postRefused && r.Method == http.MethodPost {
+					w.WriteHeader(http.StatusMethodNotAllowed)
+					return
+				}
+				mu.Lock()
+				got = append(got, r.Method+" "+r.FormValue("query")+" lookback_delta="+r.FormValue("lookback_delta")+" max_lookback="+r.FormValue("max_lookback"))
+				mu.Unlock()
+				w.Header().Set("Content-Type", "application/json")
+				fmt.Fprint(w, vector(sample("a", "1")))
+			}))
+			t.Cleanup(srv.Close)
+			c, err := New(Config{URL: srv.URL, Timeout: time.Second, MaxStaleness: tc.staleness})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := c.Vector(context.Background(), "up", t0); err != nil {
+				t.Fatal(err)
+			}
+			method := http.MethodPost
+			if tc.postRefused {
+				method = http.MethodGet
+			}
+			want := method + " up lookback_delta=" + tc.wantDelta + " max_lookback=" + tc.wantMax
+			if len(got) != 1 || got[0] != want {
+				t.Errorf("server saw %q, want [%q]", got, want)
+			}
+		})
+	}
+}
+
 func TestNewRefusesBadURL(t *testing.T) {
 	for _, u := range []string{"", "prometheus:9090", "http://", "://x"} {
 		if _, err := New(Config{URL: u}); err == nil {
