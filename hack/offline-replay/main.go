@@ -36,7 +36,8 @@ type flags struct {
 	tracePath, shape, policies, schedule, updateDocs string
 	family, asJSON, need, parts                      bool
 	phase, start, duration, slo                      time.Duration
-	objective, window, down                          time.Duration
+	objective, window, down, downPeriod              time.Duration
+	downPercent                                      int
 	runningTarget                                    float64
 }
 
@@ -59,6 +60,8 @@ func main() {
 	flag.BoolVar(&f.parts, "capacity-parts", false, "Print the capacity estimate's parts at each minute's first sync.")
 	flag.Float64Var(&f.runningTarget, "running-requests-target", 16, "The running-requests policy's averageValue.")
 	flag.DurationVar(&f.down, "capacity-scale-down-window", 0, "The capacity policy's scale-down stabilization window (0: what `adapter recommend` gives).")
+	flag.IntVar(&f.downPercent, "capacity-scale-down-percent", 0, "The capacity policy's scale-down rate in percent per --capacity-scale-down-period, beside `adapter recommend`'s (0: what it gives).")
+	flag.DurationVar(&f.downPeriod, "capacity-scale-down-period", time.Minute, "The period of --capacity-scale-down-percent.")
 	flag.Parse()
 	if err := run(f); err != nil {
 		log.Fatal(err)
@@ -69,6 +72,7 @@ func run(f flags) error {
 	setup := robustness.DefaultSetup()
 	setup.Tweak = func(o *offlinereplay.PolicyOptions) {
 		o.Schedule, o.Objective, o.Window, o.DownWindow = f.schedule, f.objective, f.window, f.down
+		o.DownPercent, o.DownPeriod = f.downPercent, f.downPeriod
 		o.Targets.RequestsRunning = f.runningTarget
 		o.Parts = partsPrinter(f.parts)
 	}
@@ -202,8 +206,9 @@ func partsPrinter(on bool) func(time.Time, capacity.Estimate) {
 			return
 		}
 		last = m
-		fmt.Printf("  minute %2d: ready %2d demand %5.1f forecast %5.1f | KV term %4.1f (per replica %4.1f) | prefill term %4.1f (busy %4.2f, max busy %.3f, over objective %.3f, reachable %v)\n",
-			m, e.Replicas, e.Demand, e.Forecast, e.KVNeeded, e.PerReplica, e.PrefillNeeded, e.PrefillBusy, e.Prefill.MaxBusy, e.Prefill.OverObjective, e.Prefill.Reachable)
+		fmt.Printf("  minute %2d: ready %2d demand %5.1f forecast %5.1f | KV term %4.1f (slots %5.1f per replica %4.1f disp %.3f late %.3f res %5.1fs slack %4.2fs) | prefill term %4.1f (busy %4.2f, max busy %.3f, disp %.3f, over %.3f) | ttft %5.2f corr %.2f | needed %5.1f\n",
+			m, e.Replicas, e.Demand, e.Forecast, e.KVNeeded, e.Slots, e.PerReplica, e.KVDispersion, e.LateBudget, e.Residence, e.Slack,
+			e.PrefillNeeded, e.PrefillBusy, e.Prefill.MaxBusy, e.Dispersion, e.Prefill.OverObjective, e.MeasuredTTFT, e.Correction, e.Needed)
 	}
 }
 

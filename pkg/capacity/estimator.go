@@ -3,7 +3,6 @@ package capacity
 import (
 	"errors"
 	"fmt"
-	"math"
 	"slices"
 	"sync"
 	"time"
@@ -41,6 +40,10 @@ type Pod struct {
 	// each pod's increase from one estimate to the next.
 	UID     string
 	Prefill *histogram.Histogram
+	// TTFT is its newest cumulative histogram of times to first token
+	// (seconds), nil when its server exports none: what the closed loop
+	// measures the objective's quantile on.
+	TTFT *histogram.Histogram
 }
 
 // Estimate is the signal and every part of it, so that each decision can
@@ -66,9 +69,24 @@ type Estimate struct {
 	// forecast projects; TrendStdErr that noise.
 	Level, Trend, TrendStdErr float64
 	// Slots is how many requests of the current mix one replica's KV
-	// cache holds; PerReplica how many of them it serves with no more
-	// than the objective's share of requests queued.
+	// cache holds (1 over the share a running request fills);
+	// PerReplica how many of them it carries with at most the late
+	// budget's share finding too little KV free (MaxKVLoad).
 	Slots, PerReplica float64
+	// Dispersion and KVDispersion are the measured indices of dispersion
+	// (variance over mean, across the Ready replicas, smoothed over the
+	// window) of the requests each replica took between estimates (its
+	// prefill histogram's count) and of its KV share in use; the
+	// defaults of a random router (1, and 1/Slots: equal requests) until
+	// two replicas have reported a load.
+	Dispersion, KVDispersion float64
+	// Residence is how long a request stays in a replica's batch, on the
+	// servers' clock (Little's law: requests running over the rate of
+	// first tokens in the window; 0 unmeasured), and Slack the time a
+	// request of the window's mean prefill may wait within the
+	// objective; LateBudget the share of requests the KV term lets find
+	// too little KV free (LateBudget).
+	Residence, Slack, LateBudget float64
 	// Horizon is the median measured start-up time of the workload's
 	// pods: how far ahead a scale-up decided now takes effect.
 	Horizon time.Duration
@@ -89,8 +107,14 @@ type Estimate struct {
 	Prefill       PrefillLimit
 	PrefillBusy   float64
 	PrefillNeeded float64
-	// Needed is the larger of KVNeeded and PrefillNeeded: the replicas
-	// the HPA asks for.
+	// MeasuredTTFT is the objective's quantile of the times to first
+	// token the servers measured over the window (seconds; NaN with too
+	// few to tell), and Correction the closed loop's factor on the
+	// model's replicas (1: none; within [1/MaxCorrection,
+	// MaxCorrection]).
+	MeasuredTTFT, Correction float64
+	// Needed is Correction times the larger of KVNeeded and
+	// PrefillNeeded: the replicas the HPA asks for.
 	Needed float64
 }
 
@@ -153,6 +177,13 @@ type workloadState struct {
 	slots    float64   // last measured, 0: never
 	lastUsed time.Time
 	prefill  prefillWindow
+	spread   spread
+	ttft     prefillWindow
+	loop     loop
+	// windowDemand is the demand averaged with the window's time
+	// constant, at windowAt: what the window's prefill work served.
+	windowDemand float64
+	windowAt     time.Time
 }
 
 // New returns an estimator; m may be nil.
@@ -187,6 +218,8 @@ func (e *Estimator) estimate(st *workloadState, now time.Time, pods []Pod) (Esti
 		kv, run    float64
 		startups   []time.Duration
 		haveLoaded bool
+		perReqs    []float64
+		perKV      []float64
 	)
 	for _, p := range pods {
 		if p.Startup > 0 {
@@ -206,6 +239,8 @@ func (e *Estimator) estimate(st *workloadState, now time.Time, pods []Pod) (Esti
 		est.Demand += p.Running + p.Waiting
 		run += p.Running
 		kv += p.KVPercent / 100
+		perReqs = append(perReqs, p.Running+p.Waiting)
+		perKV = append(perKV, p.KVPercent/100)
 	}
 	if !haveLoaded {
 		return Estimate{}, ErrNoData
@@ -219,6 +254,13 @@ func (e *Estimator) estimate(st *workloadState, now time.Time, pods []Pod) (Esti
 		st.slots = run / kv
 	}
 	est.Slots = st.slots
+	st.spread.observe(now, perReqs, perKV, e.cfg.Window)
+	if st.windowAt.IsZero() {
+		st.windowDemand = est.Demand
+	} else {
+		st.windowDemand += weight(max(now.Sub(st.windowAt).Seconds(), 0), e.cfg.Window) * (est.Demand - st.windowDemand)
+	}
+	st.windowAt = now
 
 	if st.holt.Len() == 0 || now.Sub(st.observed) >= observeGap(est.Horizon) {
 		st.holt.Observe(now, est.Demand, ForecastSmoothing(est.Horizon))
@@ -229,29 +271,45 @@ func (e *Estimator) estimate(st *workloadState, now time.Time, pods []Pod) (Esti
 	// once. So the replicas must carry the peak expected until then:
 	// for a damped trend, its end or now.
 	est.Forecast = max(est.Demand, st.forecast(now, est.Horizon), 0)
-	e.prefillTerm(st, now, pods, &est)
+	e.prefillTerm(st, now, pods, run*float64(est.Replicas)/float64(est.Reporting), &est)
+	if est.Slots > 0 {
+		e.kvPerReplica(st, &est)
+	}
 
 	if est.Forecast == 0 {
 		// Nothing runs or waits and nothing is expected: no capacity
 		// is used, whatever a replica holds.
-		if est.Slots > 0 {
-			est.PerReplica = MaxLoad(int(est.Slots), 1-e.cfg.Quantile)
-			est.LoadingCredit = float64(est.Loading) * est.PerReplica
-		}
+		e.closeLoop(st, now, pods, 0, &est)
+		est.LoadingCredit = float64(est.Loading) * est.PerReplica
 		return est, nil
 	}
 	if est.Slots <= 0 {
 		return Estimate{}, ErrNoCapacity
 	}
-	est.PerReplica = MaxLoad(int(math.Floor(est.Slots)), 1-e.cfg.Quantile)
 	if est.PerReplica <= 0 {
 		return Estimate{}, fmt.Errorf("%w: %.3g requests fit a replica's KV cache", ErrNoCapacity, est.Slots)
 	}
 	est.LoadingCredit = float64(est.Loading) * est.PerReplica
 	est.KVNeeded = est.Forecast / est.PerReplica
-	est.Needed = max(est.KVNeeded, est.PrefillNeeded)
+	model := max(est.KVNeeded, est.PrefillNeeded)
+	e.closeLoop(st, now, pods, model, &est)
+	est.Needed = est.Correction * model
 	est.Utilization = est.Needed / float64(est.Replicas)
 	return est, nil
+}
+
+// kvPerReplica fills the KV term's capacity: the requests of the current
+// mix one replica carries (MaxKVLoad over the mean request's share), with
+// the KV in use as spread as it was measured across the replicas and the
+// late budget the objective's slack allows.
+func (e *Estimator) kvPerReplica(st *workloadState, est *Estimate) {
+	kbar := 1 / est.Slots
+	est.KVDispersion = kbar // equal requests, routed at random
+	if d, ok := st.spread.kv(); ok {
+		est.KVDispersion = d
+	}
+	est.LateBudget = LateBudget(e.cfg.Quantile, est.Slack, est.Residence)
+	est.PerReplica = MaxKVLoad(kbar, est.KVDispersion, est.LateBudget) / kbar
 }
 
 // ForecastSmoothing is the forecast's smoothing for a start-up horizon:

@@ -27,6 +27,47 @@ type prefillWindow struct {
 	steps []prefillStep
 	// lastAt is the previous estimate's time.
 	lastAt time.Time
+	// arrivals is the index of dispersion across the replicas of the
+	// requests each finished prefilling per step: what the router makes
+	// of the arrivals' variability (arrivalSpread).
+	arrivals arrivalSpread
+}
+
+// arrivalSpread smooths, over the window, the cross-replica mean and
+// variance of the requests each replica took between two estimates (the
+// increase of its prefill-time histogram's count). Their ratio is the
+// index of dispersion of a replica's arrivals: about 1 when a router picks
+// replicas at random, about 1/replicas for round-robin, above 1 for one
+// that sends bursts to a replica. It is the arrivals' squared coefficient
+// of variation the prefill queue sees (Kingman), measured, not assumed.
+type arrivalSpread struct {
+	mean, variance float64
+	at             time.Time
+}
+
+func (a *arrivalSpread) observe(now time.Time, counts []float64, window time.Duration) {
+	if len(counts) < 2 {
+		return
+	}
+	m, v := meanVar(counts)
+	if !(m > 0) {
+		return
+	}
+	w := 1.0
+	if !a.at.IsZero() {
+		w = weight(max(now.Sub(a.at).Seconds(), 0), window)
+	}
+	a.mean += w * (m - a.mean)
+	a.variance += w * (v - a.variance)
+	a.at = now
+}
+
+// dispersion is the measured index, ok false before any.
+func (a *arrivalSpread) dispersion() (float64, bool) {
+	if a.at.IsZero() || !(a.mean > 0) {
+		return 0, false
+	}
+	return min(a.variance/a.mean, maxDispersion), true
 }
 
 type prefillStep struct {
@@ -38,16 +79,26 @@ type prefillStep struct {
 // with a prefill histogram, and drops what fell out of the window. A pod
 // whose layout changed, or seen for the first time, starts over.
 func (w *prefillWindow) observe(now time.Time, pods []Pod, window time.Duration) {
+	w.observeOf(now, pods, window, func(p Pod) *histogram.Histogram { return p.Prefill })
+}
+
+// observeOf is observe for the cumulative histogram of returns of each pod.
+func (w *prefillWindow) observeOf(now time.Time, pods []Pod, window time.Duration, of func(Pod) *histogram.Histogram) {
 	next := make(map[string]*histogram.Histogram, len(pods))
-	var parts []*histogram.Histogram
+	var (
+		parts  []*histogram.Histogram
+		counts []float64
+	)
 	for _, p := range pods {
-		if p.Prefill == nil || p.UID == "" {
+		h := of(p)
+		if h == nil || p.UID == "" {
 			continue
 		}
-		next[p.UID] = p.Prefill
+		next[p.UID] = h
 		if prev, ok := w.last[p.UID]; ok && !w.lastAt.IsZero() {
-			if inc, err := histogram.Increase(prev, p.Prefill); err == nil {
+			if inc, err := histogram.Increase(prev, h); err == nil {
 				parts = append(parts, inc)
+				counts = append(counts, inc.Count)
 			}
 		}
 	}
@@ -56,6 +107,7 @@ func (w *prefillWindow) observe(now time.Time, pods []Pod, window time.Duration)
 			w.add(prefillStep{from: w.lastAt, to: now, inc: inc}, window/windowSlots)
 		}
 	}
+	w.arrivals.observe(now, counts, window)
 	w.last, w.lastAt = next, now
 	i := 0
 	for i < len(w.steps) && now.Sub(w.steps[i].from) > window {
@@ -98,7 +150,13 @@ func (w *prefillWindow) total() (*histogram.Histogram, time.Duration) {
 // forecast's over the smoothed level, not over today's demand: the window's
 // work is a minute's mean, and a momentary dip in the requests in flight
 // is no growth ahead.
-func (e *Estimator) prefillTerm(st *workloadState, now time.Time, pods []Pod, est *Estimate) {
+//
+// It also measures, from the same window, a request's residence in the
+// batch (Little's law: the requests running over the rate at which they
+// got their first token, running being the Ready replicas' total) and the
+// slack a request of the window's mean prefill time has within the
+// objective, both on the servers' clock, for the KV term.
+func (e *Estimator) prefillTerm(st *workloadState, now time.Time, pods []Pod, running float64, est *Estimate) {
 	st.prefill.observe(now, pods, e.cfg.Window)
 	inc, span := st.prefill.total()
 	if inc == nil || span <= 0 {
@@ -109,13 +167,22 @@ func (e *Estimator) prefillTerm(st *workloadState, now time.Time, pods []Pod, es
 		scale = 1
 	}
 	est.PrefillBusy = inc.Sum / (span.Seconds() * scale)
-	est.Prefill = MaxPrefillBusy(inc, e.cfg.Objective.Seconds(), e.cfg.Quantile)
+	if inc.Count > 0 {
+		est.Residence = running * span.Seconds() * scale / inc.Count
+		est.Slack = max(0, e.cfg.Objective.Seconds()-inc.Sum/inc.Count)
+	}
+	est.Dispersion = 1
+	if d, ok := st.prefill.arrivals.dispersion(); ok {
+		est.Dispersion = d
+	}
+	est.Prefill = MaxPrefillBusy(inc, e.cfg.Objective.Seconds(), e.cfg.Quantile, est.Dispersion)
 	if !est.Prefill.Reachable || est.Prefill.MaxBusy <= 0 || est.Forecast <= 0 {
 		return
 	}
-	growth := 1.0
-	if level := st.holt.Level(); level > 0 {
-		growth = max(1, st.forecast(now, est.Horizon)/level)
-	}
+	// The window's work is what the window's demand asked; the replicas
+	// must carry what the forecast demand will ask: the work grows as the
+	// forecast over the window's mean demand (at least one request, so
+	// that an idle window's noise does not multiply).
+	growth := max(1, est.Forecast/max(st.windowDemand, 1))
 	est.PrefillNeeded = est.PrefillBusy * growth / est.Prefill.MaxBusy
 }

@@ -44,6 +44,14 @@ type PrefillHistograms interface {
 	PodPrefill(ctx context.Context, set *PodSet, sel labels.Selector) ([]*histogram.Histogram, error)
 }
 
+// TTFTHistograms is, likewise, each pod's newest cumulative
+// time-to-first-token histogram: the capacity signal's closed loop measures
+// the objective's quantile on it, and without it the loop holds its
+// correction at 1.
+type TTFTHistograms interface {
+	PodTTFT(ctx context.Context, set *PodSet, sel labels.Selector) ([]*histogram.Histogram, error)
+}
+
 // capacityInputs are the per-pod values the estimate reads.
 var capacityInputs = [...]string{RequestsRunning, QueueDepth, KVCacheUtilization}
 
@@ -59,6 +67,7 @@ func (p *Provider) capacityPods(ctx context.Context, namespace string, pods []*c
 	var (
 		vals    [len(capacityInputs)][]Value
 		prefill []*histogram.Histogram
+		ttft    []*histogram.Histogram
 	)
 	if len(ready) > 0 {
 		set := NewPodSet(namespace, ready)
@@ -69,6 +78,15 @@ func (p *Provider) capacityPods(ctx context.Context, namespace string, pods []*c
 			}
 			if len(prefill) != len(ready) {
 				return nil, &sourceError{fmt.Errorf("%d prefill histograms for %d pods", len(prefill), len(ready))}
+			}
+		}
+		if th, ok := p.cfg.Values.(TTFTHistograms); ok {
+			var err error
+			if ttft, err = th.PodTTFT(ctx, set, sel); err != nil {
+				return nil, &sourceError{err}
+			}
+			if len(ttft) != len(ready) {
+				return nil, &sourceError{fmt.Errorf("%d TTFT histograms for %d pods", len(ttft), len(ready))}
 			}
 		}
 		for i, name := range capacityInputs {
@@ -90,8 +108,12 @@ func (p *Provider) capacityPods(ctx context.Context, namespace string, pods []*c
 		run, wait, kv := vals[0][i], vals[1][i], vals[2][i]
 		if run.Valid() && wait.Valid() && kv.Valid() {
 			c.Data, c.Running, c.Waiting, c.KVPercent = true, run.V, wait.V, kv.V
+			c.UID = string(pod.UID)
 			if prefill != nil {
-				c.UID, c.Prefill = string(pod.UID), prefill[i]
+				c.Prefill = prefill[i]
+			}
+			if ttft != nil {
+				c.TTFT = ttft[i]
 			}
 		} else if !sel.Empty() {
 			continue // another model's pod, or one with no values
