@@ -138,6 +138,12 @@ type Config struct {
 	// Forget drops a workload's state after it was not asked about for
 	// this long.
 	Forget time.Duration
+	// MinCorrection and MaxCorrection bound the closed loop's factor on
+	// the model's replicas, within [1/2, 2] (0: those). The default lets
+	// the loop trim what the model asks by up to half where the measured
+	// TTFT has room, and never add to it: the model is an upper bound,
+	// measured (docs/autoscaling.md, "The closed loop").
+	MinCorrection, MaxCorrection float64
 }
 
 // observeGap is the least time between two of the forecast's observations:
@@ -155,7 +161,7 @@ func observeGap(horizon time.Duration) time.Duration {
 // DefaultConfig protects a p90 objective of one second, with prefill
 // times over the last minute.
 func DefaultConfig() Config {
-	return Config{Quantile: 0.9, Objective: time.Second, Window: time.Minute, Forget: 10 * time.Minute}
+	return Config{Quantile: 0.9, Objective: time.Second, Window: time.Minute, Forget: 10 * time.Minute, MinCorrection: 0.5, MaxCorrection: 1}
 }
 
 // Estimator keeps, per workload or model, the forecast's state and the
@@ -180,10 +186,6 @@ type workloadState struct {
 	spread   spread
 	ttft     prefillWindow
 	loop     loop
-	// windowDemand is the demand averaged with the window's time
-	// constant, at windowAt: what the window's prefill work served.
-	windowDemand float64
-	windowAt     time.Time
 }
 
 // New returns an estimator; m may be nil.
@@ -255,12 +257,6 @@ func (e *Estimator) estimate(st *workloadState, now time.Time, pods []Pod) (Esti
 	}
 	est.Slots = st.slots
 	st.spread.observe(now, perReqs, perKV, e.cfg.Window)
-	if st.windowAt.IsZero() {
-		st.windowDemand = est.Demand
-	} else {
-		st.windowDemand += weight(max(now.Sub(st.windowAt).Seconds(), 0), e.cfg.Window) * (est.Demand - st.windowDemand)
-	}
-	st.windowAt = now
 
 	if st.holt.Len() == 0 || now.Sub(st.observed) >= observeGap(est.Horizon) {
 		st.holt.Observe(now, est.Demand, ForecastSmoothing(est.Horizon))

@@ -7,10 +7,11 @@ import (
 	"github.com/gpuscale/gpuscale/pkg/histogram"
 )
 
-// MaxCorrection bounds the closed loop: the model's replicas are trusted
-// within a factor of two either way. A larger error is no model's error
-// (routing, a head-of-line request, an engine version) but a wrong
-// configuration, which the signal's exported parts make visible.
+// MaxCorrection bounds the closed loop at most: the model's replicas are
+// trusted within a factor of two either way. A larger error is no model's
+// error (routing, a head-of-line request, an engine version) but a wrong
+// configuration, which the signal's exported parts make visible. The
+// default bounds are narrower (DefaultConfig).
 const MaxCorrection = 2.0
 
 // loop corrects the model's replicas online by what the servers measure:
@@ -51,7 +52,7 @@ func (l *loop) factor() float64 { return math.Exp(l.log) }
 // update takes the window's measured quantile (NaN: too few to tell), the
 // objective, the floor no replicas bring the quantile below, and the
 // corrected model's utilization now.
-func (l *loop) update(now time.Time, measured, objective, floor, utilization float64, settled bool, horizon, window time.Duration) {
+func (l *loop) update(now time.Time, measured, objective, floor, utilization float64, settled bool, horizon, window time.Duration, lo, hi float64) {
 	if l.at.IsZero() {
 		l.at, l.utilization = now, utilization
 		return
@@ -73,7 +74,7 @@ func (l *loop) update(now time.Time, measured, objective, floor, utilization flo
 	case measured < comfortable && settled && min(l.utilization, utilization) >= 1-hpaTolerance:
 		l.log -= step / 2 * min(math.Log(comfortable/math.Max(measured, comfortable/2)), math.Ln2)
 	}
-	l.log = min(max(l.log, -math.Log(MaxCorrection)), math.Log(MaxCorrection))
+	l.log = min(max(l.log, math.Log(lo)), math.Log(hi))
 }
 
 // hpaTolerance is the HPA controller's default tolerance: within it of the
@@ -100,6 +101,22 @@ func (e *Estimator) closeLoop(st *workloadState, now time.Time, pods []Pod, mode
 	if est.Replicas > 0 {
 		u = model * st.loop.factor() / float64(est.Replicas)
 	}
-	st.loop.update(now, est.MeasuredTTFT, e.cfg.Objective.Seconds(), floor, u, est.Loading == 0, est.Horizon, e.cfg.Window)
+	lo, hi := e.cfg.correctionBounds()
+	st.loop.update(now, est.MeasuredTTFT, e.cfg.Objective.Seconds(), floor, u, est.Loading == 0, est.Horizon, e.cfg.Window, lo, hi)
 	est.Correction = st.loop.factor()
+}
+
+// correctionBounds are the loop's bounds, within [1/MaxCorrection,
+// MaxCorrection]; unset (0) they are the widest.
+func (c Config) correctionBounds() (lo, hi float64) {
+	lo, hi = c.MinCorrection, c.MaxCorrection
+	if !(lo > 0) {
+		lo = 1 / MaxCorrection
+	}
+	if !(hi > 0) {
+		hi = MaxCorrection
+	}
+	lo = min(max(lo, 1/MaxCorrection), 1)
+	hi = min(max(hi, 1), MaxCorrection)
+	return lo, hi
 }

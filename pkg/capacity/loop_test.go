@@ -44,10 +44,26 @@ func TestLoop(t *testing.T) {
 			var l loop
 			t0 := time.Unix(1000, 0)
 			for i := 0; i <= tc.syncs; i++ {
-				l.update(t0.Add(time.Duration(i)*15*time.Second), tc.measured, objective, tc.floor, tc.utilization, tc.settled, horizon, window)
+				l.update(t0.Add(time.Duration(i)*15*time.Second), tc.measured, objective, tc.floor, tc.utilization, tc.settled, horizon, window, 1/MaxCorrection, MaxCorrection)
 			}
 			near(t, "correction", l.factor(), tc.want, 1e-9)
 		})
+	}
+}
+
+func TestCorrectionBounds(t *testing.T) {
+	for _, tc := range []struct {
+		min, max, lo, hi float64
+	}{
+		{0, 0, 0.5, 2},
+		{0.5, 1, 0.5, 1},
+		{0.1, 9, 0.5, 2},
+		{2, 0.5, 1, 1},
+	} {
+		lo, hi := Config{MinCorrection: tc.min, MaxCorrection: tc.max}.correctionBounds()
+		if lo != tc.lo || hi != tc.hi {
+			t.Errorf("bounds of (%v, %v) = (%v, %v), want (%v, %v)", tc.min, tc.max, lo, hi, tc.lo, tc.hi)
+		}
 	}
 }
 
@@ -55,7 +71,9 @@ func TestLoop(t *testing.T) {
 // over the objective at the replicas the model asked for raises the
 // replicas needed, and the parts say by how much.
 func TestEstimateClosesTheLoop(t *testing.T) {
-	e := New(DefaultConfig(), nil)
+	cfg := DefaultConfig()
+	cfg.MaxCorrection = MaxCorrection // the default never adds
+	e := New(cfg, nil)
 	k := Key{"ns", "deployment/llm"}
 	t0 := time.Unix(1000, 0)
 	// TTFT in vLLM-like buckets: 20 requests a step, all at 1.5-2 s, over

@@ -179,10 +179,9 @@ func (e *Estimator) prefillTerm(st *workloadState, now time.Time, pods []Pod, ru
 	if !est.Prefill.Reachable || est.Prefill.MaxBusy <= 0 || est.Forecast <= 0 {
 		return
 	}
-	// The window's work is what the window's demand asked; the replicas
-	// must carry what the forecast demand will ask: the work grows as the
-	// forecast over the window's mean demand (at least one request, so
-	// that an idle window's noise does not multiply).
-	growth := max(1, est.Forecast/max(st.windowDemand, 1))
+	growth := 1.0
+	if level := st.holt.Level(); level > 0 {
+		growth = max(1, st.forecast(now, est.Horizon)/level)
+	}
 	est.PrefillNeeded = est.PrefillBusy * growth / est.Prefill.MaxBusy
 }
