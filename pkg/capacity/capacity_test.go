@@ -212,9 +212,7 @@ func TestEstimate(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Both reporting replicas hold the same share of their KV: no spread
-	// measured, so a replica carries its cache less one request.
-	per := MaxKVLoad(1.0/20, 0, 0.1) * 20
+	per := MaxLoad(20, 0.1)
 	near(t, "slots", est.Slots, 20, 1e-9)
 	near(t, "per replica", est.PerReplica, per, 1e-9)
 	near(t, "demand", est.Demand, 30, 1e-9)
@@ -243,15 +241,14 @@ func TestEstimate(t *testing.T) {
 	}
 
 	// Queued requests are demand: long prompts hold a quarter of the KV
-	// each, so 4 fit; one replica, no spread measured: equal requests at
-	// random (dispersion a quarter).
+	// each, so 4 fit and 1 replica serves MaxLoad(4, 0.1) of them.
 	k2 := Key{"ns", "deployment/long"}
 	est, err = e.Estimate(k2, t0, []Pod{ready(2, 6, 50)})
 	if err != nil {
 		t.Fatal(err)
 	}
 	near(t, "long-prompt slots", est.Slots, 4, 1e-9)
-	near(t, "long-prompt utilization", est.Utilization, 8/(MaxKVLoad(0.25, 0.25, 0.1)*4), 1e-9)
+	near(t, "long-prompt utilization", est.Utilization, 8/MaxLoad(4, 0.1), 1e-9)
 
 	// The slot size measured earlier stands while nothing runs.
 	est, err = e.Estimate(k2, t0.Add(time.Second), []Pod{ready(0, 3, 0)})

@@ -108,7 +108,7 @@ type Estimate struct {
 	PrefillBusy   float64
 	PrefillNeeded float64
 	// MeasuredTTFT is the objective's quantile of the times to first
-	// token the servers measured over the window (seconds; NaN with too
+	// token the servers measured over the window (seconds; 0 with too
 	// few to tell), and Correction the closed loop's factor on the
 	// model's replicas (1: none; within [1/MaxCorrection,
 	// MaxCorrection]).
@@ -139,11 +139,19 @@ type Config struct {
 	// this long.
 	Forget time.Duration
 	// MinCorrection and MaxCorrection bound the closed loop's factor on
-	// the model's replicas, within [1/2, 2] (0: those). The default lets
-	// the loop trim what the model asks by up to half where the measured
-	// TTFT has room, and never add to it: the model is an upper bound,
-	// measured (docs/autoscaling.md, "The closed loop").
+	// the model's replicas, within [1/2, 2] (0: those). The default, 1
+	// and 1, holds the loop open: it measures and exports, and corrects
+	// nothing (docs/autoscaling.md, "Robustness": on the family, [1/2, 2]
+	// bought minutes for cost and [1/2, 1] changed little).
 	MinCorrection, MaxCorrection float64
+	// SpreadKV sizes the KV term by MaxKVLoad on the measured spread of
+	// the KV in use, with the objective's slack, instead of Erlang C on
+	// equal slots; MeasuredArrivals lets the prefill term credit a
+	// router that spreads arrivals more evenly than at random (the
+	// measured dispersion below 1). Both are off by default: on the
+	// workload family they moved cost from some workloads to others and
+	// lost minutes on ramps (docs/autoscaling.md, "Robustness").
+	SpreadKV, MeasuredArrivals bool
 }
 
 // observeGap is the least time between two of the forecast's observations:
@@ -161,7 +169,7 @@ func observeGap(horizon time.Duration) time.Duration {
 // DefaultConfig protects a p90 objective of one second, with prefill
 // times over the last minute.
 func DefaultConfig() Config {
-	return Config{Quantile: 0.9, Objective: time.Second, Window: time.Minute, Forget: 10 * time.Minute, MinCorrection: 0.5, MaxCorrection: 1}
+	return Config{Quantile: 0.9, Objective: time.Second, Window: time.Minute, Forget: 10 * time.Minute, MinCorrection: 1, MaxCorrection: 1}
 }
 
 // Estimator keeps, per workload or model, the forecast's state and the
@@ -305,6 +313,10 @@ func (e *Estimator) kvPerReplica(st *workloadState, est *Estimate) {
 		est.KVDispersion = d
 	}
 	est.LateBudget = LateBudget(e.cfg.Quantile, est.Slack, est.Residence)
+	if !e.cfg.SpreadKV {
+		est.PerReplica = MaxLoad(int(est.Slots), 1-e.cfg.Quantile)
+		return
+	}
 	est.PerReplica = MaxKVLoad(kbar, est.KVDispersion, est.LateBudget) / kbar
 }
 

@@ -92,7 +92,9 @@ func TestKVTermFromMeasuredSpread(t *testing.T) {
 		{"one replica", []Pod{pod(2, 50)}, 0.25, 0.25},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			e := New(DefaultConfig(), nil)
+			cfg := DefaultConfig()
+			cfg.SpreadKV = true
+			e := New(cfg, nil)
 			est, err := e.Estimate(Key{"ns", tc.name}, t0, tc.pods)
 			if err != nil {
 				t.Fatal(err)

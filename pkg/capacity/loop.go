@@ -49,7 +49,7 @@ type loop struct {
 
 func (l *loop) factor() float64 { return math.Exp(l.log) }
 
-// update takes the window's measured quantile (NaN: too few to tell), the
+// update takes the window's measured quantile (0 or NaN: too few to tell), the
 // objective, the floor no replicas bring the quantile below, and the
 // corrected model's utilization now.
 func (l *loop) update(now time.Time, measured, objective, floor, utilization float64, settled bool, horizon, window time.Duration, lo, hi float64) {
@@ -63,7 +63,7 @@ func (l *loop) update(now time.Time, measured, objective, floor, utilization flo
 	}
 	l.at = now
 	l.utilization += weight(dt, window) * (utilization - l.utilization)
-	if math.IsNaN(measured) || !(objective > 0) || horizon <= 0 || floor >= objective {
+	if !(measured > 0) || !(objective > 0) || horizon <= 0 || floor >= objective {
 		return
 	}
 	step := min(dt, window.Seconds()) / horizon.Seconds()
@@ -85,7 +85,7 @@ const hpaTolerance = 0.1
 // correction with the model's replicas (uncorrected) now.
 func (e *Estimator) closeLoop(st *workloadState, now time.Time, pods []Pod, model float64, est *Estimate) {
 	st.ttft.observeOf(now, pods, e.cfg.Window, func(p Pod) *histogram.Histogram { return p.TTFT })
-	est.MeasuredTTFT = math.NaN()
+	est.MeasuredTTFT = 0
 	if inc, _ := st.ttft.total(); inc != nil && inc.Count >= 1/(1-e.cfg.Quantile) {
 		if q := histogram.Quantile(e.cfg.Quantile, inc); !math.IsNaN(q) && !math.IsInf(q, 0) {
 			est.MeasuredTTFT = q

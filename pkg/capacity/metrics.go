@@ -54,7 +54,7 @@ func NewMetrics() *Metrics {
 		lateBudget:     g("kv_late_budget_ratio", "Share of requests the KV term lets find too little KV free: the objective's tail, widened by the slack."),
 		residence:      g("residence_seconds", "A request's time in a replica's batch, by Little's law over the window (servers' clock)."),
 		slack:          g("slack_seconds", "Time a request of the window's mean prefill may wait within the objective."),
-		measuredTTFT:   g("measured_ttft_seconds", "The objective's quantile of the time to first token the servers measured over the window; NaN with too few requests."),
+		measuredTTFT:   g("measured_ttft_seconds", "The objective's quantile of the time to first token the servers measured over the window; 0 with too few requests."),
 		correction:     g("loop_correction", "The closed loop's factor on the model's replicas (1: none), within [1/2, 2]; time constant one start-up horizon up, two down."),
 		prefillOver:    g("prefill_over_objective_ratio", "Share of the window's requests whose prefill alone exceeded the TTFT objective."),
 		errors: prometheus.NewCounterVec(prometheus.CounterOpts{

@@ -175,7 +175,14 @@ func (e *Estimator) prefillTerm(st *workloadState, now time.Time, pods []Pod, ru
 	if d, ok := st.prefill.arrivals.dispersion(); ok {
 		est.Dispersion = d
 	}
-	est.Prefill = MaxPrefillBusy(inc, e.cfg.Objective.Seconds(), e.cfg.Quantile, est.Dispersion)
+	// By default a router more even than random is not credited: on a
+	// ramp its measured evenness did not hold (MeasuredArrivals); one
+	// burstier than random always counts.
+	d := max(est.Dispersion, 1)
+	if e.cfg.MeasuredArrivals {
+		d = est.Dispersion
+	}
+	est.Prefill = MaxPrefillBusy(inc, e.cfg.Objective.Seconds(), e.cfg.Quantile, d)
 	if !est.Prefill.Reachable || est.Prefill.MaxBusy <= 0 || est.Forecast <= 0 {
 		return
 	}

@@ -38,9 +38,7 @@ func TestCapacityUtilization(t *testing.T) {
 	// plus 4 waiting: 24 requests of demand.
 	f.put("ml", "a", store.SourceInference, at, "m", map[store.Signal]float64{store.RequestsRunning: 10, store.QueueDepth: 4, store.KVCacheUtilization: 50}, nil)
 	f.put("ml", "b", store.SourceInference, at, "m", map[store.Signal]float64{store.RequestsRunning: 10, store.QueueDepth: 0, store.KVCacheUtilization: 50}, nil)
-	// Both hold the same share of their KV: no spread measured, so a
-	// replica carries its cache less one request's share.
-	want := 24 / (2 * capacity.MaxKVLoad(1.0/20, 0, 0.1) * 20)
+	want := 24 / (2 * capacity.MaxLoad(20, 0.1))
 
 	info := cmprovider.CustomMetricInfo{GroupResource: schema.GroupResource{Group: "apps", Resource: "deployments"}, Namespaced: true, Metric: provider.CapacityUtilization}
 	mv, err := f.p.GetMetricByName(context.Background(), types.NamespacedName{Namespace: "ml", Name: "llm"}, info, labels.Everything())
