@@ -18,11 +18,9 @@ namespace=gpuscale
 # render prints the default install, then the scale-down controller's RBAC
 # alone: it is opt-in, so it gets its own file.
 render() {
-  # The adapter keeps its own certificate at runtime (adapter.tls.source
-  # generate); the exporters' token, which the chart would generate anew on
-  # every render, is a Secret the user makes (50-exporter.yaml's header).
-  "$helm" template "$release" "$chart" --namespace "$namespace" --set createNamespace=true \
-    --set exporter.reservedLane.secretName=gpuscale-exporter-token
+  # The adapter makes its certificate (adapter.tls.source generate) and the
+  # exporters' reserved-lane token at runtime: nothing to create first.
+  "$helm" template "$release" "$chart" --namespace "$namespace" --set createNamespace=true
   "$helm" template "$release" "$chart" --namespace "$namespace" --set scaleDown.enabled=true \
     --show-only templates/scaledown-rbac.yaml
 }
@@ -35,7 +33,7 @@ split_docs() { # dir
       file["namespace.yaml"] = "00-namespace.yaml"
       head["namespace.yaml"] = "The namespace everything else lives in."
       file["adapter-rbac.yaml"] = "10-adapter-rbac.yaml"
-      head["adapter-rbac.yaml"] = "The adapter'"'"'s identity and least-privilege access: read pods, nodes and\n# the workloads it aggregates over; delegate authentication and\n# authorization of its callers to the kube-apiserver; keep its own serving\n# certificate in the Secret gpuscale-adapter-certs and its CA in the\n# APIServices'"'"' caBundle."
+      head["adapter-rbac.yaml"] = "The adapter'"'"'s identity and least-privilege access: read pods, nodes and\n# the workloads it aggregates over; delegate authentication and\n# authorization of its callers to the kube-apiserver; keep its own serving\n# certificate in the Secret gpuscale-adapter-certs and its CA in the\n# APIServices'"'"' caBundle; create the exporters'"'"' reserved-lane token in the\n# Secret gpuscale-exporter-token when it does not exist."
       file["certs-rbac.yaml"] = "10-adapter-rbac.yaml"
       file["scaledown-rbac.yaml"] = "15-scaledown-rbac.yaml"
       head["scaledown-rbac.yaml"] = "OPT-IN: apply only when the adapter runs the scale-down controller\n# (add --scale-down-controller to the args in 40-adapter.yaml). Its only\n# write access: pod annotations, and its leader-election Lease in gpuscale.\n# RBAC cannot narrow patch to annotations; the ValidatingAdmissionPolicy\n# here refuses any other change by the adapter (Kubernetes 1.30+)."
@@ -48,7 +46,7 @@ split_docs() { # dir
       file["adapter.yaml"] = "40-adapter.yaml"
       head["adapter.yaml"] = "The adapter Deployment and its Service. (The end-to-end suite runs the\n# adapter as a local process and replaces this file with an ExternalName\n# Service of the same name.)"
       file["exporter.yaml"] = "50-exporter.yaml"
-      head["exporter.yaml"] = "The GPU exporter DaemonSet: GPU nodes only, the pod-resources socket\n# mounted read-only, every capability dropped, and a headless Service for\n# Prometheus.\n#\n# Before applying, create the Secret gpuscale-exporter-token in gpuscale (the\n# adapter'"'"'s scrapes carry it to a lane of their own; the chart makes it):\n#   kubectl -n gpuscale create secret generic gpuscale-exporter-token \\\n#     --from-literal=token=\"$(head -c 30 /dev/urandom | base64)\""
+      head["exporter.yaml"] = "The GPU exporter DaemonSet: GPU nodes only, the pod-resources socket\n# mounted read-only, every capability dropped, and a headless Service for\n# Prometheus. The reserved-lane token (Secret gpuscale-exporter-token, optional)\n# is the adapter'"'"'s to create; the exporters serve the lane once it exists."
     }
     # Blank lines before a document separator, which Helm 4 adds and
     # Helm 3 does not, are dropped: the files do not depend on the version.

@@ -37,7 +37,8 @@ func run() error {
 		slo       = flag.Duration("slo", time.Second, "TTFT p90 a trace minute must stay within; also the TTFT policy's target.")
 		modelLoad = flag.Duration("model-load", time.Minute, "Trace time a new replica takes to become Ready.")
 		profile   = flag.String("profile", "l4-llama-3.1-8b", "Replica performance profile (pkg/inferencesim).")
-		policies  = flag.String("policies", strings.Join(autoscalebench.Policies, ","), "Comma-separated policies to compare; recommended is the README's first example ("+autoscalebench.Recommended+").")
+		policies  = flag.String("policies", strings.Join(autoscalebench.Policies, ","), "Comma-separated policies to compare; recommended is the README's first example ("+autoscalebench.Recommended+"). "+
+			"A policy followed by "+autoscalebench.AbortSuffix+" runs again on replicas without the drain (vLLM aborts what a removed replica holds).")
 		gpuTarget = flag.Float64("gpu-target", 70, "averageValue of the gpu-utilization policy.")
 		queue     = flag.Float64("queue-target", 1, "averageValue of the queue-depth policies.")
 		running   = flag.Float64("running-target", 16, "averageValue of the running-requests policy.")

@@ -41,8 +41,13 @@ func run() error {
 		adEnv    = flag.String("adapter-env", "", "Comma-separated NAME=value environment of the adapter, e.g. GOMEMLIMIT=270MiB.")
 		out      = flag.String("out", "_output/bench-list", "Directory for the environment's logs and report.md.")
 		soakFor  = flag.Duration("soak", 0, "Instead of timing lists, keep the largest --pods size and a hostile fleet scraped this long, and report the adapter's memory, scrape cycles and the healthy pods' staleness (make soak).")
-		hostile  = flag.Int("soak-hostile-per-kind", 10, "With --soak, pods of each hostile kind (ten kinds).")
+		fleet    soakFleet
 	)
+	flag.IntVar(&fleet.HostilePerKind, "soak-hostile-per-kind", 10, "With --soak, pods of each of the first round's hostile kinds.")
+	flag.IntVar(&fleet.TenantNamespaces, "soak-tenant-namespaces", 4, "With --soak, namespaces of the second round's tenant kinds (internal/hostile.TenantKinds).")
+	flag.IntVar(&fleet.TenantPods, "soak-tenant-pods", 2000, "With --soak, pods in each tenant namespace: four of each kind at the per-scrape limits, the rest keeping all they may.")
+	flag.IntVar(&fleet.HangAfterAnswer, "soak-hang-after-answer", 512, "With --soak, pods that answer once and then hang.")
+	flag.IntVar(&fleet.Selectors, "soak-selectors", 1024, "With --soak, distinct label selectors asked of the healthy namespace once the fleet is up.")
 	flag.Parse()
 	// Two samples at least in the TTFT window, and no less than the
 	// adapter's default minute.
@@ -57,7 +62,11 @@ func run() error {
 	}
 	// A listening socket per pod, and the connections the adapter keeps
 	// alive (scrape.DefaultMaxIdleConns) or has in flight.
-	if err := raiseFileLimit(sum(ns) + 4096); err != nil {
+	pods := sum(ns)
+	if *soakFor > 0 {
+		pods = slices.Max(ns) + fleet.pods()
+	}
+	if err := raiseFileLimit(pods + 4096); err != nil {
 		return err
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
@@ -86,7 +95,7 @@ func run() error {
 		AdapterArgs: []string{"--scrape-interval=" + interval.String(), "--max-staleness=" + staleness.String(),
 			"--ttft-window=" + ttft.String(),
 			// Each size is one namespace, past the default per-namespace cap.
-			"--max-targets-per-namespace=" + strconv.Itoa(slices.Max(ns))}})
+			"--max-targets-per-namespace=" + strconv.Itoa(max(slices.Max(ns), fleet.TenantPods, fleet.HangAfterAnswer))}})
 	if err != nil {
 		return err
 	}
@@ -98,7 +107,7 @@ func run() error {
 	}
 	defer b.close()
 	if *soakFor > 0 {
-		rep, err := b.soak(ctx, slices.Max(ns), *hostile, *interval, *soakFor, 10*time.Second)
+		rep, err := b.soak(ctx, slices.Max(ns), fleet, *interval, *soakFor, 10*time.Second)
 		if err != nil {
 			return fmt.Errorf("soak: %w", err)
 		}

@@ -35,15 +35,47 @@ type soakSample struct {
 	Cycles       uint64
 	CycleSeconds float64
 	cycleBuckets []*dto.Bucket
-	// HostileErrors sums the hostile pods' scrape errors by reason.
-	HostileErrors map[string]float64
+	// HostileErrors sums the hostile pods' scrape errors by reason, and
+	// HostileRejected the values rejected from their stored scrapes.
+	HostileErrors, HostileRejected map[string]float64
+	// CapacityHostile and CapacityHealthy are how long one read of a
+	// model's capacity signal took, in a tenant namespace and the healthy
+	// one.
+	CapacityHostile, CapacityHealthy time.Duration
 }
+
+// soakFleet is what the soak serves besides the healthy namespace.
+type soakFleet struct {
+	// HostilePerKind pods of each of the first round's kinds, in
+	// soakHostileNS.
+	HostilePerKind int
+	// TenantNamespaces namespaces of TenantPods pods each of the second
+	// round's kinds (tenantPlan), named soak-tenant-N.
+	TenantNamespaces, TenantPods int
+	// HangAfterAnswer pods that answer once and then hang, in soakHangNS.
+	HangAfterAnswer int
+	// Selectors distinct label selectors asked of the healthy namespace
+	// once the fleet is up.
+	Selectors int
+}
+
+func (f soakFleet) pods() int {
+	return f.HostilePerKind*firstRoundKinds + f.TenantNamespaces*f.TenantPods + f.HangAfterAnswer
+}
+
+// firstRoundKinds is len(hostile.Kinds(...)).
+const firstRoundKinds = 13
 
 // soakReport is the soak's outcome.
 type soakReport struct {
 	Healthy, Hostile int
+	Fleet            soakFleet
 	Interval, For    time.Duration
 	Samples          []soakSample
+	// SelectorFlood is how long the selector flood took, and the RSS
+	// right after it.
+	SelectorFlood    time.Duration
+	SelectorFloodRSS float64
 	// CycleP99 is the upper bound of the bucket holding the 99th
 	// percentile of the cycles run during the soak.
 	CycleP99 float64
@@ -56,12 +88,20 @@ type soakReport struct {
 const (
 	soakHealthyNS = "soak-healthy"
 	soakHostileNS = "soak-hostile"
+	soakHangNS    = "soak-hang"
+	// soakTenantNS prefixes the tenant namespaces.
+	soakTenantNS = "soak-tenant-"
 )
 
-// soak keeps n healthy pods and perKind pods of every hostile kind scraped
-// for d, looking at the adapter every step: its resident memory, its
-// scrape cycles, and how stale the healthy pods' newest samples are.
-func (b *bench) soak(ctx context.Context, n, perKind int, interval, d, step time.Duration) (*soakReport, error) {
+// hostileNamespace reports whether ns is one of the soak's hostile ones.
+func hostileNamespace(ns string) bool {
+	return ns == soakHostileNS || ns == soakHangNS || strings.HasPrefix(ns, soakTenantNS)
+}
+
+// soak keeps n healthy pods and the fleet scraped for d, looking at the
+// adapter every step: its resident memory, its scrape cycles, how stale the
+// healthy pods' newest samples are, and how long a capacity read takes.
+func (b *bench) soak(ctx context.Context, n int, fleet soakFleet, interval, d, step time.Duration) (*soakReport, error) {
 	if _, err := b.client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: soakHealthyNS}}, metav1.CreateOptions{}); err != nil {
 		return nil, err
 	}
@@ -78,15 +118,20 @@ func (b *bench) soak(ctx context.Context, n, perKind int, interval, d, step time
 	if err := b.waitFull(ctx, soakHealthyNS, "inference_queue_depth", n); err != nil {
 		return nil, err
 	}
-	b.log.Info("healthy pods served; adding the hostile fleet", "healthy", n)
-	kinds, err := hostile.Kinds("http://127.0.0.1:1/", 256<<20)
-	if err != nil {
+	b.log.Info("healthy pods served; adding the hostile fleet", "healthy", n, "fleet", fmt.Sprintf("%+v", fleet))
+	if err := b.createFleet(ctx, fleet); err != nil {
 		return nil, err
 	}
-	if err := b.createHostile(ctx, soakHostileNS, kinds, perKind); err != nil {
-		return nil, err
+	rep := &soakReport{Healthy: n, Hostile: fleet.pods(), Fleet: fleet, Interval: interval, For: d}
+	if fleet.Selectors > 0 {
+		if rep.SelectorFlood, err = b.floodSelectors(ctx, soakHealthyNS, fleet.Selectors); err != nil {
+			return nil, err
+		}
+		if rep.SelectorFloodRSS, err = statusMiB(b.env.AdapterPID(), "VmRSS"); err != nil {
+			return nil, err
+		}
+		b.log.Info("selector flood", "selectors", fleet.Selectors, "took", rep.SelectorFlood.Round(time.Millisecond), "rssMiB", math.Round(rep.SelectorFloodRSS))
 	}
-	rep := &soakReport{Healthy: n, Hostile: perKind * len(kinds), Interval: interval, For: d}
 	start := time.Now()
 	tick := time.NewTicker(step)
 	defer tick.Stop()
@@ -95,9 +140,18 @@ func (b *bench) soak(ctx context.Context, n, perKind int, interval, d, step time
 		if err != nil {
 			return nil, err
 		}
+		if fleet.TenantNamespaces > 0 {
+			if s.CapacityHostile, err = b.capacityRead(ctx, soakTenantNS+"0", "m"); err != nil {
+				return nil, err
+			}
+		}
+		if s.CapacityHealthy, err = b.capacityRead(ctx, soakHealthyNS, "llama"); err != nil {
+			return nil, err
+		}
 		rep.Samples = append(rep.Samples, s)
 		b.log.Info("soak", "at", s.At.Round(time.Second), "rssMiB", math.Round(s.RSSMiB), "heapMiB", math.Round(s.HeapMiB),
-			"fresh", s.Fresh, "worstStaleness", s.WorstStaleness.Round(100*time.Millisecond), "cycles", s.Cycles)
+			"fresh", s.Fresh, "worstStaleness", s.WorstStaleness.Round(100*time.Millisecond), "cycles", s.Cycles,
+			"capacityRead", s.CapacityHostile.Round(time.Millisecond))
 		if time.Since(start) >= d {
 			break
 		}
@@ -117,9 +171,42 @@ func (b *bench) soak(ctx context.Context, n, perKind int, interval, d, step time
 	return rep, nil
 }
 
+// createFleet creates and serves the fleet's namespaces.
+func (b *bench) createFleet(ctx context.Context, fleet soakFleet) error {
+	if fleet.HostilePerKind > 0 {
+		kinds, err := hostile.Kinds("http://127.0.0.1:1/", 256<<20)
+		if err != nil {
+			return err
+		}
+		if len(kinds) != firstRoundKinds {
+			return fmt.Errorf("the first round has %d kinds, not %d", len(kinds), firstRoundKinds)
+		}
+		if err := b.createHostile(ctx, soakHostileNS, kinds, fleet.HostilePerKind); err != nil {
+			return err
+		}
+	}
+	tenants := hostile.TenantKinds()
+	for i := range fleet.TenantNamespaces {
+		if err := b.createPlanned(ctx, fmt.Sprint(soakTenantNS, i), tenants, tenantPlan(fleet.TenantPods)); err != nil {
+			return err
+		}
+		b.log.Info("tenant namespace served", "namespace", fmt.Sprint(soakTenantNS, i), "pods", fleet.TenantPods)
+	}
+	if fleet.HangAfterAnswer > 0 {
+		plan := make([]string, fleet.HangAfterAnswer)
+		for i := range plan {
+			plan[i] = "hang-after-answer"
+		}
+		if err := b.createPlanned(ctx, soakHangNS, tenants, plan); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // lookAtAdapter samples the adapter's process and its own /metrics.
 func (b *bench) lookAtAdapter(ctx context.Context, start time.Time) (soakSample, error) {
-	s := soakSample{At: time.Since(start), HostileErrors: map[string]float64{}}
+	s := soakSample{At: time.Since(start), HostileErrors: map[string]float64{}, HostileRejected: map[string]float64{}}
 	pid := b.env.AdapterPID()
 	var err error
 	if s.RSSMiB, err = statusMiB(pid, "VmRSS"); err != nil {
@@ -154,8 +241,13 @@ func (b *bench) lookAtAdapter(ctx context.Context, start time.Time) (soakSample,
 	}
 	s.WorstStaleness = now.Sub(oldest)
 	for _, m := range fams["gpuscale_adapter_scrape_errors_total"].GetMetric() {
-		if label(m, "namespace") == soakHostileNS {
+		if hostileNamespace(label(m, "namespace")) {
 			s.HostileErrors[label(m, "reason")] += m.GetCounter().GetValue()
+		}
+	}
+	for _, m := range fams["gpuscale_adapter_rejected_values_total"].GetMetric() {
+		if hostileNamespace(label(m, "namespace")) {
+			s.HostileRejected[label(m, "reason")] += m.GetCounter().GetValue()
 		}
 	}
 	return s, nil
@@ -224,15 +316,28 @@ func bucketQuantile(q float64, before, after []*dto.Bucket) float64 {
 	return math.Inf(1)
 }
 
+// loadAverage is /proc/loadavg's three averages.
+func loadAverage() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "unknown"
+	}
+	f := strings.Fields(string(b))
+	return strings.Join(f[:min(3, len(f))], ", ")
+}
+
 // write saves the soak's report as Markdown and its samples as CSV.
 func (r *soakReport) write(dir string) (string, error) {
 	var csv strings.Builder
-	csv.WriteString("seconds,rss_mib,heap_mib,fresh_healthy,worst_staleness_seconds,cycles,cycle_seconds_total\n")
-	peakRSS, worst := 0.0, time.Duration(0)
+	csv.WriteString("seconds,rss_mib,heap_mib,fresh_healthy,worst_staleness_seconds,cycles,cycle_seconds_total,capacity_read_hostile_ms,capacity_read_healthy_ms\n")
+	peakRSS, worst := r.SelectorFloodRSS, time.Duration(0)
+	var capHostile, capHealthy time.Duration
 	for _, s := range r.Samples {
-		fmt.Fprintf(&csv, "%.0f,%.1f,%.1f,%d,%.2f,%d,%.2f\n", s.At.Seconds(), s.RSSMiB, s.HeapMiB, s.Fresh, s.WorstStaleness.Seconds(), s.Cycles, s.CycleSeconds)
+		fmt.Fprintf(&csv, "%.0f,%.1f,%.1f,%d,%.2f,%d,%.2f,%.1f,%.1f\n", s.At.Seconds(), s.RSSMiB, s.HeapMiB, s.Fresh, s.WorstStaleness.Seconds(), s.Cycles, s.CycleSeconds,
+			float64(s.CapacityHostile.Microseconds())/1e3, float64(s.CapacityHealthy.Microseconds())/1e3)
 		peakRSS = max(peakRSS, s.RSSMiB)
 		worst = max(worst, s.WorstStaleness)
+		capHostile, capHealthy = max(capHostile, s.CapacityHostile), max(capHealthy, s.CapacityHealthy)
 	}
 	first, last := r.Samples[0], r.Samples[len(r.Samples)-1]
 	cycles := last.Cycles - first.Cycles
@@ -247,13 +352,28 @@ func (r *soakReport) write(dir string) (string, error) {
 	slices.Sort(reasons)
 	var md strings.Builder
 	fmt.Fprintf(&md, "# Soak: %d healthy pods and %d hostile targets for %v\n\n", r.Healthy, r.Hostile, r.For)
-	fmt.Fprintf(&md, "Scrape interval %v. One look at the adapter every %v (%d looks).\n\n", r.Interval, r.For/time.Duration(max(1, len(r.Samples)-1)), len(r.Samples))
+	fmt.Fprintf(&md, "Scrape interval %v. One look at the adapter every %v (%d looks). Hostile: %d of each first-round kind; "+
+		"%d tenant namespaces of %d pods (tenantPlan); %d hang-after-answer pods; %d distinct selectors asked of the healthy namespace "+
+		"(in %v, RSS %.0f MiB after). Load average when it ended: %s.\n\n",
+		r.Interval, r.For/time.Duration(max(1, len(r.Samples)-1)), len(r.Samples), r.Fleet.HostilePerKind,
+		r.Fleet.TenantNamespaces, r.Fleet.TenantPods, r.Fleet.HangAfterAnswer, r.Fleet.Selectors, r.SelectorFlood.Round(time.Second), r.SelectorFloodRSS, loadAverage())
 	fmt.Fprintf(&md, "| peak RSS | worst healthy staleness | scrape cycles | cycle mean | cycle p99 (bucket bound) | healthy pods listed | hostile pods listed | largest hostile value served |\n|---|---|---|---|---|---|---|---|\n")
 	fmt.Fprintf(&md, "| %.0f MiB | %v | %d | %.2f s | <= %g s | %d of %d | %d of %d | %g |\n\n", peakRSS, worst.Round(100*time.Millisecond), cycles, mean, r.CycleP99,
 		r.HealthyListed, r.Healthy, r.HostileListed, r.Hostile, r.HostileMax)
+	fmt.Fprintf(&md, "Slowest capacity read (a model's inference_capacity_utilization through the kube-apiserver): %v in a tenant namespace, %v in the healthy one.\n\n",
+		capHostile.Round(time.Millisecond), capHealthy.Round(time.Millisecond))
 	md.WriteString("Hostile scrape errors by reason, over the soak:\n\n| reason | errors |\n|---|---|\n")
 	for _, k := range reasons {
 		fmt.Fprintf(&md, "| %s | %.0f |\n", k, last.HostileErrors[k]-first.HostileErrors[k])
+	}
+	rejected := make([]string, 0, len(last.HostileRejected))
+	for k := range last.HostileRejected {
+		rejected = append(rejected, k)
+	}
+	slices.Sort(rejected)
+	md.WriteString("\nValues rejected from the hostile pods' stored scrapes, by reason, over the soak:\n\n| reason | values |\n|---|---|\n")
+	for _, k := range rejected {
+		fmt.Fprintf(&md, "| %s | %.0f |\n", k, last.HostileRejected[k]-first.HostileRejected[k])
 	}
 	md.WriteString("\n| minute | RSS MiB | heap MiB | healthy pods fresh | worst staleness |\n|---|---|---|---|---|\n")
 	next := time.Duration(0)

@@ -34,7 +34,8 @@ import (
 
 type flags struct {
 	tracePath, shape, policies, schedule, updateDocs string
-	family, asJSON, need, parts                      bool
+	family, asJSON, need, parts, disagg              bool
+	itl                                              time.Duration
 	phase, start, duration, slo                      time.Duration
 	objective, window, down, downPeriod              time.Duration
 	downPercent                                      int
@@ -62,6 +63,8 @@ func main() {
 	flag.DurationVar(&f.down, "capacity-scale-down-window", 0, "The capacity policy's scale-down stabilization window (0: what `adapter recommend` gives).")
 	flag.IntVar(&f.downPercent, "capacity-scale-down-percent", 0, "The capacity policy's scale-down rate in percent per --capacity-scale-down-period, beside `adapter recommend`'s (0: what it gives).")
 	flag.DurationVar(&f.downPeriod, "capacity-scale-down-period", time.Minute, "The period of --capacity-scale-down-percent.")
+	flag.BoolVar(&f.disagg, "disaggregated", false, "Replay the disaggregated workload (a prefill and a decode pool) under static provisioning, the single-pool and the per-role capacity policies, and print the table of docs/autoscaling.md; --slo (0: 2s) and --itl-slo judge it.")
+	flag.DurationVar(&f.itl, "itl-slo", 150*time.Millisecond, "With --disaggregated: the ITL p90 objective.")
 	flag.Parse()
 	if err := run(f); err != nil {
 		log.Fatal(err)
@@ -78,6 +81,9 @@ func run(f flags) error {
 	}
 	setup.Phase = f.phase
 	policies := strings.Split(f.policies, ",")
+	if f.disagg {
+		return runDisagg(f)
+	}
 	if f.family {
 		return runFamily(f, setup, policies)
 	}
@@ -245,5 +251,23 @@ func printNeed(w robustness.Workload, setup robustness.Setup) error {
 	for m := range need {
 		fmt.Printf("minute %2d: %3d requests, need %d\n", m, arrivals[m], need[m])
 	}
+	return nil
+}
+
+// runDisagg prints the disaggregated workload's table
+// (offlinereplay.DisaggBench, as TestDisaggregatedGoal runs it).
+func runDisagg(f flags) error {
+	slo := f.slo
+	if slo == 0 {
+		slo = 2 * time.Second
+	}
+	w := workload.Disaggregated()
+	b := offlinereplay.NewDisaggBench(slice(w.Generate(robustness.Seed), f.start, f.duration), slo, f.itl)
+	b.Config.SyncPhase = f.phase
+	static, out, err := b.Run()
+	if err != nil {
+		return err
+	}
+	fmt.Printf("%s (%s), TTFT p90 %v and ITL p90 %v:\n\n%s", w.Name, w.About, slo, f.itl, offlinereplay.DisaggTable(static, out))
 	return nil
 }

@@ -44,6 +44,10 @@ type CapacityParts struct {
 	// it is worked out from; MeasuredTTFT the window's TTFT quantile (0:
 	// too few) and Correction the closed loop's factor.
 	Dispersion, KVDispersion, LateBudget, Residence, Slack, MeasuredTTFT, Correction float64
+	// ITLNeeded is the inter-token-latency term (0 without an ITL
+	// objective), ITLQuantile the window's ITL at the objective's quantile
+	// and ITLSlots the sequences one replica decodes within it.
+	ITLNeeded, ITLQuantile, ITLSlots float64
 }
 
 // capacityGauges maps each gpuscale_adapter_capacity_* gauge to its field.
@@ -73,6 +77,9 @@ var capacityGauges = map[string]func(*CapacityParts) *float64{
 	"gpuscale_adapter_capacity_slack_seconds":                    func(c *CapacityParts) *float64 { return &c.Slack },
 	"gpuscale_adapter_capacity_measured_ttft_seconds":            func(c *CapacityParts) *float64 { return &c.MeasuredTTFT },
 	"gpuscale_adapter_capacity_loop_correction":                  func(c *CapacityParts) *float64 { return &c.Correction },
+	"gpuscale_adapter_capacity_itl_replicas_needed":              func(c *CapacityParts) *float64 { return &c.ITLNeeded },
+	"gpuscale_adapter_capacity_itl_quantile_seconds":             func(c *CapacityParts) *float64 { return &c.ITLQuantile },
+	"gpuscale_adapter_capacity_itl_slots_per_replica":            func(c *CapacityParts) *float64 { return &c.ITLSlots },
 }
 
 // parseCapacityParts reads the capacity gauges of one workload from the

@@ -61,6 +61,7 @@ func TestParseCapacityParts(t *testing.T) {
 		PrefillMaxBusy: est.Prefill.MaxBusy, PrefillOver: est.Prefill.OverObjective,
 		Dispersion: est.Dispersion, KVDispersion: est.KVDispersion, LateBudget: est.LateBudget, Residence: est.Residence,
 		Slack: est.Slack, MeasuredTTFT: est.MeasuredTTFT, Correction: est.Correction,
+		ITLNeeded: est.ITLNeeded, ITLQuantile: est.ITL.Quantile, ITLSlots: est.ITL.Slots,
 	}
 	if got != want {
 		t.Errorf("parsed %+v\nwant   %+v", got, want)

@@ -15,6 +15,7 @@ import (
 	"github.com/gpuscale/gpuscale/internal/simworld"
 	"github.com/gpuscale/gpuscale/internal/trace"
 	"github.com/gpuscale/gpuscale/pkg/inferencesim"
+	"github.com/gpuscale/gpuscale/pkg/recommend"
 )
 
 // Config is what a replay is asked to do. Durations are in trace time
@@ -40,9 +41,9 @@ type Config struct {
 	MaxReplicas int
 	// SampleEvery is how often each workload's replicas are recorded.
 	SampleEvery time.Duration
-	// Grace is how long a deleted replica finishes the requests it holds
-	// (its termination grace period), and how long the replay waits after
-	// the last arrival for requests still in flight.
+	// Grace is how long the replay waits after the last arrival for
+	// requests still in flight. A deleted replica drains as its pod
+	// template says (Plan.Drain).
 	Grace time.Duration
 	Log   *slog.Logger
 }
@@ -76,6 +77,10 @@ type Plan struct {
 	// static need of the slice's first minute, as if the traffic before
 	// the slice had been served well.
 	Initial int
+	// Drain is the preStop sleep and grace period of the replicas' pod
+	// template, from the slice's stream lengths as `adapter recommend`
+	// derives them (see AbortSuffix for runs without it).
+	Drain recommend.Drain
 }
 
 // maxSizing bounds the offline search for the static size.
@@ -97,8 +102,8 @@ func NewPlan(cfg Config) (*Plan, error) {
 		errs = append(errs, fmt.Errorf("SLO, duration and sample interval must be positive, model load, grace and start not negative"))
 	}
 	for _, p := range cfg.Policies {
-		if !slices.Contains(Policies, p) {
-			errs = append(errs, fmt.Errorf("unknown policy %q (known: %v)", p, Policies))
+		if base, _ := splitPolicy(p); !slices.Contains(Policies, base) {
+			errs = append(errs, fmt.Errorf("unknown policy %q (known: %v, each optionally followed by %s)", p, Policies, AbortSuffix))
 		}
 	}
 	if len(cfg.Policies) == 0 {
@@ -125,6 +130,9 @@ func NewPlan(cfg Config) (*Plan, error) {
 	} else if p.Initial, _, _, err = StaticNeed(first, profile, cfg.SLO, maxSizing); err != nil {
 		return nil, err
 	}
+	if p.Drain, err = streamDrain(p.Requests, profile, p.Static); err != nil {
+		return nil, err
+	}
 	if p.MaxReplicas == 0 {
 		p.MaxReplicas = 2 * p.Static
 	}
@@ -141,7 +149,7 @@ func (p *Plan) wall(d time.Duration) time.Duration {
 func (p *Plan) gpus() int {
 	n := 0
 	for _, policy := range p.Policies {
-		if policy == PolicyStatic {
+		if base, _ := splitPolicy(policy); base == PolicyStatic {
 			n += p.Static
 		} else {
 			n += p.MaxReplicas
@@ -190,7 +198,7 @@ func (p *Plan) EnvOptions(dir string, clock *Clock, log *slog.Logger) devenv.Opt
 		},
 		ConfigureWorld: func(o *simworld.Options) {
 			o.Now = clock.Now
-			o.DrainTimeout = p.Grace
+			o.TimeScale = p.Speedup
 		},
 	}
 }

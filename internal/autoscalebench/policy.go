@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"strconv"
+	"strings"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -29,12 +30,16 @@ const workloadName = "llm"
 const Recommended = PolicyCapacity
 
 // Resolve returns the policy a name selects: PolicyRecommended is
-// Recommended, any other name itself.
+// Recommended, any other name itself; an AbortSuffix stays.
 func Resolve(name string) string {
-	if name == PolicyRecommended {
-		return Recommended
+	base, drain := splitPolicy(name)
+	if base == PolicyRecommended {
+		base = Recommended
 	}
-	return name
+	if !drain {
+		base += AbortSuffix
+	}
+	return base
 }
 
 // Policies lists every policy, in report order.
@@ -58,8 +63,8 @@ type Targets struct {
 	ModelLoad time.Duration
 }
 
-// namespaceFor is where a policy's workload runs.
-func namespaceFor(policy string) string { return "replay-" + policy }
+// namespaceFor is where a run's workload runs.
+func namespaceFor(run string) string { return "replay-" + strings.ReplaceAll(run, "+", "-") }
 
 // describe says in one line what a policy does.
 func describe(policy string, t Targets, static, minR, maxR int) string {
@@ -90,13 +95,17 @@ func fmtFloat(f float64) string { return strconv.FormatFloat(f, 'g', -1, 64) }
 // workload is a policy's Deployment of simulated vLLM servers: devenv's
 // inference Deployment, managed by the adapter's scale-down controller, with
 // the replica profile and a model that takes modelLoad (wall time) to load.
-func workload(namespace, profile string, replicas int32, modelLoad time.Duration) *appsv1.Deployment {
+// Its pod template drains (drainPod) unless drain is nil.
+func workload(namespace, profile string, replicas int32, modelLoad time.Duration, drain func(*corev1.PodTemplateSpec)) *appsv1.Deployment {
 	d := devenv.InferenceDeployment(namespace, workloadName, replicas, map[string]string{scaledown.ManagedLabel: "managed"})
 	tmpl := &d.Spec.Template
 	tmpl.Annotations[localcluster.ReadyAfterAnnotation] = modelLoad.String()
 	tmpl.Spec.Containers[0].Env = []corev1.EnvVar{
 		{Name: "SIM_MODEL", Value: inferencesim.DefaultModel},
 		{Name: "SIM_PROFILE", Value: profile},
+	}
+	if drain != nil {
+		drain(tmpl)
 	}
 	return d
 }

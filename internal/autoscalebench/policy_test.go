@@ -75,7 +75,7 @@ func mustAutoscaler(t *testing.T, policy string, targets Targets) *autoscalingv2
 }
 
 func TestWorkloadLoadsItsModel(t *testing.T) {
-	d := workload("ns", "l4-llama-3.1-8b", 3, 10*time.Second)
+	d := workload("ns", "l4-llama-3.1-8b", 3, 10*time.Second, nil)
 	if got := d.Spec.Template.Annotations[localcluster.ReadyAfterAnnotation]; got != "10s" {
 		t.Errorf("ready-after annotation %q, want 10s (the compressed model load)", got)
 	}
@@ -125,6 +125,7 @@ func TestLLMDLaw(t *testing.T) {
 func TestResolve(t *testing.T) {
 	for name, want := range map[string]string{
 		PolicyRecommended: Recommended, PolicyCapacity: PolicyCapacity, PolicyQueueDepth: PolicyQueueDepth,
+		PolicyRecommended + AbortSuffix: Recommended + AbortSuffix, PolicyQueueDepth + AbortSuffix: PolicyQueueDepth + AbortSuffix,
 	} {
 		if got := Resolve(name); got != want {
 			t.Errorf("Resolve(%q) = %q, want %q", name, got, want)

@@ -52,6 +52,10 @@ type RequestOutcome struct {
 	// served nor unserved: no number of replicas changes it, so it counts
 	// in no quantile and no minute, only apart.
 	Rejected bool
+	// Aborted is a request whose replica was deleted and killed before
+	// its last token: if Served, a stream cut mid-way; if not, a request
+	// that also counts as unserved.
+	Aborted bool `json:",omitempty"`
 }
 
 // Sample is the state of one policy's workload at one instant.
@@ -62,8 +66,13 @@ type Sample struct {
 	// Ready is the number of Ready pods: those that take traffic.
 	Ready int
 	// Pods is the number of pods that exist and are not terminal, ready or
-	// not: each holds a GPU, so their integral over time is the GPU bill.
+	// not.
 	Pods int
+	// GPUs is what those pods request, across every pod of a replica, plus
+	// what deleted replicas hold while they drain: its integral over time
+	// is the GPU bill. Zero in recordings made before it was kept, whose
+	// pods held one GPU each.
+	GPUs int `json:",omitempty"`
 }
 
 // PolicyRecording is everything one policy's run produced.
@@ -92,6 +101,9 @@ type Recording struct {
 	// replicas that meet the SLO in every minute of the slice (see
 	// StaticNeed). The static policy runs this many.
 	StaticReplicas int
+	// GPUsPerReplica is the GPUs one replica holds across its pods, which
+	// the static bill multiplies StaticReplicas by; 1 when zero.
+	GPUsPerReplica int `json:",omitempty"`
 	// StaticMinutesMet is how many minutes the static policy meets the SLO
 	// in offline: no number of replicas meets more, since some minutes'
 	// prompts take longer than the SLO to prefill alone.

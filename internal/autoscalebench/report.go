@@ -31,6 +31,10 @@ type Summary struct {
 	// Rejected counts the requests no replica could hold
 	// (RequestOutcome.Rejected), outside the quantiles and minutes.
 	Rejected int
+	// Aborted counts the requests a deleted replica killed before their
+	// last token (RequestOutcome.Aborted); AbortedStreams those of them
+	// that were streaming (served), the others being unserved as well.
+	Aborted, AbortedStreams int
 
 	// MinutesMet of Minutes trace minutes had a TTFT p90 within the SLO;
 	// minutes without arrivals count in neither. MinutesMetShare is their
@@ -38,9 +42,10 @@ type Summary struct {
 	MinutesMet, Minutes int
 	MinutesMetShare     float64
 
-	// GPUSeconds integrates Sample.Pods over trace time; GPUHours is the
-	// same in hours. StaticFraction divides it by the static-peak bill
-	// (StaticReplicas for the whole slice), NaN when that bill is 0.
+	// GPUSeconds integrates Sample.GPUs over trace time (GPUSeconds);
+	// GPUHours is the same in hours. StaticFraction divides it by the
+	// static-peak bill (StaticReplicas of GPUsPerReplica GPUs for the
+	// whole slice), NaN when that bill is 0.
 	GPUSeconds, GPUHours float64
 	StaticFraction       float64
 
@@ -70,6 +75,12 @@ func summarize(rec Recording, p PolicyRecording) Summary {
 			continue
 		}
 		ttfts = append(ttfts, ttftSeconds(r))
+		if r.Aborted {
+			s.Aborted++
+			if r.Served {
+				s.AbortedStreams++
+			}
+		}
 		if r.Served {
 			s.Served++
 		} else {
@@ -86,7 +97,7 @@ func summarize(rec Recording, p PolicyRecording) Summary {
 
 	s.GPUSeconds = GPUSeconds(p.Samples, rec.Duration)
 	s.GPUHours = s.GPUSeconds / 3600
-	s.StaticFraction = ratio(s.GPUSeconds, float64(rec.StaticReplicas)*rec.Duration.Seconds())
+	s.StaticFraction = ratio(s.GPUSeconds, float64(rec.StaticReplicas*max(rec.GPUsPerReplica, 1))*rec.Duration.Seconds())
 
 	s.ScaleUps, s.ScaleDowns = scaleEvents(p.Samples)
 	for _, smp := range p.Samples {
@@ -169,10 +180,11 @@ func sloMinutes(p90s []float64, slo time.Duration) (met, total int) {
 	return met, total
 }
 
-// GPUSeconds integrates Pods over [0, duration) as a step function: each
+// GPUSeconds integrates GPUs over [0, duration) as a step function: each
 // sample holds until the next one's At, the last until duration, and the
-// first also covers the time before it was taken. Each pod holds a GPU, so
-// this is the bill whether or not the pod was ready.
+// first also covers the time before it was taken. This is the bill whether
+// or not the pods were ready. A sample without GPUs (a recording made
+// before they were kept) counts one GPU per pod.
 func GPUSeconds(samples []Sample, duration time.Duration) float64 {
 	var total float64
 	var from time.Duration
@@ -181,8 +193,12 @@ func GPUSeconds(samples []Sample, duration time.Duration) float64 {
 		if i+1 < len(samples) {
 			until = min(samples[i+1].At, duration)
 		}
+		gpus := s.GPUs
+		if gpus == 0 {
+			gpus = s.Pods
+		}
 		if until > from {
-			total += float64(s.Pods) * (until - from).Seconds()
+			total += float64(gpus) * (until - from).Seconds()
 			from = until
 		}
 	}
@@ -235,21 +251,23 @@ func markdown(rec Recording, sums []Summary) string {
 	b.WriteString("\n")
 	b.WriteString("| Policy | Description | TTFT p50 (s) | TTFT p90 (s) | TTFT p99 (s) " +
 		"| SLO minutes met | GPU-hours | % of static | Scale-ups | Scale-downs " +
-		"| Peak replicas | Peak desired | Unserved |\n")
-	b.WriteString("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+		"| Peak replicas | Peak desired | Unserved | Aborted (streams cut) |\n")
+	b.WriteString("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, s := range sums {
-		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %d/%d (%s) | %s | %s | %d | %d | %d | %d | %d of %d |\n",
+		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %d/%d (%s) | %s | %s | %d | %d | %d | %d | %d of %d | %d (%d) |\n",
 			mdEscape(s.Policy), mdEscape(s.Describe),
 			fmtSig(s.TTFTP50), fmtSig(s.TTFTP90), fmtSig(s.TTFTP99),
 			s.MinutesMet, s.Minutes, fmtPercent(s.MinutesMetShare),
 			fmtSig(s.GPUHours), fmtPercent(s.StaticFraction),
 			s.ScaleUps, s.ScaleDowns, s.PeakReplicas, s.PeakDesired,
-			s.Unserved, s.Served+s.Unserved)
+			s.Unserved, s.Served+s.Unserved, s.Aborted, s.AbortedStreams)
 	}
 	b.WriteString("\nTTFT quantiles are nearest-rank over every request of the policy; " +
 		"an unserved request counts as an infinite TTFT (shown as inf). " +
 		"Minutes without arrivals count neither as met nor as missed. " +
-		"GPU-hours integrate every existing pod, ready or not.\n")
+		"GPU-hours integrate the GPUs of every existing pod, ready or not, and of deleted replicas until they stop. " +
+		"Aborted requests were killed with their replica before their last token; those in parentheses were streaming, " +
+		"the others are also unserved.\n")
 	return b.String()
 }
 
@@ -330,6 +348,8 @@ type SummaryJSON struct {
 	TTFTP99Seconds  JSONFloat `json:"ttftP99Seconds"`
 	Served          int       `json:"served"`
 	Unserved        int       `json:"unserved"`
+	Aborted         int       `json:"aborted"`
+	AbortedStreams  int       `json:"abortedStreams"`
 	MinutesMet      int       `json:"minutesMet"`
 	Minutes         int       `json:"minutes"`
 	MinutesMetShare JSONFloat `json:"minutesMetShare"`
@@ -369,6 +389,7 @@ func reportJSON(rec Recording, sums []Summary) ([]byte, error) {
 			TTFTP50Seconds: JSONFloat(s.TTFTP50), TTFTP90Seconds: JSONFloat(s.TTFTP90),
 			TTFTP99Seconds: JSONFloat(s.TTFTP99),
 			Served:         s.Served, Unserved: s.Unserved,
+			Aborted: s.Aborted, AbortedStreams: s.AbortedStreams,
 			MinutesMet: s.MinutesMet, Minutes: s.Minutes,
 			MinutesMetShare: JSONFloat(s.MinutesMetShare),
 			GPUSeconds:      JSONFloat(s.GPUSeconds), GPUHours: JSONFloat(s.GPUHours),

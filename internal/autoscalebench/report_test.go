@@ -217,6 +217,10 @@ func TestGPUSeconds(t *testing.T) {
 		{"sample past the slice is ignored", []Sample{pods(0, 1), pods(50, 5), pods(120, 9)}, 100 * time.Second, 1*50 + 5*50},
 		{"samples at the same instant", []Sample{pods(0, 1), pods(10, 2), pods(10, 4)}, 20 * time.Second, 1*10 + 4*10},
 		{"zero pods", []Sample{pods(0, 0), pods(50, 1)}, 60 * time.Second, 10},
+		// Two groups of a leader and a worker with 4 GPUs each; then one
+		// group and a deleted one still draining its 8.
+		{"multi-pod replicas bill their GPUs", []Sample{{At: 0, Pods: 4, GPUs: 16}, {At: secs(50), Pods: 2, GPUs: 16}, {At: secs(60), Pods: 2, GPUs: 8}},
+			100 * time.Second, 16*60 + 8*40},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -244,6 +248,9 @@ func TestSummarizeBill(t *testing.T) {
 		{"static of four", 4, 220.0 / 400, 220.0 / 3600, 220},
 		{"no static bill", 0, math.NaN(), 220.0 / 3600, 220},
 	}
+	// Summarize also counts aborted requests, the streams among them, and
+	// how a static bill of multi-GPU replicas is sized: see
+	// TestSummarizeAborted and TestSummarizeGroupBill.
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			rec := Recording{Duration: 100 * time.Second, StaticReplicas: tt.static,
@@ -344,5 +351,34 @@ func TestFormatting(t *testing.T) {
 	}
 	if got := mdEscape("a | b"); !strings.Contains(got, `a \| b`) {
 		t.Errorf("mdEscape = %q", got)
+	}
+}
+
+func TestSummarizeAborted(t *testing.T) {
+	reqs := []RequestOutcome{
+		{Served: true},
+		{Served: true, Aborted: true}, // a stream cut mid-way
+		{Aborted: true},               // killed in the queue: unserved too
+		{},                            // never reached a replica
+		{Rejected: true},
+	}
+	s := Summarize(Recording{Duration: time.Minute, Policies: []PolicyRecording{{Requests: reqs}}})[0]
+	if s.Aborted != 2 || s.AbortedStreams != 1 || s.Served != 2 || s.Unserved != 2 || s.Rejected != 1 {
+		t.Errorf("aborted %d (streams %d), served %d, unserved %d, rejected %d; want 2 (1), 2, 2, 1",
+			s.Aborted, s.AbortedStreams, s.Served, s.Unserved, s.Rejected)
+	}
+	md := markdown(Recording{Duration: time.Minute}, []Summary{s})
+	if !strings.Contains(md, "| 2 of 4 | 2 (1) |") {
+		t.Errorf("the report's row lacks unserved and aborted beside it:\n%s", md)
+	}
+}
+
+func TestSummarizeGroupBill(t *testing.T) {
+	// Two replicas of 8 GPUs each for 100 s: static's bill, whatever the
+	// pods per replica.
+	rec := Recording{Duration: 100 * time.Second, StaticReplicas: 2, GPUsPerReplica: 8,
+		Policies: []PolicyRecording{{Samples: []Sample{{Pods: 4, GPUs: 16}}}}}
+	if s := Summarize(rec)[0]; !sameFloat(s.GPUSeconds, 1600) || !sameFloat(s.StaticFraction, 1) {
+		t.Errorf("GPU-seconds %v, static fraction %v; want 1600, 1", s.GPUSeconds, s.StaticFraction)
 	}
 }

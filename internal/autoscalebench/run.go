@@ -16,6 +16,7 @@ import (
 	"github.com/gpuscale/gpuscale/internal/devenv"
 	"github.com/gpuscale/gpuscale/internal/simworld"
 	"github.com/gpuscale/gpuscale/pkg/inferencesim"
+	"github.com/gpuscale/gpuscale/pkg/scaledown"
 )
 
 // rateBucket is the resolution of the request-rate series in reports.
@@ -23,8 +24,11 @@ const rateBucket = 10 * time.Second
 
 // policyRun is one policy's workload during a replay.
 type policyRun struct {
-	policy, namespace string
-	describe          string
+	// policy names the run (what recordings call it), kind the policy it
+	// runs; drain says whether its replicas drain (AbortSuffix).
+	policy, kind, namespace string
+	drain                   bool
+	describe                string
 
 	mu       sync.Mutex
 	outcomes []RequestOutcome
@@ -48,16 +52,20 @@ type Stats struct {
 func Run(ctx context.Context, env *devenv.Env, p *Plan, clock *Clock) (*Recording, Stats, error) {
 	runs := make([]*policyRun, len(p.Policies))
 	for i, policy := range p.Policies {
-		runs[i] = &policyRun{policy: policy, namespace: namespaceFor(policy), outcomes: make([]RequestOutcome, len(p.Requests))}
+		kind, drain := splitPolicy(policy)
+		runs[i] = &policyRun{policy: policy, kind: kind, drain: drain, namespace: namespaceFor(policy), outcomes: make([]RequestOutcome, len(p.Requests))}
 		for j, req := range p.Requests {
 			runs[i].outcomes[j].Arrival = req.At
 		}
 		replicas := p.Initial
-		if policy == PolicyStatic {
+		if kind == PolicyStatic {
 			replicas = p.Static
 		}
-		runs[i].describe = describe(policy, p.Targets, p.Static, 1, p.MaxReplicas)
-		if err := createWorkload(ctx, env, p, runs[i].namespace, int32(replicas)); err != nil {
+		runs[i].describe = describe(kind, p.Targets, p.Static, 1, p.MaxReplicas)
+		if !drain {
+			runs[i].describe += "; no drain: a removed replica aborts what it holds"
+		}
+		if err := createWorkload(ctx, env, p, runs[i].namespace, int32(replicas), drain); err != nil {
 			return nil, Stats{}, err
 		}
 	}
@@ -70,10 +78,10 @@ func Run(ctx context.Context, env *devenv.Env, p *Plan, clock *Clock) (*Recordin
 	start := clock.Now()
 	wallStart := time.Now()
 	for _, r := range runs {
-		if r.policy == PolicyStatic || r.policy == PolicyLLMD {
+		if r.kind == PolicyStatic || r.kind == PolicyLLMD {
 			continue
 		}
-		hpa, err := autoscaler(r.policy, r.namespace, p.Targets, 1, int32(p.MaxReplicas), p.Speedup)
+		hpa, err := autoscaler(r.kind, r.namespace, p.Targets, 1, int32(p.MaxReplicas), p.Speedup)
 		if err != nil {
 			return nil, Stats{}, err
 		}
@@ -90,7 +98,7 @@ func Run(ctx context.Context, env *devenv.Env, p *Plan, clock *Clock) (*Recordin
 		sample(sampleCtx, env, p, runs, clock, start)
 	}()
 	for _, r := range runs {
-		switch r.policy {
+		switch r.kind {
 		case PolicyLLMD:
 			controllers++
 			go func() {
@@ -119,12 +127,16 @@ func Run(ctx context.Context, env *devenv.Env, p *Plan, clock *Clock) (*Recordin
 	return recording(p, runs), stats, nil
 }
 
-func createWorkload(ctx context.Context, env *devenv.Env, p *Plan, ns string, replicas int32) error {
+func createWorkload(ctx context.Context, env *devenv.Env, p *Plan, ns string, replicas int32, drain bool) error {
 	client := env.Cluster.Client()
 	if _, err := client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
 		return fmt.Errorf("autoscalebench: namespace %s: %w", ns, err)
 	}
-	d := workload(ns, p.Profile, replicas, p.wall(p.ModelLoad))
+	var drainTemplate func(*corev1.PodTemplateSpec)
+	if drain {
+		drainTemplate = func(t *corev1.PodTemplateSpec) { drainPod(t, p.Drain, p.Speedup) }
+	}
+	d := workload(ns, p.Profile, replicas, p.wall(p.ModelLoad), drainTemplate)
 	if _, err := client.AppsV1().Deployments(ns).Create(ctx, d, metav1.CreateOptions{}); err != nil {
 		return fmt.Errorf("autoscalebench: deployment in %s: %w", ns, err)
 	}
@@ -140,7 +152,7 @@ func waitWarm(ctx context.Context, env *devenv.Env, p *Plan, runs []*policyRun) 
 	err := wait.PollUntilContextTimeout(ctx, 500*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
 		for _, r := range runs {
 			want := p.Initial
-			if r.policy == PolicyStatic {
+			if r.kind == PolicyStatic {
 				want = p.Static
 			}
 			_, ready, _, err := count(ctx, env, r.namespace)
@@ -164,25 +176,37 @@ func waitWarm(ctx context.Context, env *devenv.Env, p *Plan, runs []*policyRun) 
 
 // count reads a workload's desired replicas and its Ready and live pods.
 func count(ctx context.Context, env *devenv.Env, ns string) (desired, ready, pods int, err error) {
+	c, err := takeCensus(ctx, env, ns)
+	return c.desired, c.ready, c.pods, err
+}
+
+// census is a workload's desired replicas, its Ready and live pods, and
+// the GPUs those pods request: a replica of several pods (a leader and
+// its workers) holds the GPUs of all of them.
+type census struct{ desired, ready, pods, gpus int }
+
+func takeCensus(ctx context.Context, env *devenv.Env, ns string) (census, error) {
 	client := env.Cluster.Client()
 	d, err := client.AppsV1().Deployments(ns).Get(ctx, workloadName, metav1.GetOptions{})
 	if err != nil {
-		return 0, 0, 0, err
+		return census{}, err
 	}
 	list, err := client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "app=" + workloadName, ResourceVersion: "0"})
 	if err != nil {
-		return 0, 0, 0, err
+		return census{}, err
 	}
+	c := census{desired: int(*d.Spec.Replicas)}
 	for _, pod := range list.Items {
 		if pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed {
 			continue
 		}
-		pods++
+		c.pods++
+		c.gpus += int(scaledown.PodGPUs(&pod, scaledown.DefaultGPUResource))
 		if simworld.Ready(&pod) {
-			ready++
+			c.ready++
 		}
 	}
-	return int(*d.Spec.Replicas), ready, pods, nil
+	return c, nil
 }
 
 // sample records every workload's replicas every SampleEvery of trace
@@ -193,15 +217,18 @@ func sample(ctx context.Context, env *devenv.Env, p *Plan, runs []*policyRun, cl
 	for {
 		at := clock.Now().Sub(start)
 		for _, r := range runs {
-			desired, ready, pods, err := count(ctx, env, r.namespace)
+			c, err := takeCensus(ctx, env, r.namespace)
 			if err != nil {
 				if ctx.Err() == nil {
 					p.Log.Warn("cannot sample a workload", "policy", r.policy, "err", err)
 				}
 				continue
 			}
+			// kwok removes a deleted pod at once; its server, still in its
+			// preStop sleep or draining, holds its GPUs until it exits.
+			_, draining := env.World.Terminating(r.namespace)
 			r.mu.Lock()
-			r.samples = append(r.samples, Sample{At: at, Desired: desired, Ready: ready, Pods: pods})
+			r.samples = append(r.samples, Sample{At: at, Desired: c.desired, Ready: c.ready, Pods: c.pods, GPUs: c.gpus + draining})
 			r.mu.Unlock()
 		}
 		select {
@@ -233,7 +260,7 @@ func dispatch(ctx context.Context, env *devenv.Env, p *Plan, runs []*policyRun, 
 		lags = append(lags, max(0, time.Since(due)))
 		sim := inferencesim.Request{ContextTokens: req.ContextTokens, GeneratedTokens: req.GeneratedTokens}
 		for _, r := range runs {
-			_, err := env.World.Send(r.namespace, selector, sim, r.firstToken(i))
+			_, err := env.World.SendFollow(r.namespace, selector, sim, inferencesim.Follow{FirstToken: r.firstToken(i), Aborted: r.aborted(i)})
 			switch {
 			case errors.Is(err, inferencesim.ErrInvalidRequest):
 				// No replica can hold it: refused at once, as vLLM
@@ -260,6 +287,24 @@ func (r *policyRun) firstToken(i int) func(time.Duration) {
 		defer r.mu.Unlock()
 		if !r.outcomes[i].Served {
 			r.outcomes[i].TTFT, r.outcomes[i].Served = ttft, true
+			r.settled++
+		}
+	}
+}
+
+// aborted records that request i's replica was killed before its last
+// token: a stream cut mid-way if it had been served, else a request that
+// never will be.
+func (r *policyRun) aborted(i int) func(streamed bool) {
+	return func(bool) {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		o := &r.outcomes[i]
+		if o.Aborted {
+			return
+		}
+		o.Aborted = true
+		if !o.Served && !o.Rejected {
 			r.settled++
 		}
 	}
@@ -307,7 +352,8 @@ func recording(p *Plan, runs []*policyRun) *Recording {
 	rec := &Recording{
 		Trace: p.TracePath, Start: p.Start, Duration: p.Duration,
 		Speedup: p.Speedup, SLO: p.SLO, StaticReplicas: p.Static, StaticMinutesMet: p.StaticMet,
-		RateBucket: rateBucket,
+		GPUsPerReplica: int(scaledown.PodGPUs(&corev1.Pod{Spec: workload("", p.Profile, 1, 0, nil).Spec.Template.Spec}, scaledown.DefaultGPUResource)),
+		RateBucket:     rateBucket,
 		Setup: fmt.Sprintf("%s (%s), model load %v, every workload starts at %d replicas, HPAs %d-%d",
 			p.Profile, p.profile.Name, p.ModelLoad, p.Initial, 1, p.MaxReplicas),
 	}

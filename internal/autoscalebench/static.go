@@ -23,7 +23,7 @@ func StaticNeed(reqs []trace.Request, p inferencesim.Profile, slo time.Duration,
 	if len(reqs) == 0 {
 		return 0, 0, 0, fmt.Errorf("autoscalebench: no requests to size for")
 	}
-	ideal, err := simulate(reqs, p, limit)
+	ideal, err := simulate(reqs, p, limit, nil)
 	if err != nil {
 		return 0, 0, 0, err
 	}
@@ -32,7 +32,7 @@ func StaticNeed(reqs []trace.Request, p inferencesim.Profile, slo time.Duration,
 		return 0, 0, minutes, fmt.Errorf("autoscalebench: even %d replicas meet the %v SLO in no trace minute", limit, slo)
 	}
 	for n := 1; n < limit; n++ {
-		out, err := simulate(reqs, p, n)
+		out, err := simulate(reqs, p, n, nil)
 		if err != nil {
 			return 0, 0, 0, err
 		}
@@ -51,8 +51,9 @@ const rejected = -2
 // returns each request's TTFT (-1 if it never got a first token, which an
 // engine run to the end cannot produce; rejected if the replica refused
 // it). A refused request takes its turn: the replica it was sent to
-// refused it, as simworld's round-robin does.
-func simulate(reqs []trace.Request, p inferencesim.Profile, n int) ([]time.Duration, error) {
+// refused it, as simworld's round-robin does. finished, if not nil, hears
+// every request that completes.
+func simulate(reqs []trace.Request, p inferencesim.Profile, n int, finished func(inferencesim.Completion)) ([]time.Duration, error) {
 	origin := time.Unix(0, 0)
 	engines := make([]*inferencesim.Engine, n)
 	for i := range engines {
@@ -60,6 +61,7 @@ func simulate(reqs []trace.Request, p inferencesim.Profile, n int) ([]time.Durat
 		if err != nil {
 			return nil, err
 		}
+		e.SetHooks(inferencesim.Hooks{Finished: finished})
 		engines[i] = e
 	}
 	ttft := make([]time.Duration, len(reqs))

@@ -43,7 +43,7 @@ func TestStaticNeed(t *testing.T) {
 		}
 		// The answer is the fewest: one replica fewer misses the SLO.
 		if n > 1 {
-			out, err := simulate(steady(tc.rate, 5*time.Minute), p, n-1)
+			out, err := simulate(steady(tc.rate, 5*time.Minute), p, n-1, nil)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -1,10 +1,7 @@
 package exporterapp_test
 
 import (
-	"context"
 	"fmt"
-	"io"
-	"log/slog"
 	"maps"
 	"net/http"
 	"os"
@@ -15,7 +12,6 @@ import (
 
 	dto "github.com/prometheus/client_model/go"
 
-	"github.com/gpuscale/gpuscale/internal/exporterapp"
 	"github.com/gpuscale/gpuscale/pkg/dcgm"
 )
 
@@ -201,41 +197,4 @@ func TestCollectorsFile(t *testing.T) {
 	if want := []string{"DCGM_FI_DEV_FB_USED_BYTES", "DCGM_FI_DEV_GPU_UTIL_RATIO"}; !slices.Equal(got, want) {
 		t.Errorf("served %v, want %v", got, want)
 	}
-}
-
-// TestReservedTokenFile: the exporter refuses to start with a token too
-// short to guess at, and serves its lane with a good one.
-func TestReservedTokenFile(t *testing.T) {
-	dir := t.TempDir()
-	short := filepath.Join(dir, "short")
-	if err := os.WriteFile(short, []byte("abc\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	o := simOptions("")
-	o.ReservedTokenFile = short
-	if err := exporterapp.Run(context.Background(), o, slog.New(slog.NewTextHandler(io.Discard, nil)), nil); err == nil ||
-		!strings.Contains(err.Error(), "at least 16 characters") {
-		t.Errorf("Run with a 3-character token: %v", err)
-	}
-	good := filepath.Join(dir, "good")
-	const token = "0123456789abcdef0123"
-	if err := os.WriteFile(good, []byte(token+"\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	o.ReservedTokenFile = good
-	p := start(t, o)
-	eventually(t, "a scrape on the reserved lane", func() error {
-		req, _ := http.NewRequest(http.MethodGet, "http://"+p.addr+"/metrics", nil)
-		req.Header.Set("Authorization", "Bearer "+token)
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			return err
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		if resp.StatusCode != http.StatusOK || !strings.Contains(string(b), "gpuscale_gpu_up") {
-			return fmt.Errorf("status %d", resp.StatusCode)
-		}
-		return nil
-	})
 }

@@ -67,7 +67,8 @@ type Options struct {
 	MaxRequests     int
 	MaxRequestsWait time.Duration
 	// ReservedTokenFile holds the token of the reserved lane
-	// (httpapi.Config.ReservedToken), which the adapter presents; empty
+	// (httpapi.Config.ReservedToken), which the adapter presents; it is
+	// followed as it appears, changes or vanishes (pkg/tokenfile). Empty
 	// opens no lane.
 	ReservedTokenFile       string
 	ReservedMaxRequests     int
@@ -139,7 +140,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.WriteTimeout, "web.write-timeout", o.WriteTimeout, "How long serving a request may take, from the end of its headers to the end of the response, waiting for a slot (--web.max-requests-wait) included.")
 	fs.IntVar(&o.MaxRequests, "web.max-requests", o.MaxRequests, "Most /metrics requests served at once, and apart from them most API requests (probes are not counted); more wait for a slot. 0 means no limit.")
 	fs.DurationVar(&o.MaxRequestsWait, "web.max-requests-wait", o.MaxRequestsWait, "How long a request over --web.max-requests waits for a slot before it gets 503; at most --web.max-requests wait, more get 503 at once.")
-	fs.StringVar(&o.ReservedTokenFile, "web.reserved-token-file", o.ReservedTokenFile, "File holding the token of a reserved lane: requests with \"Authorization: Bearer <token>\" (the adapter's scrapes) get --web.reserved-max-requests slots of their own that no other client can take. Empty: no lane.")
+	fs.StringVar(&o.ReservedTokenFile, "web.reserved-token-file", o.ReservedTokenFile, "File holding the token of a reserved lane: requests with \"Authorization: Bearer <token>\" (the adapter's scrapes) get --web.reserved-max-requests slots of their own that no other client can take. Re-read when it appears or changes (an optional Secret volume, which the adapter's --exporter-token-secret fills): until it holds a token of 16 characters or more, there is no lane. Empty: no lane.")
 	fs.IntVar(&o.ReservedMaxRequests, "web.reserved-max-requests", o.ReservedMaxRequests, "Requests of the reserved lane served at once.")
 	fs.DurationVar(&o.ReservedMaxRequestsWait, "web.reserved-max-requests-wait", o.ReservedMaxRequestsWait, "How long a reserved-lane request waits for a slot before it gets 503.")
 }

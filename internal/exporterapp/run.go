@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"os"
 	"regexp"
-	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -29,6 +28,7 @@ import (
 	"github.com/gpuscale/gpuscale/pkg/metrics"
 	"github.com/gpuscale/gpuscale/pkg/podresources"
 	"github.com/gpuscale/gpuscale/pkg/proccgroup"
+	"github.com/gpuscale/gpuscale/pkg/tokenfile"
 )
 
 // Run starts the exporter and blocks until ctx is cancelled, then shuts
@@ -58,15 +58,13 @@ func Run(ctx context.Context, o *Options, log *slog.Logger, ready func(addr net.
 	if err != nil {
 		return err
 	}
-	token, err := readToken(o.ReservedTokenFile)
-	if err != nil {
-		return err
-	}
-
 	src := &lateSource{}
 	api := httpapi.Config{Source: src, Gatherer: reg, Hostname: o.Hostname, Registerer: reg,
 		MaxRequests: o.MaxRequests, MaxRequestsWait: o.MaxRequestsWait,
-		ReservedToken: token, ReservedMaxRequests: o.ReservedMaxRequests, ReservedMaxRequestsWait: o.ReservedMaxRequestsWait}
+		ReservedMaxRequests: o.ReservedMaxRequests, ReservedMaxRequestsWait: o.ReservedMaxRequestsWait}
+	if api.ReservedToken, err = startReservedToken(ctx, o.ReservedTokenFile, reg, log); err != nil {
+		return err
+	}
 	var backend gpu.Backend
 	if o.Backend == "sim" {
 		s, err := newSimBackend(o, log)
@@ -171,20 +169,31 @@ func newSeriesConfig(ctx context.Context, o *Options, reg prometheus.Registerer,
 	return sc, nil
 }
 
-// readToken reads the reserved lane's token; "" when there is no file.
-func readToken(path string) (string, error) {
+// minReservedToken is the shortest reserved-lane token accepted: one an
+// attacker cannot guess.
+const minReservedToken = 16
+
+// startReservedToken follows the reserved lane's token file (nil without
+// one): a Secret volume marked optional, filled once the adapter has made
+// the Secret, so the lane opens when the token appears, follows it when it
+// changes, and is closed while there is none.
+func startReservedToken(ctx context.Context, path string, reg prometheus.Registerer, log *slog.Logger) (func() []byte, error) {
 	if path == "" {
-		return "", nil
+		return nil, nil
 	}
-	b, err := os.ReadFile(path)
+	f, err := tokenfile.New(tokenfile.Config{Path: path, MinLength: minReservedToken,
+		Metric: "gpuscale_exporter_reserved_token", What: "reserved-lane token (--web.reserved-token-file)",
+		Logger: log.With("component", "reserved-lane")})
 	if err != nil {
-		return "", fmt.Errorf("--web.reserved-token-file: %w", err)
+		return nil, err
 	}
-	tok := strings.TrimSpace(string(b))
-	if len(tok) < 16 {
-		return "", fmt.Errorf("--web.reserved-token-file %s: a token of at least 16 characters is needed, got %d", path, len(tok))
+	for _, c := range f.Collectors() {
+		if err := reg.Register(c); err != nil {
+			return nil, fmt.Errorf("register reserved-lane token metrics: %w", err)
+		}
 	}
-	return tok, nil
+	go f.Run(ctx)
+	return f.Token, nil
 }
 
 // startAttribution starts what names the pods holding each device and, on

@@ -19,6 +19,9 @@ type Kind struct {
 	Name string
 	// Handler serves the pod's scrapes; nil for a pod that never answers.
 	Handler http.Handler
+	// PerPod, when set, makes each pod's handler, for a kind whose pods
+	// each keep their own state (Handler is then unused).
+	PerPod func() http.Handler
 }
 
 // Kinds are the misbehaviours a scraper must survive: bodies that never
@@ -141,11 +144,15 @@ func seriesBody(n, valueLen int) string {
 
 // Serve serves k on l until l is closed.
 func Serve(l net.Listener, k Kind) {
-	if k.Handler == nil {
+	h := k.Handler
+	if k.PerPod != nil {
+		h = k.PerPod()
+	}
+	if h == nil {
 		HoldSilent(l)
 		return
 	}
-	srv := &http.Server{Handler: k.Handler, ReadHeaderTimeout: 10 * time.Second}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
 	_ = srv.Serve(l)
 }
 

@@ -1,6 +1,7 @@
 package offlinereplay
 
 import (
+	"cmp"
 	"fmt"
 	"math"
 	"slices"
@@ -8,6 +9,7 @@ import (
 
 	"github.com/gpuscale/gpuscale/pkg/histogram"
 	"github.com/gpuscale/gpuscale/pkg/inferencesim"
+	"github.com/gpuscale/gpuscale/pkg/scaledown"
 )
 
 // pod is one replica.
@@ -15,9 +17,12 @@ type pod struct {
 	name                        string
 	e                           *inferencesim.Engine
 	created, readyAt, removedAt time.Time
-	// Cumulative histograms, as vLLM exports them.
+	// Cumulative histograms, as vLLM exports them; itl only in a
+	// disaggregated replay.
 	prefill, ttft, prompts, outputs *histogram.Histogram
+	itl                             *histogram.Histogram
 	last                            PodView // the newest scrape
+	down                            int     // the scale-down that removed it (Result.DownStreams)
 	lastScrape                      time.Time
 }
 
@@ -51,13 +56,35 @@ func (r *replay) addPod(at time.Time, initial bool) error {
 	return nil
 }
 
+// Victims is which replicas a scale-down removes, after those not Ready
+// (which a ReplicaSet always removes first).
+type Victims int
+
+const (
+	// VictimsNewest is the ReplicaSet's own order, today's for a
+	// Deployment whose pods carry no load-aware deletion cost: the newest
+	// first.
+	VictimsNewest Victims = iota
+	// VictimsIdlest is the order gpuscale's scale-down controller gives
+	// the replicas of a node through their deletion costs: by
+	// scaledown.LoadRank of the last scrape (fewest requests in flight,
+	// then the least KV cache in use), then by name.
+	VictimsIdlest
+)
+
 // remove takes n replicas out of service as a ReplicaSet scales down: the
-// ones not Ready first, then the newest.
+// ones not Ready first, then in the order cfg.Victims says.
 func (r *replay) remove(now time.Time, n int) {
 	var live []*pod
 	for _, p := range r.pods {
 		if p.removedAt.IsZero() {
 			live = append(live, p)
+		}
+	}
+	order := func(a, b *pod) int { return b.created.Compare(a.created) }
+	if r.cfg.Victims == VictimsIdlest {
+		order = func(a, b *pod) int {
+			return cmp.Or(cmp.Compare(rankOf(a), rankOf(b)), cmp.Compare(a.name, b.name))
 		}
 	}
 	slices.SortStableFunc(live, func(a, b *pod) int {
@@ -67,11 +94,21 @@ func (r *replay) remove(now time.Time, n int) {
 			}
 			return 1
 		}
-		return b.created.Compare(a.created)
+		return order(a, b)
 	})
 	for _, p := range live[:min(n, len(live))] {
 		p.removedAt = now
+		p.down = max(len(r.res.DownStreams)-1, 0)
 	}
+}
+
+// rankOf is p's load rank from its last scrape, as the controller reads
+// it from the adapter: the newest sample, seconds old.
+func rankOf(p *pod) int {
+	if !p.last.Data {
+		return scaledown.LoadRank(math.MaxInt32, -1) // unknown load never passes for idle
+	}
+	return scaledown.LoadRank(float64(p.last.Running+p.last.Waiting), 100*p.last.KVUsage)
 }
 
 // vllmLatencyBounds are vLLM's request-latency buckets, its prefill-time

@@ -225,7 +225,10 @@ type timedHist struct {
 
 // p90 records v's histograms and returns the p90 over the window, ok false
 // when no request got its first token in it.
-func (w *ttftWindow) p90(v View) (float64, bool) {
+func (w *ttftWindow) p90(v View) (float64, bool) { return w.quantile(v, 0.9) }
+
+// quantile is p90 at the quantile q.
+func (w *ttftWindow) quantile(v View, q float64) (float64, bool) {
 	if w.seen == nil {
 		w.seen = map[string][]timedHist{}
 	}
@@ -259,11 +262,11 @@ func (w *ttftWindow) p90(v View) (float64, bool) {
 	if err != nil || m.Count <= 0 {
 		return 0, false
 	}
-	q := histogram.Quantile(0.9, m)
-	if math.IsNaN(q) || math.IsInf(q, 0) {
+	x := histogram.Quantile(q, m)
+	if math.IsNaN(x) || math.IsInf(x, 0) {
 		return 0, false
 	}
-	return q, true
+	return x, true
 }
 
 // ttftP90 is an Object metric: the Deployment's TTFT p90 at the SLO as

@@ -42,6 +42,10 @@ type PodView struct {
 	// TTFT is the cumulative histogram of times to first token
 	// (vllm:time_to_first_token_seconds), in vLLM's buckets.
 	TTFT *histogram.Histogram
+	// ITL is the cumulative histogram of token gaps
+	// (vllm:inter_token_latency_seconds), in vLLM's buckets; a
+	// disaggregated replay's only.
+	ITL *histogram.Histogram
 	// Completed, PromptTokens and GenerationTokens are vLLM's counters
 	// request_success_total, prompt_tokens_total and
 	// generation_tokens_total since the replica started.
@@ -94,6 +98,13 @@ type Config struct {
 	ModelLoad, StartDelay time.Duration
 	// Grace is how long a removed replica finishes the requests it holds.
 	Grace time.Duration
+	// Terminate, when set, replaces Grace with how a removed replica's
+	// server ends, as its pod template says: it serves what it holds
+	// for the preStop sleep, then vLLM aborts what is left at SIGTERM
+	// (Result.Aborted counts it).
+	Terminate *Termination
+	// Victims says which replicas a scale-down removes.
+	Victims Victims
 	// Initial replicas are Ready when the replay starts.
 	Initial int
 	// Scrape and Sync are the adapter's scrape interval and the HPA's sync
@@ -122,6 +133,19 @@ type Result struct {
 	Unserved, Rejected int
 	// Desired and Ready are the replicas after, and Ready at, each sync.
 	Desired, Ready []int
+	// With Config.Terminate: Aborted counts the requests removed replicas
+	// held when their servers were killed, AbortedStreams those of them
+	// that had streamed their first token, and DownStreams the streams
+	// cut by each scale-down, in order (one entry per scale-down).
+	Aborted, AbortedStreams int
+	DownStreams             []int
+}
+
+// Termination is how a removed replica ends (simworld's rules, with the
+// endpoint removed at once): PreStop is its pod template's preStop sleep,
+// zero for a template without one, where vLLM aborts at SIGTERM.
+type Termination struct {
+	PreStop time.Duration
 }
 
 // origin is the replay's virtual time zero.
@@ -214,6 +238,16 @@ func (r *replay) dispatch(t time.Duration) error {
 func (r *replay) retire(now time.Time) {
 	kept := r.pods[:0]
 	for _, p := range r.pods {
+		if !p.removedAt.IsZero() && r.cfg.Terminate != nil {
+			if end := p.removedAt.Add(r.cfg.Terminate.PreStop); !now.Before(end) {
+				p.e.Advance(end) // no further than SIGTERM: a tick may overshoot it
+				r.kill(p, end)
+				continue
+			}
+			p.e.Advance(now)
+			kept = append(kept, p)
+			continue
+		}
 		p.e.Advance(now)
 		if !p.removedAt.IsZero() {
 			st := p.e.Peek()
@@ -279,6 +313,9 @@ func (r *replay) sync(now time.Time) error {
 		}
 	case after < before:
 		r.res.Downs++
+		if r.cfg.Terminate != nil {
+			r.res.DownStreams = append(r.res.DownStreams, 0)
+		}
 		r.remove(now, before-after)
 	}
 	return nil
@@ -294,7 +331,28 @@ func (r *replay) live() int {
 	return n
 }
 
+// kill ends removed replica p's server at SIGTERM, at: vLLM aborts what
+// it holds. It is billed until then.
+func (r *replay) kill(p *pod, at time.Time) {
+	out := p.e.Abort()
+	r.res.Aborted += out.Requests
+	r.res.AbortedStreams += out.Streams
+	r.res.DownStreams[p.down] += out.Streams
+	r.res.ReplicaSeconds += at.Sub(later(p.created, origin)).Seconds()
+}
+
 func (r *replay) finish(end time.Time) Result {
+	kept := r.pods[:0]
+	for _, p := range r.pods {
+		if !p.removedAt.IsZero() && r.cfg.Terminate != nil {
+			at := p.removedAt.Add(r.cfg.Terminate.PreStop)
+			p.e.Advance(at)
+			r.kill(p, at)
+			continue
+		}
+		kept = append(kept, p)
+	}
+	r.pods = kept
 	for _, p := range r.pods {
 		r.res.ReplicaSeconds += end.Sub(later(p.created, origin)).Seconds()
 		p.e.Advance(end.Add(time.Hour))
@@ -308,14 +366,7 @@ func (r *replay) finish(end time.Time) Result {
 			r.res.MinutesMet++
 		}
 	}
-	for _, d := range r.ttft {
-		switch {
-		case d == rejected:
-			r.res.Rejected++
-		case d < 0:
-			r.res.Unserved++
-		}
-	}
+	r.res.Rejected, r.res.Unserved = outcomes(r.ttft)
 	return r.res
 }
 
@@ -376,4 +427,18 @@ func MinuteNeed(reqs []trace.Request, prof inferencesim.Profile, slo time.Durati
 		}
 	}
 	return need, nil
+}
+
+// outcomes counts the requests rejected (larger than any replica holds) and
+// those never served among ttft, whose entries are -1 or rejected for them.
+func outcomes(ttft []time.Duration) (rejectedN, unserved int) {
+	for _, d := range ttft {
+		switch {
+		case d == rejected:
+			rejectedN++
+		case d < 0:
+			unserved++
+		}
+	}
+	return rejectedN, unserved
 }

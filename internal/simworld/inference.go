@@ -33,6 +33,10 @@ type inferenceRun struct {
 	// rate is the rate the World last gave the server; guarded by
 	// World.mu.
 	rate float64
+	// term is how the server ends when its pod is deleted, gpus how many
+	// GPUs it holds until then (terminate.go).
+	term termination
+	gpus int
 
 	// The busy-time window behind GPU utilization; touched only by the
 	// GPU update loop.
@@ -101,25 +105,4 @@ func (r *inferenceRun) stop() {
 	r.cancel()
 	_ = r.http.Close()
 	r.wg.Wait()
-}
-
-// drain stops serving HTTP at once (the pod and its IP are gone; a new pod
-// may get the IP) but lets the engine finish the requests it holds, until
-// it is empty or the deadline passes on the simulation's clock, then stops.
-// Requests still unfinished then are lost, as when a grace period ends.
-// Closing abort stops it at once.
-func (r *inferenceRun) drain(now func() time.Time, timeout, poll time.Duration, abort <-chan struct{}) {
-	_ = r.http.Close()
-	deadline := now().Add(timeout)
-	t := time.NewTicker(poll)
-	defer t.Stop()
-	for r.srv.InFlight() > 0 && now().Before(deadline) {
-		select {
-		case <-t.C:
-		case <-abort:
-			r.stop()
-			return
-		}
-	}
-	r.stop()
 }

@@ -131,11 +131,12 @@ func (w *World) gpuUpdates() []gpuUpdate {
 		run      *inferenceRun
 		exporter string
 		gpus     []int
+		workers  []groupGPU // of a group's leader (groups.go)
 	}
 	var busy []busyServer
 	for k, r := range w.servers {
 		if addr, ok := exporters[r.node]; ok && len(w.gpus[r.node][k][r.container]) > 0 {
-			busy = append(busy, busyServer{r, addr, w.gpus[r.node][k][r.container]})
+			busy = append(busy, busyServer{r, addr, w.gpus[r.node][k][r.container], w.workerGPUsLocked(k, exporters)})
 		}
 	}
 	w.mu.Unlock()
@@ -147,6 +148,7 @@ func (w *World) gpuUpdates() []gpuUpdate {
 			out = append(out, gpuUpdate{exporter: b.exporter, uuid: sim.GPUUUID(b.run.node, i),
 				load: sim.Load{Utilization: &util, MemoryUsedMiB: &mem}})
 		}
+		out = append(out, workerUpdates(b.workers, sim.Load{Utilization: &util, MemoryUsedMiB: &mem})...)
 	}
 	return out
 }

@@ -148,12 +148,8 @@ func (w *World) releaseLocked(pods map[podKey]*corev1.Pod) (stop func()) {
 			continue
 		}
 		delete(w.servers, k)
-		if w.opts.DrainTimeout > 0 && !r.died.Load() && (p == nil || p.DeletionTimestamp != nil) {
-			w.draining.Add(1)
-			go func() {
-				defer w.draining.Done()
-				r.drain(w.opts.Now, w.opts.DrainTimeout, w.opts.GPUUpdateInterval/10, w.stopDrains)
-			}()
+		if !r.died.Load() && (p == nil || p.DeletionTimestamp != nil) {
+			w.terminateLocked(k, r, p)
 			continue
 		}
 		stops = append(stops, r.stop)
@@ -201,10 +197,12 @@ func (w *World) releaseLocked(pods map[podKey]*corev1.Pod) (stop func()) {
 func (w *World) startLocked(p *corev1.Pod) {
 	k := keyOf(p)
 	if addr := w.serverAddr(p); addr != "" && w.servers[k] == nil && !w.muted[muteKey{k, InferenceImage}] {
-		r, err := startInference(w.log, w.opts.Now, k, p.Spec.NodeName, simContainer(p, InferenceImage), addr)
+		c := simContainer(p, InferenceImage)
+		r, err := startInference(w.log, w.opts.Now, k, p.Spec.NodeName, c, addr)
 		if err != nil {
 			w.log.Warn("cannot start inference server; will retry", "pod", k.String(), "err", err)
 		} else {
+			r.term, r.gpus = terminationOf(p, c), containerGPUs(c)
 			w.servers[k] = r
 		}
 	}

@@ -1,14 +1,12 @@
 package simworld
 
 import (
-	"context"
 	"errors"
 	"slices"
 	"sync"
 	"testing"
 	"time"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/gpuscale/gpuscale/pkg/inferencesim"
@@ -89,45 +87,5 @@ func TestSendRoundRobinsOverReadyPods(t *testing.T) {
 	_, err := tw.Send("llm", labels.SelectorFromSet(labels.Set{"app": "none"}), inferencesim.DefaultRequest, nil)
 	if !errors.Is(err, ErrNoBackend) {
 		t.Errorf("send to no pods: err = %v, want ErrNoBackend", err)
-	}
-}
-
-// TestDeletedPodDrains: with a drain timeout, a deleted pod's server frees
-// its address at once but still serves the requests it holds, on the
-// World's clock.
-func TestDeletedPodDrains(t *testing.T) {
-	start := time.Now()
-	const speedup = 10
-	fast := func() time.Time { return start.Add(speedup * time.Since(start)) }
-	tw := startWorldWith(t, func(o *Options) {
-		o.Now = fast
-		o.DrainTimeout = 5 * time.Minute
-	}, node("n7", 8), pod("llm", "a", "n7", podIP(7, 1), InferenceImage, withLabels("app", "chat")))
-	url := "http://" + podIP(7, 1) + ":8000/healthz"
-	eventually(t, 10*time.Second, "server up", func() error { _, err := httpClient.Get(url); return err })
-
-	// Ten 4,000-token prompts take 2.5 s of prefill at 16,000 tokens/s
-	// (0.25 s of wall time at 10x), so most are queued at the deletion.
-	var log ttftLog
-	chat := labels.SelectorFromSet(labels.Set{"app": "chat"})
-	sentAt := time.Now()
-	for range 10 {
-		if _, err := tw.Send("llm", chat, inferencesim.Request{ContextTokens: 4000, GeneratedTokens: 20}, log.record); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := tw.client.CoreV1().Pods("llm").Delete(context.Background(), "a", metav1.DeleteOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	eventually(t, 5*time.Second, "address freed", func() error { return refused(url) })
-	eventually(t, 10*time.Second, "all ten served while draining", func() error {
-		if n := len(log.snapshot()); n != 10 {
-			return errors.New("not yet")
-		}
-		return nil
-	})
-	wall := time.Since(sentAt)
-	if last := slices.Max(log.snapshot()); last < 2*time.Second || last > speedup*wall {
-		t.Errorf("last TTFT %v after %v of wall time; want about 2.5 s on the %dx clock", last, wall, speedup)
 	}
 }

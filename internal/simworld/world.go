@@ -88,10 +88,11 @@ type Options struct {
 	// nil. A trace replay passes a clock that runs faster than the wall's,
 	// so that an hour of traffic plays in minutes.
 	Now func() time.Time
-	// DrainTimeout, in Now's time, is how long a deleted pod's server goes
-	// on serving the requests it holds, as vLLM does between SIGTERM and
-	// the end of the pod's grace period. Zero stops it at once.
-	DrainTimeout time.Duration
+	// TimeScale is how many times faster than the wall clock Now runs: a
+	// deleted pod's grace period, preStop sleep and shutdown timeout, which
+	// are wall time, last TimeScale times as long on Now's clock. 1 when
+	// zero.
+	TimeScale float64
 }
 
 // podKey names a pod. The UID tells a pod from a successor with the same
@@ -140,6 +141,10 @@ type World struct {
 	// closing stopDrains ends them.
 	draining   sync.WaitGroup
 	stopDrains chan struct{}
+	// terminating holds those servers until they stop; aborted counts, by
+	// namespace, the requests they dropped (terminate.go).
+	terminating map[podKey]*inferenceRun
+	aborted     map[string]inferencesim.Aborted
 }
 
 // muteKey is a pod's inference server or exporter, by image prefix.
@@ -171,6 +176,9 @@ func New(o Options) (*World, error) {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
+	if !(o.TimeScale > 0) {
+		o.TimeScale = 1
+	}
 	return &World{
 		opts:       o,
 		log:        o.Logger,
@@ -185,6 +193,9 @@ func New(o Options) (*World, error) {
 		idle:       map[gpuRef]bool{},
 		next:       map[string]int{},
 		stopDrains: make(chan struct{}),
+
+		terminating: map[podKey]*inferenceRun{},
+		aborted:     map[string]inferencesim.Aborted{},
 	}, nil
 }
 
@@ -315,6 +326,13 @@ var ErrNoBackend = errors.New("no ready backend")
 // onFirstToken hears the request's time to first token, on the servers'
 // clock; it runs with the server locked and must not call back into it.
 func (w *World) Send(namespace string, selector labels.Selector, r inferencesim.Request, onFirstToken func(ttft time.Duration)) (string, error) {
+	return w.SendFollow(namespace, selector, r, inferencesim.Follow{FirstToken: onFirstToken})
+}
+
+// SendFollow is Send for a caller that also hears when the request is
+// dropped unfinished because its pod was deleted (terminate.go). f's
+// functions run with the server locked and must not call back into it.
+func (w *World) SendFollow(namespace string, selector labels.Selector, r inferencesim.Request, f inferencesim.Follow) (string, error) {
 	w.mu.Lock()
 	if w.pods == nil {
 		w.mu.Unlock()
@@ -340,7 +358,7 @@ func (w *World) Send(namespace string, selector labels.Selector, r inferencesim.
 	run := backends[w.next[key]%len(backends)]
 	w.next[key]++
 	w.mu.Unlock()
-	if err := run.srv.SubmitNotify(r, onFirstToken); err != nil {
+	if err := run.srv.SubmitFollow(r, f); err != nil {
 		return run.pod.Name, fmt.Errorf("simworld: send to %s: %w", run.pod, err)
 	}
 	return run.pod.Name, nil

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/gpuscale/gpuscale/pkg/histogram"
@@ -44,6 +45,10 @@ type Pod struct {
 	// (seconds), nil when its server exports none: what the closed loop
 	// measures the objective's quantile on.
 	TTFT *histogram.Histogram
+	// ITL is its newest cumulative inter-token latency histogram
+	// (seconds), nil when its server exports none; read only with an ITL
+	// objective.
+	ITL *histogram.Histogram
 }
 
 // Estimate is the signal and every part of it, so that each decision can
@@ -107,14 +112,20 @@ type Estimate struct {
 	Prefill       PrefillLimit
 	PrefillBusy   float64
 	PrefillNeeded float64
+	// ITL is what the window's inter-token latencies say one replica
+	// decodes within the ITL objective, and ITLNeeded the replicas'
+	// decoding, grown as the demand is forecast to grow, over its Slots
+	// (0 without an ITL objective or enough tokens).
+	ITL       ITLLimit
+	ITLNeeded float64
 	// MeasuredTTFT is the objective's quantile of the times to first
 	// token the servers measured over the window (seconds; 0 with too
 	// few to tell), and Correction the closed loop's factor on the
 	// model's replicas (1: none; within [1/MaxCorrection,
 	// MaxCorrection]).
 	MeasuredTTFT, Correction float64
-	// Needed is Correction times the larger of KVNeeded and
-	// PrefillNeeded: the replicas the HPA asks for.
+	// Needed is Correction times the largest of KVNeeded, PrefillNeeded
+	// and ITLNeeded: the replicas the HPA asks for.
 	Needed float64
 }
 
@@ -152,6 +163,21 @@ type Config struct {
 	// workload family they moved cost from some workloads to others and
 	// lost minutes on ramps (docs/autoscaling.md, "Robustness").
 	SpreadKV, MeasuredArrivals bool
+	// MaxTargetsPerNamespace and MaxTargets bound the workloads and
+	// models whose state is kept, per namespace and in all; 0 means
+	// DefaultMaxTargetsPerNamespace and DefaultMaxTargets.
+	MaxTargetsPerNamespace, MaxTargets int
+	// PrefillPool says the pool does nothing but prefill (the prefill
+	// pool of a disaggregated model): its prefill term never gives up,
+	// since no other term carries its work. Where the objective is out
+	// of reach for the quantile (prefillPoolLimit), the pool is held to
+	// what its longest prompts' own prefill allows instead.
+	PrefillPool bool
+	// ITLObjective, when positive, is the inter-token latency the
+	// Quantile must stay within: the ITL term, for decode-bound models,
+	// works out from it how many sequences a replica decodes. 0: no ITL
+	// term.
+	ITLObjective time.Duration
 }
 
 // observeGap is the least time between two of the forecast's observations:
@@ -174,11 +200,23 @@ func DefaultConfig() Config {
 
 // Estimator keeps, per workload or model, the forecast's state and the
 // last measured capacity. It is safe for concurrent use.
+//
+// Its lock guards only which states exist: each estimate runs under its own
+// target's lock, so a slow estimate of one target (thousands of pods, say)
+// never holds up another's, and never another namespace's. Which states
+// exist is bounded too: a target gets one only once its pods have data,
+// each namespace holds at most Config.MaxTargetsPerNamespace of them and
+// all namespaces MaxTargets, and forgotten ones are swept at most once per
+// sweepEvery rather than on every read.
 type Estimator struct {
 	cfg     Config
 	metrics *Metrics
 	mu      sync.Mutex
 	state   map[Key]*workloadState
+	// perNamespace counts each namespace's states.
+	perNamespace map[string]int
+	// swept is when forgotten states were last looked for.
+	swept time.Time
 }
 
 // Key names what is estimated: a workload ("deployment/llm") or a model
@@ -186,34 +224,67 @@ type Estimator struct {
 type Key struct{ Namespace, Target string }
 
 type workloadState struct {
+	// lastUsed is when the target was last asked about, in Unix
+	// nanoseconds: set under the Estimator's lock, read by its sweep.
+	lastUsed atomic.Int64
+	// mu is held across one estimate of the target.
+	mu       sync.Mutex
 	holt     Holt
 	observed time.Time // the forecast's last observation
 	slots    float64   // last measured, 0: never
-	lastUsed time.Time
 	prefill  prefillWindow
 	spread   spread
 	ttft     prefillWindow
 	loop     loop
+	itl      prefillWindow // the ITL histograms' increases
+	itlFit   itlFit
 }
+
+// Bounds on the states kept, the defaults of Config.MaxTargetsPerNamespace
+// and Config.MaxTargets. A state is a few KiB (the forecast, and a window
+// of up to 13 merged prefill histograms); a namespace rarely has more than
+// a few dozen workloads and models with a capacity HPA.
+const (
+	DefaultMaxTargetsPerNamespace = 256
+	DefaultMaxTargets             = 4096
+)
+
+// ErrTooManyTargets is wrapped when a target would need a state past
+// MaxTargetsPerNamespace or MaxTargets: it gets no value until states are
+// forgotten.
+var ErrTooManyTargets = errors.New("too many workloads and models estimated")
 
 // New returns an estimator; m may be nil.
 func New(cfg Config, m *Metrics) *Estimator {
-	return &Estimator{cfg: cfg, metrics: m, state: map[Key]*workloadState{}}
+	if cfg.MaxTargetsPerNamespace <= 0 {
+		cfg.MaxTargetsPerNamespace = DefaultMaxTargetsPerNamespace
+	}
+	if cfg.MaxTargets <= 0 {
+		cfg.MaxTargets = DefaultMaxTargets
+	}
+	return &Estimator{cfg: cfg, metrics: m, state: map[Key]*workloadState{}, perNamespace: map[string]int{}}
 }
 
 // Estimate updates k's forecast with pods at now and returns the signal.
-// Errors wrap ErrNoData or ErrNoCapacity: no value is made up.
+// Errors wrap ErrNoData, ErrNoCapacity or ErrTooManyTargets: no value is
+// made up.
 func (e *Estimator) Estimate(k Key, now time.Time, pods []Pod) (Estimate, error) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	e.forgetLocked(now)
-	st := e.state[k]
-	if st == nil {
-		st = &workloadState{}
-		e.state[k] = st
+	return e.EstimateWithin(k, now, pods, e.cfg.Objective)
+}
+
+// EstimateWithin is Estimate with the prefill term held to objective in
+// place of the configured TTFT objective: the share of a time to first
+// token a prefill pool has, what the decode pool after it leaves
+// (provider, roles).
+func (e *Estimator) EstimateWithin(k Key, now time.Time, pods []Pod, objective time.Duration) (Estimate, error) {
+	st, err := e.stateFor(k, now, hasData(pods))
+	if err != nil {
+		e.metrics.failed(err)
+		return Estimate{}, fmt.Errorf("%s/%s: %w", k.Namespace, k.Target, err)
 	}
-	st.lastUsed = now
-	est, err := e.estimate(st, now, pods)
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	est, err := e.estimate(st, now, pods, objective)
 	if err != nil {
 		e.metrics.failed(err)
 		return Estimate{}, fmt.Errorf("%s/%s: %w", k.Namespace, k.Target, err)
@@ -222,7 +293,49 @@ func (e *Estimator) Estimate(k Key, now time.Time, pods []Pod) (Estimate, error)
 	return est, nil
 }
 
-func (e *Estimator) estimate(st *workloadState, now time.Time, pods []Pod) (Estimate, error) {
+// stateFor returns k's state, marked used at now. A target without one
+// gets one only when its pods have data (otherwise ErrNoData: asking about
+// names no pod serves costs nothing kept) and the bounds leave room.
+func (e *Estimator) stateFor(k Key, now time.Time, data bool) (*workloadState, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.sweepLocked(now)
+	st := e.state[k]
+	if st == nil {
+		switch {
+		case !data:
+			return nil, ErrNoData
+		case e.perNamespace[k.Namespace] >= e.cfg.MaxTargetsPerNamespace:
+			return nil, fmt.Errorf("%w: namespace %s has %d, the most kept per namespace", ErrTooManyTargets, k.Namespace, e.cfg.MaxTargetsPerNamespace)
+		case len(e.state) >= e.cfg.MaxTargets:
+			return nil, fmt.Errorf("%w: %d, the most kept", ErrTooManyTargets, e.cfg.MaxTargets)
+		}
+		st = &workloadState{}
+		e.state[k] = st
+		e.perNamespace[k.Namespace]++
+	}
+	st.lastUsed.Store(now.UnixNano())
+	return st, nil
+}
+
+// hasData reports whether a Ready pod has fresh values: what an estimate
+// needs before anything about its target is worth keeping.
+func hasData(pods []Pod) bool {
+	for _, p := range pods {
+		if p.Ready && p.Data {
+			return true
+		}
+	}
+	return false
+}
+
+// maxSlots bounds the requests one replica's KV cache is taken to hold:
+// the most requests one server holds (store.MaxRequests). Slots are running
+// requests over KV cache in use, both the pod's to report, and a tiny KV
+// use makes them any number.
+const maxSlots = 1 << 30
+
+func (e *Estimator) estimate(st *workloadState, now time.Time, pods []Pod, objective time.Duration) (Estimate, error) {
 	var (
 		est        Estimate
 		kv, run    float64
@@ -261,7 +374,7 @@ func (e *Estimator) estimate(st *workloadState, now time.Time, pods []Pod) (Esti
 	// requests of the current mix. Measured when at least one request
 	// runs; otherwise the last measurement stands.
 	if run >= 1 && kv > 0 {
-		st.slots = run / kv
+		st.slots = min(run/kv, maxSlots)
 	}
 	est.Slots = st.slots
 	st.spread.observe(now, perReqs, perKV, e.cfg.Window)
@@ -275,7 +388,8 @@ func (e *Estimator) estimate(st *workloadState, now time.Time, pods []Pod) (Esti
 	// once. So the replicas must carry the peak expected until then:
 	// for a damped trend, its end or now.
 	est.Forecast = max(est.Demand, st.forecast(now, est.Horizon), 0)
-	e.prefillTerm(st, now, pods, run*float64(est.Replicas)/float64(est.Reporting), &est)
+	e.prefillTerm(st, now, pods, run*float64(est.Replicas)/float64(est.Reporting), &est, objective)
+	e.itlTerm(st, now, pods, &est)
 	if est.Slots > 0 {
 		e.kvPerReplica(st, &est)
 	}
@@ -283,7 +397,7 @@ func (e *Estimator) estimate(st *workloadState, now time.Time, pods []Pod) (Esti
 	if est.Forecast == 0 {
 		// Nothing runs or waits and nothing is expected: no capacity
 		// is used, whatever a replica holds.
-		e.closeLoop(st, now, pods, 0, &est)
+		e.closeLoop(st, now, pods, 0, objective, &est)
 		est.LoadingCredit = float64(est.Loading) * est.PerReplica
 		return est, nil
 	}
@@ -295,8 +409,8 @@ func (e *Estimator) estimate(st *workloadState, now time.Time, pods []Pod) (Esti
 	}
 	est.LoadingCredit = float64(est.Loading) * est.PerReplica
 	est.KVNeeded = est.Forecast / est.PerReplica
-	model := max(est.KVNeeded, est.PrefillNeeded)
-	e.closeLoop(st, now, pods, model, &est)
+	model := max(est.KVNeeded, est.PrefillNeeded, est.ITLNeeded)
+	e.closeLoop(st, now, pods, model, objective, &est)
 	est.Needed = est.Correction * model
 	est.Utilization = est.Needed / float64(est.Replicas)
 	return est, nil
@@ -342,14 +456,28 @@ func (st *workloadState) forecast(now time.Time, horizon time.Duration) float64 
 	return st.holt.Forecast(horizon + now.Sub(st.observed))
 }
 
-func (e *Estimator) forgetLocked(now time.Time) {
+// sweepLocked drops the states not asked about for Config.Forget, at most
+// once per sweepEvery: a pass over every state on every read would make a
+// read cost as much as all the states kept.
+func (e *Estimator) sweepLocked(now time.Time) {
+	if now.Sub(e.swept) < sweepEvery(e.cfg.Forget) {
+		return
+	}
+	e.swept = now
 	for k, st := range e.state {
-		if now.Sub(st.lastUsed) > e.cfg.Forget {
+		if now.Sub(time.Unix(0, st.lastUsed.Load())) > e.cfg.Forget {
 			delete(e.state, k)
+			if e.perNamespace[k.Namespace]--; e.perNamespace[k.Namespace] <= 0 {
+				delete(e.perNamespace, k.Namespace)
+			}
 			e.metrics.forget(k)
 		}
 	}
 }
+
+// sweepEvery is a tenth of the forget delay: a state outlives it by at most
+// that much.
+func sweepEvery(forget time.Duration) time.Duration { return forget / 10 }
 
 // median is the lower median of ds, 0 when empty.
 func median(ds []time.Duration) time.Duration {

@@ -82,9 +82,10 @@ func (l *loop) update(now time.Time, measured, objective, floor, utilization flo
 const hpaTolerance = 0.1
 
 // closeLoop measures the window's TTFT quantile and updates the
-// correction with the model's replicas (uncorrected) now.
-func (e *Estimator) closeLoop(st *workloadState, now time.Time, pods []Pod, model float64, est *Estimate) {
-	st.ttft.observeOf(now, pods, e.cfg.Window, func(p Pod) *histogram.Histogram { return p.TTFT })
+// correction with the model's replicas (uncorrected) now, against
+// objective (the TTFT objective, or the share of it a prefill pool has).
+func (e *Estimator) closeLoop(st *workloadState, now time.Time, pods []Pod, model float64, objective time.Duration, est *Estimate) {
+	st.ttft.observe(now, pods, e.cfg.Window, func(p Pod) *histogram.Histogram { return p.TTFT })
 	est.MeasuredTTFT = 0
 	if inc, _ := st.ttft.total(); inc != nil && inc.Count >= 1/(1-e.cfg.Quantile) {
 		if q := histogram.Quantile(e.cfg.Quantile, inc); !math.IsNaN(q) && !math.IsInf(q, 0) {
@@ -102,7 +103,7 @@ func (e *Estimator) closeLoop(st *workloadState, now time.Time, pods []Pod, mode
 		u = model * st.loop.factor() / float64(est.Replicas)
 	}
 	lo, hi := e.cfg.correctionBounds()
-	st.loop.update(now, est.MeasuredTTFT, e.cfg.Objective.Seconds(), floor, u, est.Loading == 0, est.Horizon, e.cfg.Window, lo, hi)
+	st.loop.update(now, est.MeasuredTTFT, objective.Seconds(), floor, u, est.Loading == 0, est.Horizon, e.cfg.Window, lo, hi)
 	est.Correction = st.loop.factor()
 }
 

@@ -18,6 +18,7 @@ type Metrics struct {
 	prefillMaxBusy, prefillOver                     *prometheus.GaugeVec
 	dispersion, kvDispersion, lateBudget            *prometheus.GaugeVec
 	residence, slack, measuredTTFT, correction      *prometheus.GaugeVec
+	itlNeeded, itlQuantile, itlSlots                *prometheus.GaugeVec
 	errors                                          *prometheus.CounterVec
 	all                                             []*prometheus.GaugeVec
 }
@@ -57,14 +58,17 @@ func NewMetrics() *Metrics {
 		measuredTTFT:   g("measured_ttft_seconds", "The objective's quantile of the time to first token the servers measured over the window; 0 with too few requests."),
 		correction:     g("loop_correction", "The closed loop's factor on the model's replicas (1: none), within [1/2, 2]; time constant one start-up horizon up, two down."),
 		prefillOver:    g("prefill_over_objective_ratio", "Share of the window's requests whose prefill alone exceeded the TTFT objective."),
+		itlNeeded:      g("itl_replicas_needed", "Sequences decoding, grown as the demand is forecast to grow, over what one replica decodes within the ITL objective; 0 without an ITL objective."),
+		itlQuantile:    g("itl_quantile_seconds", "The window's inter-token latency at the objective's quantile; 0 without an ITL objective or enough tokens."),
+		itlSlots:       g("itl_slots_per_replica", "Sequences one replica decodes with its ITL quantile within the ITL objective."),
 		errors: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "gpuscale_adapter_capacity_estimate_errors_total",
-			Help: "Capacity estimates that served no value, by reason (no_data, no_capacity).",
+			Help: "Capacity estimates that served no value, by reason (no_data, no_capacity, too_many_targets).",
 		}, []string{"reason"}),
 	}
 	m.all = []*prometheus.GaugeVec{m.utilization, m.demand, m.forecast, m.trend, m.trendErr, m.slots, m.perReplica, m.horizon, m.replicas, m.reporting, m.loading, m.loadingCredit, m.needed,
 		m.kvNeeded, m.prefillNeeded, m.prefillBusy, m.prefillMaxBusy, m.prefillOver,
-		m.dispersion, m.kvDispersion, m.lateBudget, m.residence, m.slack, m.measuredTTFT, m.correction}
+		m.dispersion, m.kvDispersion, m.lateBudget, m.residence, m.slack, m.measuredTTFT, m.correction, m.itlNeeded, m.itlQuantile, m.itlSlots}
 	return m
 }
 
@@ -107,6 +111,9 @@ func (m *Metrics) set(k Key, e Estimate) {
 	m.slack.With(l).Set(e.Slack)
 	m.measuredTTFT.With(l).Set(e.MeasuredTTFT)
 	m.correction.With(l).Set(e.Correction)
+	m.itlNeeded.With(l).Set(e.ITLNeeded)
+	m.itlQuantile.With(l).Set(e.ITL.Quantile)
+	m.itlSlots.With(l).Set(e.ITL.Slots)
 }
 
 func (m *Metrics) failed(err error) {
@@ -114,8 +121,11 @@ func (m *Metrics) failed(err error) {
 		return
 	}
 	reason := "no_data"
-	if errors.Is(err, ErrNoCapacity) {
+	switch {
+	case errors.Is(err, ErrNoCapacity):
 		reason = "no_capacity"
+	case errors.Is(err, ErrTooManyTargets):
+		reason = "too_many_targets"
 	}
 	m.errors.WithLabelValues(reason).Inc()
 }

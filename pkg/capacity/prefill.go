@@ -140,3 +140,20 @@ func MaxPrefillBusy(inc *histogram.Histogram, objective, q, dispersion float64) 
 	lim.MaxBusy = lo
 	return lim
 }
+
+// prefillPoolLimit is MaxPrefillBusy for a pool that does nothing but
+// prefill, where the objective is out of reach: at least 1-q of the prompts
+// take longer than the objective to prefill alone, so no number of replicas
+// meets it. Such a pool must still carry its work, so it is held to the
+// objective the prompts' own prefill times allow: twice the q-quantile of
+// the prefill times, at which a prompt of that quantile waits no longer
+// than it takes. Reachable stays false.
+func prefillPoolLimit(inc *histogram.Histogram, objective, q, dispersion float64) PrefillLimit {
+	s := histogram.Quantile(q, inc)
+	if math.IsNaN(s) || math.IsInf(s, 0) {
+		return MaxPrefillBusy(inc, objective, q, dispersion)
+	}
+	lim := MaxPrefillBusy(inc, max(objective, 2*s), q, dispersion)
+	lim.Reachable = false
+	return lim
+}

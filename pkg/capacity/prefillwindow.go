@@ -73,17 +73,16 @@ func (a *arrivalSpread) dispersion() (float64, bool) {
 type prefillStep struct {
 	from, to time.Time
 	inc      *histogram.Histogram
+	// podTime is the time the step covers times the pods its increase
+	// is over: replica-seconds on the estimator's clock.
+	podTime time.Duration
 }
 
 // observe records the increase since the previous estimate of every pod
-// with a prefill histogram, and drops what fell out of the window. A pod
-// whose layout changed, or seen for the first time, starts over.
-func (w *prefillWindow) observe(now time.Time, pods []Pod, window time.Duration) {
-	w.observeOf(now, pods, window, func(p Pod) *histogram.Histogram { return p.Prefill })
-}
-
-// observeOf is observe for the cumulative histogram of returns of each pod.
-func (w *prefillWindow) observeOf(now time.Time, pods []Pod, window time.Duration, of func(Pod) *histogram.Histogram) {
+// with a histogram (of gets: the prefill-time one, or ITL's), and drops
+// what fell out of the window. A pod whose layout changed, or seen for the
+// first time, starts over.
+func (w *prefillWindow) observe(now time.Time, pods []Pod, window time.Duration, of func(Pod) *histogram.Histogram) {
 	next := make(map[string]*histogram.Histogram, len(pods))
 	var (
 		parts  []*histogram.Histogram
@@ -102,9 +101,9 @@ func (w *prefillWindow) observeOf(now time.Time, pods []Pod, window time.Duratio
 			}
 		}
 	}
-	if len(parts) > 0 {
+	if len(parts) > 0 && fewLayouts(parts) {
 		if inc, err := histogram.Merge(parts...); err == nil {
-			w.add(prefillStep{from: w.lastAt, to: now, inc: inc}, window/windowSlots)
+			w.add(prefillStep{from: w.lastAt, to: now, inc: inc, podTime: time.Duration(len(parts)) * now.Sub(w.lastAt)}, window/windowSlots)
 		}
 	}
 	w.arrivals.observe(now, counts, window)
@@ -116,16 +115,62 @@ func (w *prefillWindow) observeOf(now time.Time, pods []Pod, window time.Duratio
 	w.steps = w.steps[i:]
 }
 
+// maxLayouts bounds the bucket layouts one step merges. The pods of a
+// workload or model share their server's layout, or two during a rollout
+// that changed it; merging takes the union of the layouts' bounds, so pods
+// that each chose their own would make a step of thousands of buckets,
+// kept for the whole window and merged again on every read. A step of more
+// is dropped: the prefill term rests on the steps left.
+const maxLayouts = 4
+
+// fewLayouts reports whether hs have at most maxLayouts bucket layouts.
+func fewLayouts(hs []*histogram.Histogram) bool {
+	var seen [maxLayouts]*histogram.Histogram
+	n := 0
+next:
+	for _, h := range hs {
+		for _, l := range seen[:n] {
+			if histogram.SameBounds(l, h) {
+				continue next
+			}
+		}
+		if n == maxLayouts {
+			return false
+		}
+		seen[n] = h
+		n++
+	}
+	return true
+}
+
+// maxStepBuckets bounds the buckets of one step: maxLayouts layouts of up
+// to 64 buckets (store.MaxHistogramBuckets).
+const maxStepBuckets = maxLayouts * 64
+
 // add appends s, or adds it into the newest step when that began no more than
-// slot before s ends.
+// slot before s ends. Should the two add up past maxStepBuckets, s is
+// dropped, as a step of too many layouts is: layouts that change from one
+// read to the next must not grow a step, nor the number of steps.
 func (w *prefillWindow) add(s prefillStep, slot time.Duration) {
 	if n := len(w.steps); n > 0 && s.to.Sub(w.steps[n-1].from) <= slot {
-		if inc, err := histogram.Merge(w.steps[n-1].inc, s.inc); err == nil {
+		if inc, err := histogram.Merge(w.steps[n-1].inc, s.inc); err == nil && len(inc.Bounds) <= maxStepBuckets {
 			w.steps[n-1].inc, w.steps[n-1].to = inc, s.to
-			return
+			w.steps[n-1].podTime += s.podTime
 		}
+		return
 	}
-	w.steps = append(w.steps, s)
+	if len(s.inc.Bounds) <= maxStepBuckets {
+		w.steps = append(w.steps, s)
+	}
+}
+
+// podTime is the replica-seconds the window's increases are over.
+func (w *prefillWindow) podTime() time.Duration {
+	var d time.Duration
+	for _, s := range w.steps {
+		d += s.podTime
+	}
+	return d
 }
 
 // total is the window's merged increase and the time it covers.
@@ -156,8 +201,8 @@ func (w *prefillWindow) total() (*histogram.Histogram, time.Duration) {
 // got their first token, running being the Ready replicas' total) and the
 // slack a request of the window's mean prefill time has within the
 // objective, both on the servers' clock, for the KV term.
-func (e *Estimator) prefillTerm(st *workloadState, now time.Time, pods []Pod, running float64, est *Estimate) {
-	st.prefill.observe(now, pods, e.cfg.Window)
+func (e *Estimator) prefillTerm(st *workloadState, now time.Time, pods []Pod, running float64, est *Estimate, objective time.Duration) {
+	st.prefill.observe(now, pods, e.cfg.Window, func(p Pod) *histogram.Histogram { return p.Prefill })
 	inc, span := st.prefill.total()
 	if inc == nil || span <= 0 {
 		return
@@ -169,7 +214,7 @@ func (e *Estimator) prefillTerm(st *workloadState, now time.Time, pods []Pod, ru
 	est.PrefillBusy = inc.Sum / (span.Seconds() * scale)
 	if inc.Count > 0 {
 		est.Residence = running * span.Seconds() * scale / inc.Count
-		est.Slack = max(0, e.cfg.Objective.Seconds()-inc.Sum/inc.Count)
+		est.Slack = max(0, objective.Seconds()-inc.Sum/inc.Count)
 	}
 	est.Dispersion = 1
 	if d, ok := st.prefill.arrivals.dispersion(); ok {
@@ -182,8 +227,11 @@ func (e *Estimator) prefillTerm(st *workloadState, now time.Time, pods []Pod, ru
 	if e.cfg.MeasuredArrivals {
 		d = est.Dispersion
 	}
-	est.Prefill = MaxPrefillBusy(inc, e.cfg.Objective.Seconds(), e.cfg.Quantile, d)
-	if !est.Prefill.Reachable || est.Prefill.MaxBusy <= 0 || est.Forecast <= 0 {
+	est.Prefill = MaxPrefillBusy(inc, objective.Seconds(), e.cfg.Quantile, d)
+	if e.cfg.PrefillPool && !est.Prefill.Reachable && est.Prefill.Requests > 0 {
+		est.Prefill = prefillPoolLimit(inc, objective.Seconds(), e.cfg.Quantile, d)
+	}
+	if (!est.Prefill.Reachable && !e.cfg.PrefillPool) || est.Prefill.MaxBusy <= 0 || est.Forecast <= 0 {
 		return
 	}
 	growth := 1.0

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -78,6 +79,8 @@ type Backend struct {
 	// customVersion is the custom metrics version the backend serves
 	// (v1beta2 until discovery says it only has v1beta1).
 	customVersion atomic.Value
+	// budget bounds the answers all requests hold at once.
+	budget *answerBudget
 }
 
 // NewBackend builds the client. Nothing is dialled before the first request.
@@ -110,22 +113,31 @@ func NewBackend(cfg BackendConfig) (*Backend, error) {
 		// turn a burst of HPAs into timeouts.
 		QPS: -1,
 		WrapTransport: func(rt http.RoundTripper) http.RoundTripper {
-			return &identityRoundTripper{next: &sizeLimitRoundTripper{next: rt, limit: MaxResponseBytes}}
+			return &identityRoundTripper{next: &budgetRoundTripper{next: &sizeLimitRoundTripper{next: rt, limit: MaxResponseBytes}}}
 		},
 	}
-	client, err := rest.RESTClientFor(rc)
+	httpClient, err := rest.HTTPClientFor(rc)
 	if err != nil {
 		return nil, fmt.Errorf("forward client: %w", err)
 	}
-	b := &Backend{client: client, url: rc.Host, timeout: cfg.Timeout}
+	// The caller's identity and the front-proxy certificate are for the
+	// backend named by --forward-to, never for wherever its answer points:
+	// a redirect is the backend's answer, a 3xx error, not followed.
+	httpClient.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	client, err := rest.RESTClientForConfigAndClient(rc, httpClient)
+	if err != nil {
+		return nil, fmt.Errorf("forward client: %w", err)
+	}
+	b := &Backend{client: client, url: rc.Host, timeout: cfg.Timeout, budget: newAnswerBudget(MaxInflightAnswerBytes)}
 	b.customVersion.Store(customV1beta2)
 	return b, nil
 }
 
 // MaxResponseBytes bounds one answer of the backend: a metric list for
 // 10,000 pods is about 2 MB, and a backend that streams without end must
-// not push the adapter past its memory limit.
-const MaxResponseBytes = 32 << 20
+// not push the adapter past its memory limit. It is also the most of
+// MaxInflightAnswerBytes one answer holds.
+const MaxResponseBytes = 16 << 20
 
 // errResponseTooLarge is the read error past MaxResponseBytes.
 var errResponseTooLarge = fmt.Errorf("the backend's answer exceeds %d bytes", MaxResponseBytes)
@@ -239,7 +251,50 @@ func (b *Backend) customMetric(ctx context.Context, gr schema.GroupResource, nam
 	if err := b.do(ctx, req, &out); err != nil {
 		return nil, err
 	}
+	if err := b.checkNamespaces(gr, namespace, name, out.Items); err != nil {
+		return nil, err
+	}
 	return &out, nil
+}
+
+// checkNamespaces refuses an answer that describes objects of another
+// namespace than the one asked: the caller may read only that one, and a
+// Role may grant just that. The backend's answer is its own to get right,
+// but not to widen what a caller reads through gpuscale. An object with no
+// namespace is read as being in the one asked (the HPA reads items by
+// name). A namespace asked by name (the namespaces resource) is described
+// in no namespace or in itself.
+func (b *Backend) checkNamespaces(gr schema.GroupResource, namespace, name string, items []custom_metrics.MetricValue) error {
+	asked := namespace
+	if namespace == "" && gr.Group == "" && gr.Resource == "namespaces" {
+		asked = name
+	}
+	for _, it := range items {
+		if ns := it.DescribedObject.Namespace; asked != "" && ns != "" && ns != asked {
+			return apierrors.NewInternalError(fmt.Errorf("metrics backend %s answered for an object in namespace %s, asked about %s",
+				b.url, quoteLimited(ns), quoteLimited(asked)))
+		}
+	}
+	return nil
+}
+
+// checkName refuses an answer for one object that describes another.
+func (b *Backend) checkName(name string, it custom_metrics.MetricValue) error {
+	if got := it.DescribedObject.Name; got != name {
+		return apierrors.NewInternalError(fmt.Errorf("metrics backend %s answered for %s, asked about %s", b.url, quoteLimited(got), quoteLimited(name)))
+	}
+	return nil
+}
+
+// maxEchoed bounds what of the backend's answer an error repeats.
+const maxEchoed = 64
+
+// quoteLimited quotes s, cut to maxEchoed bytes.
+func quoteLimited(s string) string {
+	if len(s) <= maxEchoed {
+		return strconv.Quote(s)
+	}
+	return strconv.Quote(s[:maxEchoed]) + fmt.Sprintf("... (%d bytes)", len(s))
 }
 
 // externalMetric forwards one external metrics request.
@@ -263,6 +318,10 @@ func (b *Backend) externalMetric(ctx context.Context, namespace, metric string, 
 func (b *Backend) do(ctx context.Context, req *rest.Request, out runtime.Object) error {
 	ctx, cancel := context.WithTimeout(ctx, b.timeout)
 	defer cancel()
+	// The answer's bytes are charged from its first byte until it is
+	// decoded: decoding takes several times what was read.
+	ctx, l := b.budget.withLease(ctx)
+	defer l.release()
 	body, err := req.Do(ctx).Raw()
 	if err != nil {
 		return b.apiError(ctx, err)

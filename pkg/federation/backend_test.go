@@ -27,9 +27,12 @@ type seen struct {
 
 // answer is what the backend says to a path.
 type answer struct {
-	code  int
-	body  any
-	delay time.Duration
+	code   int
+	body   any
+	delay  time.Duration
+	header http.Header
+	// raw, when set, is written as the body instead of body's JSON.
+	raw []byte
 }
 
 // fakeBackend is a metrics API server over TLS on loopback that demands a
@@ -123,7 +126,14 @@ func (b *fakeBackend) serve(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	w.Header().Set("Content-Type", "application/json")
+	for k, v := range a.header {
+		w.Header()[k] = v
+	}
 	w.WriteHeader(a.code)
+	if a.raw != nil {
+		_, _ = w.Write(a.raw)
+		return
+	}
 	_ = json.NewEncoder(w).Encode(a.body)
 }
 

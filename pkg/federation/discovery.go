@@ -30,6 +30,8 @@ func discoveryContext(ctx context.Context) context.Context {
 func (b *Backend) getJSON(ctx context.Context, out any, path ...string) (found bool, err error) {
 	ctx, cancel := context.WithTimeout(ctx, b.timeout)
 	defer cancel()
+	ctx, l := b.budget.withLease(ctx)
+	defer l.release()
 	body, err := b.client.Get().AbsPath(path...).Do(ctx).Raw()
 	if apierrors.IsNotFound(err) {
 		return false, nil

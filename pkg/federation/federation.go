@@ -138,6 +138,9 @@ func (p *Provider) forwardByName(ctx context.Context, name types.NamespacedName,
 	if len(list.Items) != 1 {
 		return nil, p.backend.wrongCount(len(list.Items))
 	}
+	if err := p.backend.checkName(name.Name, list.Items[0]); err != nil {
+		return nil, err
+	}
 	return &list.Items[0], nil
 }
 

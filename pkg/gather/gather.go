@@ -46,10 +46,11 @@ type Config struct {
 	RetainFor  time.Duration
 	Logger     *slog.Logger
 	Registerer prometheus.Registerer
-	// ExporterToken, when set, is sent to the exporters alone, as a
-	// bearer token: their reserved lane, which a flood of other clients
-	// cannot fill (the exporter's --web.reserved-token-file).
-	ExporterToken string
+	// ExporterToken, when set, returns the token sent to the exporters
+	// alone, as a bearer token: their reserved lane, which a flood of
+	// other clients cannot fill (the exporter's --web.reserved-token-file).
+	// It is asked once a cycle; while it returns none, none is sent.
+	ExporterToken func() []byte
 	// Clock times cycles and forgets stale objects by; give the Scraper
 	// the same one, which stamps the samples. Default the real one.
 	Clock clock.PassiveClock
@@ -105,6 +106,13 @@ type target struct {
 	// health is its scrape.Health after its last scrape, which the
 	// scraper schedules by: failing targets go last, few at a time.
 	health atomic.Uint32
+	// typical is how long its successful scrapes take, in nanoseconds: the
+	// slowest recent one, decaying; failed counts its failures since its
+	// last success (health.go).
+	typical atomic.Int64
+	failed  atomic.Uint32
+	// answers counts its successful scrapes, up to maxAnswers.
+	answers atomic.Uint32
 	// refused counts the pods an exporter may not speak for, by trustReasons.
 	refused [len(trustReasons)]atomic.Uint64
 	// rejected counts the values ingest rejected from its otherwise
@@ -156,14 +164,22 @@ func (g *Gatherer) Cycle(ctx context.Context) {
 	g.placed.Store(newPlacement(pods, targets))
 	byKey := g.track(targets)
 
-	st := make([]scrape.Target, len(targets))
-	for i, t := range targets {
-		st[i] = scrape.Target{Key: t.Key(), URL: t.URL, Families: readFamilies[t.Kind],
-			Health: scrape.Health(byKey[t.Key()].health.Load())}
-		if t.Kind == discovery.KindExporter && g.cfg.ExporterToken != "" {
-			st[i].Authorization = "Bearer " + g.cfg.ExporterToken
+	var exporterAuth string
+	if g.cfg.ExporterToken != nil {
+		if tok := g.cfg.ExporterToken(); len(tok) > 0 {
+			exporterAuth = "Bearer " + string(tok)
 		}
 	}
+	st := make([]scrape.Target, len(targets))
+	for i, t := range targets {
+		tt := byKey[t.Key()]
+		st[i] = scrape.Target{Key: t.Key(), URL: t.URL, Families: readFamilies[t.Kind],
+			Health: tt.lane(), Timeout: g.patience(tt)}
+		if t.Kind == discovery.KindExporter {
+			st[i].Authorization = exporterAuth
+		}
+	}
+	g.order(st, byKey)
 	g.cfg.Scraper.Cycle(ctx, st, func(r scrape.Result) {
 		if t, ok := byKey[r.Target.Key]; ok {
 			g.ingest(t, r)
@@ -224,14 +240,14 @@ func (g *Gatherer) ingest(tt *target, r scrape.Result) {
 	t := tt.Target
 	g.m.duration.WithLabelValues(t.Kind.String()).Observe(r.Duration.Seconds())
 	if r.Err != nil {
-		g.fail(tt, scrape.Reason(r.Err), r.Err)
+		g.fail(tt, r, scrape.Reason(r.Err), r.Err)
 		return
 	}
 	switch t.Kind {
 	case discovery.KindExporter:
 		pods, node, rejected, err := ingest.GPU(r.Families)
 		if err != nil {
-			g.fail(tt, ingest.Reason(err), err)
+			g.fail(tt, r, ingest.Reason(err), err)
 			return
 		}
 		g.reject(tt, rejected)
@@ -253,7 +269,7 @@ func (g *Gatherer) ingest(tt *target, r scrape.Result) {
 		}
 		s, dialect, rejected, err := ingest.Inference(r.Families)
 		if err != nil {
-			g.fail(tt, ingest.Reason(err), err)
+			g.fail(tt, r, ingest.Reason(err), err)
 			return
 		}
 		g.reject(tt, rejected)
@@ -262,6 +278,7 @@ func (g *Gatherer) ingest(tt *target, r scrape.Result) {
 		g.m.dialects.WithLabelValues(string(dialect)).Inc()
 	}
 	tt.lastSuccess.Store(r.Time.UnixNano())
+	tt.answered(r.Duration)
 	tt.health.Store(uint32(scrape.HealthUp))
 }
 
@@ -271,23 +288,31 @@ func (g *Gatherer) ingestRouter(tt *target, r scrape.Result) bool {
 	t := tt.Target
 	s, dialect, rejected, err := ingest.Router(r.Families)
 	if err != nil {
-		g.fail(tt, ingest.Reason(err), err)
+		g.fail(tt, r, ingest.Reason(err), err)
 		return false
 	}
 	g.reject(tt, rejected)
 	s.Time = r.Time
-	g.cfg.Store.PutRouter(store.Key{Namespace: t.Namespace, Name: t.Pod}, s)
+	if err := g.cfg.Store.PutRouter(store.Key{Namespace: t.Namespace, Name: t.Pod}, s); err != nil {
+		g.fail(tt, r, ingest.ReasonTooManyModels, err)
+		return false
+	}
 	g.m.dialects.WithLabelValues(string(dialect)).Inc()
 	return true
 }
 
-func (g *Gatherer) fail(tt *target, reason string, err error) {
+func (g *Gatherer) fail(tt *target, r scrape.Result, reason string, err error) {
 	t := tt.Target
 	tt.failures[failReason(reason)].Add(1)
-	switch reason {
-	case scrape.ReasonCycleDeadline, scrape.ReasonCanceled:
-		// Not tried, or cut short: nothing learnt about the target.
+	switch {
+	case reason == scrape.ReasonCanceled,
+		reason == scrape.ReasonCycleDeadline && !g.heldAWorker(r):
+		// Not tried, or cut as it started: nothing learnt about the
+		// target.
 	default:
+		// A target in flight when the cycle ended held a worker all
+		// that time: as suspect as one that timed out.
+		tt.failed.Add(1)
 		tt.health.Store(uint32(scrape.HealthDown))
 	}
 	g.log.Debug("scrape failed", "target", t.Key(), "kind", t.Kind.String(), "url", t.URL, "reason", reason, "err", err)

@@ -2,6 +2,7 @@ package gather
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"math"
 	"net"
@@ -321,7 +322,8 @@ func (r *recordingScraper) Cycle(ctx context.Context, ts []scrape.Target, sink f
 
 // TestCycleTellsTheScraperTargetHealth checks that targets are passed to the
 // scraper as unknown until scraped, then up or down by their last scrape, so
-// that it can scrape failing ones last; one the cycle's deadline cut short
+// that it can scrape failing ones last. One the cycle's deadline cut short
+// after it had held a worker is down too; one the deadline left unscraped
 // stays as it was.
 func TestCycleTellsTheScraperTargetHealth(t *testing.T) {
 	_, up := serve(t, newSim(t, 10))
@@ -331,25 +333,129 @@ func TestCycleTellsTheScraperTargetHealth(t *testing.T) {
 	_, silent := serve(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		<-r.Context().Done()
 	}))
-	// The cycle ends long before the silent target's own timeout: it is
-	// cut short, which says nothing about it.
-	rec := &recordingScraper{Scraper: scrape.New(scrape.Config{Timeout: time.Minute, CycleTimeout: 500 * time.Millisecond})}
-	g, err := New(Config{Pods: podList{annotatedPod("up", up), annotatedPod("down", down), annotatedPod("silent", silent)}, Scraper: rec,
-		Store: store.New(30), Interval: time.Second, Registerer: prometheus.NewRegistry()})
+	// One worker: the silent target holds it until the cycle ends, long
+	// before its own timeout, and the one listed after it is never tried.
+	rec := &recordingScraper{Scraper: scrape.New(scrape.Config{Timeout: time.Minute, CycleTimeout: 500 * time.Millisecond, Workers: 1})}
+	g, err := New(Config{Pods: podList{annotatedPod("up", up), annotatedPod("down", down), annotatedPod("silent", silent), annotatedPod("later", up)},
+		Scraper: rec, Store: store.New(30), Interval: time.Second, Registerer: prometheus.NewRegistry()})
 	if err != nil {
 		t.Fatal(err)
 	}
 	g.Cycle(t.Context())
 	g.Cycle(t.Context())
 	want := []map[string]scrape.Health{
-		{"ml/up": scrape.HealthUnknown, "ml/down": scrape.HealthUnknown, "ml/silent": scrape.HealthUnknown},
-		{"ml/up": scrape.HealthUp, "ml/down": scrape.HealthDown, "ml/silent": scrape.HealthUnknown},
+		{"ml/up": scrape.HealthUnknown, "ml/down": scrape.HealthUnknown, "ml/silent": scrape.HealthUnknown, "ml/later": scrape.HealthUnknown},
+		{"ml/up": scrape.HealthUp, "ml/down": scrape.HealthDown, "ml/silent": scrape.HealthDown, "ml/later": scrape.HealthUnknown},
 	}
 	for i, w := range want {
 		for _, tg := range rec.cycles[i] {
 			if tg.Health != w[tg.Key] {
 				t.Errorf("cycle %d: %s passed with health %d, want %d", i, tg.Key, tg.Health, w[tg.Key])
 			}
+		}
+	}
+}
+
+// hangAfterAnswer answers its first scrape as a healthy vLLM would, then
+// accepts every later one and never answers.
+func hangAfterAnswer(t *testing.T) int {
+	t.Helper()
+	var once sync.Once
+	_, port := serve(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		answered := false
+		once.Do(func() {
+			w.Header().Set("Content-Type", "text/plain; version=0.0.4")
+			_, _ = w.Write([]byte("vllm:num_requests_waiting{model_name=\"m\"} 1\n"))
+			answered = true
+		})
+		if !answered {
+			<-r.Context().Done()
+		}
+	}))
+	return port
+}
+
+// growingPods is a pod list that can grow between cycles.
+type growingPods struct {
+	mu   sync.Mutex
+	pods podList
+}
+
+func (g *growingPods) List(labels.Selector) ([]*corev1.Pod, error) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return slices.Clone(g.pods), nil
+}
+
+func (g *growingPods) add(p ...*corev1.Pod) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.pods = append(g.pods, p...)
+}
+
+// TestHangAfterAnswerDoesNotStarveHealthyTargets: 16 healthy pods answer
+// for three cycles; then 48 pods appear that answer once and then hang,
+// listed first, with 8 workers and a scrape timeout of twice the interval.
+// From then on no healthy pod's newest sample is ever older than two
+// intervals, and once they have hung, the hanging pods are scraped as
+// suspects. (Before, a target cut by the cycle's deadline stayed healthy,
+// and each cycle scraped a few of the healthy ones.)
+func TestHangAfterAnswerDoesNotStarveHealthyTargets(t *testing.T) {
+	const interval = 2 * time.Second
+	pods := &growingPods{}
+	_, healthy := serve(t, newSim(t, 10))
+	for i := range 16 {
+		pods.add(annotatedPod(fmt.Sprintf("victim-%02d", i), healthy))
+	}
+	rec := &recordingScraper{Scraper: scrape.New(scrape.Config{Timeout: 2 * interval, CycleTimeout: interval, Workers: 8})}
+	g, err := New(Config{Pods: pods, Scraper: rec, Store: store.New(30), Interval: interval, Registerer: prometheus.NewRegistry()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Until every healthy pod has answered (three cycles at least): under
+	// -race on a loaded machine a first scrape can miss a cycle's deadline.
+	answered := func() bool {
+		g.mu.Lock()
+		defer g.mu.Unlock()
+		n := 0
+		for k, tt := range g.known {
+			if strings.HasPrefix(k, "ml/victim-") && tt.lastSuccess.Load() != 0 {
+				n++
+			}
+		}
+		return n == 16
+	}
+	for i := 0; i < 3 || !answered(); i++ {
+		if i == 30 {
+			t.Fatal("the healthy pods did not all answer in 30 cycles")
+		}
+		g.Cycle(t.Context())
+	}
+	var hangers []*corev1.Pod
+	for i := range 48 {
+		hangers = append(hangers, annotatedPod(fmt.Sprintf("hang-%02d", i), hangAfterAnswer(t)))
+	}
+	pods.mu.Lock()
+	pods.pods = append(hangers, pods.pods...)
+	pods.mu.Unlock()
+	for cycle := range 8 {
+		g.Cycle(t.Context())
+		now := time.Now()
+		g.mu.Lock()
+		for k, tt := range g.known {
+			if !strings.HasPrefix(k, "ml/victim-") {
+				continue
+			}
+			if age := now.Sub(time.Unix(0, tt.lastSuccess.Load())); age > 2*interval {
+				t.Errorf("cycle %d after the hanging pods came: %s's newest sample is %v old, more than two intervals", cycle, k, age.Round(time.Millisecond))
+			}
+		}
+		g.mu.Unlock()
+	}
+	last := rec.cycles[len(rec.cycles)-1]
+	for _, tg := range last {
+		if strings.HasPrefix(tg.Key, "ml/hang-") && tg.Health == scrape.HealthUp {
+			t.Errorf("%s still scraped as healthy after hanging for cycles", tg.Key)
 		}
 	}
 }

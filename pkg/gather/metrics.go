@@ -95,7 +95,7 @@ var (
 		"Failed scrapes by target pod and reason (timeout, connect, http_status, redirect, too_large, limit, parse, cycle_deadline, unknown_dialect, no_gpu_series, duplicate_series, invalid_histogram, too_many_models, ...).",
 		[]string{"namespace", "pod", "reason"}, nil)
 	rejectedValuesDesc = prometheus.NewDesc("gpuscale_adapter_rejected_values_total",
-		"Values dropped from otherwise stored scrapes, by target pod and reason (not_finite, out_of_range, wrong_type); the sums and means they belong to are not served.",
+		"Values dropped from otherwise stored scrapes, by target pod and reason (not_finite, out_of_range, wrong_type, too_many_buckets, model_name); the sums and means they belong to are not served.",
 		[]string{"namespace", "pod", "reason"}, nil)
 )
 

@@ -17,6 +17,7 @@ type accumulator struct {
 	queue, running total
 	kv             total
 	ttft, prefill  histograms
+	itl            histograms
 	models         map[string]struct{}
 	warnings       []string
 	rejected       []Rejection
@@ -103,7 +104,7 @@ func (a *accumulator) value(t *total, sig store.Signal, family string, mean bool
 	return &v
 }
 
-func (a *accumulator) signals(m *mapping, kvFamily string) *Signals {
+func (a *accumulator) signals(m *mapping, kvFamily, itlFamily string) *Signals {
 	s := &Signals{
 		Dialect:            a.dialect,
 		QueueDepth:         a.value(&a.queue, store.QueueDepth, m.queue, false),
@@ -113,10 +114,19 @@ func (a *accumulator) signals(m *mapping, kvFamily string) *Signals {
 	}
 	s.TTFT = a.merged(&a.ttft, m.ttft)
 	s.Prefill = a.merged(&a.prefill, m.prefill)
+	s.ITL = a.merged(&a.itl, itlFamily)
 	s.Rejected = a.rejected
 	models := make([]string, 0, len(a.models))
+	size := 0
 	for m := range a.models {
 		models = append(models, m)
+		size += len(m) + 1
+	}
+	if size-1 > MaxServerModelNames {
+		// The values stand; the names are not kept.
+		s.Rejected = append(s.Rejected, Rejection{Series: fmt.Sprintf("the %d model names", len(models)),
+			Err: fmt.Errorf("%w: %d bytes joined, the most is %d", ErrModelName, size-1, MaxServerModelNames)})
+		return s
 	}
 	slices.Sort(models)
 	s.Model = strings.Join(models, ",")

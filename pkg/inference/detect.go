@@ -35,7 +35,7 @@ func Detect(families map[string]*dto.MetricFamily) (*Signals, error) {
 	}
 	acc := newAccumulator(m.dialect, warnings)
 	eachSeries(m, families, func(string) *accumulator { return acc })
-	return acc.signals(m, firstPresent(families, m.kvCache)), nil
+	return acc.signals(m, firstPresent(families, m.kvCache), firstPresent(families, m.itl)), nil
 }
 
 // DetectByModel is Detect split by model: one Signals per model name, for
@@ -59,7 +59,7 @@ func DetectByModel(families map[string]*dto.MetricFamily) (map[string]*Signals, 
 	})
 	out := make(map[string]*Signals, len(accs))
 	for model, acc := range accs {
-		out[model] = acc.signals(m, firstPresent(families, m.kvCache))
+		out[model] = acc.signals(m, firstPresent(families, m.kvCache), firstPresent(families, m.itl))
 	}
 	return out, nil
 }
@@ -124,6 +124,9 @@ func eachSeries(m *mapping, families map[string]*dto.MetricFamily, route func(mo
 			model := modelOf(metric, m.modelLabels)
 			acc := route(model)
 			v, err := gaugeValue(mf, metric)
+			if err == nil {
+				err = checkModelName(model)
+			}
 			if err != nil {
 				g.total(acc).void = true
 			} else {
@@ -138,6 +141,7 @@ func eachSeries(m *mapping, families map[string]*dto.MetricFamily, route func(mo
 	}
 	eachHistogram(families, m.ttft, m.ttftScale, m.modelLabels, route, func(a *accumulator) *histograms { return &a.ttft })
 	eachHistogram(families, m.prefill, 1, m.modelLabels, route, func(a *accumulator) *histograms { return &a.prefill })
+	eachHistogram(families, firstPresent(families, m.itl), 1, m.modelLabels, route, func(a *accumulator) *histograms { return &a.itl })
 }
 
 // eachHistogram feeds the series of one histogram family, scaled to
@@ -151,7 +155,11 @@ func eachHistogram(families map[string]*dto.MetricFamily, family string, scale f
 	for _, metric := range mf.GetMetric() {
 		model := modelOf(metric, modelLabels)
 		acc := route(model)
-		h, err := histogram.FromDTO(metric, scale)
+		err := checkModelName(model)
+		var h *histogram.Histogram
+		if err == nil {
+			h, err = histogram.FromDTO(metric, scale)
+		}
 		if err == nil {
 			err = store.CheckTTFT(h)
 		}
@@ -163,6 +171,14 @@ func eachHistogram(families map[string]*dto.MetricFamily, family string, scale f
 		into(acc).hs = append(into(acc).hs, h)
 		acc.seen(model)
 	}
+}
+
+// checkModelName refuses a model name past MaxModelName.
+func checkModelName(model string) error {
+	if len(model) > MaxModelName {
+		return fmt.Errorf("%w: %d bytes, the most is %d", ErrModelName, len(model), MaxModelName)
+	}
+	return nil
 }
 
 func firstPresent(families map[string]*dto.MetricFamily, names []string) string {

@@ -19,6 +19,11 @@ type mapping struct {
 	// prefill is the histogram family of each request's time in prefill
 	// (first scheduled to first token), in seconds; empty: none.
 	prefill string
+	// itl lists the inter-token latency (time per output token) histogram
+	// families, in seconds, first present wins: a server that exports a
+	// renamed family beside its deprecated name exports the same
+	// observations twice, and only one is read. None: no ITL.
+	itl []string
 }
 
 // mappings in detection priority. vLLM comes before Triton because Triton's
@@ -40,6 +45,13 @@ var mappings = []mapping{
 		ttftScale: 1,
 		// Observed when a request finishes (vllm/v1/metrics/loggers.py).
 		prefill: "vllm:request_prefill_time_seconds",
+		// Both observe every output token after the first, the time
+		// since the one before: inter_token_latency_seconds replaced
+		// time_per_output_token_seconds in vLLM 0.11, which exports both
+		// until the old name is hidden. request_time_per_output_token_
+		// seconds, one mean per request, is not a distribution of token
+		// gaps and is not read.
+		itl: []string{"vllm:inter_token_latency_seconds", "vllm:time_per_output_token_seconds"},
 	},
 	{
 		dialect:     SGLang,
@@ -52,6 +64,9 @@ var mappings = []mapping{
 		kvScale:   100,
 		ttft:      "sglang:time_to_first_token_seconds",
 		ttftScale: 1,
+		// inter_token_latency_seconds (per token gap) replaced
+		// time_per_output_token_seconds in SGLang's metrics collector.
+		itl: []string{"sglang:inter_token_latency_seconds", "sglang:time_per_output_token_seconds"},
 	},
 	{
 		// TGI has no time-to-first-token histogram: tgi_request_queue_duration
@@ -62,12 +77,19 @@ var mappings = []mapping{
 		prefix:  "tgi_",
 		queue:   "tgi_queue_size",
 		running: "tgi_batch_current_size",
+		// One observation per request: its decode time over its
+		// generated tokens (router/src/server.rs), in seconds. A
+		// quantile of it is a quantile over requests of their mean
+		// token gap (TPOT), not over tokens.
+		itl: []string{"tgi_request_mean_time_per_token_duration"},
 	},
 	{
 		// Triton has no gauge of requests in execution (nv_inference_exec_count
 		// is a counter of batches executed), so Running stays nil. Its
 		// first-response histogram exists for decoupled models when
-		// histogram latencies are enabled, in milliseconds.
+		// histogram latencies are enabled, in milliseconds. It has no
+		// histogram of the gaps between responses (its latency counters
+		// and summaries are per request), so no ITL either.
 		dialect:     Triton,
 		prefix:      "nv_inference_",
 		modelLabels: []string{"model"},
@@ -95,6 +117,7 @@ func Families() (names, prefixes []string) {
 		if m.prefill != "" {
 			names = append(names, m.prefill)
 		}
+		names = append(names, m.itl...)
 	}
 	return names, prefixes
 }

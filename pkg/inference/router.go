@@ -147,6 +147,11 @@ func DetectRouter(families map[string]*dto.MetricFamily) (*RouterSignals, error)
 		if model == "" {
 			continue
 		}
+		if err := checkModelName(model); err != nil {
+			// Not counted among the models: too long to keep.
+			out.Rejected = append(out.Rejected, Rejection{Series: Describe(m.held, metric), Err: err})
+			continue
+		}
 		t := totals[model]
 		if t == nil {
 			if len(totals) == MaxRouterModels {

@@ -5,7 +5,33 @@
 // they hold per model (router.go).
 package inference
 
-import "github.com/gpuscale/gpuscale/pkg/histogram"
+import (
+	"errors"
+
+	"github.com/gpuscale/gpuscale/pkg/histogram"
+)
+
+// Bounds on the model names the adapter keeps of a scrape. A server's or
+// router's names are kept for as long as the pod lives, and every
+// per-scrape limit lets a pod name thousands of kilobyte names: kept
+// whole, a few dozen pods held hundreds of MiB. Real names are a model
+// repository's id (Hugging Face's are at most 96 bytes a part) or a served
+// name; one server rarely serves more than a few.
+const (
+	// MaxModelName bounds one model name. A series naming a longer one
+	// is rejected (ErrModelName), and with it its signal or, for a
+	// router, that model's count.
+	MaxModelName = 256
+	// MaxServerModelNames bounds the names of one inference server's
+	// scrape, joined: past it Signals.Model is empty (its values are
+	// kept, but served per model under no name) and the names are
+	// rejected.
+	MaxServerModelNames = 1024
+)
+
+// ErrModelName is wrapped by the error of a Rejection for model names
+// past MaxModelName or MaxServerModelNames.
+var ErrModelName = errors.New("model name too long")
 
 // Dialect names an inference server's metric vocabulary.
 type Dialect string
@@ -39,6 +65,10 @@ type Signals struct {
 	// in prefill, in seconds, nil when the server has none (only vLLM
 	// exports it).
 	Prefill *histogram.Histogram
+	// ITL is the cumulative inter-token latency histogram in seconds
+	// (vLLM's and SGLang's gaps between output tokens; TGI's mean time
+	// per token of each request), nil when the server has none (Triton).
+	ITL *histogram.Histogram
 	// Warnings lists oddities of the scrape that cost no value: other
 	// dialects present, a TTFT family of the wrong type.
 	Warnings []string

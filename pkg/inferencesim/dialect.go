@@ -46,6 +46,9 @@ var (
 	// text-generation-inference router: 35 geometric buckets from
 	// 0.0001*1.5 s for every metric whose name ends in "duration".
 	tgiDurationBuckets = prometheus.ExponentialBuckets(0.0001*1.5, 1.5, 35)
+	// python/sglang/srt/metrics/collector.py, inter_token_latency_seconds.
+	sglangITLBuckets = []float64{0.002, 0.004, 0.006, 0.008, 0.010, 0.015, 0.020, 0.025, 0.030, 0.035,
+		0.040, 0.060, 0.080, 0.100, 0.200, 0.400, 0.600, 0.800, 1.000, 2.000, 4.000, 6.000, 8.000}
 )
 
 // exposition is one dialect's metric families on a server's private
@@ -56,11 +59,15 @@ type exposition struct {
 	ttft      prometheus.Histogram
 	ttftScale float64 // seconds to the histogram's unit
 	queueTime prometheus.Histogram
+	// itl observes every token gap (SGLang); tpot each request's mean
+	// gap (TGI). vLLM's are in requests.
+	itl, tpot prometheus.Histogram
 
 	success, promptTokens, genTokens, preemptions, inferences prometheus.Counter
 	// successVec, when set, is registered in place of success, which is
-	// one of its children.
+	// one of its children, as is aborted.
 	successVec prometheus.Collector
+	aborted    prometheus.Counter
 	// requests, for vLLM, are its request-level histograms.
 	requests *vllmRequestStats
 }
@@ -105,6 +112,7 @@ func vllmExposition(model string, buckets []float64) *exposition {
 		ttftScale:    1,
 		success:      success.WithLabelValues("stop"),
 		successVec:   success,
+		aborted:      success.WithLabelValues("abort"),
 		promptTokens: counter("vllm:prompt_tokens_total", "Number of prefill tokens processed.", labels),
 		genTokens:    counter("vllm:generation_tokens_total", "Number of generation tokens processed.", labels),
 		preemptions:  counter("vllm:num_preemptions_total", "Cumulative number of preemption from the engine.", labels),
@@ -121,6 +129,7 @@ func sglangExposition(model string, buckets []float64) *exposition {
 		ttft: histogram("sglang:time_to_first_token_seconds", "Histogram of time to first token in seconds.",
 			labels, orDefault(buckets, sglangTTFTBuckets)),
 		ttftScale:    1,
+		itl:          histogram("sglang:inter_token_latency_seconds", "Histogram of inter-token latency in seconds.", labels, sglangITLBuckets),
 		success:      counter("sglang:num_requests_total", "Number of requests processed.", labels),
 		promptTokens: counter("sglang:prompt_tokens_total", "Number of prefill tokens processed.", labels),
 		genTokens:    counter("sglang:generation_tokens_total", "Number of generation tokens processed.", labels),
@@ -134,6 +143,7 @@ func tgiExposition() *exposition {
 		waiting:   gauge("tgi_queue_size", "Current queue size.", nil),
 		running:   gauge("tgi_batch_current_size", "Current batch size.", nil),
 		queueTime: histogram("tgi_request_queue_duration", "Time spent in the queue per request, in seconds.", nil, tgiDurationBuckets),
+		tpot:      histogram("tgi_request_mean_time_per_token_duration", "Mean time per token per request, in seconds.", nil, tgiDurationBuckets),
 		success:   counter("tgi_request_success", "Number of successful requests.", nil),
 	}
 }
@@ -161,7 +171,7 @@ func (x *exposition) collectors() []prometheus.Collector {
 		success = x.successVec
 	}
 	var out []prometheus.Collector
-	for _, c := range []prometheus.Collector{x.waiting, x.running, x.kvUsage, x.ttft, x.queueTime,
+	for _, c := range []prometheus.Collector{x.waiting, x.running, x.kvUsage, x.ttft, x.queueTime, x.itl, x.tpot,
 		success, x.promptTokens, x.genTokens, x.preemptions, x.inferences} {
 		if c != nil {
 			out = append(out, c)
@@ -176,6 +186,19 @@ func (x *exposition) collectors() []prometheus.Collector {
 func (x *exposition) observeFinished(c Completion) {
 	if x.requests != nil {
 		x.requests.finished(c)
+	}
+	if x.tpot != nil && c.GeneratedTokens > 1 {
+		// TGI: the request's decode time over its generated tokens.
+		x.tpot.Observe((c.Total - c.FirstToken).Seconds() / float64(c.GeneratedTokens-1))
+	}
+}
+
+func (x *exposition) observeToken(gap time.Duration) {
+	if x.requests != nil {
+		x.requests.token(gap)
+	}
+	if x.itl != nil {
+		x.itl.Observe(gap.Seconds())
 	}
 }
 
@@ -202,6 +225,7 @@ func (x *exposition) update(prev, cur Stats) {
 	add(x.promptTokens, cur.PromptTokens-prev.PromptTokens)
 	add(x.genTokens, cur.GenerationTokens-prev.GenerationTokens)
 	add(x.preemptions, cur.Preemptions-prev.Preemptions)
+	add(x.aborted, cur.Aborted-prev.Aborted)
 }
 
 func gauge(name, help string, labels prometheus.Labels) prometheus.Gauge {

@@ -141,6 +141,7 @@ func dialectCases() []dialectCase {
 			{name: "sglang:num_requests_total", typ: dto.MetricType_COUNTER, value: completed},
 			{name: "sglang:prompt_tokens_total", typ: dto.MetricType_COUNTER, value: prompt},
 			{name: "sglang:generation_tokens_total", typ: dto.MetricType_COUNTER, value: generated},
+			{name: "sglang:inter_token_latency_seconds", typ: dto.MetricType_HISTOGRAM, buckets: sglangITLBuckets},
 		},
 		ttft: "sglang:time_to_first_token_seconds", ttftScale: 1,
 	}, {
@@ -151,6 +152,7 @@ func dialectCases() []dialectCase {
 			{name: "tgi_batch_current_size", typ: dto.MetricType_GAUGE, value: running},
 			{name: "tgi_request_queue_duration", typ: dto.MetricType_HISTOGRAM, buckets: tgiBuckets()},
 			{name: "tgi_request_success", typ: dto.MetricType_COUNTER, value: completed},
+			{name: "tgi_request_mean_time_per_token_duration", typ: dto.MetricType_HISTOGRAM, buckets: tgiBuckets()},
 		},
 	}, {
 		dialect: Triton,

@@ -15,6 +15,12 @@ var ErrInvalidRequest = errors.New("invalid request")
 type Request struct {
 	ContextTokens   int `json:"contextTokens"`
 	GeneratedTokens int `json:"generatedTokens"`
+	// KVReady says the prompt's KV cache arrives with the request, computed
+	// by a prefill replica and transferred (prefill/decode
+	// disaggregation): a decode replica admits it without prefilling and
+	// emits its first token at the end of its first step. A request
+	// preempted after admission recomputes its prompt as any other.
+	KVReady bool `json:"kvReady,omitempty"`
 }
 
 // Validate reports whether a replica with profile p can ever serve r. A
@@ -45,6 +51,10 @@ type Hooks struct {
 	FirstToken func(ttft time.Duration)
 	// Finished is called when a request has generated all its tokens.
 	Finished func(c Completion)
+	// Token is called for every output token after a request's first,
+	// with the time since its previous one: the inter-token latency vLLM
+	// and SGLang observe per token.
+	Token func(gap time.Duration)
 }
 
 // Completion is a finished request and how long each of its phases took.
@@ -77,6 +87,8 @@ type Stats struct {
 	Preemptions      uint64
 	PromptTokens     uint64 // prompt tokens prefilled, recomputation included
 	GenerationTokens uint64
+	// Aborted counts requests dropped unfinished by Abort.
+	Aborted uint64
 }
 
 // Engine simulates one continuous-batching inference engine in simulated
@@ -104,6 +116,7 @@ type Engine struct {
 
 	submitted, rejected, completed, preemptions uint64
 	promptTokens, generationTokens              uint64
+	aborted                                     uint64
 }
 
 // seq is one request inside the engine.
@@ -121,11 +134,13 @@ type seq struct {
 	decoding  bool // decodes one token in the in-flight step
 	admitted  bool
 	sawFirst  bool
+	// lastToken is when the request's newest token was emitted.
+	lastToken time.Time
 	// queued and firstToken are the times to admission and to the first
 	// token, once reached.
 	queued, firstToken time.Duration
-	// onFirstToken, when set, hears this request's time to first token.
-	onFirstToken func(ttft time.Duration)
+	// follow hears this request's events.
+	follow Follow
 }
 
 // NewEngine returns an idle engine whose simulated time starts at clock().
@@ -165,12 +180,39 @@ func (e *Engine) SubmitAt(at time.Time, r Request) error {
 // token from within the call that emits it (Advance, or a later Submit).
 // Trace replays use it to measure every request, not a histogram of them.
 func (e *Engine) SubmitNotify(at time.Time, r Request, onFirstToken func(ttft time.Duration)) error {
+	return e.SubmitFollow(at, r, Follow{FirstToken: onFirstToken})
+}
+
+// Follow are the events of one request a caller hears, each called from
+// within the engine call that produces it; they must not call back into
+// the engine. Nil fields are skipped.
+type Follow struct {
+	// FirstToken hears the request's time to first token.
+	FirstToken func(ttft time.Duration)
+	// Aborted hears that Abort dropped the request unfinished; streamed
+	// says it had emitted its first token, so its stream was cut mid-way.
+	Aborted func(streamed bool)
+	// Token hears the gap before each of its tokens after the first.
+	Token func(gap time.Duration)
+	// Finished hears its completion.
+	Finished func(c Completion)
+}
+
+// SubmitFollow is SubmitNotify with every event of the request followed:
+// replays of disaggregated serving hand a request from its prefill replica
+// to a decode replica when it finishes and measure its token gaps; replays
+// of scale-down count the streams a killed replica cuts.
+func (e *Engine) SubmitFollow(at time.Time, r Request, f Follow) error {
 	if err := r.Validate(e.p); err != nil {
 		e.rejected++
 		return err
 	}
 	e.Advance(at)
-	e.waiting.pushBack(&seq{req: r, arrival: e.now, target: r.ContextTokens, onFirstToken: onFirstToken})
+	s := &seq{req: r, arrival: e.now, target: r.ContextTokens, follow: f}
+	if r.KVReady {
+		s.prefilled = r.ContextTokens
+	}
+	e.waiting.pushBack(s)
 	e.submitted++
 	return nil
 }
@@ -218,6 +260,7 @@ func (e *Engine) Peek() Stats {
 		Preemptions:       e.preemptions,
 		PromptTokens:      e.promptTokens,
 		GenerationTokens:  e.generationTokens,
+		Aborted:           e.aborted,
 	}
 	if window := e.now.Sub(e.windowStart); window > 0 {
 		s.BusyFraction = min(1, float64(e.windowBusy)/float64(window))
@@ -275,20 +318,28 @@ func (e *Engine) makeRoom() {
 }
 
 // admit moves requests from the head of the queue into the batch while
-// prefill budget, a batch slot and KV room for the request's prompt and
+// prefill budget (for a request with a prompt to prefill: not one whose KV
+// arrived computed), a batch slot and KV room for the request's prompt and
 // first token remain, and gives each its first chunk. Admission is strictly
 // first come, first served: a head that does not fit blocks those behind it.
 func (e *Engine) admit(budget int) {
-	for budget > 0 && e.waiting.len() > 0 && len(e.running) < e.p.MaxBatch {
+	for e.waiting.len() > 0 && len(e.running) < e.p.MaxBatch {
 		s := e.waiting.front()
+		if budget <= 0 && s.prefilled < s.target {
+			return // no prefill work left this step for it
+		}
 		if e.kvUsed+len(e.running)+s.target+1 > e.p.KVCacheTokens {
 			return
 		}
 		e.waiting.popFront()
 		s.kvHeld = s.target
 		e.kvUsed += s.target
-		s.chunk = min(s.target, budget)
-		budget -= s.chunk
+		if rest := s.target - s.prefilled; rest > 0 {
+			s.chunk = min(rest, budget)
+			budget -= s.chunk
+		} else {
+			s.decoding = true // its KV arrived computed
+		}
 		e.running = append(e.running, s)
 		if !s.admitted {
 			s.admitted = true
@@ -321,8 +372,12 @@ func (e *Engine) finishStep() {
 		if s.generated >= s.req.GeneratedTokens {
 			e.kvUsed -= s.kvHeld
 			e.completed++
+			c := Completion{Request: s.req, Queued: s.queued, FirstToken: s.firstToken, Total: e.now.Sub(s.arrival)}
 			if e.hooks.Finished != nil {
-				e.hooks.Finished(Completion{Request: s.req, Queued: s.queued, FirstToken: s.firstToken, Total: e.now.Sub(s.arrival)})
+				e.hooks.Finished(c)
+			}
+			if s.follow.Finished != nil {
+				s.follow.Finished(c)
 			}
 			continue
 		}
@@ -337,11 +392,21 @@ func (e *Engine) emit(s *seq) {
 	s.kvHeld++
 	e.kvUsed++
 	e.generationTokens++
+	if s.sawFirst {
+		gap := e.now.Sub(s.lastToken)
+		if e.hooks.Token != nil {
+			e.hooks.Token(gap)
+		}
+		if s.follow.Token != nil {
+			s.follow.Token(gap)
+		}
+	}
+	s.lastToken = e.now
 	if !s.sawFirst {
 		s.sawFirst = true
 		s.firstToken = e.now.Sub(s.arrival)
-		if s.onFirstToken != nil {
-			s.onFirstToken(s.firstToken)
+		if s.follow.FirstToken != nil {
+			s.follow.FirstToken(s.firstToken)
 		}
 		if e.hooks.FirstToken != nil {
 			e.hooks.FirstToken(s.firstToken)

@@ -97,7 +97,7 @@ func NewServer(opts Options) (*Server, error) {
 			EnableOpenMetrics: true,
 		}),
 	}
-	engine.SetHooks(Hooks{Admitted: x.observeQueue, FirstToken: x.observeTTFT, Finished: x.observeFinished})
+	engine.SetHooks(Hooks{Admitted: x.observeQueue, FirstToken: x.observeTTFT, Finished: x.observeFinished, Token: x.observeToken})
 	s.last = engine.Peek()
 	x.update(Stats{}, s.last)
 	s.mux = s.routes()

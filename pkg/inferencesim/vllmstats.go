@@ -1,6 +1,7 @@
 package inferencesim
 
 import (
+	"slices"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -18,6 +19,10 @@ var (
 	vllmTokenCountBuckets = []float64{1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10000, 20000}
 	vllmParamsNBuckets    = []float64{1, 2, 5, 10, 20}
 )
+
+// VLLMRequestLatencyBuckets returns the bounds of vLLM's request-level
+// latency histograms, vllm:e2e_request_latency_seconds among them.
+func VLLMRequestLatencyBuckets() []float64 { return slices.Clone(vllmRequestLatencyBuckets) }
 
 // vllmRequestStats are the request-level histograms vLLM keeps beside its
 // TTFT: what the adapter does not read, but every real scrape carries.
@@ -60,20 +65,21 @@ func (v *vllmRequestStats) collectors() []prometheus.Collector {
 		v.promptTokens, v.genTokens, v.maxTokens, v.maxGenTokens, v.paramsN, v.prefixQueries, v.prefixHits, v.cacheConfig}
 }
 
+// token records the gap before an output token, as vLLM does for every
+// token after a request's first, under both of its names (0.11 exports the
+// deprecated one beside the new).
+func (v *vllmRequestStats) token(gap time.Duration) {
+	v.interToken.Observe(gap.Seconds())
+	v.perOutputToken.Observe(gap.Seconds())
+}
+
 // finished records a completed request as vLLM does when it finishes one.
-// vLLM observes inter-token latency per token; the simulator observes the
-// request's mean once, which gives the histogram its shape, not its count.
 func (v *vllmRequestStats) finished(c Completion) {
 	v.e2e.Observe(c.Total.Seconds())
 	v.queue.Observe(c.Queued.Seconds())
 	v.inference.Observe((c.Total - c.Queued).Seconds())
 	v.prefill.Observe((c.FirstToken - c.Queued).Seconds())
 	v.decode.Observe((c.Total - c.FirstToken).Seconds())
-	if c.GeneratedTokens > 1 {
-		perToken := (c.Total - c.FirstToken) / time.Duration(c.GeneratedTokens-1)
-		v.perOutputToken.Observe(perToken.Seconds())
-		v.interToken.Observe(perToken.Seconds())
-	}
 	v.promptTokens.Observe(float64(c.ContextTokens))
 	v.genTokens.Observe(float64(c.GeneratedTokens))
 	v.maxTokens.Observe(float64(c.GeneratedTokens))

@@ -17,7 +17,7 @@ var inferenceFamilies, _ = inference.Families()
 
 // Inference maps one inference server scrape onto a store sample. It fails
 // when the server speaks no known dialect, holds a series twice, or
-// exposes a TTFT or prefill-time histogram that store.CheckTTFT rejects: a
+// exposes a TTFT, ITL or prefill-time histogram that store.CheckTTFT rejects: a
 // histogram merged without one of its series would be another server's. Rejected lists the
 // gauges not stored.
 func Inference(families map[string]*dto.MetricFamily) (store.Sample, inference.Dialect, []Rejection, error) {
@@ -52,6 +52,7 @@ func Inference(families map[string]*dto.MetricFamily) (store.Sample, inference.D
 	}
 	s.TTFT = sig.TTFT
 	s.Prefill = sig.Prefill
+	s.ITL = sig.ITL
 	s.Model = sig.Model
 	return s, sig.Dialect, rejected, nil
 }

@@ -21,10 +21,16 @@ const (
 	ReasonNotFinite  = "not_finite"
 	ReasonOutOfRange = "out_of_range"
 	ReasonWrongType  = "wrong_type"
+	// ReasonTooManyBuckets is a TTFT or prefill-time histogram of more
+	// than store.MaxHistogramBuckets buckets.
+	ReasonTooManyBuckets = "too_many_buckets"
+	// ReasonModelName is a series, or a server's names, past
+	// inference.MaxModelName or inference.MaxServerModelNames.
+	ReasonModelName = "model_name"
 )
 
 // RejectReasons lists every Rejection.Reason.
-var RejectReasons = [...]string{ReasonNotFinite, ReasonOutOfRange, ReasonWrongType}
+var RejectReasons = [...]string{ReasonNotFinite, ReasonOutOfRange, ReasonWrongType, ReasonTooManyBuckets, ReasonModelName}
 
 // Reasons a whole scrape is rejected, returned by Reason.
 const (
@@ -101,6 +107,10 @@ func rejection(series string, err error) Rejection {
 		reason = ReasonNotFinite
 	case errors.Is(err, store.ErrOutOfRange):
 		reason = ReasonOutOfRange
+	case errors.Is(err, store.ErrTooManyBuckets):
+		reason = ReasonTooManyBuckets
+	case errors.Is(err, inference.ErrModelName):
+		reason = ReasonModelName
 	}
 	return Rejection{Reason: reason, Series: series, Err: err}
 }

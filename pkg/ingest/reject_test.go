@@ -314,8 +314,8 @@ func TestRejectionTextBounded(t *testing.T) {
 	}
 	_, _, _, dupErr := GPU(parse(t, dcgmSeries("DCGM_FI_DEV_GPU_UTIL", "GPU-a", long, "1")+dcgmSeries("DCGM_FI_DEV_GPU_UTIL", "GPU-a", long, "1")))
 	_, _, _, histErr := Inference(parse(t, "# TYPE vllm:time_to_first_token_seconds histogram\n"+
-		"vllm:time_to_first_token_seconds_bucket{model_name=\""+long+"\",le=\"-1\"} 1\n"+
-		"vllm:time_to_first_token_seconds_bucket{model_name=\""+long+"\",le=\"+Inf\"} 1\n"))
+		"vllm:time_to_first_token_seconds_bucket{engine=\""+long+"\",le=\"-1\"} 1\n"+
+		"vllm:time_to_first_token_seconds_bucket{engine=\""+long+"\",le=\"+Inf\"} 1\n"))
 	for name, msg := range map[string]string{"rejection": rejected[0].Error(), "duplicate": fmt.Sprint(dupErr), "histogram": fmt.Sprint(histErr)} {
 		if len(msg) > 2*maxSeriesText || !utf8.ValidString(msg) || !strings.Contains(msg, "(truncated)") {
 			t.Errorf("%s: %d bytes: %.80q...", name, len(msg), msg)
@@ -323,5 +323,37 @@ func TestRejectionTextBounded(t *testing.T) {
 	}
 	if Reason(dupErr) != ReasonDuplicateSeries || Reason(histErr) != ReasonInvalidHistogram {
 		t.Errorf("reasons %q, %q", Reason(dupErr), Reason(histErr))
+	}
+}
+
+// TestHostileHistogramsAndNames: a vLLM whose TTFT histogram has 4,096
+// buckets and whose model name is 2 KB, both within every per-scrape
+// limit, keeps the signals they do not touch; the histogram and the
+// series naming the model are rejected under their own reasons.
+func TestHostileHistogramsAndNames(t *testing.T) {
+	var b strings.Builder
+	b.WriteString("# TYPE vllm:time_to_first_token_seconds histogram\n")
+	for i := range 4095 {
+		fmt.Fprintf(&b, "vllm:time_to_first_token_seconds_bucket{model_name=\"m\",le=\"%d\"} %d\n", i+1, i)
+	}
+	b.WriteString("vllm:time_to_first_token_seconds_bucket{model_name=\"m\",le=\"+Inf\"} 5000\nvllm:time_to_first_token_seconds_count{model_name=\"m\"} 5000\nvllm:time_to_first_token_seconds_sum{model_name=\"m\"} 7\n")
+	fmt.Fprintf(&b, "# TYPE vllm:num_requests_running gauge\nvllm:num_requests_running{model_name=%q} 4\n", strings.Repeat("n", 2048))
+	b.WriteString("# TYPE vllm:num_requests_waiting gauge\nvllm:num_requests_waiting{model_name=\"m\"} 2\n")
+	s, _, rejected, err := Inference(parse(t, b.String()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	reasons := map[string]int{}
+	for _, r := range rejected {
+		reasons[r.Reason]++
+	}
+	if reasons[ReasonTooManyBuckets] != 1 || reasons[ReasonModelName] != 1 || len(rejected) != 2 {
+		t.Errorf("rejections by reason %v", reasons)
+	}
+	if v, ok := s.Get(store.QueueDepth); !ok || v != 2 || s.TTFT != nil || s.Model != "m" {
+		t.Errorf("queue %v %v, TTFT kept %v, model %.40q", v, ok, s.TTFT != nil, s.Model)
+	}
+	if _, ok := s.Get(store.RequestsRunning); ok {
+		t.Error("running served from a series naming a 2 KB model")
 	}
 }

@@ -81,6 +81,12 @@ func newWorld(t *testing.T) *world {
 				Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}},
 		}))
 	}
+	// A decode pod of llm-d's, in no workload: the per-role scope.
+	must(t, pods.Add(&corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "llm-decode-0", Labels: map[string]string{"app": "llm-decode", "llm-d.ai/role": "decode"}},
+		Status: corev1.PodStatus{Phase: corev1.PodRunning, PodIP: "127.1.0.2",
+			Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}},
+	}))
 	st := store.New(30)
 	p := provider.New(provider.Config{
 		Values: storesource.New(st, time.Minute, time.Minute, nil),
@@ -88,6 +94,10 @@ func newWorld(t *testing.T) *world {
 		Deployments: appslisters.NewDeploymentLister(deploys), StatefulSets: appslisters.NewStatefulSetLister(sets),
 		MaxStaleness: time.Minute, TTFTWindow: time.Minute,
 		Capacity: capacity.New(capacity.DefaultConfig(), capacity.NewMetrics()),
+		CapacityByRole: map[provider.Role]provider.CapacityEstimator{
+			provider.RolePrefill: capacity.New(capacity.DefaultConfig(), nil),
+			provider.RoleDecode:  capacity.New(capacity.DefaultConfig(), nil),
+		},
 	})
 	return &world{store: st, provider: p}
 }
@@ -114,6 +124,18 @@ type pki struct {
 	servingCA                       *x509.CertPool
 	certFile, keyFile, clientCAFile string
 	client, strangerClient          tls.Certificate
+	clientCA                        *testpki.Authority
+}
+
+// identity is a client certificate of the client CA naming user cn in
+// groups.
+func (p *pki) identity(t *testing.T, cn string, groups ...string) tls.Certificate {
+	t.Helper()
+	kp, err := p.clientCA.Issue(testpki.Leaf{CommonName: cn, Organization: groups, IPs: testpki.Loopback, Client: true})
+	must(t, err)
+	c, err := kp.TLS()
+	must(t, err)
+	return c
 }
 
 func newPKI(t *testing.T) *pki {
@@ -125,7 +147,7 @@ func newPKI(t *testing.T) *pki {
 		return a
 	}
 	servingCA, clientCA, strangerCA := ca("serving-ca"), ca("keda-client-ca"), ca("stranger-ca")
-	p := &pki{dir: dir, servingCA: servingCA.Pool(), clientCAFile: filepath.Join(dir, "client-ca.crt")}
+	p := &pki{dir: dir, servingCA: servingCA.Pool(), clientCA: clientCA, clientCAFile: filepath.Join(dir, "client-ca.crt")}
 	serving, err := servingCA.Issue(testpki.Leaf{CommonName: "gpuscale-adapter", IPs: testpki.Loopback, Server: true})
 	must(t, err)
 	p.certFile, p.keyFile, err = serving.WriteFiles(dir, "tls.crt", "tls.key")
@@ -142,10 +164,18 @@ func newPKI(t *testing.T) *pki {
 	return p
 }
 
-// serve starts the scaler on a loopback port and returns its address.
+// serve starts the scaler on a loopback port, serving every namespace to
+// every client the TLS layer admits, and returns its address.
 func serve(t *testing.T, w *world, files kedascaler.TLSFiles, requests *kedascaler.Requests) string {
 	t.Helper()
-	s, err := kedascaler.NewServer(kedascaler.Config{Metrics: reader{w.provider, &w.reads}, TLS: files, CheckInterval: 20 * time.Millisecond, Requests: requests})
+	return serveConfig(t, kedascaler.Config{Metrics: reader{w.provider, &w.reads}, TLS: files, CheckInterval: 20 * time.Millisecond, Requests: requests, AllowAllNamespaces: true})
+}
+
+// serveConfig starts the scaler configured so on a loopback port and
+// returns its address.
+func serveConfig(t *testing.T, cfg kedascaler.Config) string {
+	t.Helper()
+	s, err := kedascaler.NewServer(cfg)
 	must(t, err)
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	must(t, err)

@@ -25,6 +25,13 @@ type Config struct {
 	// Requests counts each call; nil: not counted.
 	Requests *Requests
 	Logger   *slog.Logger
+	// Authorizer decides which namespaces a client may read (authz.go).
+	// AllowAllNamespaces, instead, serves every namespace to every client
+	// the TLS layer admits; one of the two is required.
+	Authorizer         Authorizer
+	AllowAllNamespaces bool
+	// Limits bound connections and streams (limits.go).
+	Limits Limits
 }
 
 // maxRecvBytes bounds a request: a trigger's metadata is a few short
@@ -37,6 +44,7 @@ type Server struct {
 	tls    *tlsReloader
 	log    *slog.Logger
 	scaler *Scaler
+	limits Limits
 }
 
 // NewServer checks cfg and loads its TLS files.
@@ -52,13 +60,17 @@ func NewServer(cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("kedascaler: TLS: %w", err)
 	}
-	s := &Server{tls: r, log: log, scaler: NewScaler(cfg.Metrics, cfg.CheckInterval, log)}
-	s.grpc = grpc.NewServer(
+	if err := cfg.checkAuthorization(); err != nil {
+		return nil, fmt.Errorf("kedascaler: %w", err)
+	}
+	s := &Server{tls: r, log: log, scaler: NewScaler(cfg.Metrics, cfg.CheckInterval, log), limits: cfg.Limits.withDefaults()}
+	s.scaler.authz, s.scaler.streams = cfg.Authorizer, newStreamSlots(s.limits)
+	s.grpc = grpc.NewServer(append([]grpc.ServerOption{
 		grpc.Creds(credentials.NewTLS(r.serverConfig())),
 		grpc.MaxRecvMsgSize(maxRecvBytes),
 		grpc.ChainUnaryInterceptor(cfg.Requests.unary),
 		grpc.ChainStreamInterceptor(cfg.Requests.stream),
-	)
+	}, s.limits.serverOptions()...)...)
 	pb.RegisterExternalScalerServer(s.grpc, s.scaler)
 	return s, nil
 }
@@ -75,7 +87,7 @@ func (s *Server) Serve(ctx context.Context, lis net.Listener) error {
 		s.grpc.Stop()
 	}()
 	s.log.Info("serving KEDA's external scaler protocol", "address", lis.Addr().String())
-	if err := s.grpc.Serve(lis); err != nil && ctx.Err() == nil {
+	if err := s.grpc.Serve(newLimitListener(lis, s.limits, s.log)); err != nil && ctx.Err() == nil {
 		return fmt.Errorf("kedascaler: %w", err)
 	}
 	return nil

@@ -40,10 +40,18 @@ type MetricsReader interface {
 	ListAllExternalMetrics() []cmprovider.ExternalMetricInfo
 }
 
-// modelLabel is the external metrics' label that selects a model
-// (provider.ModelLabel; not imported, so this package depends on the
-// interface above only).
-const modelLabel = "model_name"
+// modelLabel is the external metrics' label that selects a model, and
+// roleLabel the one that selects a role's pool of its pods
+// (provider.ModelLabel, provider.RoleLabel; not imported, so this package
+// depends on the interface above only).
+const (
+	modelLabel = "model_name"
+	roleLabel  = "role"
+)
+
+// roleSignals are the signals served per model and role: the capacity
+// signal, of each role's pool (provider.CapacityUtilization).
+var roleSignals = []string{"inference_capacity_utilization"}
 
 // DefaultCheckInterval is how often StreamIsActive re-reads a trigger's
 // value: the most a change of activity waits before it is pushed, on top
@@ -58,6 +66,10 @@ type Scaler struct {
 	catalog       catalog
 	checkInterval time.Duration
 	log           *slog.Logger
+	// authz decides which namespaces a client may read; nil: all
+	// (authz.go). streams bounds StreamIsActive (limits.go).
+	authz   Authorizer
+	streams *streamSlots
 }
 
 // NewScaler returns the service over metrics; checkInterval <= 0 means
@@ -69,7 +81,7 @@ func NewScaler(metrics MetricsReader, checkInterval time.Duration, log *slog.Log
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Scaler{metrics: metrics, catalog: catalogOf(metrics), checkInterval: checkInterval, log: log}
+	return &Scaler{metrics: metrics, catalog: catalogOf(metrics), checkInterval: checkInterval, log: log, streams: newStreamSlots(Limits{}.withDefaults())}
 }
 
 var (
@@ -80,9 +92,14 @@ var (
 // catalogOf reads what the provider serves once: its lists are fixed at
 // start.
 func catalogOf(m MetricsReader) catalog {
-	c := catalog{model: map[string]bool{}, object: map[string]bool{}}
+	c := catalog{model: map[string]bool{}, object: map[string]bool{}, roles: map[string]bool{}}
 	for _, e := range m.ListAllExternalMetrics() {
 		c.model[e.Metric] = true
+	}
+	for _, s := range roleSignals {
+		if c.model[s] {
+			c.roles[s] = true
+		}
 	}
 	for _, cm := range m.ListAllMetrics() {
 		// A signal served for one of the two is accepted for both: the
@@ -96,14 +113,14 @@ func catalogOf(m MetricsReader) catalog {
 
 // GetMetricSpec implements ExternalScalerServer: one metric, the trigger's
 // signal, with its target.
-func (s *Scaler) GetMetricSpec(_ context.Context, ref *pb.ScaledObjectRef) (*pb.GetMetricSpecResponse, error) {
-	t, err := parseTrigger(ref, s.catalog)
+func (s *Scaler) GetMetricSpec(ctx context.Context, ref *pb.ScaledObjectRef) (*pb.GetMetricSpecResponse, error) {
+	t, err := s.trigger(ctx, ref)
 	if err != nil {
 		return nil, err
 	}
 	return &pb.GetMetricSpecResponse{MetricSpecs: []*pb.MetricSpec{{
 		MetricName:      t.metricName(),
-		TargetSize:      int64(math.Ceil(t.target)), // for clients that read only the deprecated field
+		TargetSize:      toInt64(math.Ceil(t.target)), // for clients that read only the deprecated field
 		TargetSizeFloat: t.target,
 	}}}, nil
 }
@@ -112,7 +129,7 @@ func (s *Scaler) GetMetricSpec(_ context.Context, ref *pb.ScaledObjectRef) (*pb.
 // the one GetMetricSpec gave; the value is read for the trigger's
 // metadata, which KEDA sends along.
 func (s *Scaler) GetMetrics(ctx context.Context, req *pb.GetMetricsRequest) (*pb.GetMetricsResponse, error) {
-	t, err := parseTrigger(req.GetScaledObjectRef(), s.catalog)
+	t, err := s.trigger(ctx, req.GetScaledObjectRef())
 	if err != nil {
 		return nil, err
 	}
@@ -122,7 +139,7 @@ func (s *Scaler) GetMetrics(ctx context.Context, req *pb.GetMetricsRequest) (*pb
 	}
 	return &pb.GetMetricsResponse{MetricValues: []*pb.MetricValue{{
 		MetricName:       t.metricName(),
-		MetricValue:      int64(math.Round(v)),
+		MetricValue:      toInt64(math.Round(v)),
 		MetricValueFloat: v,
 	}}}, nil
 }
@@ -130,7 +147,7 @@ func (s *Scaler) GetMetrics(ctx context.Context, req *pb.GetMetricsRequest) (*pb
 // IsActive implements ExternalScalerServer: active when the value exceeds
 // the activation target. No value is an error, never inactive.
 func (s *Scaler) IsActive(ctx context.Context, ref *pb.ScaledObjectRef) (*pb.IsActiveResponse, error) {
-	t, err := parseTrigger(ref, s.catalog)
+	t, err := s.trigger(ctx, ref)
 	if err != nil {
 		return nil, err
 	}
@@ -148,15 +165,26 @@ func (s *Scaler) IsActive(ctx context.Context, ref *pb.ScaledObjectRef) (*pb.IsA
 // value is not inactivity) and is retried at the next check; wrong
 // metadata ends the stream with its error.
 func (s *Scaler) StreamIsActive(ref *pb.ScaledObjectRef, stream pb.ExternalScaler_StreamIsActiveServer) error {
-	t, err := parseTrigger(ref, s.catalog)
+	ctx := stream.Context()
+	t, err := s.trigger(ctx, ref)
 	if err != nil {
 		return err
 	}
-	ctx := stream.Context()
+	if err := s.streams.take(t.namespace); err != nil {
+		return err
+	}
+	defer s.streams.release(t.namespace)
 	ticker := time.NewTicker(s.checkInterval)
 	defer ticker.Stop()
 	var sent, last bool
+	authorized := time.Now()
 	for {
+		if time.Since(authorized) >= reauthorizeEvery {
+			if err := s.authorize(ctx, t); err != nil {
+				return err
+			}
+			authorized = time.Now()
+		}
 		active, err := s.active(ctx, t)
 		switch {
 		case err != nil:
@@ -177,6 +205,33 @@ func (s *Scaler) StreamIsActive(ref *pb.ScaledObjectRef, stream pb.ExternalScale
 		case <-ticker.C:
 		}
 	}
+}
+
+// trigger parses ref's metadata and authorizes the RPC's client to read
+// its value.
+func (s *Scaler) trigger(ctx context.Context, ref *pb.ScaledObjectRef) (trigger, error) {
+	t, err := parseTrigger(ref, s.catalog)
+	if err != nil {
+		return trigger{}, err
+	}
+	if err := s.authorize(ctx, t); err != nil {
+		return trigger{}, err
+	}
+	return t, nil
+}
+
+// toInt64 converts v, saturating at int64's bounds, which a plain
+// conversion would wrap around (a target of 9.3e18 became -9.2e18).
+func toInt64(v float64) int64 {
+	switch {
+	case v >= math.MaxInt64:
+		return math.MaxInt64
+	case v <= math.MinInt64:
+		return math.MinInt64
+	case math.IsNaN(v):
+		return 0
+	}
+	return int64(v)
 }
 
 func (s *Scaler) active(ctx context.Context, t trigger) (bool, error) {
@@ -218,13 +273,17 @@ func (s *Scaler) value(ctx context.Context, t trigger) (float64, error) {
 }
 
 func (s *Scaler) modelValue(ctx context.Context, t trigger) (float64, error) {
-	sel := labels.SelectorFromValidatedSet(labels.Set{modelLabel: t.name}) // validated by parseTrigger
+	set := labels.Set{modelLabel: t.name}
+	if t.role != "" {
+		set[roleLabel] = t.role
+	}
+	sel := labels.SelectorFromValidatedSet(set) // validated by parseTrigger
 	list, err := s.metrics.GetExternalMetric(ctx, t.namespace, sel, cmprovider.ExternalMetricInfo{Metric: t.signal})
 	if err != nil {
 		return 0, err
 	}
 	for _, item := range list.Items {
-		if item.MetricLabels[modelLabel] == t.name {
+		if item.MetricLabels[modelLabel] == t.name && item.MetricLabels[roleLabel] == t.role {
 			return item.Value.AsApproximateFloat64(), nil
 		}
 	}

@@ -2,6 +2,7 @@ package kedascaler_test
 
 import (
 	"context"
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -11,6 +12,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/gpuscale/gpuscale/internal/testenv"
+	"github.com/gpuscale/gpuscale/pkg/capacity"
 	"github.com/gpuscale/gpuscale/pkg/kedascaler"
 	pb "github.com/gpuscale/gpuscale/pkg/kedascaler/externalscaler"
 	"github.com/gpuscale/gpuscale/pkg/store"
@@ -81,6 +83,9 @@ func TestMetadataErrors(t *testing.T) {
 		{"activation negative", with(map[string]string{"activationTarget": "-1"}), codes.InvalidArgument, `"activationTarget"`},
 		{"activation not a number", with(map[string]string{"activationTarget": "NaN"}), codes.InvalidArgument, `"activationTarget"`},
 		{"key twice", with(map[string]string{"targetFromEnv": "5"}), codes.InvalidArgument, `"target"`},
+		{"role without a model", with(map[string]string{"signal": "inference_capacity_utilization", "object": "deployment/llm", "role": "decode"}, "model"), codes.InvalidArgument, `"role"`},
+		{"unknown role", with(map[string]string{"signal": "inference_capacity_utilization", "role": "both"}), codes.InvalidArgument, `"role"`},
+		{"signal not per role", with(map[string]string{"role": "decode"}), codes.InvalidArgument, `"inference_queue_depth"`},
 	}
 	ctx := context.Background()
 	for _, c := range cases {
@@ -130,6 +135,11 @@ func TestScopes(t *testing.T) {
 	w.put("llm-0", store.SourceInference, "llama", store.QueueDepth, 7)
 	w.put("llm-0", store.SourceGPU, "", store.GPUUtilization, 55.5)
 	w.put("db-0", store.SourceInference, "mistral", store.RequestsRunning, 3)
+	decode := store.Sample{Time: time.Now(), Model: "llama"}
+	decode.Set(store.RequestsRunning, 20)
+	decode.Set(store.QueueDepth, 0)
+	decode.Set(store.KVCacheUtilization, 40)
+	w.store.PutPod(store.Key{Namespace: ns, Name: "llm-decode-0"}, store.SourceInference, decode)
 	cases := []struct {
 		name       string
 		md         map[string]string
@@ -151,6 +161,13 @@ func TestScopes(t *testing.T) {
 			"gpuscale-inference_kv_cache_utilization-deployment-llm", 0, codes.Unavailable},
 		{"capacity without history", map[string]string{"signal": "inference_capacity_utilization", "object": "deployment/llm", "target": "0.8"},
 			"gpuscale-inference_capacity_utilization-deployment-llm", 0, codes.Unavailable},
+		// The decode pool's 20 requests fill 40% of its KV cache: 50
+		// fit, of which MaxLoad(50, 0.1) are served within the
+		// objective.
+		{"model and role", map[string]string{"signal": "inference_capacity_utilization", "model": "llama", "role": "decode", "target": "1"},
+			"gpuscale-inference_capacity_utilization-model-llama-decode", 20 / capacity.MaxLoad(50, 0.1), codes.OK},
+		{"model and a role without pods", map[string]string{"signal": "inference_capacity_utilization", "model": "llama", "role": "prefill", "target": "1"},
+			"gpuscale-inference_capacity_utilization-model-llama-prefill", 0, codes.Unavailable},
 	}
 	ctx := context.Background()
 	for _, c := range cases {
@@ -173,7 +190,7 @@ func TestScopes(t *testing.T) {
 				}
 				return
 			}
-			if len(got.MetricValues) != 1 || got.MetricValues[0].MetricValueFloat != c.want || got.MetricValues[0].MetricName != c.metricName {
+			if len(got.MetricValues) != 1 || math.Abs(got.MetricValues[0].MetricValueFloat-c.want) > 0.001 || got.MetricValues[0].MetricName != c.metricName {
 				t.Fatalf("GetMetrics: %v, want %s = %v", got.MetricValues, c.metricName, c.want)
 			}
 		})
@@ -308,7 +325,7 @@ func TestTLSFilesRequired(t *testing.T) {
 		{"client CA not a certificate", kedascaler.TLSFiles{CertFile: p.certFile, KeyFile: p.keyFile, ClientCAFile: p.keyFile}, "CA"},
 	}
 	for _, c := range cases {
-		_, err := kedascaler.NewServer(kedascaler.Config{Metrics: w.provider, TLS: c.files})
+		_, err := kedascaler.NewServer(kedascaler.Config{Metrics: w.provider, TLS: c.files, AllowAllNamespaces: true})
 		if err == nil || !strings.Contains(err.Error(), c.says) {
 			t.Errorf("%s: %v, want an error naming %s", c.name, err, c.says)
 		}

@@ -6,6 +6,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -19,6 +20,7 @@ import (
 const (
 	KeySignal           = "signal"
 	KeyModel            = "model"
+	KeyRole             = "role"
 	KeyObject           = "object"
 	KeyTarget           = "target"
 	KeyActivationTarget = "activationTarget"
@@ -46,18 +48,28 @@ type trigger struct {
 	// scope is model, deployment or statefulset; name is the model's or
 	// the object's name.
 	scope, name string
-	target      float64
-	activation  float64
+	// role, with a model, is the pool of the model's pods read: prefill
+	// or decode; empty: all of them.
+	role       string
+	target     float64
+	activation float64
 }
 
 // metricName is the name GetMetricSpec gives KEDA (which prefixes the
 // trigger's index): the signal and its scope, in characters an external
 // metric's name may hold.
 func (t trigger) metricName() string {
-	return sanitize("gpuscale-" + t.signal + "-" + t.scope + "-" + t.name)
+	name := "gpuscale-" + t.signal + "-" + t.scope + "-" + t.name
+	if t.role != "" {
+		name += "-" + t.role
+	}
+	return sanitize(name)
 }
 
 func (t trigger) String() string {
+	if t.role != "" {
+		return fmt.Sprintf("%s of %s %s/%s, role %s", t.signal, t.scope, t.namespace, t.name, t.role)
+	}
 	return fmt.Sprintf("%s of %s %s/%s", t.signal, t.scope, t.namespace, t.name)
 }
 
@@ -78,6 +90,8 @@ func sanitize(s string) string {
 // (external metrics) and per Deployment or StatefulSet (custom metrics).
 type catalog struct {
 	model, object map[string]bool
+	// roles are the signals served per model and role.
+	roles map[string]bool
 }
 
 func (c catalog) known(signal string) bool { return c.model[signal] || c.object[signal] }
@@ -110,7 +124,7 @@ func parseTrigger(ref *pb.ScaledObjectRef, c catalog) (trigger, error) {
 		return trigger{}, status.Error(codes.InvalidArgument, "no ScaledObject reference")
 	}
 	if errs := validation.IsDNS1123Label(ref.GetNamespace()); len(errs) > 0 {
-		return trigger{}, invalid("the ScaledObject's namespace %q: %s", ref.GetNamespace(), strings.Join(errs, "; "))
+		return trigger{}, invalid("the ScaledObject's namespace %s: %s", quote(ref.GetNamespace()), strings.Join(errs, "; "))
 	}
 	md, err := normalizeKeys(ref.GetScalerMetadata())
 	if err != nil {
@@ -121,7 +135,7 @@ func parseTrigger(ref *pb.ScaledObjectRef, c catalog) (trigger, error) {
 		return trigger{}, invalid("metadata %q is required: a signal gpuscale serves (%s)", KeySignal, c.names())
 	}
 	if !c.known(t.signal) {
-		return trigger{}, status.Errorf(codes.NotFound, "signal %q is not served by gpuscale; served: %s", t.signal, c.names())
+		return trigger{}, status.Errorf(codes.NotFound, "signal %s is not served by gpuscale; served: %s", quote(t.signal), c.names())
 	}
 	if err := t.parseScope(md, c); err != nil {
 		return trigger{}, err
@@ -129,14 +143,14 @@ func parseTrigger(ref *pb.ScaledObjectRef, c catalog) (trigger, error) {
 	if t.target, err = parseNumber(md, KeyTarget, true); err != nil {
 		return trigger{}, err
 	}
-	if t.target <= 0 {
-		return trigger{}, invalid("metadata %q must be positive, got %q", KeyTarget, md[KeyTarget])
+	if t.target <= 0 || t.target > maxTarget {
+		return trigger{}, invalid("metadata %q must be positive and at most 2^53, got %s", KeyTarget, quote(md[KeyTarget]))
 	}
 	if t.activation, err = parseNumber(md, KeyActivationTarget, false); err != nil {
 		return trigger{}, err
 	}
-	if t.activation < 0 {
-		return trigger{}, invalid("metadata %q must not be negative, got %q", KeyActivationTarget, md[KeyActivationTarget])
+	if t.activation < 0 || t.activation > maxTarget {
+		return trigger{}, invalid("metadata %q must be at least 0 and at most 2^53, got %s", KeyActivationTarget, quote(md[KeyActivationTarget]))
 	}
 	return t, nil
 }
@@ -145,7 +159,7 @@ func parseTrigger(ref *pb.ScaledObjectRef, c catalog) (trigger, error) {
 // does not have: a misspelt key would otherwise be silently ignored.
 func normalizeKeys(in map[string]string) (map[string]string, error) {
 	out := make(map[string]string, len(in))
-	known := map[string]bool{KeySignal: true, KeyModel: true, KeyObject: true, KeyTarget: true, KeyActivationTarget: true}
+	known := map[string]bool{KeySignal: true, KeyModel: true, KeyRole: true, KeyObject: true, KeyTarget: true, KeyActivationTarget: true}
 	keys := make([]string, 0, len(in))
 	for k := range in {
 		keys = append(keys, k)
@@ -161,10 +175,10 @@ func normalizeKeys(in map[string]string) (map[string]string, error) {
 		}
 		base := strings.TrimSuffix(k, fromEnvSuffix)
 		if !known[base] {
-			return nil, invalid("metadata %q is unknown; gpuscale reads %s, %s or %s, %s, %s", k, KeySignal, KeyModel, KeyObject, KeyTarget, KeyActivationTarget)
+			return nil, invalid("metadata %s is unknown; gpuscale reads %s, %s (and %s) or %s, %s, %s", quote(k), KeySignal, KeyModel, KeyRole, KeyObject, KeyTarget, KeyActivationTarget)
 		}
 		if _, dup := out[base]; dup {
-			return nil, invalid("metadata %q is given twice (as %s and %s%s)", base, base, base, fromEnvSuffix)
+			return nil, invalid("metadata %s is given twice (as %s and %s%s)", quote(base), quote(base), quote(base), fromEnvSuffix)
 		}
 		out[base] = strings.TrimSpace(v)
 	}
@@ -174,6 +188,17 @@ func normalizeKeys(in map[string]string) (map[string]string, error) {
 func (t *trigger) parseScope(md map[string]string, c catalog) error {
 	model, hasModel := md[KeyModel]
 	object, hasObject := md[KeyObject]
+	if role, ok := md[KeyRole]; ok {
+		switch {
+		case !hasModel:
+			return invalid("metadata %q goes with %q: a Deployment's or StatefulSet's role is its pod template's (docs/metrics.md)", KeyRole, KeyModel)
+		case role != "prefill" && role != "decode":
+			return invalid("metadata %q %q: want prefill or decode", KeyRole, role)
+		case !c.roles[t.signal]:
+			return invalid("signal %q is not served per model and role (metadata %q); per role: %s", t.signal, KeyRole, sortedKeys(c.roles))
+		}
+		t.role = role
+	}
 	switch {
 	case hasModel == hasObject:
 		return invalid("exactly one of metadata %q (a model's value over the namespace) or %q (deployment/NAME or statefulset/NAME) is required", KeyModel, KeyObject)
@@ -182,16 +207,16 @@ func (t *trigger) parseScope(md map[string]string, c catalog) error {
 			return invalid("signal %q is not served per model (metadata %q); per model: %s; use %q for the others", t.signal, KeyModel, sortedKeys(c.model), KeyObject)
 		}
 		if errs := validation.IsValidLabelValue(model); model == "" || len(errs) > 0 {
-			return invalid("metadata %q %q is not a model name gpuscale can select: %s", KeyModel, model, strings.Join(append(errs, "a non-empty label value is required"), "; "))
+			return invalid("metadata %q %s is not a model name gpuscale can select: %s", KeyModel, quote(model), strings.Join(append(errs, "a non-empty label value is required"), "; "))
 		}
 		t.scope, t.name = scopeModel, model
 	default:
 		kind, name, ok := strings.Cut(object, "/")
 		if !ok || (kind != scopeDeployment && kind != scopeStatefulSet) {
-			return invalid("metadata %q %q must be deployment/NAME or statefulset/NAME", KeyObject, object)
+			return invalid("metadata %q %s must be deployment/NAME or statefulset/NAME", KeyObject, quote(object))
 		}
 		if errs := validation.IsDNS1123Subdomain(name); len(errs) > 0 {
-			return invalid("metadata %q %q: the name %s", KeyObject, object, strings.Join(errs, "; "))
+			return invalid("metadata %q %s: the name %s", KeyObject, quote(object), strings.Join(errs, "; "))
 		}
 		if !c.object[t.signal] {
 			return invalid("signal %q is not served for a %s (metadata %q); for objects: %s", t.signal, kind, KeyObject, sortedKeys(c.object))
@@ -211,9 +236,31 @@ func parseNumber(md map[string]string, key string, required bool) (float64, erro
 	}
 	v, err := strconv.ParseFloat(s, 64)
 	if err != nil || math.IsNaN(v) || math.IsInf(v, 0) {
-		return 0, invalid("metadata %q %q is not a finite number", key, s)
+		return 0, invalid("metadata %q %s is not a finite number", key, quote(s))
 	}
 	return v, nil
+}
+
+// maxTarget bounds a target: 2^53, past which a float64 no longer counts
+// units, and whose thousandths (KEDA makes a milli-quantity of it) an int64
+// still holds. gpuscale's largest value, a Deployment's GPU memory in
+// bytes, stays far below it.
+const maxTarget = 1 << 53
+
+// maxQuoted bounds what of a client's metadata an error repeats: a value
+// may be tens of kilobytes, and errors go to KEDA's log and events.
+const maxQuoted = 64
+
+// quote quotes a client's string for an error, cut to maxQuoted bytes.
+func quote(s string) string {
+	if len(s) <= maxQuoted {
+		return strconv.Quote(s)
+	}
+	cut := maxQuoted
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return strconv.Quote(s[:cut]) + fmt.Sprintf("... (%d bytes)", len(s))
 }
 
 func invalid(format string, args ...any) error {

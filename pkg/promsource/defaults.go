@@ -127,6 +127,32 @@ func ttft(by string, wrapTriton func(string) string) string {
 
 func same(s string) string { return s }
 
+// The inter-token latency histograms, in seconds, each dialect's first
+// present family first (pkg/inference reads the same, in the same order):
+// vLLM 0.11 exports one set of observations under both of its names.
+const (
+	vllmITL       = "vllm:inter_token_latency_seconds_bucket"
+	vllmTPOT      = "vllm:time_per_output_token_seconds_bucket"
+	sglangITL     = "sglang:inter_token_latency_seconds_bucket"
+	sglangTPOT    = "sglang:time_per_output_token_seconds_bucket"
+	tgiTimePerTok = "tgi_request_mean_time_per_token_duration_bucket"
+)
+
+// itl is the ITL quantile grouped by the labels in by: every dialect's
+// buckets are in seconds, so one histogram_quantile takes them all, each
+// pod's from its first family present. TGI serves one unnamed model, so a
+// model selector leaves it out, as it does for its queue.
+func itl(by string) string {
+	if by != "" {
+		by += ", "
+	}
+	return "histogram_quantile({{.Quantile}}, sum by (" + by + "le) (" +
+		firstOf(rate(vllmITL, "model_name"), rate(vllmTPOT, "model_name"), rate(sglangITL, "model_name"),
+			rate(sglangTPOT, "model_name"), rate(tgiTimePerTok, "model_name")) + "))"
+}
+
+var itlMetrics = []string{provider.ITLP50, provider.ITLP90, provider.ITLP99}
+
 // The requests routers hold per model (the embedded source's router
 // dialects, pkg/inference/router.go): they count towards a model's queue,
 // and are all of it while the model has no server.
@@ -191,5 +217,10 @@ func DefaultQueries() QueryFile {
 		f.Pods[m] = ttft("namespace, pod", same)
 		f.Workload[m] = ttft("", same)
 	}
+	for _, m := range itlMetrics {
+		f.Pods[m] = itl("namespace, pod")
+		f.Workload[m] = itl("")
+	}
+	f.Models[provider.ITLP90] = itl("model_name")
 	return f
 }

@@ -36,6 +36,8 @@ func TestDocsListDefaults(t *testing.T) {
 	for _, m := range []map[string]string{want.Pods, want.Workload} {
 		delete(m, provider.TTFTP50)
 		delete(m, provider.TTFTP99)
+		delete(m, provider.ITLP50)
+		delete(m, provider.ITLP99)
 	}
 	for shape, pair := range map[string][2]map[string]string{
 		ShapePods: {listed.Pods, want.Pods}, ShapeWorkload: {listed.Workload, want.Workload},

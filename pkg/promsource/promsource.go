@@ -162,7 +162,7 @@ func (s *Source) byKey(ctx context.Context, qs []string, key string, names []str
 // the pods' means, not of all their GPUs); TTFT is one query over the
 // pods' merged bucket rates.
 func (s *Source) Workload(ctx context.Context, namespace string, pods []*corev1.Pod, m provider.Metric, sel labels.Selector) (provider.Value, bool, error) {
-	if !m.IsTTFT() {
+	if !m.IsQuantile() {
 		vals, err := s.Pods(ctx, provider.NewPodSet(namespace, pods), m, sel)
 		if err != nil {
 			return provider.Value{}, false, err
@@ -232,7 +232,7 @@ func (s *Source) Models(ctx context.Context, namespace string, pods []*corev1.Po
 	if err != nil {
 		return nil, err
 	}
-	if len(qs) > 1 && (m.IsTTFT() || !m.Sum) {
+	if len(qs) > 1 && (m.IsQuantile() || !m.Sum) {
 		return nil, fmt.Errorf("%s of %d pods: %w", m.Name, len(pods), errSplit)
 	}
 	out := map[string]provider.Value{}

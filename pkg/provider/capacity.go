@@ -52,6 +52,13 @@ type TTFTHistograms interface {
 	PodTTFT(ctx context.Context, set *PodSet, sel labels.Selector) ([]*histogram.Histogram, error)
 }
 
+// ITLHistograms is PrefillHistograms for the inter-token latency
+// histograms, which the capacity signal's ITL term reads (with an ITL
+// objective; not of prefill pods, which generate no second token).
+type ITLHistograms interface {
+	PodITL(ctx context.Context, set *PodSet, sel labels.Selector) ([]*histogram.Histogram, error)
+}
+
 // capacityInputs are the per-pod values the estimate reads.
 var capacityInputs = [...]string{RequestsRunning, QueueDepth, KVCacheUtilization}
 
@@ -61,17 +68,19 @@ const maxCapacityUtilization = 1e6
 
 // capacityPods reads what the estimator needs of pods: every pod counts
 // for the horizon and the loading credit; Ready pods with all three
-// values matching sel carry the demand.
-func (p *Provider) capacityPods(ctx context.Context, namespace string, pods []*corev1.Pod, sel labels.Selector, loading bool) ([]capacity.Pod, error) {
+// values matching sel carry the demand. A decode pool's pods are read
+// without their prefill-time histograms (their "prefill" is the KV cache's
+// arrival, not work the pool does), a prefill pool's without their ITL
+// histograms.
+func (p *Provider) capacityPods(ctx context.Context, namespace string, pods []*corev1.Pod, sel labels.Selector, loading bool, role Role) ([]capacity.Pod, error) {
 	ready := readyPods(pods)
 	var (
-		vals    [len(capacityInputs)][]Value
-		prefill []*histogram.Histogram
-		ttft    []*histogram.Histogram
+		vals               [len(capacityInputs)][]Value
+		prefill, itl, ttft []*histogram.Histogram
 	)
 	if len(ready) > 0 {
 		set := NewPodSet(namespace, ready)
-		if ph, ok := p.cfg.Values.(PrefillHistograms); ok {
+		if ph, ok := p.cfg.Values.(PrefillHistograms); ok && role != RoleDecode {
 			var err error
 			if prefill, err = ph.PodPrefill(ctx, set, sel); err != nil {
 				return nil, &sourceError{err}
@@ -87,6 +96,15 @@ func (p *Provider) capacityPods(ctx context.Context, namespace string, pods []*c
 			}
 			if len(ttft) != len(ready) {
 				return nil, &sourceError{fmt.Errorf("%d TTFT histograms for %d pods", len(ttft), len(ready))}
+			}
+		}
+		if ih, ok := p.cfg.Values.(ITLHistograms); ok && role != RolePrefill {
+			var err error
+			if itl, err = ih.PodITL(ctx, set, sel); err != nil {
+				return nil, &sourceError{err}
+			}
+			if len(itl) != len(ready) {
+				return nil, &sourceError{fmt.Errorf("%d ITL histograms for %d pods", len(itl), len(ready))}
 			}
 		}
 		for i, name := range capacityInputs {
@@ -115,6 +133,9 @@ func (p *Provider) capacityPods(ctx context.Context, namespace string, pods []*c
 			if ttft != nil {
 				c.TTFT = ttft[i]
 			}
+			if itl != nil {
+				c.ITL = itl[i]
+			}
 		} else if !sel.Empty() {
 			continue // another model's pod, or one with no values
 		}
@@ -138,14 +159,16 @@ func capacityQuantity(v float64) (resource.Quantity, error) {
 	return *resource.NewMilliQuantity(int64(math.Round(v*1000)), resource.DecimalSI), nil
 }
 
-// capacityByName serves the signal of one Deployment or StatefulSet.
+// capacityByName serves the signal of one Deployment or StatefulSet: of
+// the role its pod template's labels give (RoleOf), if any.
 func (p *Provider) capacityByName(ctx context.Context, gr schema.GroupResource, name types.NamespacedName, pods []*corev1.Pod, ref custom_metrics.ObjectReference) (*custom_metrics.MetricValue, error) {
-	in, err := p.capacityPods(ctx, name.Namespace, pods, labels.Everything(), true)
+	role := p.workloadRole(gr, name)
+	in, err := p.capacityPods(ctx, name.Namespace, pods, labels.Everything(), true, role)
 	if err != nil {
 		return nil, err
 	}
 	now := p.cfg.Now()
-	est, err := p.cfg.Capacity.Estimate(capacity.Key{Namespace: name.Namespace, Target: strings.ToLower(ref.Kind) + "/" + name.Name}, now, in)
+	est, err := p.estimator(role).Estimate(capacity.Key{Namespace: name.Namespace, Target: strings.ToLower(ref.Kind) + "/" + name.Name}, now, in)
 	if err != nil {
 		// No value is a NotFound, as for every metric: the HPA keeps
 		// its replicas. Why is in the estimator's error counter.
@@ -164,23 +187,40 @@ func (p *Provider) capacityByName(ctx context.Context, gr schema.GroupResource, 
 }
 
 // capacityModel serves the signal of the one model sel names, over the
-// namespace's pods serving it. Loading pods do not say which model they
+// namespace's pods serving it, or, when sel names a role too, over those
+// of its pods that have the role. Loading pods do not say which model they
 // will serve, so they earn no credit here; the HPA still counts them.
 func (p *Provider) capacityModel(ctx context.Context, namespace string, sel labels.Selector) (*external_metrics.ExternalMetricValueList, error) {
-	model, ok := oneModel(sel)
+	model, role, ok := modelAndRole(sel)
 	if !ok {
-		return nil, apierrors.NewBadRequest(fmt.Sprintf("%s needs the selector %s=<model>", CapacityUtilization, ModelLabel))
+		return nil, apierrors.NewBadRequest(fmt.Sprintf("%s needs the selector %s=<model>, and optionally %s=%s or %s=%s",
+			CapacityUtilization, ModelLabel, RoleLabel, RolePrefill, RoleLabel, RoleDecode))
 	}
-	pods, err := p.cfg.Pods.Pods(namespace).List(labels.Everything())
+	all, err := p.cfg.Pods.Pods(namespace).List(labels.Everything())
 	if err != nil {
 		return nil, err
 	}
-	in, err := p.capacityPods(ctx, namespace, pods, sel, false)
+	pods := all
+	if role != RoleNone {
+		pods = make([]*corev1.Pod, 0, len(all))
+		for _, pod := range all {
+			if RoleOf(pod.Labels) == role {
+				pods = append(pods, pod)
+			}
+		}
+	}
+	modelSel := labels.SelectorFromValidatedSet(labels.Set{ModelLabel: model})
+	in, err := p.capacityPods(ctx, namespace, pods, modelSel, false, role)
 	if err != nil {
 		return nil, err
+	}
+	target, itemLabels := "model/"+model, map[string]string{ModelLabel: model}
+	if role != RoleNone {
+		target += "/" + string(role)
+		itemLabels[RoleLabel] = string(role)
 	}
 	now := p.cfg.Now()
-	est, err := p.cfg.Capacity.Estimate(capacity.Key{Namespace: namespace, Target: "model/" + model}, now, in)
+	est, err := p.estimator(role).Estimate(capacity.Key{Namespace: namespace, Target: target}, now, in)
 	if err != nil {
 		return nil, cmprovider.NewMetricNotFoundForSelectorError(externalResource, CapacityUtilization, namespace, sel)
 	}
@@ -190,10 +230,35 @@ func (p *Provider) capacityModel(ctx context.Context, namespace string, sel labe
 	}
 	return &external_metrics.ExternalMetricValueList{Items: []external_metrics.ExternalMetricValue{{
 		MetricName:   CapacityUtilization,
-		MetricLabels: map[string]string{ModelLabel: model},
+		MetricLabels: itemLabels,
 		Timestamp:    metav1.NewTime(now),
 		Value:        q,
 	}}}, nil
+}
+
+// estimator is the capacity estimator of a role's pool: Config's for the
+// role if it has one, else Config.Capacity.
+func (p *Provider) estimator(role Role) CapacityEstimator {
+	if e := p.cfg.CapacityByRole[role]; e != nil && role != RoleNone {
+		return e
+	}
+	return p.cfg.Capacity
+}
+
+// workloadRole is the role of a Deployment's or StatefulSet's pod
+// template, none when the object is gone.
+func (p *Provider) workloadRole(gr schema.GroupResource, name types.NamespacedName) Role {
+	switch gr {
+	case deploymentsResource:
+		if d, err := p.cfg.Deployments.Deployments(name.Namespace).Get(name.Name); err == nil {
+			return RoleOf(d.Spec.Template.Labels)
+		}
+	case statefulsetsResource:
+		if s, err := p.cfg.StatefulSets.StatefulSets(name.Namespace).Get(name.Name); err == nil {
+			return RoleOf(s.Spec.Template.Labels)
+		}
+	}
+	return RoleNone
 }
 
 // oneModel returns the model a selector pins with model_name=<model>.

@@ -19,6 +19,10 @@ const (
 	TTFTP50              = "inference_ttft_seconds_p50"
 	TTFTP90              = "inference_ttft_seconds_p90"
 	TTFTP99              = "inference_ttft_seconds_p99"
+	// Inter-token latency (time per output token) quantiles.
+	ITLP50 = "inference_itl_seconds_p50"
+	ITLP90 = "inference_itl_seconds_p90"
+	ITLP99 = "inference_itl_seconds_p99"
 	// GPU profiling signals (DCGM_FI_PROF_SM_ACTIVE, _PIPE_TENSOR_ACTIVE),
 	// in percent; only GPUs with profiling (Hopper and later) have them.
 	GPUSMActive     = "gpu_sm_active"
@@ -38,12 +42,13 @@ type metricDef struct {
 	name     string
 	signal   store.Signal // scalar metrics
 	source   store.Source
-	quantile float64 // > 0 for TTFT quantiles, computed from histograms
+	quantile float64 // > 0 for latency quantiles, computed from histograms
+	hist     store.Hist
 	agg      aggregation
 	format   resource.Format
 }
 
-func (d metricDef) isTTFT() bool { return d.quantile > 0 }
+func (d metricDef) isQuantile() bool { return d.quantile > 0 }
 
 var podMetrics = []metricDef{
 	{name: GPUUtilization, signal: store.GPUUtilization, source: store.SourceGPU, agg: mean, format: resource.DecimalSI},
@@ -58,6 +63,9 @@ var podMetrics = []metricDef{
 	{name: TTFTP50, source: store.SourceInference, quantile: 0.5, format: resource.DecimalSI},
 	{name: TTFTP90, source: store.SourceInference, quantile: 0.9, format: resource.DecimalSI},
 	{name: TTFTP99, source: store.SourceInference, quantile: 0.99, format: resource.DecimalSI},
+	{name: ITLP50, source: store.SourceInference, quantile: 0.5, hist: store.HistITL, format: resource.DecimalSI},
+	{name: ITLP90, source: store.SourceInference, quantile: 0.9, hist: store.HistITL, format: resource.DecimalSI},
+	{name: ITLP99, source: store.SourceInference, quantile: 0.99, hist: store.HistITL, format: resource.DecimalSI},
 }
 
 var podMetricsByName = func() map[string]metricDef {
@@ -73,7 +81,7 @@ var nodeMetrics = map[string]bool{GPUUtilization: true, GPUMemoryUtilization: tr
 	GPUSMActive: true, GPUTensorActive: true}
 
 // externalMetrics are served per model through external.metrics.k8s.io.
-var externalMetrics = map[string]bool{QueueDepth: true, TTFTP90: true}
+var externalMetrics = map[string]bool{QueueDepth: true, TTFTP90: true, ITLP90: true}
 
 // ModelLabel is the external metrics' label that selects a model.
 const ModelLabel = "model_name"

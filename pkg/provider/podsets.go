@@ -28,6 +28,10 @@ type PodSet struct {
 	// gen is the generation of the pods it was built from.
 	gen  uint64
 	memo sync.Map
+	// used is when it was last handed out (podSets' clock), and cost
+	// what keeping it is taken to cost (podSetCost), while it is kept.
+	used uint64
+	cost int64
 }
 
 // NewPodSet returns a set of pods that the caller has already filtered
@@ -68,10 +72,32 @@ type PodEvents interface {
 	AddEventHandler(cache.ResourceEventHandler) (cache.ResourceEventHandlerRegistration, error)
 }
 
-// maxPodSets bounds the memoised sets. There is one per namespace and
-// label selector asked about, about one per HPA; past the bound the sets
-// of namespaces that changed since are dropped first, then all.
-const maxPodSets = 1024
+// Bounds on the memoised sets. There is one per namespace and label
+// selector asked about, about one per HPA; but anyone allowed to list a
+// namespace's metrics chooses selectors, and each set holds its pods (1,024
+// sets over 10,000 pods were 281 MiB, 256 selectors of 512 KiB 130 MiB). So
+// a namespace's sets are bounded in number and size, all sets too, and a
+// selector past maxKeptSelector is answered afresh every time instead of
+// kept. Past a bound, sets that pod changes made useless go first, then the
+// least recently used: the namespace's own for its bounds, anyone's for
+// the total. A set dropped costs a rebuild on the next call, never a wrong
+// or missing answer.
+const (
+	maxPodSets             = 1024
+	maxPodSetsPerNamespace = 128
+	maxPodSetBytes         = 32 << 20
+	maxPodSetBytesPerNS    = 4 << 20
+	maxKeptSelector        = 1 << 10
+	// podSetBytesPerPod is a set's pod pointer and name, and the store
+	// slot a Values source memoises per pod (measured: 27 bytes).
+	podSetBytesPerPod = 32
+	podSetOverhead    = 512
+)
+
+// podSetCost is what keeping set under key is taken to cost.
+func podSetCost(key podSetKey, set *PodSet) int64 {
+	return int64(podSetBytesPerPod*len(set.Pods) + len(key.selector) + len(key.namespace) + podSetOverhead)
+}
 
 // podSets lists the Ready pods of a namespace that match a selector, and
 // keeps each answer until a pod of that namespace is added, changed or
@@ -95,6 +121,16 @@ type podSets struct {
 	// across namespaces, even one deleted and created again.
 	changes uint64
 	sets    map[podSetKey]*PodSet
+	// clock counts the sets handed out, for least recently used;
+	// kept is what the sets cost, in all and by namespace (count, bytes).
+	clock uint64
+	kept  keptSets
+	byNS  map[string]*keptSets
+}
+
+type keptSets struct {
+	n     int
+	bytes int64
 }
 
 type podSetKey struct{ namespace, selector string }
@@ -109,7 +145,7 @@ type podTable struct {
 }
 
 func newPodSets(lister corelisters.PodLister) *podSets {
-	return &podSets{lister: lister, tables: map[string]*podTable{}, sets: map[podSetKey]*PodSet{}}
+	return &podSets{lister: lister, tables: map[string]*podTable{}, sets: map[podSetKey]*PodSet{}, byNS: map[string]*keptSets{}}
 }
 
 // track subscribes to pod changes, after which sets are reused.
@@ -224,6 +260,8 @@ func (s *podSets) get(namespace string, selector labels.Selector) (*PodSet, erro
 	}
 	gen := s.genLocked(namespace)
 	if set := s.sets[key]; set != nil && set.gen == gen {
+		s.clock++
+		set.used = s.clock
 		s.mu.Unlock()
 		return set, nil
 	}
@@ -250,6 +288,8 @@ func (s *podSets) listed(namespace string, selector labels.Selector, key podSetK
 	s.mu.Lock()
 	tracking, gen := s.tracking, s.changes
 	if set := s.sets[key]; tracking && set != nil && set.gen == gen {
+		s.clock++
+		set.used = s.clock
 		s.mu.Unlock()
 		return set, nil
 	}
@@ -271,24 +311,72 @@ func (s *podSets) listed(namespace string, selector labels.Selector, key podSetK
 }
 
 func (s *podSets) keepLocked(key podSetKey, set *PodSet) {
-	if cur := s.sets[key]; cur != nil && cur.gen >= set.gen {
+	cur := s.sets[key]
+	if cur != nil && cur.gen >= set.gen {
 		return
 	}
-	if len(s.sets) >= maxPodSets {
-		s.evictLocked()
+	cost := podSetCost(key, set)
+	if len(key.selector) > maxKeptSelector || cost > maxPodSetBytesPerNS {
+		return
 	}
+	if cur != nil {
+		s.dropLocked(key, cur)
+	}
+	ns := s.byNS[key.namespace]
+	for ns != nil && (ns.n >= maxPodSetsPerNamespace || ns.bytes+cost > maxPodSetBytesPerNS) && s.evictLocked(key.namespace) {
+		ns = s.byNS[key.namespace]
+	}
+	for (s.kept.n >= maxPodSets || s.kept.bytes+cost > maxPodSetBytes) && s.evictLocked("") {
+	}
+	s.clock++
+	set.used, set.cost = s.clock, cost
 	s.sets[key] = set
+	if ns == nil {
+		ns = &keptSets{}
+		s.byNS[key.namespace] = ns
+	}
+	ns.n++
+	ns.bytes += cost
+	s.kept.n++
+	s.kept.bytes += cost
 }
 
-// evictLocked drops the sets that changes have made useless, or all of
-// them when every one is current.
-func (s *podSets) evictLocked() {
+// evictLocked drops one set of namespace (any namespace's for ""): one
+// that pod changes made useless if there is one, else the least recently
+// used. It reports whether there was one.
+func (s *podSets) evictLocked(namespace string) bool {
+	var (
+		victim podSetKey
+		oldest *PodSet
+	)
 	for k, set := range s.sets {
+		if namespace != "" && k.namespace != namespace {
+			continue
+		}
 		if set.gen != s.genLocked(k.namespace) {
-			delete(s.sets, k)
+			s.dropLocked(k, set)
+			return true
+		}
+		if oldest == nil || set.used < oldest.used {
+			victim, oldest = k, set
 		}
 	}
-	if len(s.sets) >= maxPodSets {
-		clear(s.sets)
+	if oldest == nil {
+		return false
+	}
+	s.dropLocked(victim, oldest)
+	return true
+}
+
+func (s *podSets) dropLocked(key podSetKey, set *PodSet) {
+	delete(s.sets, key)
+	s.kept.n--
+	s.kept.bytes -= set.cost
+	if ns := s.byNS[key.namespace]; ns != nil {
+		ns.n--
+		ns.bytes -= set.cost
+		if ns.n <= 0 {
+			delete(s.byNS, key.namespace)
+		}
 	}
 }

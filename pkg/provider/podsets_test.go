@@ -3,8 +3,10 @@ package provider_test
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"slices"
 	"sort"
+	"strings"
 	"testing"
 	"time"
 
@@ -105,31 +107,122 @@ func TestPodListsFollowPodChanges(t *testing.T) {
 	}
 }
 
-// TestPodSetsBounded: past provider.MaxPodSets the sets of changed namespaces go
-// first, and the provider keeps answering.
+// TestPodSetsBounded: a namespace keeps at most
+// provider.MaxPodSetsPerNamespace sets and all namespaces
+// provider.MaxPodSets; past them the sets that pod changes made useless go
+// first, then the least recently used (the namespace's own for its bound),
+// and the provider keeps answering.
 func TestPodSetsBounded(t *testing.T) {
 	f := newFixture()
 	f.addPod("ml", "a", true, nil)
-	for i := range 2*provider.MaxPodSets + 10 {
-		sel := labels.SelectorFromSet(map[string]string{"n": fmt.Sprint(i)})
-		if _, err := f.p.PodSetFor("ml", sel); err != nil {
+	f.addPod("other", "a", true, nil)
+	hot, _ := f.p.PodSetFor("other", labels.Everything())
+	sel := func(key string, i int) labels.Selector {
+		return labels.SelectorFromSet(map[string]string{key: fmt.Sprint(i)})
+	}
+	for i := range 2*provider.MaxPodSetsPerNamespace + 10 {
+		if _, err := f.p.PodSetFor("ml", sel("n", i)); err != nil {
 			t.Fatal(err)
 		}
-		if n := f.p.PodSetsKept(); n > provider.MaxPodSets {
+		if n := f.p.PodSetsKept("ml"); n > provider.MaxPodSetsPerNamespace {
+			t.Fatalf("%d sets of one namespace kept, bound %d", n, provider.MaxPodSetsPerNamespace)
+		}
+	}
+	if again, _ := f.p.PodSetFor("other", labels.Everything()); again != hot {
+		t.Error("one namespace's selectors evicted another's set")
+	}
+	// Recently used sets stay; the least recently used go.
+	recent, _ := f.p.PodSetFor("ml", sel("n", 2*provider.MaxPodSetsPerNamespace+9))
+	_, _ = f.p.PodSetFor("ml", sel("m", 0))
+	if again, _ := f.p.PodSetFor("ml", sel("n", 2*provider.MaxPodSetsPerNamespace+9)); again != recent {
+		t.Error("a recently used set was evicted")
+	}
+	// All namespaces together.
+	for i := 0; i < provider.MaxPodSets/provider.MaxPodSetsPerNamespace+2; i++ {
+		ns := fmt.Sprint("ns-", i)
+		f.addPod(ns, "a", true, nil)
+		for j := range provider.MaxPodSetsPerNamespace {
+			_, _ = f.p.PodSetFor(ns, sel("n", j))
+		}
+		if n := f.p.PodSetsKept(""); n > provider.MaxPodSets {
 			t.Fatalf("%d sets kept, bound %d", n, provider.MaxPodSets)
 		}
 	}
-	for i := 0; f.p.PodSetsKept() < provider.MaxPodSets; i++ { // fill up to the bound
-		_, _ = f.p.PodSetFor("ml", labels.SelectorFromSet(map[string]string{"m": fmt.Sprint(i)}))
-	}
+	// Stale sets go before current ones.
 	f.addPod("ml", "b", true, nil) // every set of ml is now stale
-	kept, _ := f.p.PodSetFor("other", labels.Everything())
-	_, _ = f.p.PodSetFor("ml", labels.Everything())
-	if n := f.p.PodSetsKept(); n != 2 {
-		t.Errorf("%d sets after eviction, want the 2 current ones", n)
+	kept, _ := f.p.PodSetFor("ns-0", sel("n", 1))
+	for i := range provider.MaxPodSetsPerNamespace {
+		_, _ = f.p.PodSetFor("fresh", sel("n", i))
 	}
-	if again, _ := f.p.PodSetFor("other", labels.Everything()); again != kept {
+	if again, _ := f.p.PodSetFor("ns-0", sel("n", 1)); again != kept {
 		t.Error("a current set was evicted while stale ones could go")
+	}
+	if n := f.p.PodSetsKept("ml"); n > 1 {
+		t.Errorf("%d stale sets of ml kept", n)
+	}
+}
+
+// TestPodSetsMemoryBounded: a reader flooding one namespace of 10,000
+// pods with 1,024 distinct selectors that each match every pod, or with
+// selectors of 512 KiB, leaves the heap about where it was: the sets kept
+// are bounded in bytes, and long selectors are not kept at all. (1,024
+// sets held 281 MiB, and 256 long selectors 130 MiB.)
+func TestPodSetsMemoryBounded(t *testing.T) {
+	heap := func() uint64 {
+		runtime.GC()
+		var m runtime.MemStats
+		runtime.ReadMemStats(&m)
+		return m.HeapAlloc
+	}
+	for _, tc := range []struct {
+		name   string
+		n      int
+		sel    func(i int) labels.Selector
+		within int64
+	}{
+		{"1,024 selectors over 10,000 pods", 1024, func(i int) labels.Selector {
+			s, err := labels.Parse(fmt.Sprintf("app=llm,flood notin (v%d)", i))
+			if err != nil {
+				t.Fatal(err)
+			}
+			return s
+		}, 16 << 20},
+		{"16 selectors of 512 KiB", 16, func(i int) labels.Selector {
+			var b strings.Builder
+			fmt.Fprintf(&b, "app=llm,flood notin (v%d", i)
+			for j := 0; b.Len() < 512<<10; j++ {
+				fmt.Fprintf(&b, ",x%06d", j)
+			}
+			b.WriteString(")")
+			s, err := labels.Parse(b.String())
+			if err != nil {
+				t.Fatal(err)
+			}
+			return s
+		}, 4 << 20},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture()
+			for i := range 10_000 {
+				f.addPod("ml", fmt.Sprintf("pod-%05d", i), true, map[string]string{"app": "llm"})
+			}
+			before := heap()
+			for i := range tc.n {
+				set, err := f.p.PodSetFor("ml", tc.sel(i))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if len(set.Pods) != 10_000 {
+					t.Fatalf("%d pods, want 10,000", len(set.Pods))
+				}
+			}
+			grew := int64(heap()) - int64(before)
+			runtime.KeepAlive(f) // what the provider keeps, it keeps while it lives
+			t.Logf("the heap grew by %d KiB", grew>>10)
+			if grew > tc.within {
+				t.Errorf("the heap grew by %d KiB, want under %d KiB", grew>>10, tc.within>>10)
+			}
+		})
 	}
 }
 

@@ -47,6 +47,10 @@ type Config struct {
 	Now        func() time.Time
 	// Capacity serves CapacityUtilization; nil: not served.
 	Capacity CapacityEstimator
+	// CapacityByRole, where it has an estimator for a role, serves
+	// CapacityUtilization of that role's pools (RoleOf) in place of
+	// Capacity: each role's signal has its own terms.
+	CapacityByRole map[Role]CapacityEstimator
 }
 
 // Provider implements cmprovider.MetricsProvider.
@@ -123,6 +127,9 @@ func (p *Provider) metricByName(ctx context.Context, name types.NamespacedName, 
 		}
 		if len(vals) != 1 {
 			return nil, &sourceError{fmt.Errorf("%d values for 1 pod", len(vals))}
+		}
+		if err := p.groupValues(ctx, []*corev1.Pod{pod}, def.metric(), vals, sel); err != nil {
+			return nil, &sourceError{err}
 		}
 		if !vals[0].Valid() {
 			return nil, cmprovider.NewMetricNotFoundForError(gr, info.Metric, name.Name)
@@ -265,6 +272,9 @@ func (p *Provider) podsBySelector(ctx context.Context, namespace string, selecto
 	if len(vals) != len(set.Pods) {
 		return nil, fmt.Errorf("%d values for %d pods", len(vals), len(set.Pods))
 	}
+	if err := p.groupValues(ctx, set.Pods, def.metric(), vals, sel); err != nil {
+		return nil, err
+	}
 	n := 0
 	for _, v := range vals {
 		if v.Valid() {
@@ -390,7 +400,7 @@ func (p *Provider) metricValue(ref custom_metrics.ObjectReference, def metricDef
 		Timestamp:       metav1.NewTime(v.Time),
 		Value:           q,
 	}
-	if def.isTTFT() {
+	if def.isQuantile() {
 		w := int64(p.cfg.TTFTWindow / time.Second)
 		mv.WindowSeconds = &w
 	}
@@ -405,7 +415,7 @@ func (p *Provider) metricValue(ref custom_metrics.ObjectReference, def metricDef
 // item added up at 10,000 pods.
 func (p *Provider) itemFiller(def metricDef) func(mv *custom_metrics.MetricValue, namespace, name string, v Value) error {
 	var window *int64
-	if def.isTTFT() {
+	if def.isQuantile() {
 		w := int64(p.cfg.TTFTWindow / time.Second)
 		window = &w
 	}

@@ -335,8 +335,8 @@ func TestListAllMetrics(t *testing.T) {
 	if got["nodes/inference_queue_depth"] {
 		t.Error("nodes do not serve inference metrics")
 	}
-	if n := len(f.p.ListAllExternalMetrics()); n != 2 {
-		t.Errorf("external metrics = %d, want 2", n)
+	if n := len(f.p.ListAllExternalMetrics()); n != 3 {
+		t.Errorf("external metrics = %d, want 3", n)
 	}
 }
 

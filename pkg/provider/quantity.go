@@ -21,9 +21,9 @@ const maxMilli = 0x1p63
 
 // valueRange is the range of a metric's value over pods pods: the
 // signal's for one pod or node and for a mean, pods times its top for a
-// sum, the TTFT bound for a quantile.
+// sum, the latency bound (a week) for a quantile of TTFT or ITL.
 func valueRange(def metricDef, pods int) store.Range {
-	if def.isTTFT() {
+	if def.isQuantile() {
 		return store.Range{Min: 0, Max: store.MaxTTFTSeconds}
 	}
 	r := def.signal.Range()

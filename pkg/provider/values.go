@@ -22,7 +22,8 @@ type Values interface {
 	// per-call map of that size was a sixth of its cost.
 	Pods(ctx context.Context, pods *PodSet, m Metric, sel labels.Selector) ([]Value, error)
 	// Workload returns one value for the pods together, aggregated per
-	// the metric's rule (Metric.Sum, TTFT from merged histograms); false
+	// the metric's rule (Metric.Sum, latency quantiles from merged
+	// histograms); false
 	// when none of them has a value.
 	Workload(ctx context.Context, namespace string, pods []*corev1.Pod, m Metric, sel labels.Selector) (Value, bool, error)
 	// Nodes returns the value of each node that has one, by node name.
@@ -36,8 +37,11 @@ type Values interface {
 type Metric struct {
 	// Name is the served name, one of the constants of this package.
 	Name string
-	// Quantile is the TTFT quantile; 0 for scalar metrics.
+	// Quantile is the latency quantile (of TTFT or ITL, per Hist); 0 for
+	// scalar metrics.
 	Quantile float64
+	// Hist is the latency histogram a quantile is of.
+	Hist store.Hist
 	// Sum says a workload's pods add up; otherwise their mean is taken.
 	Sum bool
 	// Signal and Source say where the embedded store keeps a scalar
@@ -46,8 +50,10 @@ type Metric struct {
 	Source store.Source
 }
 
-// IsTTFT reports whether the metric is a quantile of the TTFT histogram.
-func (m Metric) IsTTFT() bool { return m.Quantile > 0 }
+// IsQuantile reports whether the metric is a quantile of a latency
+// histogram (TTFT or ITL, per Hist), computed from the histograms' increase
+// over the latency window.
+func (m Metric) IsQuantile() bool { return m.Quantile > 0 }
 
 // Value is one computed metric value and the time it describes. Every
 // value has that time, so the zero Value stands for no value.
@@ -60,7 +66,7 @@ type Value struct {
 func (v Value) Valid() bool { return !v.Time.IsZero() }
 
 func (d metricDef) metric() Metric {
-	return Metric{Name: d.name, Quantile: d.quantile, Sum: d.agg == sum, Signal: d.signal, Source: d.source}
+	return Metric{Name: d.name, Quantile: d.quantile, Hist: d.hist, Sum: d.agg == sum, Signal: d.signal, Source: d.source}
 }
 
 // MetricByName describes a served metric, false if the name is unknown.

@@ -13,6 +13,8 @@ import (
 
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/gpuscale/gpuscale/pkg/histogram"
 )
 
 // Autoscaler holds the cluster autoscaler settings that shape advice;
@@ -43,6 +45,13 @@ type Workload struct {
 	TerminationGracePeriod time.Duration
 	// Current is the HPA's behavior today (nil: the HPA's defaults).
 	Current *autoscalingv2.HorizontalPodAutoscalerBehavior
+	// Streams is the merged request-duration histogram of the target's
+	// pods (see Streams); nil when none was read. Container names the
+	// serving container the preStop hook belongs to.
+	Streams   *histogram.Histogram
+	Container string
+	// StreamErrors says which pods' histograms could not be read.
+	StreamErrors []string
 }
 
 // Recommendation is the advice for one HPA.
@@ -56,6 +65,9 @@ type Recommendation struct {
 	// behavior (for example "scaleDown.policies[0].periodSeconds").
 	Reasons  map[string]string
 	Warnings []string
+	// Drain is the pod-template advice that lets a removed replica finish
+	// its streams.
+	Drain Drain
 }
 
 // Tuning constants, each explained where it is used.
@@ -75,6 +87,10 @@ func Recommend(w Workload, ca Autoscaler) Recommendation {
 	r.Behavior.ScaleUp = r.scaleUp()
 	r.Behavior.ScaleDown = r.scaleDown(ca)
 	r.Warnings = warnings(w, ca, r.StartupP95)
+	r.Drain = RecommendDrain(w.Streams, ca)
+	for _, e := range w.StreamErrors {
+		r.Drain.Warnings = append(r.Drain.Warnings, "stream lengths: "+e)
+	}
 	return r
 }
 

@@ -132,41 +132,57 @@ func TestStartupTime(t *testing.T) {
 	}
 }
 
-// TestWriteYAML: the output parses back into the recommended behavior,
-// and every number has a reason on the line above it.
+// TestWriteYAML: the output is two documents: the behavior, which parses
+// back into the recommended one, and the pod template's drain; every number
+// of both has a reason on the line above it.
 func TestWriteYAML(t *testing.T) {
 	ca := DefaultAutoscaler()
 	ca.GPUUtilizationThreshold = 0.1
 	r := Recommend(Workload{HPA: "demo/llm", Target: "Deployment/llm", Startup: secs(80, 95, 70), GPUsPerPod: 1, GPUsPerNode: 8,
-		TerminationGracePeriod: 900 * time.Second, Current: withStabilization(30)}, ca)
+		TerminationGracePeriod: 900 * time.Second, Current: withStabilization(30),
+		Streams: streams(t, map[float64]float64{5: 10, 10: 30, 20: 31}), Container: "vllm"}, ca)
 	var buf bytes.Buffer
 	if err := r.WriteYAML(&buf); err != nil {
 		t.Fatal(err)
 	}
 	out := buf.String()
 	t.Logf("\n%s", out)
-	doc := strings.TrimSuffix(out, "---\n")
+	docs := strings.Split(strings.TrimSuffix(out, "---\n"), "---\n")
+	if len(docs) != 2 {
+		t.Fatalf("%d documents, want the behavior and the pod template", len(docs))
+	}
 	var got struct {
 		Behavior autoscalingv2.HorizontalPodAutoscalerBehavior `json:"behavior"`
 	}
-	if err := yaml.UnmarshalStrict([]byte(doc), &got); err != nil {
+	if err := yaml.UnmarshalStrict([]byte(docs[0]), &got); err != nil {
 		t.Fatalf("output is not a behavior: %v\n%s", err, out)
 	}
 	if !equality.Semantic.DeepEqual(got.Behavior, r.Behavior) {
 		t.Errorf("round trip: got %+v, want %+v", got.Behavior, r.Behavior)
 	}
+	var tmpl corev1.PodTemplateSpec
+	if err := yaml.UnmarshalStrict([]byte(docs[1]), &tmpl); err != nil {
+		t.Fatalf("second document is not a pod template: %v\n%s", err, docs[1])
+	}
+	if g := tmpl.Spec.TerminationGracePeriodSeconds; g == nil || *g != 35 || len(tmpl.Spec.Containers) != 1 ||
+		tmpl.Spec.Containers[0].Name != "vllm" || tmpl.Spec.Containers[0].Lifecycle.PreStop.Sleep.Seconds != 25 {
+		t.Errorf("pod template %+v, want vllm's preStop sleep 25 s (20 s streams + 5 s) and a 35 s grace period", tmpl.Spec)
+	}
 	lines := strings.Split(out, "\n")
 	for i, l := range lines {
 		trimmed := strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(l), "- "))
 		k, v, ok := strings.Cut(trimmed, ": ")
-		if !ok || strings.HasPrefix(trimmed, "#") || k == "type" {
+		if !ok || strings.HasPrefix(trimmed, "#") || k == "type" || k == "name" {
 			continue
 		}
 		if i == 0 || !strings.HasPrefix(strings.TrimSpace(lines[i-1]), "# ") {
 			t.Errorf("line %d %q (%s=%s) has no reason above it", i+1, l, k, v)
 		}
 	}
-	if n := strings.Count(out, "# WARNING: "); n != 3 {
-		t.Errorf("%d warnings in the output, want 3 (threshold, grace period, fast scale-down)", n)
+	if n := strings.Count(docs[0], "# WARNING: "); n != 3 {
+		t.Errorf("%d warnings in the behavior, want 3 (threshold, grace period, fast scale-down)", n)
+	}
+	if n := strings.Count(docs[1], "# WARNING: "); n != 0 {
+		t.Errorf("%d warnings in the pod template, want none", n)
 	}
 }

@@ -27,7 +27,34 @@ func (r *Recommendation) WriteYAML(w io.Writer) error {
 	r.writeRules(bw, "scaleUp", r.Behavior.ScaleUp)
 	r.writeRules(bw, "scaleDown", r.Behavior.ScaleDown)
 	fmt.Fprintln(bw, "---")
+	r.writeDrain(bw)
 	return bw.Flush()
+}
+
+// writeDrain writes the pod-template advice as a second document, which
+// merges into the target's spec.template (kubectl patch --type=strategic
+// with this file, say). With nothing measured it writes only why.
+func (r *Recommendation) writeDrain(w io.Writer) {
+	d, wl := r.Drain, r.Workload
+	fmt.Fprintf(w, "# %s pod template: a replica the HPA removes finishes its streams before it exits\n", wl.Target)
+	for _, warn := range d.Warnings {
+		fmt.Fprintf(w, "# WARNING: %s\n", warn)
+	}
+	if d.Longest <= 0 {
+		return
+	}
+	fmt.Fprintf(w, "# measured: %.0f streams, the longest within %v\n", d.Streams, d.Longest)
+	fmt.Fprintln(w, "spec:")
+	fmt.Fprintf(w, "  # %s\n", d.Reasons["terminationGracePeriodSeconds"])
+	fmt.Fprintf(w, "  terminationGracePeriodSeconds: %d\n", int64(d.Grace.Seconds()))
+	fmt.Fprintln(w, "  containers:")
+	fmt.Fprintf(w, "  - name: %s\n", orUnknown(wl.Container != "", wl.Container))
+	fmt.Fprintln(w, "    lifecycle:")
+	fmt.Fprintln(w, "      preStop:")
+	fmt.Fprintln(w, "        sleep:")
+	fmt.Fprintf(w, "          # %s\n", d.Reasons["preStop"])
+	fmt.Fprintf(w, "          seconds: %d\n", int64(d.PreStop.Seconds()))
+	fmt.Fprintln(w, "---")
 }
 
 func (r *Recommendation) writeRules(w io.Writer, name string, rules *autoscalingv2.HPAScalingRules) {

@@ -48,32 +48,53 @@ func (v *nodeView) isBlocked() bool {
 	return false
 }
 
-// load is a pod's busyness: queued plus running requests, if a fresh
-// sample says so. Unknown is never taken for idle.
+// load is a replica's busyness, if a fresh sample says so: requests in
+// flight (queued plus running) and the share of its KV cache in use.
+// Unknown is never taken for idle.
 type load struct {
-	value float64
+	value float64 // requests queued and running
 	known bool
+	// kv is the KV cache in use in percent (inference_kv_cache_utilization),
+	// when kvKnown; servers without a KV gauge rank by their requests
+	// alone.
+	kv      float64
+	kvKnown bool
 }
 
-// bucket coarsens a load on a base-4 log scale (0, 1-3, 4-15, 16-63,
-// ...): going from 0 to 1 request in flight matters when choosing whom to
-// remove, 5 or 9 does not, and every reordering costs a patch. A load is
-// seconds old by the time a cost is read, so finer order would be noise.
-// Unknown load sorts after every known one.
+// Load tiers. A bucket is inflightTier*kvTiers + kvTier: requests in flight
+// first, the KV cache in use within a tier.
+const (
+	inflightTiers = 5 // 0, 1-3, 4-15, 16-63, 64 and more
+	kvTiers       = 3 // under a third, under two thirds, more
+)
+
+// bucket coarsens a load so that the replica whose removal cuts the least
+// work ranks first: requests in flight on a base-4 log scale (0, 1-3,
+// 4-15, 16-63, 64+), then the KV cache in use in thirds (the context the
+// requests have built up, which a cut stream loses). Going from 0 to 1
+// request in flight matters when choosing whom to remove, 5 or 9 does
+// not, and every reordering costs a patch: a load is seconds old by the
+// time a cost is read, so finer order would be noise. Unknown load sorts
+// after every known one.
 func (l load) bucket() int {
-	switch {
-	case !l.known:
+	if !l.known {
 		return unknownBucket
-	case l.value < 1:
-		return 0
 	}
-	return min(1+int(math.Log2(l.value)/2), unknownBucket-1)
+	tier := 0
+	if l.value >= 1 {
+		tier = min(1+int(math.Log2(l.value)/2), inflightTiers-1)
+	}
+	kv := 0
+	if l.kvKnown {
+		kv = min(max(int(l.kv*kvTiers/100), 0), kvTiers-1)
+	}
+	return tier*kvTiers + kv
 }
 
 // managedPod is a managed pod on a node with the cost it should carry.
 type managedPod struct {
 	pod  *corev1.Pod
-	load load
+	load load // its replica's: a group's is its leader's
 	cost int
 }
 
@@ -84,9 +105,11 @@ type plan struct {
 }
 
 // buildPlan rates the GPU nodes and gives every managed pod on a node its
-// deletion cost: nodes holding the fewest GPU pods (managed or not) rank
-// lowest, equally full nodes by name, so that one node's pods all go
-// before the next node's; within a node the idlest pods rank lowest.
+// deletion cost. Replicas are ranked, not pods: a LeaderWorkerSet group is
+// one replica, all its pods share one cost (rank.go). Nodes holding the
+// fewest GPU pods (managed or not) are emptied first, equally full nodes
+// by name, so that one node's replicas all go before the next node's;
+// within a node the idlest replicas rank lowest.
 func buildPlan(pods []*corev1.Pod, nodes []*corev1.Node, res corev1.ResourceName, loadOf func(*corev1.Pod) load) plan {
 	var out plan
 	views := gpuNodeViews(nodes, res)
@@ -96,7 +119,7 @@ func buildPlan(pods []*corev1.Pod, nodes []*corev1.Node, res corev1.ResourceName
 	slices.SortFunc(out.nodes, func(a, b *nodeView) int { return cmp.Compare(a.name, b.name) })
 
 	gpuPods := map[string]int{}
-	byNode := map[string][]managedPod{}
+	var managed []managedPod
 	for _, p := range pods {
 		if !active(p) {
 			continue
@@ -116,28 +139,10 @@ func buildPlan(pods []*corev1.Pod, nodes []*corev1.Node, res corev1.ResourceName
 			gpuPods[p.Spec.NodeName]++
 		}
 		if isManaged(p) && !leaving {
-			byNode[p.Spec.NodeName] = append(byNode[p.Spec.NodeName], managedPod{pod: p, load: loadOf(p)})
+			managed = append(managed, managedPod{pod: p, load: loadOf(p)})
 		}
 	}
-
-	order := make([]string, 0, len(byNode))
-	for n := range byNode {
-		order = append(order, n)
-	}
-	slices.SortFunc(order, func(a, b string) int {
-		return cmp.Or(cmp.Compare(gpuPods[a], gpuPods[b]), cmp.Compare(a, b))
-	})
-	for rank, n := range order {
-		mps := byNode[n]
-		slices.SortFunc(mps, func(a, b managedPod) int {
-			return cmp.Or(cmp.Compare(a.pod.Name, b.pod.Name), cmp.Compare(a.pod.Namespace, b.pod.Namespace))
-		})
-		for slot := range mps {
-			mps[slot].cost = rank*costStride + mps[slot].load.bucket()*bucketStride + min(slot, bucketStride-1)
-		}
-		slices.SortFunc(mps, func(a, b managedPod) int { return cmp.Compare(a.cost, b.cost) })
-		out.managed = append(out.managed, mps...)
-	}
+	out.managed = rankReplicas(replicasOf(managed), gpuPods, res)
 	return out
 }
 
@@ -158,4 +163,13 @@ func gpuNodeViews(nodes []*corev1.Node, res corev1.ResourceName) map[string]*nod
 
 func reasonIndex(r string) int {
 	return slices.Index(blockReasons[:], r)
+}
+
+// LoadRank is the rank the controller gives a replica among those of its
+// node by its load: requests in flight (queued plus running) and the KV
+// cache in use, in percent (negative: unknown). Lower ranks cost less and
+// go first; replicas of one rank go by name. Simulations that choose
+// victims as the controller's costs make a ReplicaSet choose them use it.
+func LoadRank(inflight, kvPercent float64) int {
+	return load{value: inflight, known: true, kv: kvPercent, kvKnown: kvPercent >= 0}.bucket()
 }

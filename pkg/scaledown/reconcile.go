@@ -150,18 +150,21 @@ func (c *Controller) countDeferred(waiting []change) {
 }
 
 // loadMetrics add up to a pod's load: queued plus running requests.
-var loadMetrics = func() [2]provider.Metric {
+// kvMetric is the share of its KV cache in use.
+var loadMetrics, kvMetric = func() ([2]provider.Metric, provider.Metric) {
 	q, okQ := provider.MetricByName(provider.QueueDepth)
 	r, okR := provider.MetricByName(provider.RequestsRunning)
-	if !okQ || !okR {
-		panic("scaledown: the provider serves no queue depth or running requests")
+	kv, okKV := provider.MetricByName(provider.KVCacheUtilization)
+	if !okQ || !okR || !okKV {
+		panic("scaledown: the provider serves no queue depth, running requests or KV cache use")
 	}
-	return [2]provider.Metric{q, r}
+	return [2]provider.Metric{q, r}, kv
 }()
 
 // loads reads the managed pods' loads, one batch per namespace and metric
 // (with --source=prometheus, one query each). A pod without a fresh value
-// of either metric, or whose namespace's query failed, has unknown load.
+// of either request metric, or whose namespace's query failed, has unknown
+// load; one without a KV value is ranked by its requests alone.
 func (c *Controller) loads(ctx context.Context, pods []*corev1.Pod) map[types.UID]load {
 	byNS := map[string][]*corev1.Pod{}
 	for _, p := range pods {
@@ -185,12 +188,35 @@ func (c *Controller) loads(ctx context.Context, pods []*corev1.Pod) map[types.UI
 			for i, v := range vals {
 				if v.Valid() {
 					l := out[nsPods[i].UID]
-					out[nsPods[i].UID] = load{value: l.value + v.V, known: true}
+					l.value, l.known = l.value+v.V, true
+					out[nsPods[i].UID] = l
 				}
 			}
 		}
+		if slices.ContainsFunc(nsPods, func(p *corev1.Pod) bool { return out[p.UID].known }) {
+			c.kvLoads(ctx, set, out) // KV use only orders known loads
+		}
 	}
 	return out
+}
+
+// kvLoads adds the KV cache in use to the loads of set's pods.
+func (c *Controller) kvLoads(ctx context.Context, set *provider.PodSet, out map[types.UID]load) {
+	vals, err := c.cfg.Loads.Pods(ctx, set, kvMetric, labels.Everything())
+	if err == nil && len(vals) != len(set.Pods) {
+		err = fmt.Errorf("%d values for %d pods", len(vals), len(set.Pods))
+	}
+	if err != nil {
+		c.metrics.loadErrors.Inc()
+		c.log.Error("reading pods' KV cache use; they rank by their requests alone", "namespace", set.Namespace, "err", err)
+		return
+	}
+	for i, v := range vals {
+		if l, ok := out[set.Pods[i].UID]; ok && v.Valid() {
+			l.kv, l.kvKnown = v.V, true
+			out[set.Pods[i].UID] = l
+		}
+	}
 }
 
 // changes lists the patches the plan needs and forgets state of pods and

@@ -38,6 +38,10 @@ type Target struct {
 	// Authorization, when set, is sent as the request's Authorization
 	// header: the exporters' reserved-lane token, sent to them alone.
 	Authorization string
+	// Timeout, when positive and shorter than Config.Timeout, is this
+	// target's deadline instead: the caller's patience with a target whose
+	// scrapes it knows to be quick.
+	Timeout time.Duration
 }
 
 // Result is the outcome of scraping one Target.
@@ -135,6 +139,6 @@ func schedule(targets []Target) []int {
 
 func (s *Scraper) scrapeTarget(ctx context.Context, t Target, l *lease) Result {
 	start := s.cfg.Clock.Now()
-	fams, err := s.scrape(ctx, t.URL, t.Families, l, t.Authorization)
+	fams, err := s.scrape(ctx, t.URL, t.Families, l, t.Authorization, t.Timeout)
 	return Result{Target: t, Families: fams, Time: start, Duration: s.cfg.Clock.Since(start), Err: err}
 }

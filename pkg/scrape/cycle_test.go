@@ -400,6 +400,22 @@ func TestCycleSilentTargetsDoNotStarveHealthyOnes(t *testing.T) {
 	}
 }
 
+// TestCycleTargetTimeout: a target's own Timeout, when shorter, is its
+// deadline: a hanging target with one ends as a timeout, long before the
+// cycle's deadline, which it would otherwise have held its worker until.
+func TestCycleTargetTimeout(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { <-r.Context().Done() }))
+	defer srv.Close()
+	s := New(Config{Timeout: time.Minute, CycleTimeout: 20 * time.Second})
+	ts := targets(srv.URL, 1, "t")
+	ts[0].Timeout = 100 * time.Millisecond
+	sink, ch := collect(len(ts))
+	s.Cycle(context.Background(), ts, sink)
+	if r := receive(t, ch, "the scrape"); Reason(r.Err) != ReasonTimeout {
+		t.Errorf("a target with a 100 ms timeout ended with %v, want a timeout", r.Err)
+	}
+}
+
 // TestCycleStampsResultsByItsClock: a result's Time and Duration come from
 // Config.Clock, so that a caller on a fake clock stores samples at its
 // times and never waits in real time for them to differ.

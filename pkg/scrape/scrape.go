@@ -187,13 +187,18 @@ func (s *Scraper) Scrape(ctx context.Context, rawURL string) (map[string]*dto.Me
 func (s *Scraper) ScrapeFamilies(ctx context.Context, rawURL string, sel *Families) (map[string]*dto.MetricFamily, error) {
 	l := s.budget.lease(0)
 	defer l.release()
-	return s.scrape(ctx, rawURL, sel, l, "")
+	return s.scrape(ctx, rawURL, sel, l, "", 0)
 }
 
-// scrape is ScrapeFamilies charging what it parses to l; the caller
-// releases l once the families are no longer needed.
-func (s *Scraper) scrape(ctx context.Context, rawURL string, sel *Families, l *lease, authorization string) (map[string]*dto.MetricFamily, error) {
-	attempt, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
+// scrape is ScrapeFamilies charging what it parses to l, sending
+// authorization if set, within timeout when it is positive and shorter
+// than Config.Timeout; the caller releases l once the families are no
+// longer needed.
+func (s *Scraper) scrape(ctx context.Context, rawURL string, sel *Families, l *lease, authorization string, timeout time.Duration) (map[string]*dto.MetricFamily, error) {
+	if timeout <= 0 || timeout > s.cfg.Timeout {
+		timeout = s.cfg.Timeout
+	}
+	attempt, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(attempt, http.MethodGet, rawURL, nil)
 	if err != nil {

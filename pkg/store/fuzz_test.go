@@ -118,7 +118,7 @@ func FuzzPackUnpack(f *testing.F) {
 		}
 		w := &s.entry(k).windows[SourceInference]
 		for i := range w.n {
-			if got := w.at(i).ttft.unpack(&histogram.Histogram{}); !same(got, kept[i]) {
+			if got := w.at(i).hists[HistTTFT].h.unpack(&histogram.Histogram{}); !same(got, kept[i]) {
 				t.Fatalf("window sample %d: unpacked %+v, put %+v", i, got, kept[i])
 			}
 		}

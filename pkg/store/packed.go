@@ -6,7 +6,7 @@ import (
 	"github.com/gpuscale/gpuscale/pkg/histogram"
 )
 
-// packedTTFT is a TTFT histogram as a window keeps it. Counts are
+// packedHist is a latency histogram (TTFT, ITL) as a window keeps it. Counts are
 // cumulative and grow by a few requests between two scrapes, so most of a
 // series' histograms are kept as 16-bit offsets from an earlier one of the
 // series, its base: 80 bytes instead of 256 for vLLM's 23 buckets, which at
@@ -15,7 +15,7 @@ import (
 // fell (a restart), is not an integer, or grew past what 16 bits hold, and
 // when it has more buckets than maxPackedBuckets. Either way it unpacks to
 // exactly the histogram that was stored.
-type packedTTFT struct {
+type packedHist struct {
 	// base holds full counts, and the bounds.
 	base       *histogram.Histogram
 	sum, count float64
@@ -28,17 +28,18 @@ type packedTTFT struct {
 }
 
 // maxPackedBuckets covers vLLM's TTFT layout (23 buckets with +Inf),
-// SGLang's (19) and Triton's (5).
+// SGLang's (19) and Triton's (5), and the ITL layouts of vLLM (20) and
+// SGLang (24); TGI's 36 duration buckets are kept whole.
 const maxPackedBuckets = 24
 
 // pack returns h packed against base, a full histogram of the same bounds
 // earlier in its series, or as its own base when it cannot be (or base is
 // nil). The result keeps base and h's bounds; neither may change after.
-func pack(h, base *histogram.Histogram) *packedTTFT {
+func pack(h, base *histogram.Histogram) *packedHist {
 	if base == nil || len(h.Counts) > maxPackedBuckets || !offsetsFit(h.Counts, base.Counts) {
-		return &packedTTFT{base: h, sum: h.Sum, count: h.Count}
+		return &packedHist{base: h, sum: h.Sum, count: h.Count}
 	}
-	p := &packedTTFT{base: base, sum: h.Sum, count: h.Count, packed: true}
+	p := &packedHist{base: base, sum: h.Sum, count: h.Count, packed: true}
 	for i, c := range h.Counts {
 		p.off[i] = uint16(c - base.Counts[i])
 	}
@@ -62,7 +63,7 @@ func offsetsFit(counts, base []float64) bool {
 
 // unpack returns the histogram, in dst unless it is a base (then the base
 // itself, not to be modified).
-func (p *packedTTFT) unpack(dst *histogram.Histogram) *histogram.Histogram {
+func (p *packedHist) unpack(dst *histogram.Histogram) *histogram.Histogram {
 	if !p.packed {
 		return p.base
 	}

@@ -19,7 +19,7 @@ import (
 // Signal is one scalar the adapter serves.
 type Signal uint8
 
-// The scalar signals. TTFT is kept as a histogram beside them.
+// The scalar signals. The latency histograms (Hist) are kept beside them.
 const (
 	GPUUtilization       Signal = iota // percent, mean over the object's GPUs
 	GPUMemoryUtilization               // percent of framebuffer in use
@@ -139,14 +139,31 @@ func (r Range) Check(v float64) error {
 	return nil
 }
 
+// MaxHistogramBuckets bounds the buckets of a TTFT or prefill-time
+// histogram, +Inf included: over twice vLLM's 23 (SGLang's are 18, Triton's
+// 5, a Prometheus client's default 11). A window keeps a pod's histograms
+// for the TTFT window, and a scrape within every limit could otherwise
+// hold 4,096 buckets each, tens of KiB a sample.
+const MaxHistogramBuckets = 64
+
+// ErrTooManyBuckets is wrapped by CheckTTFT's error for a histogram of more
+// than MaxHistogramBuckets buckets. It is no invalid histogram: the pod's
+// other signals stand.
+var ErrTooManyBuckets = errors.New("too many histogram buckets")
+
 // CheckTTFT reports whether h can be a TTFT histogram, in seconds, as one
-// scrape exposes it: histogram.Validate, and besides no negative bound (a
+// scrape exposes it: at most MaxHistogramBuckets buckets (ErrTooManyBuckets),
+// histogram.Validate, and besides no negative bound (a
 // negative duration would yield a negative quantile), cumulative counts
 // that never decrease from one bucket to the next nor exceed MaxTTFTCount,
-// and a finite, non-negative Sum. Its errors wrap histogram.ErrInvalid.
+// and a finite, non-negative Sum. Its errors but ErrTooManyBuckets wrap
+// histogram.ErrInvalid.
 // Quantiles of one are still checked against MaxTTFTSeconds where served:
 // a bound is no value, and layouts differ.
 func CheckTTFT(h *histogram.Histogram) error {
+	if h != nil && len(h.Bounds) > MaxHistogramBuckets {
+		return fmt.Errorf("%w: %d, the most is %d", ErrTooManyBuckets, len(h.Bounds), MaxHistogramBuckets)
+	}
 	if err := h.Validate(); err != nil {
 		return err
 	}
@@ -169,6 +186,29 @@ func CheckTTFT(h *histogram.Histogram) error {
 	return nil
 }
 
+// Hist names a latency histogram a sample carries beside its scalars, whose
+// increase over a window the store keeps to answer quantiles as PromQL's
+// histogram_quantile over rate() would.
+type Hist uint8
+
+// The latency histograms.
+const (
+	HistTTFT Hist = iota // time to first token
+	HistITL              // inter-token latency (time per output token)
+	NumHists
+)
+
+// String names the histogram, for errors and logs.
+func (h Hist) String() string {
+	switch h {
+	case HistTTFT:
+		return "ttft"
+	case HistITL:
+		return "itl"
+	}
+	return fmt.Sprintf("hist(%d)", uint8(h))
+}
+
 // Source names the kind of scrape a sample came from. A pod has one window
 // per source, so an exporter that goes away takes only the GPU signals with
 // it.
@@ -189,6 +229,9 @@ type Sample struct {
 	// TTFT is the cumulative time-to-first-token histogram, if the server
 	// has one. PutPod drops one that fails CheckTTFT.
 	TTFT *histogram.Histogram
+	// ITL is the cumulative inter-token latency histogram in seconds, if
+	// the server has one; kept and checked as TTFT is.
+	ITL *histogram.Histogram
 	// Prefill is the cumulative histogram of finished requests' time in
 	// prefill, in seconds, if the server has one. Only the newest sample's
 	// is read (by the capacity signal), so the window keeps none.
@@ -197,11 +240,22 @@ type Sample struct {
 	Model string
 }
 
-// ttftPlace is what a window's TTFT increase needs of a sample besides its
-// histogram, so that the increase over any window comes from its two end
-// samples (histogram.IncreaseBetween) rather than from all of them.
-type ttftPlace struct {
-	// seq numbers the window's samples that have a TTFT.
+// Hist returns the sample's histogram of kind h, nil if it has none.
+func (s *Sample) Hist(h Hist) *histogram.Histogram {
+	switch h {
+	case HistTTFT:
+		return s.TTFT
+	case HistITL:
+		return s.ITL
+	}
+	return nil
+}
+
+// histPlace is what a window's histogram increase needs of a sample besides
+// its histogram, so that the increase over any window comes from its two
+// end samples (histogram.IncreaseBetween) rather than from all of them.
+type histPlace struct {
+	// seq numbers the window's samples that have a histogram of the kind.
 	seq uint32
 	// layout numbers the bucket layouts the window has seen: an increase
 	// across two layouts is meaningless.
@@ -216,7 +270,7 @@ func (s *Sample) Set(sig Signal, v float64) {
 	s.present |= 1 << sig
 }
 
-// dropInvalid removes the values and the TTFT histogram that fail their
+// dropInvalid removes the values and the histograms that fail their
 // checks. Checked once here, so that the window's arithmetic need not check
 // on every API call.
 func (s *Sample) dropInvalid() {
@@ -231,6 +285,9 @@ func (s *Sample) dropInvalid() {
 	}
 	if s.Prefill != nil && CheckTTFT(s.Prefill) != nil {
 		s.Prefill = nil
+	}
+	if s.ITL != nil && CheckTTFT(s.ITL) != nil {
+		s.ITL = nil
 	}
 }
 
@@ -247,15 +304,16 @@ type Key struct{ Namespace, Name string }
 
 // window is a ring of what an object's samples from one source leave
 // behind, oldest first. Scalar signals are read from the newest sample only
-// (objects.latest), so the window keeps of each sample just what a TTFT
-// increase reads: a quarter of a Sample's size, which at 10,000 pods and
-// 25 samples each is 24 MiB a source.
+// (objects.latest), so the window keeps of each sample just what a
+// histogram increase reads: 56 bytes, which at 10,000 pods and 25 samples
+// each is 13 MiB a source, besides the histograms.
 type window struct {
 	buf   []point
 	start int
 	n     int
-	// seq and layouts are the last ttftPlace numbers handed out.
-	seq, layouts uint32
+	// seq and layouts are the last histPlace numbers handed out, per
+	// kind.
+	seq, layouts [NumHists]uint32
 	// step is the time between the two newest samples.
 	step time.Duration
 }
@@ -264,39 +322,47 @@ type window struct {
 type point struct {
 	// time is the sample's, in Unix nanoseconds.
 	time int64
-	// ttft is the sample's TTFT histogram, nil once it is past retention.
-	ttft  *packedTTFT
-	place ttftPlace
+	// hists are the sample's histograms by kind.
+	hists [NumHists]histPoint
+}
+
+// histPoint is one histogram of a point.
+type histPoint struct {
+	// h is the histogram, nil when the sample had none or it is past
+	// retention.
+	h     *packedHist
+	place histPlace
 }
 
 func (p *point) Time() time.Time { return time.Unix(0, p.time) }
 
-// place stores h as p's TTFT histogram, the successor in its series of
-// the window's newest point with one.
-func (w *window) place(p *point, h *histogram.Histogram) {
-	w.seq++
-	p.place = ttftPlace{seq: w.seq}
+// place stores h as p's histogram of kind k, the successor in its series
+// of the window's newest point with one.
+func (w *window) place(p *point, k Hist, h *histogram.Histogram) {
+	w.seq[k]++
+	hp := &p.hists[k]
+	hp.place = histPlace{seq: w.seq[k]}
 	for i := w.n - 1; i >= 0; i-- {
-		prev := w.at(i)
-		if prev.ttft == nil {
+		prev := &w.at(i).hists[k]
+		if prev.h == nil {
 			continue
 		}
 		var scratch histogram.Histogram
-		if prevH := prev.ttft.unpack(&scratch); histogram.SameBounds(prevH, h) {
+		if prevH := prev.h.unpack(&scratch); histogram.SameBounds(prevH, h) {
 			// Every scrape parses the bounds afresh; keeping one copy
 			// per series saves a third of a window's memory (23
 			// bounds of vLLM's layout in every sample).
 			h.Bounds = prevH.Bounds
-			p.place.layout = prev.place.layout
-			p.place.resets = histogram.NextResets(prev.place.resets, prevH, h)
-			p.ttft = pack(h, prev.ttft.base)
+			hp.place.layout = prev.place.layout
+			hp.place.resets = histogram.NextResets(prev.place.resets, prevH, h)
+			hp.h = pack(h, prev.h.base)
 			return
 		}
 		break
 	}
-	w.layouts++
-	p.place.layout = w.layouts
-	p.ttft = pack(h, nil)
+	w.layouts[k]++
+	hp.place.layout = w.layouts[k]
+	hp.h = pack(h, nil)
 }
 
 func (w *window) push(p point, capacity int) {
@@ -324,15 +390,15 @@ func (w *window) newest() *point {
 	return w.at(w.n - 1)
 }
 
-// run returns the first and last samples with a TTFT histogram in
+// run returns the first and last samples with a histogram of kind k in
 // (from, to], false unless there are two such. Samples are in time order
 // (put drops any that is not newer), so the window's samples are one run.
-func (w *window) run(from, to time.Time) (first, last int, ok bool) {
+func (w *window) run(k Hist, from, to time.Time) (first, last int, ok bool) {
 	first, last = w.firstAfter(from.UnixNano()), w.n-1
-	for end := to.UnixNano(); last >= first && (w.at(last).time > end || w.at(last).ttft == nil); {
+	for end := to.UnixNano(); last >= first && (w.at(last).time > end || w.at(last).hists[k].h == nil); {
 		last--
 	}
-	for first < last && w.at(first).ttft == nil {
+	for first < last && w.at(first).hists[k].h == nil {
 		first++
 	}
 	return first, last, first < last
@@ -463,27 +529,31 @@ type Store struct {
 	pods  map[string]*objects
 	nodes *objects
 	// routers holds the newest sample of each router pod, by namespace
-	// and pod name (routers.go).
-	routers map[string]map[string]RouterSample
+	// and pod name (routers.go); heldModels counts their models by
+	// namespace, heldTotal in all.
+	routers    map[string]map[string]RouterSample
+	heldModels map[string]int
+	heldTotal  int
 }
 
 // retention is how much of its history a window keeps.
 type retention struct {
 	// samples is the window's capacity.
 	samples int
-	// ttft, when positive, is how far back from the newest sample TTFT
-	// histograms are kept; older samples keep their scalars only.
+	// ttft, when positive, is how far back from the newest sample the
+	// latency histograms (TTFT, ITL) are kept; older samples keep their
+	// scalars only.
 	ttft time.Duration
 }
 
 // Option configures a Store.
 type Option func(*retention)
 
-// WithTTFTRetention drops the TTFT histogram of every sample more than d
-// older than its window's newest: no TTFT window of length d or less,
-// evaluated at or after the newest sample, reaches it. The histograms are
-// most of a window's memory, and the window is usually longer than the
-// TTFT window.
+// WithTTFTRetention drops the latency histograms (TTFT and ITL) of every
+// sample more than d older than its window's newest: no window of length d
+// or less, evaluated at or after the newest sample, reaches them. The
+// histograms are most of a window's memory, and the window is usually
+// longer than the TTFT window, which ITL quantiles share.
 func WithTTFTRetention(d time.Duration) Option {
 	return func(r *retention) { r.ttft = d }
 }
@@ -495,7 +565,7 @@ func New(capacity int, opts ...Option) *Store {
 	for _, o := range opts {
 		o(&keep)
 	}
-	return &Store{keep: keep, pods: map[string]*objects{}, nodes: newObjects(), routers: map[string]map[string]RouterSample{}}
+	return &Store{keep: keep, pods: map[string]*objects{}, nodes: newObjects(), routers: map[string]map[string]RouterSample{}, heldModels: map[string]int{}}
 }
 
 // PutPod appends a pod's sample. Samples must arrive in time order per
@@ -533,8 +603,10 @@ func put(w *window, smp Sample, keep retention) bool {
 	if last := w.newest(); last != nil && p.time <= last.time {
 		return false
 	}
-	if smp.TTFT != nil {
-		w.place(&p, smp.TTFT)
+	for k := range NumHists {
+		if h := smp.Hist(k); h != nil {
+			w.place(&p, k, h)
+		}
 	}
 	w.push(p, keep.samples)
 	if keep.ttft > 0 {
@@ -543,15 +615,17 @@ func put(w *window, smp Sample, keep retention) bool {
 	return true
 }
 
-// dropTTFTBefore drops the TTFT histograms of the points at or before t,
-// never the newest's.
+// dropTTFTBefore drops the latency histograms of the points at or before
+// t, never the newest's.
 func (w *window) dropTTFTBefore(t int64) {
 	for i := 0; i < w.n-1; i++ {
 		p := w.at(i)
 		if p.time > t {
 			return
 		}
-		p.ttft, p.place.resets = nil, nil
+		for k := range p.hists {
+			p.hists[k].h, p.hists[k].place.resets = nil, nil
+		}
 	}
 }
 
@@ -664,18 +738,26 @@ func (s *Store) entry(k Key) *entry {
 // than two samples fall in the window, or when the bucket layout changed
 // inside it.
 func (s *Store) TTFTIncrease(k Key, now time.Time, win, maxAge time.Duration) (*histogram.Histogram, bool) {
+	return s.HistIncrease(k, HistTTFT, now, win, maxAge)
+}
+
+// HistIncrease is TTFTIncrease for the histogram of kind h.
+func (s *Store) HistIncrease(k Key, h Hist, now time.Time, win, maxAge time.Duration) (*histogram.Histogram, bool) {
+	if h >= NumHists {
+		return nil, false
+	}
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	e := s.entry(k)
 	if e == nil {
 		return nil, false
 	}
-	return e.ttftIncrease(now, win, maxAge, nil)
+	return e.histIncrease(h, now, win, maxAge, nil)
 }
 
-// ttftScratch is where a list of TTFT increases unpacks each window's end
-// histograms and computes its increase, one pod after another.
-type ttftScratch struct {
+// histScratch is where a list of histogram increases unpacks each window's
+// end histograms and computes its increase, one pod after another.
+type histScratch struct {
 	first, last, increase histogram.Histogram
 }
 
@@ -686,48 +768,57 @@ type ttftScratch struct {
 // fn. newest is the pod's newest inference sample. increase is a scratch
 // histogram overwritten for the next pod: fn must not keep it, nor newest.
 func (s *Store) TTFTEachIn(l *Lookup, lo, hi int, now time.Time, win, maxAge time.Duration, fn func(i int, newest *Sample, increase *histogram.Histogram)) {
+	s.HistEachIn(l, HistTTFT, lo, hi, now, win, maxAge, fn)
+}
+
+// HistEachIn is TTFTEachIn for the histogram of kind h.
+func (s *Store) HistEachIn(l *Lookup, h Hist, lo, hi int, now time.Time, win, maxAge time.Duration, fn func(i int, newest *Sample, increase *histogram.Histogram)) {
+	if h >= NumHists {
+		return
+	}
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	ns := s.pods[l.namespace]
 	if ns == nil {
 		return
 	}
-	var scratch ttftScratch
+	var scratch histScratch
 	slots := l.slots(ns)
 	for i := lo; i < hi; i++ {
 		j := slots[i]
 		if j < 0 {
 			continue
 		}
-		if inc, ok := ns.entries[j].ttftIncrease(now, win, maxAge, &scratch); ok {
+		if inc, ok := ns.entries[j].histIncrease(h, now, win, maxAge, &scratch); ok {
 			fn(i, &ns.latest[SourceInference][j], inc)
 		}
 	}
 }
 
-// ttftIncrease is TTFTIncrease of one entry, worked out in scratch, or in
+// histIncrease is HistIncrease of one entry, worked out in scratch, or in
 // new histograms when scratch is nil. The caller holds the read lock.
-func (e *entry) ttftIncrease(now time.Time, win, maxAge time.Duration, scratch *ttftScratch) (*histogram.Histogram, bool) {
+func (e *entry) histIncrease(k Hist, now time.Time, win, maxAge time.Duration, scratch *histScratch) (*histogram.Histogram, bool) {
 	w := &e.windows[SourceInference]
 	if n := w.newest(); n == nil || now.Sub(n.Time()) > maxAge {
 		return nil, false
 	}
-	first, last, ok := w.run(now.Add(-win), now)
+	first, last, ok := w.run(k, now.Add(-win), now)
 	if !ok {
 		return nil, false
 	}
-	f, l := w.at(first), w.at(last)
+	fp, lp := w.at(first), w.at(last)
+	f, l := &fp.hists[k], &lp.hists[k]
 	if f.place.layout != l.place.layout {
 		return nil, false // the buckets changed inside the window
 	}
 	keep := scratch == nil
 	if keep {
-		scratch = &ttftScratch{}
+		scratch = &histScratch{}
 	}
-	fh, lh, out := f.ttft.unpack(&scratch.first), l.ttft.unpack(&scratch.last), &scratch.increase
+	fh, lh, out := f.h.unpack(&scratch.first), l.h.unpack(&scratch.last), &scratch.increase
 	histogram.IncreaseBetween(out, fh, lh, f.place.resets, l.place.resets)
 	n := int(l.place.seq - f.place.seq + 1)
-	histogram.ExtrapolateInto(out, out, fh, f.Time(), l.Time(), n, now, win)
+	histogram.ExtrapolateInto(out, out, fh, fp.Time(), lp.Time(), n, now, win)
 	if keep {
 		out.Bounds = slices.Clone(out.Bounds) // the caller keeps it; not the stored sample's
 	}
@@ -790,11 +881,11 @@ type Coverage struct {
 	Newest time.Time
 }
 
-// PodCoverage reports, per signal, how many pods have a fresh value. TTFT
-// coverage is reported under NumSignals (pods whose fresh sample carries a
-// histogram).
-func (s *Store) PodCoverage(now time.Time, maxAge time.Duration) [NumSignals + 1]Coverage {
-	var out [NumSignals + 1]Coverage
+// PodCoverage reports, per signal, how many pods have a fresh value. The
+// coverage of histogram kind h is reported under NumSignals+h (pods whose
+// fresh sample carries one): TTFT's under NumSignals.
+func (s *Store) PodCoverage(now time.Time, maxAge time.Duration) [int(NumSignals) + int(NumHists)]Coverage {
+	var out [int(NumSignals) + int(NumHists)]Coverage
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	for _, ns := range s.pods {
@@ -807,7 +898,7 @@ func (s *Store) PodCoverage(now time.Time, maxAge time.Duration) [NumSignals + 1
 	return out
 }
 
-func cover(out *[NumSignals + 1]Coverage, n *Sample, now time.Time, maxAge time.Duration) {
+func cover(out *[int(NumSignals) + int(NumHists)]Coverage, n *Sample, now time.Time, maxAge time.Duration) {
 	if !isFresh(n, now, maxAge) {
 		return
 	}
@@ -816,8 +907,10 @@ func cover(out *[NumSignals + 1]Coverage, n *Sample, now time.Time, maxAge time.
 			out[sig].add(n.Time)
 		}
 	}
-	if n.TTFT != nil {
-		out[NumSignals].add(n.Time)
+	for k := range NumHists {
+		if n.Hist(k) != nil {
+			out[int(NumSignals)+int(k)].add(n.Time)
+		}
 	}
 }
 

@@ -382,7 +382,7 @@ func TestWindowRun(t *testing.T) {
 			at = at.Add(time.Duration(1+rng.IntN(5)) * time.Second)
 			p := point{time: at.UnixNano()}
 			if rng.IntN(4) > 0 {
-				p.ttft = pack(hist(1, 2, 3), nil)
+				p.hists[HistTTFT].h = pack(hist(1, 2, 3), nil)
 			}
 			w.push(p, capacity)
 		}
@@ -391,7 +391,7 @@ func TestWindowRun(t *testing.T) {
 
 		wantFirst, wantLast, count := -1, -1, 0
 		for i := 0; i < w.n; i++ {
-			if p := w.at(i); p.Time().After(from) && !p.Time().After(to) && p.ttft != nil {
+			if p := w.at(i); p.Time().After(from) && !p.Time().After(to) && p.hists[HistTTFT].h != nil {
 				if wantFirst < 0 {
 					wantFirst = i
 				}
@@ -399,7 +399,7 @@ func TestWindowRun(t *testing.T) {
 				count++
 			}
 		}
-		first, last, ok := w.run(from, to)
+		first, last, ok := w.run(HistTTFT, from, to)
 		if ok != (count >= 2) || ok && (first != wantFirst || last != wantLast) {
 			t.Fatalf("run(%v, %v) over %d samples = %d, %d, %v; want %d, %d (%d with TTFT)",
 				from.Sub(t0), to.Sub(t0), w.n, first, last, ok, wantFirst, wantLast, count)
@@ -521,7 +521,7 @@ func TestTTFTRetention(t *testing.T) {
 			n := 0
 			w := &st.entry(k).windows[SourceInference]
 			for i := 0; i < w.n; i++ {
-				if w.at(i).ttft != nil {
+				if w.at(i).hists[HistTTFT].h != nil {
 					n++
 				}
 			}
@@ -532,7 +532,7 @@ func TestTTFTRetention(t *testing.T) {
 		}
 		w := &trimmed.entry(k).windows[SourceInference]
 		for i := 0; i < w.n-1; i++ {
-			if p := w.at(i); p.ttft != nil && !p.Time().After(w.newest().Time().Add(-win)) {
+			if p := w.at(i); p.hists[HistTTFT].h != nil && !p.Time().After(w.newest().Time().Add(-win)) {
 				t.Fatalf("series %d: a histogram %v before the newest sample kept", series, w.newest().Time().Sub(p.Time()))
 			}
 		}

@@ -11,7 +11,7 @@ import (
 
 var (
 	freshDesc = prometheus.NewDesc("gpuscale_adapter_metric_fresh_pods",
-		"Pods with a fresh value of each served pod metric (TTFT quantiles: pods with a fresh TTFT histogram).",
+		"Pods with a fresh value of each served pod metric (latency quantiles: pods with a fresh histogram of the kind).",
 		[]string{"metric"}, nil)
 	ageDesc = prometheus.NewDesc("gpuscale_adapter_metric_newest_sample_age_seconds",
 		"Age of the newest sample behind each served pod metric; absent when no pod has a fresh value.",
@@ -38,8 +38,8 @@ func (c FreshnessCollector) Collect(ch chan<- prometheus.Metric) {
 	cov := c.Store.PodCoverage(now, c.MaxStaleness)
 	for _, m := range provider.Metrics() {
 		cv := cov[m.Signal]
-		if m.IsTTFT() {
-			cv = cov[store.NumSignals]
+		if m.IsQuantile() {
+			cv = cov[int(store.NumSignals)+int(m.Hist)]
 		}
 		ch <- prometheus.MustNewConstMetric(freshDesc, prometheus.GaugeValue, float64(cv.Fresh), m.Name)
 		if !cv.Newest.IsZero() {

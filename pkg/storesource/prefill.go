@@ -13,23 +13,31 @@ import (
 var (
 	_ provider.PrefillHistograms = (*Source)(nil)
 	_ provider.TTFTHistograms    = (*Source)(nil)
+	_ provider.ITLHistograms     = (*Source)(nil)
 )
 
 // PodPrefill implements provider.PrefillHistograms: each pod's newest
 // cumulative prefill-time histogram, nil where its newest inference sample
 // is stale, serves another model than sel names, or has none.
 func (s *Source) PodPrefill(_ context.Context, set *provider.PodSet, sel labels.Selector) ([]*histogram.Histogram, error) {
-	return s.podHistograms(set, sel, func(smp *store.Sample) *histogram.Histogram { return smp.Prefill })
+	return s.newest(set, sel, func(smp *store.Sample) *histogram.Histogram { return smp.Prefill }), nil
 }
 
-// PodTTFT implements provider.TTFTHistograms: each pod's newest cumulative
-// time-to-first-token histogram, nil where its newest inference sample is
-// stale, serves another model than sel names, or has none.
+// PodTTFT implements provider.TTFTHistograms as PodPrefill does, with the
+// cumulative time-to-first-token histograms.
 func (s *Source) PodTTFT(_ context.Context, set *provider.PodSet, sel labels.Selector) ([]*histogram.Histogram, error) {
-	return s.podHistograms(set, sel, func(smp *store.Sample) *histogram.Histogram { return smp.TTFT })
+	return s.newest(set, sel, func(smp *store.Sample) *histogram.Histogram { return smp.TTFT }), nil
 }
 
-func (s *Source) podHistograms(set *provider.PodSet, sel labels.Selector, of func(*store.Sample) *histogram.Histogram) ([]*histogram.Histogram, error) {
+// PodITL implements provider.ITLHistograms as PodPrefill does, with the
+// cumulative inter-token latency histograms.
+func (s *Source) PodITL(_ context.Context, set *provider.PodSet, sel labels.Selector) ([]*histogram.Histogram, error) {
+	return s.newest(set, sel, func(smp *store.Sample) *histogram.Histogram { return smp.ITL }), nil
+}
+
+// newest is each pod's histogram of the kind of, from its newest fresh
+// inference sample serving a model sel matches; nil where there is none.
+func (s *Source) newest(set *provider.PodSet, sel labels.Selector, of func(*store.Sample) *histogram.Histogram) []*histogram.Histogram {
 	now := s.now()
 	out := make([]*histogram.Histogram, len(set.Pods))
 	mm := newModelMatcher(sel)
@@ -44,12 +52,12 @@ func (s *Source) podHistograms(set *provider.PodSet, sel labels.Selector, of fun
 		// three inputs).
 		lookup := provider.Memo(set, s.lookup, func() *store.Lookup { return store.NewLookup(set.Namespace, set.Names()) })
 		s.st.LatestEach(lookup, store.SourceInference, now, s.maxStaleness, keep)
-		return out, nil
+		return out
 	}
 	for i, pod := range set.Pods {
 		if smp, ok := s.st.Latest(store.Key{Namespace: pod.Namespace, Name: pod.Name}, store.SourceInference, now, s.maxStaleness); ok {
 			keep(i, &smp)
 		}
 	}
-	return out, nil
+	return out
 }

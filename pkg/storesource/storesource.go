@@ -32,8 +32,8 @@ type Source struct {
 var _ provider.Values = (*Source)(nil)
 
 // New returns the embedded source: values from st, where a sample older
-// than maxStaleness is no value and TTFT quantiles are computed over
-// ttftWindow. now may be nil (time.Now).
+// than maxStaleness is no value and latency quantiles (TTFT, ITL) are
+// computed over ttftWindow. now may be nil (time.Now).
 func New(st *store.Store, maxStaleness, ttftWindow time.Duration, now func() time.Time) *Source {
 	if now == nil {
 		now = time.Now
@@ -65,12 +65,12 @@ func (s *Source) Pods(_ context.Context, set *provider.PodSet, m provider.Metric
 		// The HPA's list call: one store pass under one lock, with the
 		// pods' places in the store kept as long as the set is.
 		lookup := provider.Memo(set, s.lookup, func() *store.Lookup { return store.NewLookup(set.Namespace, set.Names()) })
-		if def.IsTTFT() {
+		if def.IsQuantile() {
 			// Each pod's two window ends are cache misses: at thousands
 			// of pods, cores reading their shares at once answer sooner.
 			inParallel(len(out), func(lo, hi int) {
 				mm := newModelMatcher(sel)
-				s.st.TTFTEachIn(lookup, lo, hi, now, s.ttftWindow, s.maxStaleness, func(i int, newest *store.Sample, inc *histogram.Histogram) {
+				s.st.HistEachIn(lookup, def.Hist, lo, hi, now, s.ttftWindow, s.maxStaleness, func(i int, newest *store.Sample, inc *histogram.Histogram) {
 					if !mm.matches(newest.Model) {
 						return
 					}
@@ -108,8 +108,8 @@ func (s *Source) podValue(pod *corev1.Pod, def provider.Metric, mm *modelMatcher
 	if !ok || !mm.matches(smp.Model) {
 		return provider.Value{}, false
 	}
-	if def.IsTTFT() {
-		inc, ok := s.ttftIncrease(key, now)
+	if def.IsQuantile() {
+		inc, ok := s.increase(key, def.Hist, now)
 		if !ok {
 			return provider.Value{}, false
 		}
@@ -123,15 +123,16 @@ func (s *Source) podValue(pod *corev1.Pod, def provider.Metric, mm *modelMatcher
 	return provider.Value{V: v, Time: smp.Time}, ok
 }
 
-// ttftIncrease is the per-bucket increase of a pod's TTFT histogram over
-// the window, which is what rate() feeds histogram_quantile in PromQL.
-func (s *Source) ttftIncrease(key store.Key, now time.Time) (*histogram.Histogram, bool) {
-	return s.st.TTFTIncrease(key, now, s.ttftWindow, s.maxStaleness)
+// increase is the per-bucket increase of a pod's latency histogram of kind
+// h over the window, which is what rate() feeds histogram_quantile in
+// PromQL.
+func (s *Source) increase(key store.Key, h store.Hist, now time.Time) (*histogram.Histogram, bool) {
+	return s.st.HistIncrease(key, h, now, s.ttftWindow, s.maxStaleness)
 }
 
 // Workload implements Values: sums for queue depth and running requests,
-// means for utilizations, and for TTFT a quantile of the merged histogram
-// increases (never a mean of quantiles).
+// means for utilizations, and for latency quantiles a quantile of the
+// merged histogram increases (never a mean of quantiles).
 func (s *Source) Workload(_ context.Context, _ string, pods []*corev1.Pod, m provider.Metric, sel labels.Selector) (provider.Value, bool, error) {
 	def, err := s.def(m)
 	if err != nil {
@@ -154,8 +155,8 @@ func (s *Source) Workload(_ context.Context, _ string, pods []*corev1.Pod, m pro
 
 // add accumulates one pod's fresh sample.
 func (s *Source) add(a *modelAgg, key store.Key, smp store.Sample, def provider.Metric, now time.Time) {
-	if def.IsTTFT() {
-		if inc, ok := s.ttftIncrease(key, now); ok {
+	if def.IsQuantile() {
+		if inc, ok := s.increase(key, def.Hist, now); ok {
 			a.incs = append(a.incs, inc)
 			a.newest = later(a.newest, smp.Time)
 		}
@@ -225,9 +226,9 @@ func (s *Source) Models(_ context.Context, _ string, pods []*corev1.Pod, m provi
 
 // holdsRequests reports whether routers' held requests count towards m: a
 // request a router holds for a model is waiting for it, so it is queue
-// depth; it is neither running nor in any KV cache, and has no TTFT yet.
+// depth; it is neither running nor in any KV cache, and has no latency yet.
 func holdsRequests(m provider.Metric) bool {
-	return !m.IsTTFT() && m.Source == store.SourceInference && m.Signal == store.QueueDepth
+	return !m.IsQuantile() && m.Source == store.SourceInference && m.Signal == store.QueueDepth
 }
 
 // addRouter adds what a router pod holds for each model the selector
@@ -259,7 +260,7 @@ type modelAgg struct {
 }
 
 func (a *modelAgg) value(def provider.Metric) (provider.Value, bool) {
-	if def.IsTTFT() {
+	if def.IsQuantile() {
 		q, ok := quantileOf(def.Quantile, a.incs)
 		return provider.Value{V: q, Time: a.newest}, ok
 	}

@@ -71,7 +71,8 @@ func TestExporterImage(t *testing.T) {
 	// and counts the failures (checked below).
 	podResources := filepath.Join(t.TempDir(), "pod-resources")
 	mkdir(t, podResources, 0o755)
-	// The reserved lane's token, which the chart generates in a Secret.
+	// The reserved lane's token: the Secret the adapter makes at runtime,
+	// as the kubelet would have projected it.
 	token := map[string]map[string][]byte{"gpuscale-exporter-token": {"token": []byte("test-reserved-lane-token")}}
 	startContainer(t, runSpec{
 		name: "gpuscale-test-exporter", pod: pod, c: c,
@@ -179,8 +180,9 @@ func TestAdapterImage(t *testing.T) {
 		t.Fatalf("the rendered adapter args %q do not keep the certificate at runtime", c.Args)
 	}
 	secrets := map[string]map[string][]byte{}
-	// The exporters' reserved-lane token, a Secret the chart generates; the
-	// environment's exporters have no lane and ignore it.
+	// The exporters' reserved-lane token, as the kubelet projects the
+	// Secret once the adapter has made it; the environment's exporters
+	// have no lane and ignore it.
 	secrets["gpuscale-exporter-token"] = map[string][]byte{"token": []byte("test-reserved-lane-token")}
 
 	// What the kubelet gives every pod whose token is automounted: the

@@ -35,18 +35,15 @@ func renderRaw(t *testing.T, args ...string) []byte {
 
 // TestChartRenderIsStable: what Argo CD and Flux render (helm template)
 // is the same bytes every time, for default and production values, and
-// holds no certificate or key: the adapter makes those at runtime.
+// holds no certificate, key or token: the adapter makes those at runtime
+// (its certificates, and the exporters' reserved-lane token).
 func TestChartRenderIsStable(t *testing.T) {
 	monitoring := []string{"--api-versions", "monitoring.coreos.com/v1"}
-	// With its defaults the chart still generates one thing, the
-	// exporters' reserved-lane token (issue #25), which is a random
-	// Secret on every render: its own Secret
-	// (exporter.reservedLane.secretName) settles it, as production does.
 	for _, tc := range []struct {
 		name string
 		args []string
 	}{
-		{"defaults, the token named", []string{"--set", "exporter.reservedLane.secretName=gpuscale-exporter-token"}},
+		{"defaults", nil},
 		{"production", append([]string{"-f", production}, monitoring...)},
 		{"all on", append([]string{"-f", filepath.Join(chartDir, "ci/all-on-values.yaml")}, monitoring...)},
 	} {
@@ -57,6 +54,14 @@ func TestChartRenderIsStable(t *testing.T) {
 			}
 			if bytes.Contains(a, []byte("BEGIN CERTIFICATE")) || bytes.Contains(a, []byte("PRIVATE KEY")) {
 				t.Error("the render holds a certificate or key")
+			}
+			objs := mustRender(t, tc.args...)
+			for _, s := range ofKind(objs, "Secret") {
+				// The one Secret a render may hold: a ServiceAccount token
+				// Secret, which the API server fills.
+				if dig(s, "type") != "kubernetes.io/service-account-token" || dig(s, "data") != nil || dig(s, "stringData") != nil {
+					t.Errorf("the render holds Secret %s (type %v) with data", s.name(), dig(s, "type"))
+				}
 			}
 		})
 	}

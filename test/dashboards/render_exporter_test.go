@@ -27,13 +27,27 @@ func TestChartExporterTelemetryOptions(t *testing.T) {
 	if dig(c, "readinessProbe", "httpGet", "path") != "/readyz" || dig(c, "livenessProbe", "httpGet", "path") != "/healthz" {
 		t.Errorf("probes: readiness %v, liveness %v", c["readinessProbe"], c["livenessProbe"])
 	}
-	secret := named(t, objs, "Secret", "-exporter-token")
-	if tok, _ := dig(secret, "data", "token").(string); len(tok) < 40 {
-		t.Errorf("reserved-lane token %q", tok)
+	// The token: the adapter's to make at runtime, an optional volume of
+	// both pods, and the adapter may create that Secret and read it alone.
+	if len(ofKind(objs, "Secret")) != 0 {
+		t.Error("a Secret rendered by default: the adapter makes the reserved lane's token")
 	}
 	adapter := named(t, objs, "Deployment", "adapter")
-	if !slices.Contains(args(t, adapter), "--exporter-token-file=/etc/gpuscale/exporter-token/token") {
-		t.Errorf("adapter args %v lack the exporter token", args(t, adapter))
+	for _, want := range []string{"--exporter-token-file=/etc/gpuscale/exporter-token/token", "--exporter-token-secret=gpu/gs-gpuscale-exporter-token"} {
+		if !slices.Contains(args(t, adapter), want) {
+			t.Errorf("adapter args %v lack %s", args(t, adapter), want)
+		}
+	}
+	checkTokenVolumes(t, "gs-gpuscale-exporter-token", ds, adapter)
+	role := named(t, objs, "Role", "-adapter:exporter-token")
+	if got, want := fmtAny(dig(role, "rules")), fmtAny([]any{
+		map[string]any{"apiGroups": []any{""}, "resources": []any{"secrets"}, "verbs": []any{"create"}},
+		map[string]any{"apiGroups": []any{""}, "resources": []any{"secrets"}, "resourceNames": []any{"gs-gpuscale-exporter-token"}, "verbs": []any{"get"}},
+	}); got != want {
+		t.Errorf("exporter-token Role rules %s, want %s", got, want)
+	}
+	if rb := named(t, objs, "RoleBinding", "-adapter:exporter-token"); dig(rb, "roleRef", "name") != role.name() {
+		t.Errorf("exporter-token RoleBinding binds %v", dig(rb, "roleRef"))
 	}
 
 	objs = mustRender(t, "--set", "exporter.config.dcgmSchema=4.10", "--set", "exporter.kubernetes.enablePodLabels=true",
@@ -56,22 +70,26 @@ func TestChartExporterTelemetryOptions(t *testing.T) {
 	if !strings.Contains(csv, "DCGM_FI_DEV_GPU_UTIL_RATIO, gauge,") || !strings.Contains(csv, "DCGM_FI_DEV_FB_USED, gauge,") {
 		t.Errorf("collectors.csv = %q", csv)
 	}
-	role := named(t, objs, "ClusterRole", "-exporter-pods")
+	role = named(t, objs, "ClusterRole", "-exporter-pods")
 	if rules := dig(role, "rules"); !strings.Contains(strings.ReplaceAll(fmtAny(rules), " ", ""), "pods") {
 		t.Errorf("exporter role rules %v", rules)
 	}
-	if slices.Contains(args(t, named(t, objs, "Deployment", "adapter")), "--exporter-token-file=/etc/gpuscale/exporter-token/token") {
-		t.Error("the adapter is given a token no exporter holds")
+	if a := args(t, named(t, objs, "Deployment", "adapter")); slices.ContainsFunc(a, func(s string) bool { return strings.HasPrefix(s, "--exporter-token-") }) {
+		t.Errorf("adapter args %v: a token no exporter holds", a)
 	}
-	// A token Secret of the user's: named in both pods, none generated.
+	if slices.ContainsFunc(ofKind(objs, "Role"), func(o object) bool { return strings.HasSuffix(o.name(), ":exporter-token") }) {
+		t.Error("an exporter-token Role without a reserved lane")
+	}
+	// A token Secret of the user's: named in both pods, read alone; the
+	// adapter neither makes it nor may create Secrets for it.
 	objs = mustRender(t, "--set", "exporter.reservedLane.secretName=my-token")
-	if len(slices.DeleteFunc(ofKind(objs, "Secret"), func(o object) bool { return !strings.HasSuffix(o.name(), "-exporter-token") })) != 0 {
-		t.Error("a token Secret generated beside exporter.reservedLane.secretName")
+	adapter = named(t, objs, "Deployment", "adapter")
+	checkTokenVolumes(t, "my-token", named(t, objs, "DaemonSet", "-exporter"), adapter)
+	if a := args(t, adapter); slices.ContainsFunc(a, func(s string) bool { return strings.HasPrefix(s, "--exporter-token-secret") }) {
+		t.Errorf("adapter args %v: the adapter makes a token beside exporter.reservedLane.secretName", a)
 	}
-	for _, w := range []object{named(t, objs, "DaemonSet", "-exporter"), named(t, objs, "Deployment", "adapter")} {
-		if vols := fmtAny(dig(w, "spec", "template", "spec", "volumes")); !strings.Contains(vols, "secretName:my-token") {
-			t.Errorf("%s volumes %s do not name the user's token Secret", w.name(), vols)
-		}
+	if slices.ContainsFunc(ofKind(objs, "Role"), func(o object) bool { return strings.HasSuffix(o.name(), ":exporter-token") }) {
+		t.Error("an exporter-token Role beside exporter.reservedLane.secretName")
 	}
 	if _, err := render(t, "--set", "exporter.config.dcgmSchema=4.9"); err == nil || !strings.Contains(err.Error(), "dcgmSchema") {
 		t.Errorf("dcgmSchema=4.9: %v, want the schema to refuse it", err)
@@ -79,3 +97,25 @@ func TestChartExporterTelemetryOptions(t *testing.T) {
 }
 
 func fmtAny(v any) string { return fmt.Sprint(v) }
+
+// checkTokenVolumes: each workload mounts the token's Secret as an
+// optional volume, so that its pods start before the Secret exists.
+func checkTokenVolumes(t *testing.T, secret string, workloads ...object) {
+	t.Helper()
+	for _, w := range workloads {
+		var found bool
+		vols, _ := dig(w, "spec", "template", "spec", "volumes").([]any)
+		for _, v := range vols {
+			if dig(v, "secret", "secretName") != secret {
+				continue
+			}
+			found = true
+			if dig(v, "secret", "optional") != true {
+				t.Errorf("%s: the token's volume %v is not optional", w.name(), v)
+			}
+		}
+		if !found {
+			t.Errorf("%s: no volume of Secret %s among %v", w.name(), secret, vols)
+		}
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/base64"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -16,6 +17,9 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	cmv1beta2 "k8s.io/metrics/pkg/apis/custom_metrics/v1beta2"
 
 	"github.com/gpuscale/gpuscale/internal/devenv"
 	"github.com/gpuscale/gpuscale/internal/testenv"
@@ -45,6 +49,7 @@ func TestRuntimeCertificateRotation(t *testing.T) {
 	ns := namespace(t, "e2e-certs")
 	deployment(t, ns, "llm", 1)
 	ensureRole(t, devenv.Namespace, "gpuscale-keda-client")
+	bindKEDAReader(t, ns)
 	apiServices := "v1beta2.custom.metrics.k8s.io,v1beta1.custom.metrics.k8s.io,v1beta1.external.metrics.k8s.io"
 	if err := env.StopAdapter(); err != nil {
 		t.Fatal(err)
@@ -100,9 +105,24 @@ func TestRuntimeCertificateRotation(t *testing.T) {
 		})
 	}
 	// The HPA's path: the aggregator, trusting the APIServices' caBundle.
+	// Its own client, unthrottled: the suite's shared one allows 5 requests
+	// a second, and a wait in its rate limiter that would outlast the run
+	// is an error of the client's, not a failed request of the adapter's.
+	aggregator := unthrottledClient(t)
 	every(100*time.Millisecond, func() {
-		if l, err := customList(runCtx, path); runCtx.Err() == nil && (err != nil || len(l.Items) != 1) {
+		b, err := aggregator.Get().RequestURI(path).DoRaw(runCtx)
+		if runCtx.Err() != nil {
+			return
+		}
+		var l cmv1beta2.MetricValueList
+		if err == nil {
+			err = json.Unmarshal(b, &l)
+		}
+		switch {
+		case err != nil:
 			fail("aggregator", err)
+		case len(l.Items) != 1:
+			fail("aggregator", fmt.Errorf("%d items, want 1", len(l.Items)))
 		}
 	})
 	// A new handshake each time, trusting what the adapter published.
@@ -238,4 +258,38 @@ func restoreSuiteAdapter(t *testing.T) {
 	if err := env.StartAdapter(ctx); err != nil {
 		t.Fatalf("restart the suite's adapter: %v", err)
 	}
+}
+
+// unthrottledClient is a REST client of the suite's cluster admin without
+// client-side rate limiting, for loops whose every request is judged.
+func unthrottledClient(t *testing.T) rest.Interface {
+	t.Helper()
+	cfg := env.Cluster.RESTConfig()
+	cfg.QPS = -1
+	c, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c.Discovery().RESTClient()
+}
+
+// bindKEDAReader lets the user of the client certificate the adapter keeps
+// for KEDA (keda-operator) read the metrics APIs in ns: the scaler port
+// authorizes every read as those APIs would (docs/keda.md), and the chart
+// binds that user cluster-wide.
+func bindKEDAReader(t *testing.T, ns string) {
+	t.Helper()
+	manifest := []byte(`apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata: {name: e2e-keda-scaler-reader, namespace: ` + ns + `}
+rules:
+  - {apiGroups: [custom.metrics.k8s.io, external.metrics.k8s.io], resources: ["*"], verbs: [get, list]}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata: {name: e2e-keda-scaler-reader, namespace: ` + ns + `}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: Role, name: e2e-keda-scaler-reader}
+subjects: [{apiGroup: rbac.authorization.k8s.io, kind: User, name: keda-operator}]
+`)
+	kubectlStdin(t, manifest, "apply", "-f", "-")
 }

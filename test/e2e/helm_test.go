@@ -41,8 +41,10 @@ func TestHelmChart(t *testing.T) {
 	}{
 		{
 			name: "defaults", release: "gpuscale",
-			want:   []string{"ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding", "Service", "Deployment", "DaemonSet", "APIService"},
-			absent: []string{"PodDisruptionBudget", "ServiceMonitor", "PrometheusRule", "Namespace", "ValidatingAdmissionPolicy", "NetworkPolicy"},
+			want: []string{"ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding", "Service", "Deployment", "DaemonSet", "APIService"},
+			// No Secret: the adapter makes its certificates and the
+			// exporters' reserved-lane token at runtime.
+			absent: []string{"PodDisruptionBudget", "Secret", "ServiceMonitor", "PrometheusRule", "Namespace", "ValidatingAdmissionPolicy", "NetworkPolicy"},
 			check:  checkRuntimeTLS,
 		},
 		{

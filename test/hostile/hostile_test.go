@@ -52,7 +52,7 @@ func (l podList) List(labels.Selector) ([]*corev1.Pod, error) { return l, nil }
 
 // listen serves h on ip:port until the test ends; a nil h accepts and
 // never answers.
-func listen(t *testing.T, ip string, k hostile.Kind) {
+func listen(t testing.TB, ip string, k hostile.Kind) {
 	t.Helper()
 	l, err := net.Listen("tcp", net.JoinHostPort(ip, strconv.Itoa(port)))
 	if err != nil {
@@ -232,7 +232,7 @@ func TestHostileFleet(t *testing.T) {
 
 // watchHeap samples the heap's live and unswept objects until the test
 // ends, and returns the highest reading so far.
-func watchHeap(t *testing.T) *atomic.Uint64 {
+func watchHeap(t testing.TB) *atomic.Uint64 {
 	var peak atomic.Uint64
 	done := make(chan struct{})
 	var wg sync.WaitGroup

@@ -37,8 +37,33 @@ func namespace(t *testing.T, name string) string {
 // scalerAuth creates the Secret and TriggerAuthentication "gpuscale" that
 // KEDA's operator reads for the trigger: the CA of the adapter's serving
 // certificate, and KEDA's client certificate, which the adapter's
-// --keda-scaler-client-ca-file trusts.
+// --keda-scaler-client-ca-file trusts; and the RoleBinding that lets that
+// certificate's user read the namespace's metrics (docs/keda.md): the
+// adapter authorizes every read with a SubjectAccessReview.
 func scalerAuth(t *testing.T, ns string) {
+	t.Helper()
+	triggerAuth(t, ns)
+	apply(t, ns, "keda-scaler-reader", `apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata:
+  name: gpuscale-keda-scaler-reader
+rules:
+  - apiGroups: [custom.metrics.k8s.io, external.metrics.k8s.io]
+    resources: ["*"]
+    verbs: [get, list]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata:
+  name: gpuscale-keda-scaler-reader
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: Role, name: gpuscale-keda-scaler-reader}
+subjects:
+  - {apiGroup: rbac.authorization.k8s.io, kind: User, name: keda-operator}
+`)
+}
+
+// triggerAuth is scalerAuth without the RoleBinding.
+func triggerAuth(t *testing.T, ns string) {
 	t.Helper()
 	_, _, caPEM, err := env.Cluster.ServingCerts(devenv.AdapterName + "." + devenv.Namespace + ".svc")
 	if err != nil {
@@ -191,6 +216,28 @@ func TestKEDAWrongMetadata(t *testing.T) {
 	})
 	want := `"namespace":"` + ns + `","name":"llm","error":"rpc error: code = NotFound desc = signal \"gpu_temperature\" is not served by gpuscale`
 	testenv.WaitFor(t, 30*time.Second, "KEDA's operator to log the scaler's gRPC error", func(context.Context) (bool, error) {
+		b, err := os.ReadFile(kedaRun.OperatorLog())
+		return err == nil && strings.Contains(string(b), want), nil
+	})
+}
+
+// TestKEDANamespaceNotAuthorized: in a namespace where no RoleBinding lets
+// KEDA's client certificate read the metrics APIs, the scaler refuses the
+// trigger with PermissionDenied, which KEDA logs and reports on the
+// ScaledObject, as for wrong metadata.
+func TestKEDANamespaceNotAuthorized(t *testing.T) {
+	needEnv(t)
+	ns := namespace(t, "keda-unbound")
+	triggerAuth(t, ns)
+	deploy(t, ns, "llm", 1)
+	scaledObject(t, ns, "llm", 2, map[string]string{"signal": "inference_queue_depth", "object": "deployment/llm", "target": "5"})
+	testenv.WaitFor(t, 60*time.Second, "the ScaledObject to be refused (Ready False, ScaledObjectCheckFailed)", func(ctx context.Context) (bool, error) {
+		out, err := env.Cluster.Kubectl(ctx, "get", "scaledobject", "llm", "-n", ns, "-o",
+			`jsonpath={.status.conditions[?(@.type=="Ready")].status} {.status.conditions[?(@.type=="Ready")].reason}`)
+		return err == nil && strings.TrimSpace(string(out)) == "False ScaledObjectCheckFailed", nil
+	})
+	want := `"namespace":"` + ns + `","name":"llm","error":"rpc error: code = PermissionDenied desc = user \"keda-operator\" may not get custom.metrics.k8s.io deployments.apps/llm/inference_queue_depth in namespace ` + ns
+	testenv.WaitFor(t, 30*time.Second, "KEDA's operator to log the scaler's refusal", func(context.Context) (bool, error) {
 		b, err := os.ReadFile(kedaRun.OperatorLog())
 		return err == nil && strings.Contains(string(b), want), nil
 	})

@@ -30,8 +30,28 @@ var layouts = []layout{
 	{"zero-first", []float64{0, 0.05, 0.2, 1}, 1, 0.1},
 }
 
-// scenario is one ttft histogram series, scraped every step from time 0;
-// nil samples are missed scrapes.
+// itlLayouts are the servers' inter-token latency bucket layouts, in
+// seconds, with a typical gap in each (pkg/inference reads these families).
+var itlLayouts = []layout{
+	// vllm/v1/metrics/loggers.py, inter_token_latency_seconds.
+	{"vllm-itl", []float64{0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0}, 1, 0.06},
+	// python/sglang/srt/metrics/collector.py, inter_token_latency_seconds.
+	{"sglang-itl", []float64{0.002, 0.004, 0.006, 0.008, 0.010, 0.015, 0.020, 0.025, 0.030, 0.035, 0.040, 0.060, 0.080, 0.100, 0.200, 0.400, 0.600, 0.800, 1.000, 2.000, 4.000, 6.000, 8.000}, 1, 0.03},
+	// text-generation-inference: 35 geometric buckets from 0.00015 s
+	// (tgi_request_mean_time_per_token_duration).
+	{"tgi-tpot", tgiDurationBounds(), 1, 0.04},
+}
+
+func tgiDurationBounds() []float64 {
+	out := make([]float64, 35)
+	for i := range out {
+		out[i] = 0.0001 * 1.5 * math.Pow(1.5, float64(i))
+	}
+	return out
+}
+
+// scenario is one histogram series, scraped every step from time 0; nil
+// samples are missed scrapes.
 type scenario struct {
 	layout  layout
 	step    time.Duration
@@ -42,11 +62,21 @@ type scenario struct {
 // median, a load that comes and goes (idle stretches, idle high buckets),
 // optional restarts (every bucket back to zero), missed scrapes, and either a
 // fresh server (counters from zero) or a warm one (large counters).
-func newScenario(seed uint64) scenario {
+func newScenario(seed uint64) scenario { return scenarioOf(seed, layouts) }
+
+// scenarioOf is newScenario over the layouts given.
+func scenarioOf(seed uint64, ls []layout) scenario { return scenarioWith(seed, ls, 0) }
+
+// scenarioWith is scenarioOf scraped every step (0: a step drawn as
+// newScenario draws it).
+func scenarioWith(seed uint64, ls []layout, step time.Duration) scenario {
 	rng := rand.New(rand.NewPCG(seed, 0x7ff))
-	l := layouts[int(seed)%len(layouts)]
+	l := ls[int(seed)%len(ls)]
 	steps := []time.Duration{5 * time.Second, 7 * time.Second, 10 * time.Second, 15 * time.Second}
 	sc := scenario{layout: l, step: steps[rng.IntN(len(steps))]}
+	if step > 0 {
+		sc.step = step
+	}
 	n := int(5*time.Minute/sc.step) + 1
 	per := make([]float64, len(l.bounds)+1) // non-cumulative bucket counts
 	if rng.IntN(2) == 0 {                   // warm server
@@ -103,11 +133,19 @@ func cumulative(bounds, per []float64) *histogram.Histogram {
 // load renders the scenario in promqltest's load syntax, as ttft_bucket
 // series; missed scrapes are "_".
 func (sc scenario) load() string {
+	return "load " + model(sc.step) + "\n" + sc.series("ttft_bucket", "")
+}
+
+// series renders the scenario's samples as series of one bucket family,
+// with extra labels (`pod="a"`, or empty) beside le.
+func (sc scenario) series(bucket, labels string) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "load %s\n", model(sc.step))
+	if labels != "" {
+		labels += ","
+	}
 	bounds := append(append([]float64(nil), sc.layout.bounds...), inf)
 	for i, le := range bounds {
-		fmt.Fprintf(&b, "  ttft_bucket{le=%q}", strconv.FormatFloat(le, 'g', -1, 64))
+		fmt.Fprintf(&b, "  %s{%sle=%q}", bucket, labels, strconv.FormatFloat(le, 'g', -1, 64))
 		for _, h := range sc.samples {
 			if h == nil {
 				b.WriteString(" _")

@@ -87,9 +87,14 @@ func (o *CertOptions) validate(keda *KEDAScalerOptions) []error {
 }
 
 func (o *CertOptions) kedaSecret() (namespace, name string, err error) {
-	namespace, name, ok := strings.Cut(o.KEDAClientSecret, "/")
+	return secretRef("--keda-scaler-client-secret", o.KEDAClientSecret)
+}
+
+// secretRef parses a flag's NAMESPACE/NAME of a Secret.
+func secretRef(flag, value string) (namespace, name string, err error) {
+	namespace, name, ok := strings.Cut(value, "/")
 	if !ok || len(validation.IsDNS1123Label(namespace)) > 0 || len(validation.IsDNS1123Subdomain(name)) > 0 {
-		return "", "", fmt.Errorf("--keda-scaler-client-secret %q: want NAMESPACE/NAME", o.KEDAClientSecret)
+		return "", "", fmt.Errorf("%s %q: want NAMESPACE/NAME", flag, value)
 	}
 	return namespace, name, nil
 }
@@ -127,7 +132,7 @@ func (a *Adapter) startCerts(ctx context.Context, log *slog.Logger) (*certrotati
 	}
 	mc := certrotation.Config{Client: client, APIServices: certrotation.NewAPIServices(dyn), APIServiceNames: o.APIServices,
 		Namespace: o.Namespace, Name: o.Secret, DNSNames: o.dnsNames(), Validity: o.Validity, CAValidity: o.CAValidity,
-		Labels: map[string]string{"app.kubernetes.io/managed-by": "gpuscale-adapter", "app.kubernetes.io/part-of": "gpuscale"},
+		Labels: ownedLabels(),
 		Logger: log.With("component", "certrotation")}
 	if o.KEDAClientSecret != "" {
 		ns, name, _ := o.kedaSecret()

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/spf13/pflag"
+	"k8s.io/apiserver/pkg/authorization/authorizer"
 	"k8s.io/component-base/metrics/legacyregistry"
 
 	"github.com/gpuscale/gpuscale/pkg/certrotation"
@@ -23,7 +24,17 @@ type KEDAScalerOptions struct {
 	ClientCAFile  string
 	NoClientAuth  bool
 	CheckInterval time.Duration
+	// Authorization is AuthorizeSubjectAccessReview or AuthorizeNone;
+	// Limits bound connections and streams.
+	Authorization string
+	Limits        kedascaler.Limits
 }
+
+// KEDA scaler authorization modes (--keda-scaler-authorization).
+const (
+	AuthorizeSubjectAccessReview = "subjectaccessreview"
+	AuthorizeNone                = "none"
+)
 
 // AddFlags registers the options.
 func (o *KEDAScalerOptions) AddFlags(fs *pflag.FlagSet) {
@@ -32,6 +43,17 @@ func (o *KEDAScalerOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.ClientCAFile, "keda-scaler-client-ca-file", o.ClientCAFile, "CA bundle verifying client certificates on the KEDA scaler port: only clients holding one it signed (KEDA's operator, with a TriggerAuthentication's tlsClientCert) are served, since the port answers without Kubernetes RBAC. Required with --keda-scaler-port unless --keda-scaler-no-client-auth.")
 	fs.BoolVar(&o.NoClientAuth, "keda-scaler-no-client-auth", o.NoClientAuth, "Serve the KEDA scaler port to clients without a certificate: anyone who reaches it reads every namespace's values. Only where a NetworkPolicy or mesh admits KEDA's operator alone.")
 	fs.DurationVar(&o.CheckInterval, "keda-scaler-check-interval", o.CheckInterval, "How often StreamIsActive re-reads each trigger's value: the most a change of activity (a model at zero getting its first request) waits before it is pushed to KEDA.")
+	o.addBoundsFlags(fs)
+}
+
+// addBoundsFlags registers who may read which namespace, and the bounds
+// on connections and streams.
+func (o *KEDAScalerOptions) addBoundsFlags(fs *pflag.FlagSet) {
+	fs.StringVar(&o.Authorization, "keda-scaler-authorization", o.Authorization, "Which namespaces a client of the KEDA scaler port may read: subjectaccessreview serves a namespace to a client certificate (Common Name the user, Organizations its groups) only if Kubernetes authorizes that user to read the same metric through custom.metrics.k8s.io or external.metrics.k8s.io there (docs/keda.md); none serves every namespace to every client the TLS layer admits.")
+	fs.IntVar(&o.Limits.MaxConnections, "keda-scaler-max-connections", kedascaler.DefaultMaxConnections, "Connections the KEDA scaler port keeps open at most; more are closed when accepted.")
+	fs.IntVar(&o.Limits.MaxConnectionsPerAddress, "keda-scaler-max-connections-per-address", kedascaler.DefaultMaxConnectionsPerAddress, "Connections from one client address the KEDA scaler port keeps open at most (raise it behind a proxy or mesh that connects from one address).")
+	fs.IntVar(&o.Limits.MaxStreams, "keda-scaler-max-streams", kedascaler.DefaultMaxStreams, "StreamIsActive streams (one per external-push trigger) the KEDA scaler serves at most.")
+	fs.IntVar(&o.Limits.MaxStreamsPerNamespace, "keda-scaler-max-streams-per-namespace", kedascaler.DefaultMaxStreamsPerNamespace, "StreamIsActive streams of one namespace's ScaledObjects the KEDA scaler serves at most.")
 }
 
 func (o *KEDAScalerOptions) validate(generatedClientCA bool) []error {
@@ -51,7 +73,43 @@ func (o *KEDAScalerOptions) validate(generatedClientCA bool) []error {
 	if o.CheckInterval < 100*time.Millisecond || o.CheckInterval > time.Minute {
 		errs = append(errs, fmt.Errorf("--keda-scaler-check-interval must be within [100ms, 1m], got %v", o.CheckInterval))
 	}
+	return append(errs, o.validateBounds()...)
+}
+
+func (o *KEDAScalerOptions) validateBounds() []error {
+	var errs []error
+	switch o.Authorization {
+	case AuthorizeSubjectAccessReview:
+		if o.NoClientAuth {
+			errs = append(errs, errors.New("--keda-scaler-authorization=subjectaccessreview authorizes client certificates: it excludes --keda-scaler-no-client-auth (or set --keda-scaler-authorization=none, knowingly)"))
+		}
+	case AuthorizeNone:
+	default:
+		errs = append(errs, fmt.Errorf("--keda-scaler-authorization %q: want %s or %s", o.Authorization, AuthorizeSubjectAccessReview, AuthorizeNone))
+	}
+	for name, v := range map[string]int{"connections": o.Limits.MaxConnections, "connections-per-address": o.Limits.MaxConnectionsPerAddress,
+		"streams": o.Limits.MaxStreams, "streams-per-namespace": o.Limits.MaxStreamsPerNamespace} {
+		if v < 0 {
+			errs = append(errs, fmt.Errorf("--keda-scaler-max-%s must not be negative, got %d", name, v))
+		}
+	}
 	return errs
+}
+
+// kedaAuthorizer is the authorizer of the scaler's reads: the metrics
+// APIs' own (delegated to the kube-apiserver, with its cache), or none.
+func (a *Adapter) kedaAuthorizer() (authorizer.Authorizer, error) {
+	if a.Options.KEDAScaler.Authorization == AuthorizeNone {
+		return nil, nil
+	}
+	cfg, err := a.Config()
+	if err != nil {
+		return nil, err
+	}
+	if cfg.GenericConfig.Authorization.Authorizer == nil {
+		return nil, errors.New("--keda-scaler-authorization=subjectaccessreview needs the adapter's delegated authorization, which is off")
+	}
+	return cfg.GenericConfig.Authorization.Authorizer, nil
 }
 
 // startKEDAScaler listens on the scaler port and serves metrics there until
@@ -72,11 +130,16 @@ func (a *Adapter) startKEDAScaler(ctx context.Context, cancel context.CancelCaus
 	} else if cert.CertFile == "" || cert.KeyFile == "" {
 		return errors.New("--keda-scaler-port serves the adapter's certificate: set --tls-cert-file and --tls-private-key-file, or --certs-secret")
 	}
+	authz, err := a.kedaAuthorizer()
+	if err != nil {
+		return err
+	}
 	requests := kedascaler.NewRequests()
 	legacyregistry.RawMustRegister(requests)
 	srv, err := kedascaler.NewServer(kedascaler.Config{
 		Metrics: metrics, CheckInterval: o.CheckInterval, Requests: requests, Logger: log.With("component", "kedascaler"),
-		TLS: creds,
+		TLS:        creds,
+		Authorizer: authz, AllowAllNamespaces: authz == nil, Limits: o.Limits,
 	})
 	if err != nil {
 		return err

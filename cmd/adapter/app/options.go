@@ -34,14 +34,20 @@ type Options struct {
 	// CapacityTTFTObjective is the TTFT the capacity signal's p90 is
 	// held within; its prefill term sizes from it.
 	CapacityTTFTObjective time.Duration
+	// CapacityITLObjective is the inter-token latency the capacity
+	// signal's p90 is held within (its ITL term); 0: no ITL term.
+	CapacityITLObjective time.Duration
 	// CapacityTimeScale is capacity.Config.TimeScale: 1 but in replays
 	// of simulated servers that run faster than real time.
 	CapacityTimeScale float64
 	ExporterSelector  string
 	ExporterPort      int
 	ExporterPath      string
-	// ExporterTokenFile holds the exporters' reserved-lane token.
-	ExporterTokenFile string
+	// ExporterTokenFile holds the exporters' reserved-lane token, and
+	// ExporterTokenSecret (NAMESPACE/NAME) is the Secret the adapter makes
+	// for it when absent (exportertoken.go).
+	ExporterTokenFile   string
+	ExporterTokenSecret string
 
 	// ExporterNamespace and ExporterDaemonSet say which pods are exporters:
 	// those of that DaemonSet in that namespace; the selector only narrows.
@@ -107,7 +113,7 @@ func NewOptions() *Options {
 		Prometheus:       PrometheusOptions{Timeout: 5 * time.Second},
 
 		Forward:    defaultForwardOptions(),
-		KEDAScaler: KEDAScalerOptions{CheckInterval: kedascaler.DefaultCheckInterval},
+		KEDAScaler: KEDAScalerOptions{CheckInterval: kedascaler.DefaultCheckInterval, Authorization: AuthorizeSubjectAccessReview},
 		Certs:      defaultCertOptions(),
 	}
 }
@@ -131,6 +137,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.Float64Var(&o.CapacityTimeScale, "capacity-time-scale", o.CapacityTimeScale, "Seconds on the inference servers' clocks per second of the adapter's. For replays whose simulated servers run faster than real time; 1 on a cluster.")
 	_ = fs.MarkHidden("capacity-time-scale")
 	fs.DurationVar(&o.CapacityTTFTObjective, "capacity-ttft-objective", o.CapacityTTFTObjective, "TTFT objective the capacity signal (inference_capacity_utilization) holds the p90 within: how busy a replica's prefill may run follows from it.")
+	fs.DurationVar(&o.CapacityITLObjective, "capacity-itl-objective", o.CapacityITLObjective, "Inter-token latency objective the capacity signal holds the p90 within, for decode-bound models: how many sequences a replica decodes follows from it. 0: no ITL term.")
 	// --window sized a ring of samples only TTFT quantiles read, and only
 	// over --ttft-window: the store now keeps what that window needs, and
 	// the flag is accepted, for existing deployments, and ignored.
@@ -146,7 +153,8 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.PrometheusAnnotationsNamespaces, "prometheus-annotations-namespace-selector", o.PrometheusAnnotationsNamespaces, "Label selector of the namespaces whose pods' prometheus.io/* annotations count with --scrape-prometheus-annotations; empty: every namespace.")
 	fs.IntVar(&o.ExporterPort, "exporter-port", o.ExporterPort, "Port of the exporter's metrics endpoint.")
 	fs.StringVar(&o.ExporterPath, "exporter-path", o.ExporterPath, "Path of the exporter's metrics endpoint.")
-	fs.StringVar(&o.ExporterTokenFile, "exporter-token-file", o.ExporterTokenFile, "File holding the exporters' reserved-lane token (their --web.reserved-token-file), sent to exporter pods alone as a bearer token, so that a flood of other clients cannot make the adapter's scrapes fail. Empty: none.")
+	fs.StringVar(&o.ExporterTokenFile, "exporter-token-file", o.ExporterTokenFile, "File holding the exporters' reserved-lane token (their --web.reserved-token-file), sent to exporter pods alone as a bearer token, so that a flood of other clients cannot make the adapter's scrapes fail. Re-read when it appears or changes (an optional Secret volume): none is sent while it holds no token of 16 characters or more. Empty: none.")
+	fs.StringVar(&o.ExporterTokenSecret, "exporter-token-secret", o.ExporterTokenSecret, "NAMESPACE/NAME of the Secret holding that token (key token), which the adapter creates with 32 random bytes (base64url) when it does not exist, and never changes when it does: mount it as --exporter-token-file, and in the exporters. Replicas share it without a leader; needs get on it and create on Secrets. Empty: the Secret is yours to make.")
 	fs.Float64Var(&o.MemoryLimitRatio, "memory-limit-ratio", o.MemoryLimitRatio, "Share of the container's memory limit (from its cgroup) given to the Go runtime as its soft limit (GOMEMLIMIT), so that garbage collection tightens before the OOM killer acts; 0 disables. An explicit GOMEMLIMIT wins.")
 	o.ScaleDown.AddFlags(fs)
 
@@ -212,6 +220,9 @@ func (o *Options) Validate() error {
 	if o.CapacityTTFTObjective <= 0 {
 		errs = append(errs, fmt.Errorf("--capacity-ttft-objective must be positive, got %v", o.CapacityTTFTObjective))
 	}
+	if o.CapacityITLObjective < 0 {
+		errs = append(errs, fmt.Errorf("--capacity-itl-objective must not be negative, got %v", o.CapacityITLObjective))
+	}
 	if o.TTFTWindow < 2*o.ScrapeInterval {
 		errs = append(errs, fmt.Errorf("--ttft-window (%v) needs at least two scrapes", o.TTFTWindow))
 	}
@@ -245,6 +256,7 @@ func (o *Options) Validate() error {
 	errs = append(errs, o.Forward.validate()...)
 	errs = append(errs, o.KEDAScaler.validate(o.Certs.KEDAClientSecret != "")...)
 	errs = append(errs, o.Certs.validate(&o.KEDAScaler)...)
+	errs = append(errs, o.validateExporterToken()...)
 	return errors.Join(errs...)
 }
 
@@ -286,5 +298,6 @@ func (o *Options) retainFor() time.Duration {
 func (o *Options) capacityConfig() capacity.Config {
 	cfg := capacity.DefaultConfig()
 	cfg.Objective, cfg.Window, cfg.TimeScale = o.CapacityTTFTObjective, o.TTFTWindow, o.CapacityTimeScale
+	cfg.ITLObjective = o.CapacityITLObjective
 	return cfg
 }

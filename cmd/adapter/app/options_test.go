@@ -135,7 +135,12 @@ func TestValidateKEDAScaler(t *testing.T) {
 	checkValidate(t, []validateCase{
 		{"off by default", keda(func(*KEDAScalerOptions) {}), ""},
 		{"on with a client CA", keda(func(o *KEDAScalerOptions) { o.Port, o.ClientCAFile = 6000, "/ca.crt" }), ""},
-		{"on without client auth, knowingly", keda(func(o *KEDAScalerOptions) { o.Port, o.NoClientAuth = 6000, true }), ""},
+		{"on without client auth nor authorization, knowingly", keda(func(o *KEDAScalerOptions) {
+			o.Port, o.NoClientAuth, o.Authorization = 6000, true, AuthorizeNone
+		}), ""},
+		{"authorization without client certificates", keda(func(o *KEDAScalerOptions) { o.Port, o.NoClientAuth = 6000, true }), "--keda-scaler-authorization=subjectaccessreview"},
+		{"unknown authorization", keda(func(o *KEDAScalerOptions) { o.Port, o.ClientCAFile, o.Authorization = 6000, "/ca.crt", "rbac" }), "--keda-scaler-authorization"},
+		{"negative stream bound", keda(func(o *KEDAScalerOptions) { o.Port, o.ClientCAFile, o.Limits.MaxStreams = 6000, "/ca.crt", -1 }), "--keda-scaler-max-streams"},
 		{"on without a client CA", keda(func(o *KEDAScalerOptions) { o.Port = 6000 }), "--keda-scaler-client-ca-file"},
 		{"client CA and no client auth", keda(func(o *KEDAScalerOptions) { o.Port, o.ClientCAFile, o.NoClientAuth = 6000, "/ca.crt", true }), "exclude each other"},
 		{"not a port", keda(func(o *KEDAScalerOptions) { o.Port, o.ClientCAFile = 70000, "/ca.crt" }), "is not a port"},
@@ -150,11 +155,13 @@ func TestValidateCapacity(t *testing.T) {
 		{"defaults", func(*Options) {}, ""},
 		{"an objective and a replay's time scale", func(o *Options) { o.CapacityTTFTObjective, o.CapacityTimeScale = 500*time.Millisecond, 6 }, ""},
 		{"no objective", func(o *Options) { o.CapacityTTFTObjective = 0 }, "--capacity-ttft-objective"},
+		{"an ITL objective", func(o *Options) { o.CapacityITLObjective = 80 * time.Millisecond }, ""},
+		{"a negative ITL objective", func(o *Options) { o.CapacityITLObjective = -time.Millisecond }, "--capacity-itl-objective"},
 		{"time scale zero", func(o *Options) { o.CapacityTimeScale = 0 }, "--capacity-time-scale"},
 		{"time scale not finite", func(o *Options) { o.CapacityTimeScale = math.Inf(1) }, "--capacity-time-scale"},
 	}, func(t *testing.T, o *Options) {
 		cfg := o.capacityConfig()
-		if cfg.Objective != o.CapacityTTFTObjective || cfg.Window != o.TTFTWindow || cfg.TimeScale != o.CapacityTimeScale {
+		if cfg.Objective != o.CapacityTTFTObjective || cfg.Window != o.TTFTWindow || cfg.TimeScale != o.CapacityTimeScale || cfg.ITLObjective != o.CapacityITLObjective {
 			t.Errorf("capacityConfig = %+v, not the flags", cfg)
 		}
 	})

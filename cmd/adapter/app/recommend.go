@@ -24,6 +24,8 @@ type RecommendOptions struct {
 	Namespace   string
 	GPUsPerNode int64
 	Autoscaler  recommend.Autoscaler
+	// read reads a pod's metrics; nil: through the API server's pod proxy.
+	read exposition
 }
 
 // AddFlags registers the options.
@@ -130,7 +132,14 @@ func gatherWorkloads(ctx context.Context, client kubernetes.Interface, o Recomme
 		if err != nil {
 			return nil, fmt.Errorf("listing pods of %s/%s: %w", h.Namespace, h.Name, err)
 		}
-		out = append(out, measure(h, tmpl, pods.Items, nodes, o.GPUsPerNode))
+		w := measure(h, tmpl, pods.Items, nodes, o.GPUsPerNode)
+		read := o.read
+		if read == nil {
+			read = proxyExposition(client)
+		}
+		w.Streams, w.StreamErrors = streamsOf(ctx, read, pods.Items)
+		w.Container = servingContainer(tmpl)
+		out = append(out, w)
 	}
 	return out, nil
 }

@@ -3,6 +3,8 @@ package app
 import (
 	"bytes"
 	"context"
+	"errors"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -97,5 +99,64 @@ func TestWriteRecommendations(t *testing.T) {
 	out.Reset()
 	if err := writeRecommendations(context.Background(), fake.NewClientset(), o, &out); err != nil || !strings.Contains(out.String(), "no HPA") {
 		t.Errorf("empty cluster: %v, %q", err, out.String())
+	}
+}
+
+// TestRecommendStreams: recommend reads the request-duration histograms of
+// the target's scraped pods, merges them, and prints a preStop sleep and
+// grace period that cover the longest stream; a pod it cannot read is
+// named in a warning, not fatal.
+func TestRecommendStreams(t *testing.T) {
+	objs := recommendFixture()
+	for _, o := range objs {
+		switch v := o.(type) {
+		case *appsv1.Deployment:
+			v.Spec.Template.Annotations = map[string]string{"gpuscale.io/scrape": "true", "gpuscale.io/port": "8000"}
+			v.Spec.Template.Spec.Containers = append([]corev1.Container{{Name: "proxy"}}, v.Spec.Template.Spec.Containers...)
+			v.Spec.Template.Spec.Containers[1].Ports = []corev1.ContainerPort{{ContainerPort: 8000}}
+		case *corev1.Pod:
+			v.Annotations = map[string]string{"gpuscale.io/scrape": "true", "gpuscale.io/port": "8000"}
+			v.Status.PodIP, v.Status.Phase = "10.0.0.1", corev1.PodRunning
+		}
+	}
+	exp := func(longest string, n int) []byte {
+		return []byte(`# TYPE vllm:e2e_request_latency_seconds histogram
+vllm:e2e_request_latency_seconds_bucket{le="5.0"} ` + strconv.Itoa(n-1) + `
+vllm:e2e_request_latency_seconds_bucket{le="` + longest + `"} ` + strconv.Itoa(n) + `
+vllm:e2e_request_latency_seconds_bucket{le="+Inf"} ` + strconv.Itoa(n) + `
+vllm:e2e_request_latency_seconds_sum 10
+vllm:e2e_request_latency_seconds_count ` + strconv.Itoa(n) + `
+`)
+	}
+	var asked []string
+	read := func(_ context.Context, p *corev1.Pod, u string) ([]byte, error) {
+		asked = append(asked, p.Name+" "+u)
+		switch p.Name {
+		case "llm-1":
+			return exp("10.0", 4), nil
+		case "llm-2":
+			return exp("40.0", 6), nil
+		}
+		return nil, errors.New("connection refused")
+	}
+	o := RecommendOptions{Namespace: "demo", Autoscaler: recommend.DefaultAutoscaler(), read: read}
+	ws, err := gatherWorkloads(context.Background(), fake.NewClientset(objs...), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := ws[0]
+	longest, n, _ := recommend.LongestStream(w.Streams)
+	if longest != 40*time.Second || n != 10 || w.Container != "vllm" || len(w.StreamErrors) != 1 || !strings.Contains(w.StreamErrors[0], "llm-3") {
+		t.Errorf("longest %v over %v streams, container %q, errors %q; want 40s over 10, vllm, llm-3 unreadable (asked %q)",
+			longest, n, w.Container, w.StreamErrors, asked)
+	}
+	var out bytes.Buffer
+	if err := writeRecommendations(context.Background(), fake.NewClientset(objs...), o, &out); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"terminationGracePeriodSeconds: 55", "- name: vllm", "seconds: 45", "# WARNING: stream lengths: pod demo/llm-3"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("output lacks %q:\n%s", want, out.String())
+		}
 	}
 }

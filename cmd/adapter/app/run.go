@@ -82,6 +82,10 @@ func (a *Adapter) Run(ctx context.Context) error {
 		Values: src.values, Pods: pods.Lister(), Nodes: nodes.Lister(), Deployments: deploys.Lister(), StatefulSets: sets.Lister(),
 		MaxStaleness: o.MaxStaleness, TTFTWindow: o.TTFTWindow, Observer: requests,
 		Capacity: capacity.New(o.capacityConfig(), capacityMetrics),
+		CapacityByRole: map[provider.Role]provider.CapacityEstimator{
+			provider.RolePrefill: capacity.New(provider.RoleCapacityConfig(o.capacityConfig(), provider.RolePrefill), capacityMetrics),
+			provider.RoleDecode:  capacity.New(provider.RoleCapacityConfig(o.capacityConfig(), provider.RoleDecode), capacityMetrics),
+		},
 	})
 	if err := p.TrackPods(pods.Informer()); err != nil {
 		return err
@@ -106,6 +110,9 @@ func (a *Adapter) Run(ctx context.Context) error {
 	// filled the store: before that every answer would be a misleading
 	// NotFound.
 	var firstCycle atomic.Bool
+	if err := a.startExporterTokenSecret(ctx, log); err != nil {
+		return fmt.Errorf("exporter token Secret: %w", err)
+	}
 	certs, err := a.startCerts(ctx, log)
 	if err != nil {
 		return err

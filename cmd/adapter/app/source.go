@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"os"
-	"strings"
 	"time"
 
 	"github.com/prometheus/common/config"
@@ -52,12 +50,16 @@ func (o *Options) newSource(pods coreinformers.PodInformer, namespaces discovery
 	if err != nil {
 		return nil, err
 	}
-	token, err := readExporterToken(o.ExporterTokenFile)
+	token, err := o.exporterTokenFile(log)
 	if err != nil {
 		return nil, err
 	}
+	var exporterToken func() []byte
+	if token != nil {
+		exporterToken = token.Token
+	}
 	g, err := gather.New(gather.Config{
-		ExporterToken: token,
+		ExporterToken: exporterToken,
 		Pods:          pods.Lister(),
 		Discovery: discovery.Config{ExporterSelector: exporterSel, ExporterNamespace: o.ExporterNamespace,
 			ExporterDaemonSet: o.ExporterDaemonSet, ExporterPort: o.ExporterPort, ExporterPath: o.ExporterPath,
@@ -81,6 +83,9 @@ func (o *Options) newSource(pods coreinformers.PodInformer, namespaces discovery
 	return &source{
 		values: storesource.New(st, o.MaxStaleness, o.TTFTWindow, nil),
 		loop: func(ctx context.Context, ready func()) {
+			if token != nil {
+				go token.Run(ctx)
+			}
 			log.Info("starting the scrape loop", "interval", o.ScrapeInterval)
 			g.Cycle(ctx)
 			ready()
@@ -116,21 +121,4 @@ func (o *Options) prometheusSource(log *slog.Logger) (*source, error) {
 			ready()
 		},
 	}, nil
-}
-
-// readExporterToken reads the exporters' reserved-lane token; "" when
-// there is no file.
-func readExporterToken(path string) (string, error) {
-	if path == "" {
-		return "", nil
-	}
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return "", fmt.Errorf("--exporter-token-file: %w", err)
-	}
-	tok := strings.TrimSpace(string(b))
-	if tok == "" {
-		return "", fmt.Errorf("--exporter-token-file %s is empty", path)
-	}
-	return tok, nil
 }

@@ -55,13 +55,15 @@ type Config struct {
 	// are refused at once. Zero refuses at once.
 	MaxRequestsWait time.Duration
 	// ReservedToken, when set, opens a reserved lane: a request with the
-	// header "Authorization: Bearer <ReservedToken>" is served within
+	// header "Authorization: Bearer <token>", where token is what
+	// ReservedToken returns at the time, is served within
 	// ReservedMaxRequests slots of its own (waiting up to
 	// ReservedMaxRequestsWait), which no other request can take, so that
 	// a flood of scrapes from anywhere in the cluster cannot make the
 	// adapter's scrapes wait or fail. Any other token is an ordinary
-	// request.
-	ReservedToken           string
+	// request, and every request is while ReservedToken returns none (the
+	// token's Secret does not exist yet: pkg/tokenfile).
+	ReservedToken           func() []byte
 	ReservedMaxRequests     int
 	ReservedMaxRequestsWait time.Duration
 	// Registerer receives the handlers' own metrics; nil skips them.
@@ -104,7 +106,7 @@ func newOwnMetrics(r prometheus.Registerer) *ownMetrics {
 // lanes picks the limiter of each request: the reserved lane's for a
 // request with its token, else the anonymous one of its group.
 type lanes struct {
-	token    []byte
+	token    func() []byte
 	reserved *limiter
 }
 
@@ -127,12 +129,16 @@ func (ls *lanes) middleware(anonymous *limiter) gin.HandlerFunc {
 	}
 }
 
-// holdsToken reports whether r bears the reserved lane's token, in
-// constant time.
+// holdsToken reports whether r bears the reserved lane's current token,
+// in constant time; never while there is none.
 func (ls *lanes) holdsToken(r *http.Request) bool {
 	auth := r.Header.Get("Authorization")
 	tok, ok := strings.CutPrefix(auth, "Bearer ")
-	return ok && subtle.ConstantTimeCompare([]byte(tok), ls.token) == 1
+	if !ok {
+		return false
+	}
+	want := ls.token()
+	return len(want) > 0 && subtle.ConstantTimeCompare([]byte(tok), want) == 1
 }
 
 // New returns the exporter's routes.
@@ -142,8 +148,8 @@ func New(cfg Config) http.Handler {
 	r.Use(gin.Recovery())
 	r.HandleMethodNotAllowed = true
 	own := newOwnMetrics(cfg.Registerer)
-	ls := &lanes{token: []byte(cfg.ReservedToken)}
-	if cfg.ReservedToken != "" {
+	ls := &lanes{token: cfg.ReservedToken}
+	if cfg.ReservedToken != nil {
 		ls.reserved = newLimiter(max(1, cfg.ReservedMaxRequests), cfg.ReservedMaxRequestsWait,
 			own.refused.WithLabelValues("reserved"), own.inFlight.WithLabelValues("reserved"))
 	}

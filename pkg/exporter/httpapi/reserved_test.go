@@ -66,7 +66,7 @@ func TestReservedLaneUnderFlood(t *testing.T) {
 	}
 	const token, limit = "adapter-token-0123456789", 4
 	srv := httptest.NewUnstartedServer(httpapi.New(httpapi.Config{Source: col, Gatherer: reg, Registerer: reg,
-		MaxRequests: limit, MaxRequestsWait: 0, ReservedToken: token, ReservedMaxRequests: 2, ReservedMaxRequestsWait: time.Second}))
+		MaxRequests: limit, MaxRequestsWait: 0, ReservedToken: func() []byte { return []byte(token) }, ReservedMaxRequests: 2, ReservedMaxRequestsWait: time.Second}))
 	srv.Listener = smallBuffers{srv.Listener}
 	srv.Start()
 	defer srv.Close()

@@ -146,9 +146,16 @@ both run, and the adapter reads this release's exporters. */}}
 {{- end }}
 
 {{/* The Secret holding the exporters' reserved-lane token: the user's
-(exporter.reservedLane.secretName) or the one the chart generates. */}}
+(exporter.reservedLane.secretName) or the one the adapter makes at runtime. */}}
 {{- define "gpuscale.exporter.tokenSecretName" -}}
 {{- .Values.exporter.reservedLane.secretName | default (printf "%s-token" (include "gpuscale.exporter.fullname" .)) }}
+{{- end }}
+
+{{/* "true" when the adapter makes the token's Secret (--exporter-token-secret):
+a lane, and no Secret of the user's. The chart renders no token, so that
+two renders are the same bytes. */}}
+{{- define "gpuscale.exporter.tokenSecretByAdapter" -}}
+{{- if and (include "gpuscale.exporter.reservedLane" .) (not .Values.exporter.reservedLane.secretName) }}true{{ end }}
 {{- end }}
 
 {{/* The adapter's flags. */}}
@@ -171,7 +178,7 @@ both run, and the adapter reads this release's exporters. */}}
 - --tls-cert-file=/etc/gpuscale/tls/tls.crt
 - --tls-private-key-file=/etc/gpuscale/tls/tls.key
 {{- end }}
-{{- range $flag, $key := dict "scrape-interval" "scrapeInterval" "scrape-timeout" "scrapeTimeout" "max-staleness" "maxStaleness" "ttft-window" "ttftWindow" "capacity-ttft-objective" "capacityTTFTObjective" }}
+{{- range $flag, $key := dict "scrape-interval" "scrapeInterval" "scrape-timeout" "scrapeTimeout" "max-staleness" "maxStaleness" "ttft-window" "ttftWindow" "capacity-ttft-objective" "capacityTTFTObjective" "capacity-itl-objective" "capacityITLObjective" }}
 {{- with index $c $key }}
 - --{{ $flag }}={{ . }}
 {{- end }}
@@ -185,6 +192,9 @@ both run, and the adapter reads this release's exporters. */}}
 - --exporter-path={{ $c.exporterPath }}
 {{- if include "gpuscale.exporter.reservedLane" . }}
 - --exporter-token-file=/etc/gpuscale/exporter-token/token
+{{- if include "gpuscale.exporter.tokenSecretByAdapter" . }}
+- --exporter-token-secret={{ include "gpuscale.namespace" . }}/{{ include "gpuscale.exporter.tokenSecretName" . }}
+{{- end }}
 {{- end }}
 {{- if $c.scrapeHostNetwork }}
 - --scrape-host-network
@@ -449,9 +459,11 @@ otherwise (the adapter meets it). podSecurity.enforce overrides it.
     secretName: {{ $.ctx.Values.kedaScaler.clientCA.secretName }}
 {{- end }}
 {{- if include "gpuscale.exporter.reservedLane" $.ctx }}
+{{- /* Optional: filled once the Secret exists; until then the adapter's scrapes carry no token. */}}
 - name: exporter-token
   secret:
     secretName: {{ include "gpuscale.exporter.tokenSecretName" $.ctx }}
+    optional: true
 {{- end }}
 {{- with $.ctx.Values.adapter.extraVolumes }}
 {{- toYaml . | nindent 0 }}

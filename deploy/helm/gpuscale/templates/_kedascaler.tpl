@@ -28,6 +28,11 @@ Where KEDA's client credentials come from, with client authentication on:
 {{- end }}
 {{- end }}
 
+{{/* The user (Common Name) of the client certificate the chart makes for
+KEDA: the adapter's --keda-scaler-client-secret default, cert-manager's
+Certificate. */}}
+{{- define "gpuscale.kedaScaler.clientUser" -}}keda-operator{{- end }}
+
 {{- define "gpuscale.kedaScaler.clientSecretName" -}}
 {{- printf "%s-keda-client" (include "gpuscale.fullname" .) }}
 {{- end }}
@@ -63,6 +68,21 @@ Where KEDA's client credentials come from, with client authentication on:
 {{- end }}
 {{- with $k.checkInterval }}
 - --keda-scaler-check-interval={{ . }}
+{{- end }}
+{{- include "gpuscale.kedaScaler.boundsArgs" . }}
+{{- end }}
+{{- end }}
+
+{{/* Who reads which namespace, and the bounds on connections and streams. */}}
+{{- define "gpuscale.kedaScaler.boundsArgs" -}}
+{{- $k := .Values.kedaScaler -}}
+{{- if and (eq $k.authorization "subjectaccessreview") (not $k.clientAuth) }}
+{{- fail "kedaScaler.authorization=subjectaccessreview authorizes client certificates: it needs kedaScaler.clientAuth (or, knowingly, kedaScaler.authorization=none)" }}
+{{- end }}
+- --keda-scaler-authorization={{ $k.authorization }}
+{{- range $flag, $key := dict "max-connections" "maxConnections" "max-connections-per-address" "maxConnectionsPerAddress" "max-streams" "maxStreams" "max-streams-per-namespace" "maxStreamsPerNamespace" }}
+{{- with index $k.limits $key }}
+- --keda-scaler-{{ $flag }}={{ int . }}
 {{- end }}
 {{- end }}
 {{- end }}

@@ -1,0 +1,71 @@
+package capacity
+
+import (
+	"testing"
+	"time"
+)
+
+// TestPrefillPoolAndObjective: the prefill term at the objective a call
+// gives (EstimateWithin, a prefill pool's share of the TTFT objective), and
+// a prefill pool's term, which holds where a pool of whole requests gives
+// up on an objective its prompts' prefill times alone rule out.
+func TestPrefillPoolAndObjective(t *testing.T) {
+	// Two replicas, each taking 40 prefills of 0.3-0.5 s in 15 s.
+	estimate := func(t *testing.T, pool bool, objective time.Duration) Estimate {
+		t.Helper()
+		cfg := DefaultConfig()
+		cfg.PrefillPool = pool
+		e := New(cfg, nil)
+		k := Key{Namespace: "ns", Target: "deployment/llm-prefill"}
+		t0 := time.Unix(1000, 0)
+		pod := func(uid string, n float64) Pod {
+			return Pod{Ready: true, Data: true, Running: 2, KVPercent: 10, UID: uid, Prefill: prefillHist(10, n)}
+		}
+		if _, err := e.EstimateWithin(k, t0, []Pod{pod("a", 100), pod("b", 100)}, objective); err != nil {
+			t.Fatal(err)
+		}
+		est, err := e.EstimateWithin(k, t0.Add(15*time.Second), []Pod{pod("a", 140), pod("b", 140)}, objective)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return est
+	}
+	whole := estimate(t, false, time.Second)
+	for _, tc := range []struct {
+		name      string
+		pool      bool
+		objective time.Duration
+		reachable bool
+		// needed: compared with the whole pool's at the 1 s objective
+		// (-1 fewer replicas, 0 the same, 1 more); none: no prefill
+		// replicas needed at all.
+		needed int
+		none   bool
+	}{
+		{"whole requests, 1s", false, time.Second, true, 0, false},
+		{"prefill pool, 1s: the same term", true, time.Second, true, 0, false},
+		{"a tighter share of the objective needs more", true, 600 * time.Millisecond, true, 1, false},
+		{"whole requests give up where prefill alone misses", false, 200 * time.Millisecond, false, 0, true},
+		{"a prefill pool holds to its own prefill times", true, 200 * time.Millisecond, false, 1, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			est := estimate(t, tc.pool, tc.objective)
+			if est.Prefill.Reachable != tc.reachable {
+				t.Errorf("Reachable = %v, want %v (%+v)", est.Prefill.Reachable, tc.reachable, est.Prefill)
+			}
+			if tc.none {
+				if est.PrefillNeeded != 0 {
+					t.Errorf("PrefillNeeded = %v, want 0", est.PrefillNeeded)
+				}
+				return
+			}
+			if est.PrefillNeeded <= 0 || est.Prefill.MaxBusy <= 0 {
+				t.Fatalf("PrefillNeeded %v, MaxBusy %v: want a prefill term", est.PrefillNeeded, est.Prefill.MaxBusy)
+			}
+			switch d := est.PrefillNeeded - whole.PrefillNeeded; {
+			case tc.needed == 0 && d != 0, tc.needed > 0 && d <= 0:
+				t.Errorf("PrefillNeeded = %v, whole requests at 1s %v: want %+d", est.PrefillNeeded, whole.PrefillNeeded, tc.needed)
+			}
+		})
+	}
+}

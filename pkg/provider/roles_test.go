@@ -1,0 +1,162 @@
+package provider_test
+
+import (
+	"context"
+	"math"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	cmprovider "sigs.k8s.io/custom-metrics-apiserver/pkg/provider"
+
+	"github.com/gpuscale/gpuscale/pkg/capacity"
+	"github.com/gpuscale/gpuscale/pkg/provider"
+	"github.com/gpuscale/gpuscale/pkg/store"
+)
+
+func TestRoleOf(t *testing.T) {
+	for _, tc := range []struct {
+		labels map[string]string
+		want   provider.Role
+	}{
+		{nil, provider.RoleNone},
+		{map[string]string{"gpuscale.io/role": "prefill"}, provider.RolePrefill},
+		{map[string]string{"llm-d.ai/role": "decode"}, provider.RoleDecode},
+		{map[string]string{"llm-d.ai/role": "prefill"}, provider.RolePrefill},
+		// llm-d's "both" serves whole requests.
+		{map[string]string{"llm-d.ai/role": "both"}, provider.RoleNone},
+		{map[string]string{"nvidia.com/dynamo-sub-component-type": "decode"}, provider.RoleDecode},
+		// gpuscale's own label wins over the others, and a value it does
+		// not know is no role, not a guess.
+		{map[string]string{"gpuscale.io/role": "decode", "llm-d.ai/role": "prefill"}, provider.RoleDecode},
+		{map[string]string{"gpuscale.io/role": "Prefill", "llm-d.ai/role": "prefill"}, provider.RoleNone},
+		{map[string]string{"app": "vllm"}, provider.RoleNone},
+	} {
+		if got := provider.RoleOf(tc.labels); got != tc.want {
+			t.Errorf("RoleOf(%v) = %q, want %q", tc.labels, got, tc.want)
+		}
+	}
+}
+
+// keyedEstimator records each call's key and pods.
+type keyedEstimator struct {
+	name  string
+	calls []keyedCall
+}
+
+type keyedCall struct {
+	key  capacity.Key
+	pods []capacity.Pod
+}
+
+func (e *keyedEstimator) Estimate(k capacity.Key, _ time.Time, pods []capacity.Pod) (capacity.Estimate, error) {
+	e.calls = append(e.calls, keyedCall{k, append([]capacity.Pod(nil), pods...)})
+	return capacity.Estimate{Utilization: 1.5}, nil
+}
+
+// TestCapacityPerRole: a model served by a prefill and a decode
+// Deployment gets each pool's signal from the role's estimator, for the
+// Deployment (Object, its template's role) and per model and role
+// (External, the role's pods only), with what the role's terms read: a
+// decode pool without prefill times, a prefill pool without ITL. A model
+// asked for without a role is one pool, as before.
+func TestCapacityPerRole(t *testing.T) {
+	f := newFixture()
+	base, prefill, decode := &keyedEstimator{name: "base"}, &keyedEstimator{name: "prefill"}, &keyedEstimator{name: "decode"}
+	f.p.SetCapacity(base)
+	f.p.SetCapacityByRole(map[provider.Role]provider.CapacityEstimator{provider.RolePrefill: prefill, provider.RoleDecode: decode})
+	for _, d := range []struct{ name, roleLabel, role string }{{"llm-prefill", "llm-d.ai/role", "prefill"}, {"llm-decode", "nvidia.com/dynamo-sub-component-type", "decode"}} {
+		sel := map[string]string{"app": d.name}
+		tmpl := map[string]string{"app": d.name, d.roleLabel: d.role}
+		_ = f.deploys.Add(&appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: "ml", Name: d.name},
+			Spec: appsv1.DeploymentSpec{Selector: &metav1.LabelSelector{MatchLabels: sel}, Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: tmpl}}}})
+		for _, pod := range []string{d.name + "-a", d.name + "-b"} {
+			f.addPod("ml", pod, true, tmpl)
+			smp := store.Sample{Time: t0.Add(-time.Second), Model: "m", Prefill: hist(3, 1), ITL: hist(40, 2)}
+			smp.Set(store.RequestsRunning, 4)
+			smp.Set(store.QueueDepth, 1)
+			smp.Set(store.KVCacheUtilization, 20)
+			f.store.PutPod(store.Key{Namespace: "ml", Name: pod}, store.SourceInference, smp)
+		}
+	}
+	ctx := context.Background()
+	info := cmprovider.CustomMetricInfo{GroupResource: schema.GroupResource{Group: "apps", Resource: "deployments"}, Namespaced: true, Metric: provider.CapacityUtilization}
+	for _, d := range []struct {
+		name string
+		est  *keyedEstimator
+	}{{"llm-prefill", prefill}, {"llm-decode", decode}} {
+		mv, err := f.p.GetMetricByName(ctx, types.NamespacedName{Namespace: "ml", Name: d.name}, info, labels.Everything())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if milli(t, &mv.Value) != 1.5 || len(d.est.calls) != 1 || d.est.calls[0].key.Target != "deployment/"+d.name || len(d.est.calls[0].pods) != 2 {
+			t.Fatalf("%s: value %v, %s estimator calls %+v", d.name, mv.Value.String(), d.est.name, d.est.calls)
+		}
+	}
+	for _, p := range prefill.calls[0].pods {
+		if p.Prefill == nil || p.ITL != nil {
+			t.Errorf("a prefill pod's inputs: prefill %v, ITL %v; want prefill times and no ITL", p.Prefill, p.ITL)
+		}
+	}
+	for _, p := range decode.calls[0].pods {
+		if p.Prefill != nil || p.ITL == nil {
+			t.Errorf("a decode pod's inputs: prefill %v, ITL %v; want ITL and no prefill times", p.Prefill, p.ITL)
+		}
+	}
+
+	sel, _ := labels.Parse(provider.ModelLabel + "=m," + provider.RoleLabel + "=decode")
+	ext, err := f.p.GetExternalMetric(ctx, "ml", sel, cmprovider.ExternalMetricInfo{Metric: provider.CapacityUtilization})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ext.Items) != 1 || ext.Items[0].MetricLabels[provider.RoleLabel] != "decode" || ext.Items[0].MetricLabels[provider.ModelLabel] != "m" {
+		t.Fatalf("model and role items: %+v", ext.Items)
+	}
+	last := decode.calls[len(decode.calls)-1]
+	if last.key.Target != "model/m/decode" || len(last.pods) != 2 {
+		t.Errorf("model and role: key %+v over %d pods, want model/m/decode over the 2 decode pods", last.key, len(last.pods))
+	}
+	whole, _ := labels.Parse(provider.ModelLabel + "=m")
+	if _, err := f.p.GetExternalMetric(ctx, "ml", whole, cmprovider.ExternalMetricInfo{Metric: provider.CapacityUtilization}); err != nil {
+		t.Fatal(err)
+	}
+	if len(base.calls) != 1 || base.calls[0].key.Target != "model/m" || len(base.calls[0].pods) != 4 {
+		t.Errorf("model without a role: %+v, want one pool of the 4 pods", base.calls)
+	}
+	for _, bad := range []string{provider.ModelLabel + "=m," + provider.RoleLabel + "=both", provider.RoleLabel + "=decode", provider.ModelLabel + "=m,other=x"} {
+		s, _ := labels.Parse(bad)
+		if _, err := f.p.GetExternalMetric(ctx, "ml", s, cmprovider.ExternalMetricInfo{Metric: provider.CapacityUtilization}); !apierrors.IsBadRequest(err) {
+			t.Errorf("selector %q: %v, want BadRequest", bad, err)
+		}
+	}
+}
+
+// TestRoleCapacityConfig: a prefill pool has no ITL term and a prefill
+// term that holds; a decode pool keeps half the tail for slot waits; a
+// pool of whole requests keeps the adapter's configuration.
+func TestRoleCapacityConfig(t *testing.T) {
+	base := capacity.DefaultConfig()
+	base.ITLObjective = 100 * time.Millisecond
+	for _, tc := range []struct {
+		role     provider.Role
+		itl      time.Duration
+		quantile float64
+		pool     bool
+	}{
+		{provider.RoleNone, 100 * time.Millisecond, 0.9, false},
+		{provider.RolePrefill, 0, 0.9, true},
+		{provider.RoleDecode, 100 * time.Millisecond, 0.95, false},
+	} {
+		got := provider.RoleCapacityConfig(base, tc.role)
+		if got.ITLObjective != tc.itl || math.Abs(got.Quantile-tc.quantile) > 1e-12 || got.PrefillPool != tc.pool || got.Objective != base.Objective {
+			t.Errorf("role %q: ITL %v quantile %v prefill pool %v objective %v; want %v %v %v %v",
+				tc.role, got.ITLObjective, got.Quantile, got.PrefillPool, got.Objective, tc.itl, tc.quantile, tc.pool, base.Objective)
+		}
+	}
+}
