@@ -34,7 +34,9 @@ import (
 
 type flags struct {
 	tracePath, shape, policies, schedule, updateDocs string
-	family, asJSON, need, parts, disagg              bool
+	family, asJSON, need, parts, disagg, counts      bool
+	spreadKV, measuredArrivals                       bool
+	minCorrection, maxCorrection                     float64
 	itl                                              time.Duration
 	phase, start, duration, slo                      time.Duration
 	objective, window, down, downPeriod              time.Duration
@@ -65,6 +67,11 @@ func main() {
 	flag.DurationVar(&f.downPeriod, "capacity-scale-down-period", time.Minute, "The period of --capacity-scale-down-percent.")
 	flag.BoolVar(&f.disagg, "disaggregated", false, "Replay the disaggregated workload (a prefill and a decode pool) under static provisioning, the single-pool and the per-role capacity policies, and print the table of docs/autoscaling.md; --slo (0: 2s) and --itl-slo judge it.")
 	flag.DurationVar(&f.itl, "itl-slo", 150*time.Millisecond, "With --disaggregated: the ITL p90 objective.")
+	flag.BoolVar(&f.counts, "goal-counts", false, "With --family: print only the row of goal counts of the recommended policy (workloads missing each goal, scale events), as hack/robustness-sweep.sh records it.")
+	flag.BoolVar(&f.spreadKV, "capacity-spread-kv", false, "The capacity policy's KV term on the measured spread of KV in use (capacity.Config.SpreadKV).")
+	flag.BoolVar(&f.measuredArrivals, "capacity-measured-arrivals", false, "The capacity policy's prefill term credits a router more even than random (capacity.Config.MeasuredArrivals).")
+	flag.Float64Var(&f.minCorrection, "capacity-min-correction", 0, "The closed loop's lower bound (0: the default's).")
+	flag.Float64Var(&f.maxCorrection, "capacity-max-correction", 0, "The closed loop's upper bound (0: the default's).")
 	flag.Parse()
 	if err := run(f); err != nil {
 		log.Fatal(err)
@@ -78,6 +85,16 @@ func run(f flags) error {
 		o.DownPercent, o.DownPeriod = f.downPercent, f.downPeriod
 		o.Targets.RequestsRunning = f.runningTarget
 		o.Parts = partsPrinter(f.parts)
+		o.Capacity = func(c *capacity.Config) {
+			c.SpreadKV = c.SpreadKV || f.spreadKV
+			c.MeasuredArrivals = c.MeasuredArrivals || f.measuredArrivals
+			if f.minCorrection > 0 {
+				c.MinCorrection = f.minCorrection
+			}
+			if f.maxCorrection > 0 {
+				c.MaxCorrection = f.maxCorrection
+			}
+		}
 	}
 	setup.Phase = f.phase
 	policies := strings.Split(f.policies, ",")
@@ -147,6 +164,15 @@ func runFamily(f flags, setup robustness.Setup, policies []string) error {
 	reports, err := robustness.Run(append(recorded, robustness.Family()...), policies, setup)
 	if err != nil {
 		return err
+	}
+	if f.counts {
+		for _, r := range reports {
+			o, _ := r.Outcome(offlinereplay.PolicyRecommended)
+			fmt.Fprintf(os.Stderr, "%-18s %2d/%2d min  %5.1f%%  ups/downs %3d/%3d  unserved %d\n",
+				r.Workload.Name, o.MinutesMet, r.Reachable, 100*o.StaticFraction, o.Ups, o.Downs, o.Unserved)
+		}
+		fmt.Println(robustness.CountGoals(reports, offlinereplay.PolicyRecommended))
+		return nil
 	}
 	if f.asJSON {
 		for _, r := range reports {

@@ -61,6 +61,10 @@ type PolicyOptions struct {
 	Need []int
 	// Parts, when set, is called with every capacity estimate.
 	Parts func(time.Time, capacity.Estimate)
+	// Capacity, when set, changes the capacity policy's estimator
+	// configuration after the defaults, the objective and the window
+	// (sweeps of its options).
+	Capacity func(*capacity.Config)
 }
 
 func (o PolicyOptions) ttftWindow() time.Duration {
@@ -99,6 +103,9 @@ func NewPolicy(name string, o PolicyOptions) (Policy, Behavior, error) {
 		}
 		if o.Window > 0 {
 			cfg.Window = o.Window
+		}
+		if o.Capacity != nil {
+			o.Capacity(&cfg)
 		}
 		b := Recommended(t.ModelLoad, 1, maxR)
 		if o.DownWindow > 0 {
