@@ -35,7 +35,7 @@ import (
 type flags struct {
 	tracePath, shape, policies, schedule, updateDocs string
 	family, asJSON, need, parts, disagg, counts      bool
-	spreadKV, measuredArrivals                       bool
+	spreadKV, measuredArrivals, settledSpread        bool
 	minCorrection, maxCorrection                     float64
 	itl                                              time.Duration
 	phase, start, duration, slo                      time.Duration
@@ -70,6 +70,7 @@ func main() {
 	flag.BoolVar(&f.counts, "goal-counts", false, "With --family: print only the row of goal counts of the recommended policy (workloads missing each goal, scale events), as hack/robustness-sweep.sh records it.")
 	flag.BoolVar(&f.spreadKV, "capacity-spread-kv", false, "The capacity policy's KV term on the measured spread of KV in use (capacity.Config.SpreadKV).")
 	flag.BoolVar(&f.measuredArrivals, "capacity-measured-arrivals", false, "The capacity policy's prefill term credits a router more even than random (capacity.Config.MeasuredArrivals).")
+	flag.BoolVar(&f.settledSpread, "capacity-settled-spread", false, "The capacity policy's measured spreads leave out replicas Ready for less than a window (capacity.Config.SettledSpread).")
 	flag.Float64Var(&f.minCorrection, "capacity-min-correction", 0, "The closed loop's lower bound (0: the default's).")
 	flag.Float64Var(&f.maxCorrection, "capacity-max-correction", 0, "The closed loop's upper bound (0: the default's).")
 	flag.Parse()
@@ -88,6 +89,7 @@ func run(f flags) error {
 		o.Capacity = func(c *capacity.Config) {
 			c.SpreadKV = c.SpreadKV || f.spreadKV
 			c.MeasuredArrivals = c.MeasuredArrivals || f.measuredArrivals
+			c.SettledSpread = c.SettledSpread || f.settledSpread
 			if f.minCorrection > 0 {
 				c.MinCorrection = f.minCorrection
 			}

@@ -324,7 +324,7 @@ func (c *capacityPolicy) Recommend(v View) (int, bool) {
 	for _, p := range v.Pods {
 		cp := capacity.Pod{Ready: p.Ready, Loading: p.Loading}
 		if p.Ready {
-			cp.Startup = p.ReadyAt.Sub(p.Created)
+			cp.Startup, cp.ReadyAt = p.ReadyAt.Sub(p.Created), p.ReadyAt
 			if p.Data {
 				cp.Data, cp.Running, cp.Waiting, cp.KVPercent = true, float64(p.Running), float64(p.Waiting), 100*p.KVUsage
 				cp.UID, cp.Prefill, cp.TTFT = p.Name, p.Prefill, p.TTFT

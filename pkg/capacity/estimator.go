@@ -29,6 +29,9 @@ type Pod struct {
 	// Startup is the pod's measured creation-to-Ready time, 0 when
 	// unknown (recommend.StartupTime).
 	Startup time.Duration
+	// ReadyAt is when the pod turned Ready (its Ready condition's last
+	// transition), zero when unknown: such a pod is taken as settled.
+	ReadyAt time.Time
 	// Data says the pod's newest values below are fresh; only Ready
 	// pods have any.
 	Data bool
@@ -163,6 +166,12 @@ type Config struct {
 	// workload family they moved cost from some workloads to others and
 	// lost minutes on ramps (docs/autoscaling.md, "Robustness").
 	SpreadKV, MeasuredArrivals bool
+	// SettledSpread leaves out of the measured spread of KV in use and
+	// of requests held the replicas that turned Ready within the last
+	// Window: a replica just Ready holds nothing yet, and beside full
+	// ones it reads as a spread the router does not make (it fills within
+	// a window of arrivals).
+	SettledSpread bool
 	// MaxTargetsPerNamespace and MaxTargets bound the workloads and
 	// models whose state is kept, per namespace and in all; 0 means
 	// DefaultMaxTargetsPerNamespace and DefaultMaxTargets.
@@ -362,8 +371,10 @@ func (e *Estimator) estimate(st *workloadState, now time.Time, pods []Pod, objec
 		est.Demand += p.Running + p.Waiting
 		run += p.Running
 		kv += p.KVPercent / 100
-		perReqs = append(perReqs, p.Running+p.Waiting)
-		perKV = append(perKV, p.KVPercent/100)
+		if !e.cfg.SettledSpread || p.ReadyAt.IsZero() || now.Sub(p.ReadyAt) >= e.cfg.Window {
+			perReqs = append(perReqs, p.Running+p.Waiting)
+			perKV = append(perKV, p.KVPercent/100)
+		}
 	}
 	if !haveLoaded {
 		return Estimate{}, ErrNoData

@@ -123,6 +123,7 @@ func (p *Provider) capacityPods(ctx context.Context, namespace string, pods []*c
 	for i, pod := range ready {
 		c := capacity.Pod{Ready: true}
 		c.Startup, _ = recommend.StartupTime(pod)
+		c.ReadyAt = readySince(pod)
 		run, wait, kv := vals[0][i], vals[1][i], vals[2][i]
 		if run.Valid() && wait.Valid() && kv.Valid() {
 			c.Data, c.Running, c.Waiting, c.KVPercent = true, run.V, wait.V, kv.V
@@ -149,6 +150,17 @@ func (p *Provider) capacityPods(ctx context.Context, namespace string, pods []*c
 		}
 	}
 	return out, nil
+}
+
+// readySince is when pod's Ready condition last turned true, zero when
+// it does not say.
+func readySince(pod *corev1.Pod) time.Time {
+	for _, c := range pod.Status.Conditions {
+		if c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue {
+			return c.LastTransitionTime.Time
+		}
+	}
+	return time.Time{}
 }
 
 // capacityQuantity checks and converts a utilization for serving.
