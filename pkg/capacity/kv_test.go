@@ -106,3 +106,43 @@ func TestKVTermFromMeasuredSpread(t *testing.T) {
 		})
 	}
 }
+
+// A replica just Ready holds nothing beside full ones: with SettledSpread
+// it is left out of the measured spread for one window, and counted again
+// after it.
+func TestSettledSpreadLeavesFreshReplicasOut(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	pod := func(running, kv float64, readyAt time.Time) Pod {
+		return Pod{Ready: true, Data: true, Startup: time.Minute, Running: running, KVPercent: kv, ReadyAt: readyAt}
+	}
+	settled := t0.Add(-time.Hour)
+	for _, tc := range []struct {
+		name     string
+		settled  bool
+		freshAt  time.Time
+		wantDisp float64
+	}{
+		// Shares 0.4, 0.4, 0: mean 0.8/3, sample variance 0.16/3,
+		// index 0.2.
+		{"counted without the option", false, t0.Add(-10 * time.Second), 0.2},
+		// Shares 0.4, 0.4: no spread.
+		{"left out within a window", true, t0.Add(-10 * time.Second), 0},
+		{"counted after a window", true, t0.Add(-time.Minute), 0.2},
+		{"counted when its Ready time is unknown", true, time.Time{}, 0.2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := DefaultConfig()
+			cfg.SpreadKV, cfg.SettledSpread = true, tc.settled
+			e := New(cfg, nil)
+			est, err := e.Estimate(Key{"ns", tc.name}, t0, []Pod{pod(2, 40, settled), pod(2, 40, settled), pod(0, 0, tc.freshAt)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			near(t, "KVDispersion", est.KVDispersion, tc.wantDisp, 1e-9)
+			// The fresh replica still counts as Ready capacity.
+			if est.Replicas != 3 || est.Reporting != 3 {
+				t.Errorf("replicas %d reporting %d, want 3 and 3", est.Replicas, est.Reporting)
+			}
+		})
+	}
+}
