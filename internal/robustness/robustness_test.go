@@ -103,8 +103,8 @@ func TestCountGoals(t *testing.T) {
 		t.Fatalf("CountGoals = %+v\nwant %+v", got, want)
 	}
 	for _, tc := range []struct {
-		name           string
-		c              Counts
+		name            string
+		c               Counts
 		noWorse, better bool
 	}{
 		{"the same", want, true, false},
