@@ -6,10 +6,27 @@
 #
 #   hack/robustness-sweep.sh "today's defaults|" "hold 2x start-up|--capacity-scale-down-window=150s"
 #
-# Each argument is NAME|FLAGS, FLAGS passed to hack/offline-replay. Each
-# configuration is about a minute of CPU; set SWEEP_LOG to a folder to keep
-# each one's per-workload lines.
+# Each argument is NAME|FLAGS, FLAGS passed to hack/offline-replay; with
+# none, the configurations of docs/autoscaling.md's third round. Each is
+# about a minute of CPU; set SWEEP_LOG to a folder to keep each one's
+# per-workload lines.
 set -euo pipefail
+if [[ $# -eq 0 ]]; then
+	spread="--capacity-spread-kv --capacity-settled-spread"
+	set -- \
+		"today's defaults|" \
+		"hold 1.5 start-ups (90 s)|--capacity-scale-down-window=90s" \
+		"hold 2 start-ups (120 s)|--capacity-scale-down-window=120s" \
+		"hold 2.5 start-ups (150 s)|--capacity-scale-down-window=150s" \
+		"50% a minute down, hold 60 s|--capacity-scale-down-percent=50" \
+		"50% a minute down, hold 150 s|--capacity-scale-down-percent=50 --capacity-scale-down-window=150s" \
+		"spread KV, settled spread|$spread" \
+		"spread KV, hold 120 s|--capacity-spread-kv --capacity-scale-down-window=120s" \
+		"spread KV, settled spread, hold 120 s|$spread --capacity-scale-down-window=120s" \
+		"spread KV, settled spread, loop [1/2, 1], hold 90 s|$spread --capacity-min-correction=0.5 --capacity-max-correction=1 --capacity-scale-down-window=90s" \
+		"spread KV, settled spread, loop [1/2, 1], hold 120 s|$spread --capacity-min-correction=0.5 --capacity-max-correction=1 --capacity-scale-down-window=120s" \
+		"spread KV, settled spread, loop [1/2, 1], hold 150 s|$spread --capacity-min-correction=0.5 --capacity-max-correction=1 --capacity-scale-down-window=150s"
+fi
 cd "$(dirname "$0")/.."
 source hack/lib/goenv.sh
 bin=$(mktemp -d)/offline-replay
