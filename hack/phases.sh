@@ -31,7 +31,10 @@ summary() {
 }
 fail() { # phase
   echo "make test: phase $1 FAILED"
-  for name in "${!bgpid[@]}"; do kill "${bgpid[$name]}" 2>/dev/null; done
+  # A background phase runs in a process group of its own: killing the
+  # group stops its tests and what they started (a control plane, an
+  # adapter on its port), which would otherwise outlive the run.
+  for name in "${!bgpid[@]}"; do kill -- "-${bgpid[$name]}" 2>/dev/null; done
   summary
   exit 1
 }
@@ -59,7 +62,7 @@ for phase in "$@"; do
   +*)
     name=${phase#+}
     echo "make test: phase $name started in the background at $(date -u +%H:%M:%S)"
-    "$make" --no-print-directory "$name" >"$root/_output/phase-$name.log" 2>&1 &
+    setsid "$make" --no-print-directory "$name" >"$root/_output/phase-$name.log" 2>&1 &
     bgpid[$name]=$!
     bgstart[$name]=$SECONDS
     ;;

@@ -85,7 +85,13 @@ type result struct {
 	AdapterCPUPerList time.Duration
 	// AdapterIdleCPU is the adapter's CPU, in cores, while it only scrapes.
 	AdapterIdleCPU float64
-	AdapterRSSMiB  float64
+	// ScrapesPerSec is how many scrapes the adapter finished a second in
+	// the same 10 s, and CPUPerScrape its CPU over them: a starved adapter
+	// scrapes less often than asked, and its cores then understate what
+	// the interval costs.
+	ScrapesPerSec float64
+	CPUPerScrape  time.Duration
+	AdapterRSSMiB float64
 	// AdapterRSSFileMiB is the part of RSS that is the binary's pages.
 	AdapterRSSFileMiB float64
 	// AdapterHeapMiB is the Go heap in use, from the adapter's /metrics.
@@ -98,10 +104,10 @@ func (r result) quantile(q float64) time.Duration {
 }
 
 func (r result) line() string {
-	return fmt.Sprintf("%d pods %s: median %v p90 %v p99 %v max %v; %d bytes; adapter CPU %v per list (%.2f cores scraping), RSS %.0f MiB (%.0f MiB file), heap %.0f MiB; pods Ready after %v, full list after %v",
+	return fmt.Sprintf("%d pods %s: median %v p90 %v p99 %v max %v; %d bytes; adapter CPU %v per list (%.2f cores scraping: %.0f scrapes/s, %v CPU each), RSS %.0f MiB (%.0f MiB file), heap %.0f MiB; pods Ready after %v, full list after %v",
 		r.Pods, r.Metric, r.quantile(0.5).Round(time.Microsecond*100), r.quantile(0.9).Round(time.Microsecond*100),
 		r.quantile(0.99).Round(time.Microsecond*100), r.Latencies[len(r.Latencies)-1].Round(time.Microsecond*100),
-		r.AnswerBytes, r.AdapterCPUPerList.Round(time.Microsecond*100), r.AdapterIdleCPU, r.AdapterRSSMiB, r.AdapterRSSFileMiB, r.AdapterHeapMiB, r.PodsReady.Round(time.Second), r.FirstFull.Round(time.Second))
+		r.AnswerBytes, r.AdapterCPUPerList.Round(time.Microsecond*100), r.AdapterIdleCPU, r.ScrapesPerSec, r.CPUPerScrape.Round(time.Microsecond), r.AdapterRSSMiB, r.AdapterRSSFileMiB, r.AdapterHeapMiB, r.PodsReady.Round(time.Second), r.FirstFull.Round(time.Second))
 }
 
 // measure creates a namespace of n Ready pods, serves their metrics, and
@@ -127,7 +133,7 @@ func (b *bench) measure(ctx context.Context, n int, metrics []string, requests i
 	serving := time.Now()
 	full := map[string]time.Duration{}
 	for _, metric := range metrics {
-		if err := b.waitFull(ctx, ns, metric, n); err != nil {
+		if err := b.waitFull(ctx, ns, metric, "app="+appLabel, n); err != nil {
 			return nil, err
 		}
 		full[metric] = time.Since(serving)
@@ -156,7 +162,7 @@ func (b *bench) measure(ctx context.Context, n int, metrics []string, requests i
 // adapter's CPU time and memory.
 func (b *bench) time(ctx context.Context, ns string, r *result) error {
 	for range 5 {
-		if _, err := b.list(ctx, ns, r.Metric); err != nil {
+		if _, err := b.list(ctx, ns, r.Metric, "app="+appLabel); err != nil {
 			return err
 		}
 	}
@@ -164,11 +170,30 @@ func (b *bench) time(ctx context.Context, ns string, r *result) error {
 	// The adapter's CPU while it only scrapes, to subtract from its CPU
 	// while it also answers: at a short scrape interval the scraping is
 	// most of it.
+	// A CPU profile of the same 10 s says where the scraping goes.
+	profile := make(chan error, 1)
+	go func() {
+		profile <- b.saveProfile(ctx, fmt.Sprintf("cpu-scraping-%d-%s.pb.gz", r.Pods, r.Metric), 10*time.Second)
+	}()
+	scrapes0, err := b.adapterScrapes(ctx)
+	if err != nil {
+		return err
+	}
+	t0 := time.Now()
 	idle, err := cpuRate(ctx, pid, 10*time.Second)
+	if err := errors.Join(err, <-profile); err != nil {
+		return err
+	}
+	scrapes1, err := b.adapterScrapes(ctx)
 	if err != nil {
 		return err
 	}
 	r.AdapterIdleCPU = idle
+	if scrapes := scrapes1 - scrapes0; scrapes > 0 {
+		wall := time.Since(t0)
+		r.ScrapesPerSec = scrapes / wall.Seconds()
+		r.CPUPerScrape = time.Duration(idle * float64(wall) / scrapes)
+	}
 	cpu0, err := processCPU(pid)
 	if err != nil {
 		return err
@@ -176,7 +201,7 @@ func (b *bench) time(ctx context.Context, ns string, r *result) error {
 	start := time.Now()
 	for range r.Requests {
 		t := time.Now()
-		body, err := b.list(ctx, ns, r.Metric)
+		body, err := b.list(ctx, ns, r.Metric, "app="+appLabel)
 		r.Latencies = append(r.Latencies, time.Since(t))
 		if err != nil {
 			return err
@@ -239,6 +264,34 @@ func (b *bench) adapterGet(ctx context.Context, path string) ([]byte, error) {
 		return nil, fmt.Errorf("adapter %s: %s: %w", path, resp.Status, err)
 	}
 	return body, nil
+}
+
+// saveProfile writes a CPU profile of the adapter over d to the output
+// directory.
+func (b *bench) saveProfile(ctx context.Context, name string, d time.Duration) error {
+	prof, err := b.adapterGet(ctx, fmt.Sprintf("/debug/pprof/profile?seconds=%d", int(d.Seconds())))
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(b.dir, name), prof, 0o644)
+}
+
+// adapterScrapes is how many scrapes the adapter has finished, from its
+// own /metrics.
+func (b *bench) adapterScrapes(ctx context.Context) (float64, error) {
+	raw, err := b.adapterGet(ctx, "/metrics")
+	if err != nil {
+		return 0, err
+	}
+	fams, err := parseMetrics(raw)
+	if err != nil {
+		return 0, fmt.Errorf("adapter /metrics: %w", err)
+	}
+	h, err := histogramOf(fams, "gpuscale_adapter_scrape_duration_seconds", nil)
+	if err != nil || h == nil {
+		return 0, fmt.Errorf("adapter /metrics: no gpuscale_adapter_scrape_duration_seconds: %w", err)
+	}
+	return h.Count, nil
 }
 
 // adapterHeapMiB reads go_memstats_heap_inuse_bytes from the adapter's own
@@ -387,11 +440,11 @@ func (b *bench) exposition(i int) http.Handler {
 	})
 }
 
-// waitFull waits until the list names all n pods.
-func (b *bench) waitFull(ctx context.Context, ns, metric string, n int) error {
+// waitFull waits until the list of the pods sel selects names all n.
+func (b *bench) waitFull(ctx context.Context, ns, metric, sel string, n int) error {
 	got := 0
 	err := wait.PollUntilContextTimeout(ctx, 2*time.Second, 10*time.Minute, true, func(ctx context.Context) (bool, error) {
-		body, err := b.list(ctx, ns, metric)
+		body, err := b.list(ctx, ns, metric, sel)
 		if err != nil {
 			return false, nil // NotFound until the first scrape lands
 		}
@@ -410,11 +463,11 @@ func (b *bench) waitFull(ctx context.Context, ns, metric string, n int) error {
 	return nil
 }
 
-// list is the HPA's request for a Pods metric.
-func (b *bench) list(ctx context.Context, ns, metric string) ([]byte, error) {
+// list is the HPA's request for a Pods metric of the pods sel selects.
+func (b *bench) list(ctx context.Context, ns, metric, sel string) ([]byte, error) {
 	return b.client.CoreV1().RESTClient().Get().
 		AbsPath("/apis/custom.metrics.k8s.io/v1beta2/namespaces", ns, "pods", "*", metric).
-		Param("labelSelector", "app="+appLabel).DoRaw(ctx)
+		Param("labelSelector", sel).DoRaw(ctx)
 }
 
 // processCPU is a process's user and system CPU time so far.
@@ -474,12 +527,12 @@ func statusMiB(pid int, field string) (float64, error) {
 func markdown(rs []result, interval time.Duration) string {
 	var sb strings.Builder
 	fmt.Fprintf(&sb, "# List latency through the aggregation layer\n\n`GET .../namespaces/NS/pods/*/METRIC?labelSelector=app=%s`, sequential, one kept-alive HTTP/2 connection to a real kube-apiserver; the adapter scrapes every pod itself every %v.\n\n", appLabel, interval)
-	sb.WriteString("| pods | metric | requests | median | p90 | p99 | max | answer | adapter CPU per list | adapter CPU scraping | adapter RSS (file-backed) | adapter heap in use | pods Ready after | full list after |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+	sb.WriteString("| pods | metric | requests | median | p90 | p99 | max | answer | adapter CPU per list | adapter CPU scraping | scrapes/s, CPU each | adapter RSS (file-backed) | adapter heap in use | pods Ready after | full list after |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, r := range rs {
-		fmt.Fprintf(&sb, "| %d | %s | %d | %v | %v | %v | %v | %.2f MB | %v | %.2f cores | %.0f MiB (%.0f) | %.0f MiB | %v | %v |\n", r.Pods, r.Metric, r.Requests,
+		fmt.Fprintf(&sb, "| %d | %s | %d | %v | %v | %v | %v | %.2f MB | %v | %.2f cores | %.0f, %v | %.0f MiB (%.0f) | %.0f MiB | %v | %v |\n", r.Pods, r.Metric, r.Requests,
 			r.quantile(0.5).Round(100*time.Microsecond), r.quantile(0.9).Round(100*time.Microsecond), r.quantile(0.99).Round(100*time.Microsecond),
 			r.Latencies[len(r.Latencies)-1].Round(100*time.Microsecond), float64(r.AnswerBytes)/1e6, r.AdapterCPUPerList.Round(100*time.Microsecond), r.AdapterIdleCPU,
-			r.AdapterRSSMiB, r.AdapterRSSFileMiB, r.AdapterHeapMiB, r.PodsReady.Round(time.Second), r.FirstFull.Round(time.Second))
+			r.ScrapesPerSec, r.CPUPerScrape.Round(time.Microsecond), r.AdapterRSSMiB, r.AdapterRSSFileMiB, r.AdapterHeapMiB, r.PodsReady.Round(time.Second), r.FirstFull.Round(time.Second))
 	}
 	return sb.String()
 }

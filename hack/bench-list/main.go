@@ -39,9 +39,14 @@ func run() error {
 		interval = flag.Duration("scrape-interval", 30*time.Second, "The adapter's --scrape-interval: long, so that scrape cycles disturb the timed requests little.")
 		window   = flag.Duration("window", 2*time.Minute, "How long the timed requests wait for the adapter's history of every pod (its --ttft-window of samples) to fill.")
 		adEnv    = flag.String("adapter-env", "", "Comma-separated NAME=value environment of the adapter, e.g. GOMEMLIMIT=270MiB.")
+		adBin    = flag.String("adapter-binary", "", "An adapter binary to measure instead of building this tree's, e.g. another branch's for a before/after.")
 		out      = flag.String("out", "_output/bench-list", "Directory for the environment's logs and report.md.")
 		soakFor  = flag.Duration("soak", 0, "Instead of timing lists, keep the largest --pods size and a hostile fleet scraped this long, and report the adapter's memory, scrape cycles and the healthy pods' staleness (make soak).")
 		fleet    soakFleet
+		hpas     = flag.Int("hpas", 0, "Instead of timing lists, create this many Deployments of one scraped pod, each with an HPA on inference_capacity_utilization (Object) and inference_queue_depth (Pods), and report the adapter's CPU beyond scraping, the metrics API's p99 and the HPA controller's queue lag (make bench-hpa).")
+		hpaSync  = flag.Duration("hpa-sync", 15*time.Second, "With --hpas, the HPA controller's --horizontal-pod-autoscaler-sync-period.")
+		measure  = flag.Duration("hpa-measure", 2*time.Minute, "With --hpas, how long the adapter's scraping, then the HPAs, are measured.")
+		kcmArgs  = flag.String("controller-manager-args", "", "Comma-separated extra kube-controller-manager flags, e.g. --kube-api-qps=200,--kube-api-burst=300.")
 	)
 	flag.IntVar(&fleet.HostilePerKind, "soak-hostile-per-kind", 10, "With --soak, pods of each of the first round's hostile kinds.")
 	flag.IntVar(&fleet.TenantNamespaces, "soak-tenant-namespaces", 4, "With --soak, namespaces of the second round's tenant kinds (internal/hostile.TenantKinds).")
@@ -91,11 +96,16 @@ func run() error {
 	if *soakFor > 0 {
 		staleness = 3 * *interval
 	}
-	env, err := devenv.Up(ctx, devenv.Options{Dir: filepath.Join(dir, "env"), Nodes: 1, Logger: log, AdapterEnv: adapterEnv,
+	var cmArgs []string
+	if *kcmArgs != "" {
+		cmArgs = strings.Split(*kcmArgs, ",")
+	}
+	env, err := devenv.Up(ctx, devenv.Options{Dir: filepath.Join(dir, "env"), Nodes: 1, Logger: log, AdapterEnv: adapterEnv, AdapterBinary: *adBin,
+		HPASyncPeriod: *hpaSync, ControllerManagerArgs: cmArgs,
 		AdapterArgs: []string{"--scrape-interval=" + interval.String(), "--max-staleness=" + staleness.String(),
 			"--ttft-window=" + ttft.String(),
 			// Each size is one namespace, past the default per-namespace cap.
-			"--max-targets-per-namespace=" + strconv.Itoa(max(slices.Max(ns), fleet.TenantPods, fleet.HangAfterAnswer))}})
+			"--max-targets-per-namespace=" + strconv.Itoa(max(slices.Max(ns), fleet.TenantPods, fleet.HangAfterAnswer, *hpas))}})
 	if err != nil {
 		return err
 	}
@@ -117,6 +127,19 @@ func run() error {
 		}
 		report, _ := os.ReadFile(path)
 		fmt.Printf("%s\nreport: %s\n", report, path)
+		return nil
+	}
+	if *hpas > 0 {
+		r, err := b.hpas(ctx, *hpas, *hpaSync, *measure)
+		if err != nil {
+			return fmt.Errorf("%d HPAs: %w", *hpas, err)
+		}
+		fmt.Println(r.line())
+		report := filepath.Join(dir, "hpas.md")
+		if err := os.WriteFile(report, []byte(r.markdown()), 0o644); err != nil {
+			return err
+		}
+		fmt.Println("report:", report)
 		return nil
 	}
 	var results []result

@@ -115,7 +115,7 @@ func (b *bench) soak(ctx context.Context, n int, fleet soakFleet, interval, d, s
 	if err := b.serve(pods); err != nil {
 		return nil, err
 	}
-	if err := b.waitFull(ctx, soakHealthyNS, "inference_queue_depth", n); err != nil {
+	if err := b.waitFull(ctx, soakHealthyNS, "inference_queue_depth", "app="+appLabel, n); err != nil {
 		return nil, err
 	}
 	b.log.Info("healthy pods served; adding the hostile fleet", "healthy", n, "fleet", fmt.Sprintf("%+v", fleet))
@@ -266,7 +266,7 @@ func label(m *dto.Metric, name string) string {
 // would, returning how many pods got a value and the largest; a namespace
 // where none has one answers NotFound, which is zero pods.
 func (b *bench) listValues(ctx context.Context, ns string) (int, float64, error) {
-	body, err := b.list(ctx, ns, "inference_queue_depth")
+	body, err := b.list(ctx, ns, "inference_queue_depth", "app="+appLabel)
 	if apierrors.IsNotFound(err) {
 		return 0, 0, nil
 	}

@@ -71,6 +71,8 @@ type Options struct {
 	AdapterEnv []string
 	// HPASyncPeriod is the HPA controller's sync period (default 5s).
 	HPASyncPeriod time.Duration
+	// ControllerManagerArgs are extra kube-controller-manager flags.
+	ControllerManagerArgs []string
 	// ConfigureWorld, if set, adjusts the simulated world's options (its
 	// clock, say) before it starts.
 	ConfigureWorld func(*simworld.Options)
@@ -149,7 +151,7 @@ func Up(ctx context.Context, o Options) (env *Env, err error) {
 		}
 	}
 	e.Cluster, err = localcluster.Start(ctx, localcluster.Options{Dir: filepath.Join(o.Dir, "cluster"),
-		HPASyncPeriod: o.HPASyncPeriod, Logger: o.Logger, Stdout: o.Stdout})
+		HPASyncPeriod: o.HPASyncPeriod, ControllerManagerArgs: o.ControllerManagerArgs, Logger: o.Logger, Stdout: o.Stdout})
 	if err != nil {
 		return nil, fmt.Errorf("devenv: control plane: %w", err)
 	}

@@ -18,23 +18,53 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/wait"
 
+	"github.com/prometheus/common/model"
+
 	"github.com/gpuscale/gpuscale/internal/childproc"
+	"github.com/gpuscale/gpuscale/internal/localcluster"
 	"github.com/gpuscale/gpuscale/internal/testenv"
 	"github.com/gpuscale/gpuscale/pkg/discovery"
 )
 
-// Prometheus is a Prometheus server (Debian's prometheus package, or any
-// prometheus binary on PATH) scraping the environment on loopback: the
-// exporters and the annotated inference pods, kept up to date from the
-// kube-apiserver's pods.
+// Prometheus is a Prometheus-compatible server scraping the environment
+// on loopback: the exporters and the annotated inference pods, kept up to
+// date from the kube-apiserver's pods. It is Prometheus (Debian's
+// prometheus package, or any prometheus binary on PATH) or VictoriaMetrics'
+// single-node server (StartVictoriaMetrics).
 type Prometheus struct {
 	// URL is the HTTP API's base, e.g. http://127.0.0.1:40123.
 	URL string
+	// Name is the server's: prometheus or victoria-metrics.
+	Name string
 
 	bin, dir, config string
 	port             int
 	stopSync         context.CancelFunc
 	proc             *childproc.Process
+	args             func(lookback time.Duration) []string
+	ready            string // the path answering 200 once it is ready
+}
+
+// VictoriaMetricsEnv names a victoria-metrics binary to use instead of
+// the one hack/victoriametrics-build.sh builds.
+const VictoriaMetricsEnv = "GPUSCALE_VICTORIAMETRICS"
+
+// VictoriaMetricsBinary returns $GPUSCALE_VICTORIAMETRICS, else the
+// victoria-metrics binary hack/victoriametrics-build.sh builds from its Go
+// module (v1.151.0; at once when cached).
+func VictoriaMetricsBinary(ctx context.Context) (string, error) {
+	if p := os.Getenv(VictoriaMetricsEnv); p != "" {
+		return p, nil
+	}
+	root, err := localcluster.RepoRoot()
+	if err != nil {
+		return "", err
+	}
+	dir, err := localcluster.RunBuildScript(ctx, root, "hack/victoriametrics-build.sh", nil)
+	if err != nil {
+		return "", err
+	}
+	return filepath.Join(dir, "victoria-metrics"), nil
 }
 
 // PrometheusBinary is the prometheus executable: $GPUSCALE_PROMETHEUS, else
@@ -47,20 +77,99 @@ func PrometheusBinary() string {
 	return p
 }
 
+// ServerOptions configure a Prometheus-compatible server.
+type ServerOptions struct {
+	// Lookback is the server's lookback (staleness) for instant queries.
+	Lookback time.Duration
+	// ScrapeInterval is the scrape interval of every job; 0: 1s.
+	ScrapeInterval time.Duration
+	// Static are host:port targets scraped, with honor_labels, in a job
+	// of their own (static) besides the environment's.
+	Static []string
+}
+
+// StartServer starts the server named (prometheus or victoria-metrics)
+// with opts; see StartPrometheus and StartVictoriaMetrics.
+func (e *Env) StartServer(ctx context.Context, name string, opts ServerOptions) (*Prometheus, error) {
+	switch name {
+	case "prometheus":
+		return e.startPrometheus(ctx, opts)
+	case "victoria-metrics":
+		return e.startVictoriaMetrics(ctx, opts)
+	}
+	return nil, fmt.Errorf("devenv: no server %q (prometheus or victoria-metrics)", name)
+}
+
+// PID is the server's process id, 0 when it is stopped.
+func (p *Prometheus) PID() int {
+	if p.proc == nil {
+		return 0
+	}
+	return p.proc.Pid()
+}
+
 // StartPrometheus writes a scrape config for the environment (1s scrape
 // interval, lookback delta lookback) under Dir/prometheus, starts syncing
 // its targets and starts the server on a free loopback port, returning once
 // it is ready. Close stops both.
 func (e *Env) StartPrometheus(ctx context.Context, lookback time.Duration) (*Prometheus, error) {
+	return e.startPrometheus(ctx, ServerOptions{Lookback: lookback})
+}
+
+func (e *Env) startPrometheus(ctx context.Context, opts ServerOptions) (*Prometheus, error) {
 	bin := PrometheusBinary()
 	if bin == "" {
 		return nil, errors.New("devenv: no prometheus binary (apt-get install prometheus, or set GPUSCALE_PROMETHEUS)")
 	}
-	dir := filepath.Join(e.opts.Dir, "prometheus")
+	p, err := e.newServer("prometheus", bin, opts)
+	if err != nil {
+		return nil, err
+	}
+	p.ready = "/-/ready"
+	p.args = func(lookback time.Duration) []string {
+		return []string{"--config.file=" + p.config, "--storage.tsdb.path=" + filepath.Join(p.dir, "data"),
+			"--web.listen-address=127.0.0.1:" + strconv.Itoa(p.port), "--query.lookback-delta=" + lookback.String(),
+			"--storage.tsdb.retention.time=2h"}
+	}
+	return p, e.startServer(ctx, p, opts.Lookback)
+}
+
+// StartVictoriaMetrics is StartPrometheus with VictoriaMetrics' single-node
+// server (VictoriaMetricsBinary) reading the same scrape configuration: the
+// PromQL source's other backend. Queries see samples as soon as they are
+// scraped (-search.latencyOffset=0s: VictoriaMetrics' default hides the
+// last 30 s) and file targets are re-read every second.
+func (e *Env) StartVictoriaMetrics(ctx context.Context, lookback time.Duration) (*Prometheus, error) {
+	return e.startVictoriaMetrics(ctx, ServerOptions{Lookback: lookback})
+}
+
+func (e *Env) startVictoriaMetrics(ctx context.Context, opts ServerOptions) (*Prometheus, error) {
+	bin, err := VictoriaMetricsBinary(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("devenv: victoria-metrics: %w", err)
+	}
+	p, err := e.newServer("victoria-metrics", bin, opts)
+	if err != nil {
+		return nil, err
+	}
+	p.ready = "/health"
+	p.args = func(lookback time.Duration) []string {
+		return []string{"-promscrape.config=" + p.config, "-storageDataPath=" + filepath.Join(p.dir, "data"),
+			"-httpListenAddr=127.0.0.1:" + strconv.Itoa(p.port), "-search.maxStalenessInterval=" + lookback.String(),
+			"-search.latencyOffset=0s", "-promscrape.fileSDCheckInterval=1s", "-retentionPeriod=1d",
+			"-loggerLevel=WARN"}
+	}
+	return p, e.startServer(ctx, p, opts.Lookback)
+}
+
+// newServer prepares a server's folder, its scrape configuration and a
+// free port.
+func (e *Env) newServer(name, bin string, opts ServerOptions) (*Prometheus, error) {
+	dir := filepath.Join(e.opts.Dir, name)
 	if err := os.MkdirAll(filepath.Join(dir, "data"), 0o755); err != nil {
 		return nil, err
 	}
-	cfg, err := e.prometheusConfig(dir)
+	cfg, err := e.prometheusConfig(dir, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -69,18 +178,23 @@ func (e *Env) StartPrometheus(ctx context.Context, lookback time.Duration) (*Pro
 		return nil, err
 	}
 	port := ports[0]
-	p := &Prometheus{URL: "http://127.0.0.1:" + strconv.Itoa(port), bin: bin, dir: dir, config: cfg, port: port}
+	return &Prometheus{URL: "http://127.0.0.1:" + strconv.Itoa(port), Name: name, bin: bin, dir: dir, config: cfg, port: port}, nil
+}
+
+// startServer writes the targets, starts syncing them and starts p.
+func (e *Env) startServer(ctx context.Context, p *Prometheus, lookback time.Duration) error {
+	dir := p.dir
 	if err := e.writeTargets(ctx, dir, exporterDiscovery()); err != nil {
-		return nil, fmt.Errorf("devenv: prometheus targets: %w", err)
+		return fmt.Errorf("devenv: %s targets: %w", p.Name, err)
 	}
 	syncCtx, cancel := context.WithCancel(context.Background())
 	p.stopSync = cancel
 	go e.syncTargets(syncCtx, dir, 500*time.Millisecond)
 	if err := p.Start(ctx, lookback); err != nil {
 		cancel()
-		return nil, err
+		return err
 	}
-	return p, nil
+	return nil
 }
 
 // Close stops the server and the target sync.
@@ -92,27 +206,25 @@ func (p *Prometheus) Close() error {
 // Start (re)starts a stopped server on the same port and storage.
 func (p *Prometheus) Start(ctx context.Context, lookback time.Duration) error {
 	if p.proc != nil {
-		return errors.New("devenv: prometheus already running")
+		return fmt.Errorf("devenv: %s already running", p.Name)
 	}
-	proc, err := childproc.Start("prometheus", p.bin, []string{"--config.file=" + p.config, "--storage.tsdb.path=" + filepath.Join(p.dir, "data"),
-		"--web.listen-address=127.0.0.1:" + strconv.Itoa(p.port), "--query.lookback-delta=" + lookback.String(),
-		"--storage.tsdb.retention.time=2h"}, nil, filepath.Join(p.dir, "prometheus.log"), nil)
+	proc, err := childproc.Start(p.Name, p.bin, p.args(lookback), nil, filepath.Join(p.dir, p.Name+".log"), nil)
 	if err != nil {
-		return fmt.Errorf("devenv: prometheus: %w", err)
+		return fmt.Errorf("devenv: %s: %w", p.Name, err)
 	}
 	p.proc = proc
-	ready := testenv.HTTPOK(&http.Client{Timeout: 2 * time.Second}, p.URL+"/-/ready")
+	ready := testenv.HTTPOK(&http.Client{Timeout: 2 * time.Second}, p.URL+p.ready)
 	err = wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
 		select {
 		case <-proc.Done():
-			return false, fmt.Errorf("prometheus exited: %w", proc.Err())
+			return false, fmt.Errorf("%s exited: %w", p.Name, proc.Err())
 		default:
 		}
 		return ready(ctx), nil
 	})
 	if err != nil {
 		_ = p.Stop()
-		return fmt.Errorf("devenv: prometheus not ready: %w; see %s", err, filepath.Join(p.dir, "prometheus.log"))
+		return fmt.Errorf("devenv: %s not ready: %w; see %s", p.Name, err, filepath.Join(p.dir, p.Name+".log"))
 	}
 	return nil
 }
@@ -136,22 +248,31 @@ func (p *Prometheus) Stop() error {
 // honours the exporter's namespace and pod labels (the pods using each
 // GPU); inference targets carry their pod's namespace and pod, as the PromQL
 // source's default queries expect.
-func (e *Env) prometheusConfig(dir string) (string, error) {
+func (e *Env) prometheusConfig(dir string, opts ServerOptions) (string, error) {
 	path := filepath.Join(dir, "prometheus.yml")
-	return path, os.WriteFile(path, []byte(scrapeConfig(dir)), 0o600)
+	return path, os.WriteFile(path, []byte(scrapeConfig(dir, opts)), 0o600)
 }
 
-func scrapeConfig(dir string) string {
-	return fmt.Sprintf(`global:
-  scrape_interval: 1s
-  scrape_timeout: 900ms
+func scrapeConfig(dir string, opts ServerOptions) string {
+	interval := opts.ScrapeInterval
+	if interval <= 0 {
+		interval = time.Second
+	}
+	cfg := fmt.Sprintf(`global:
+  scrape_interval: %s
+  scrape_timeout: %s
 scrape_configs:
 - job_name: gpuscale-exporter
   honor_labels: true
   file_sd_configs: [{files: [%q], refresh_interval: 1s}]
 - job_name: inference
   file_sd_configs: [{files: [%q], refresh_interval: 1s}]
-`, filepath.Join(dir, "exporters.json"), filepath.Join(dir, "inference.json"))
+`, model.Duration(interval), model.Duration(interval*9/10), filepath.Join(dir, "exporters.json"), filepath.Join(dir, "inference.json"))
+	if len(opts.Static) > 0 {
+		targets, _ := json.Marshal(opts.Static)
+		cfg += fmt.Sprintf("- job_name: static\n  honor_labels: true\n  static_configs: [{targets: %s}]\n", targets)
+	}
+	return cfg
 }
 
 // fileSDGroup is one entry of a file_sd_configs file.

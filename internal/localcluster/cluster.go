@@ -46,6 +46,9 @@ type Options struct {
 	// --horizontal-pod-autoscaler-downscale-stabilization. Default 0, so
 	// only an HPA's own behavior section delays scale-down.
 	HPADownscaleStabilization time.Duration
+	// ControllerManagerArgs are extra kube-controller-manager flags (its
+	// client's --kube-api-qps, say), after the harness's own.
+	ControllerManagerArgs []string
 	// Logger receives the harness's progress. Default: discard.
 	Logger *slog.Logger
 	// Stdout, if set, receives every component's output as well as its log
@@ -80,6 +83,7 @@ type Cluster struct {
 	binDir          string
 	pki             *pki
 	serverURL       string
+	kcmURL          string
 	adminKubeconfig string
 	restConfig      *rest.Config
 	client          kubernetes.Interface
@@ -154,6 +158,7 @@ func (c *Cluster) start(ctx context.Context, stages string) error {
 		return err
 	}
 	c.serverURL = loopbackURL("https", p.apiserver)
+	c.kcmURL = loopbackURL("https", p.controllerManager)
 	kubeconfigs, err := c.writeKubeconfigs()
 	if err != nil {
 		return err
@@ -318,6 +323,11 @@ func (c *Cluster) Timings() Timings { return c.timings }
 
 // Dir returns the absolute work directory; component logs are in Dir/logs.
 func (c *Cluster) Dir() string { return c.dir }
+
+// ControllerManagerURL is the controller manager's secure port (its
+// /metrics, say: the HPA controller's work queue). It serves a self-signed
+// certificate and authorizes through the API server.
+func (c *Cluster) ControllerManagerURL() string { return c.kcmURL }
 
 // KubectlPath returns the path of the kubectl binary matching the cluster.
 func (c *Cluster) KubectlPath() string { return filepath.Join(c.binDir, "kubectl") }

@@ -132,7 +132,7 @@ func apiserverArgs(dir string, k *pki, p ports) []string {
 }
 
 func controllerManagerArgs(dir, kubeconfig string, k *pki, p ports, o Options) []string {
-	return []string{
+	return append([]string{
 		"--kubeconfig=" + kubeconfig,
 		"--authentication-kubeconfig=" + kubeconfig,
 		"--authorization-kubeconfig=" + kubeconfig,
@@ -150,7 +150,7 @@ func controllerManagerArgs(dir, kubeconfig string, k *pki, p ports, o Options) [
 		// The default is under /usr/libexec, which the controller manager
 		// would otherwise try to create.
 		"--flex-volume-plugin-dir=" + filepath.Join(dir, "flexvolume"),
-	}
+	}, o.ControllerManagerArgs...)
 }
 
 func schedulerArgs(dir, kubeconfig string, p ports) []string {

@@ -48,7 +48,7 @@ func TestWriteStagesOnlyStages(t *testing.T) {
 func TestComponentsStayOnLoopback(t *testing.T) {
 	k := &pki{dir: "/d/pki"}
 	p := ports{etcdClient: 1, etcdPeer: 2, apiserver: 3, controllerManager: 4, scheduler: 5}
-	o := Options{HPASyncPeriod: 5 * time.Second}
+	o := Options{HPASyncPeriod: 5 * time.Second, ControllerManagerArgs: []string{"--kube-api-qps=200"}}
 	all := map[string][]string{
 		"etcd":                    etcdArgs("/d/etcd", p),
 		"kube-apiserver":          apiserverArgs("/d", k, p),
@@ -81,7 +81,7 @@ func TestComponentsStayOnLoopback(t *testing.T) {
 		}
 	}
 	kcm := strings.Join(all["kube-controller-manager"], " ")
-	for _, want := range []string{"--horizontal-pod-autoscaler-sync-period=5s", "--horizontal-pod-autoscaler-downscale-stabilization=0s"} {
+	for _, want := range []string{"--horizontal-pod-autoscaler-sync-period=5s", "--horizontal-pod-autoscaler-downscale-stabilization=0s", "--kube-api-qps=200"} {
 		if !strings.Contains(kcm, want) {
 			t.Errorf("controller manager lacks %s", want)
 		}

@@ -193,10 +193,14 @@ func TestBatching(t *testing.T) {
 			t.Fatalf("pod %s in %d queries, want 1", p.Name, seen[p.Name])
 		}
 	}
-	for _, r := range reqs[:len(reqs)-1] {
+	short := 0 // the split queries run in parallel: any may be the last
+	for _, r := range reqs {
 		if len(r.query) < DefaultMaxQueryBytes*9/10 {
-			t.Errorf("a query of %d bytes before the last: batches are not filled", len(r.query))
+			short++
 		}
+	}
+	if short > 1 {
+		t.Errorf("%d of %d queries under 90%% of the limit: batches are not filled", short, len(reqs))
 	}
 	if _, _, err := s.Workload(ctx, "ml", pods, metric(t, provider.TTFTP90), nil); !errors.Is(err, errSplit) {
 		t.Errorf("split TTFT: err = %v, want errSplit", err)

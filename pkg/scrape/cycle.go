@@ -60,7 +60,9 @@ type Result struct {
 // from several goroutines at once and must be safe for concurrent use; a slow
 // sink holds up its worker, so it should hand results off rather than do
 // heavy work. The families of a result are counted against the in-flight
-// budget until sink returns, so sink must not keep them.
+// budget until sink returns, and the worker parses its next scrape into
+// the same memory: sink must not keep them, nor anything they point to
+// (their strings are safe to keep).
 //
 // Each scrape has its own Config.Timeout, so a slow or broken target delays
 // nothing but its own result. So that broken targets cannot delay the
@@ -88,6 +90,7 @@ func (s *Scraper) Cycle(ctx context.Context, targets []Target, sink func(Result)
 	for range workers {
 		wg.Go(func() {
 			l := s.budget.lease(s.budget.share)
+			a, x := newArena(), newExchange()
 			for {
 				i := next.Add(1) - 1
 				if i >= int64(len(order)) {
@@ -103,8 +106,9 @@ func (s *Scraper) Cycle(ctx context.Context, targets []Target, sink func(Result)
 						// Reported at once below, without a slot.
 					}
 				}
-				sink(s.scrapeTarget(ctx, t, l))
+				sink(s.scrapeTarget(ctx, t, l, a, x))
 				l.release()
+				a.reset()
 				if slot {
 					<-suspects
 				}
@@ -137,8 +141,8 @@ func schedule(targets []Target) []int {
 	return order
 }
 
-func (s *Scraper) scrapeTarget(ctx context.Context, t Target, l *lease) Result {
+func (s *Scraper) scrapeTarget(ctx context.Context, t Target, l *lease, a *arena, x *exchange) Result {
 	start := s.cfg.Clock.Now()
-	fams, err := s.scrape(ctx, t.URL, t.Families, l, t.Authorization, t.Timeout)
+	fams, err := s.scrape(ctx, t.URL, t.Families, l, a, x, t.Authorization, t.Timeout)
 	return Result{Target: t, Families: fams, Time: start, Duration: s.cfg.Clock.Since(start), Err: err}
 }

@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	dto "github.com/prometheus/client_model/go"
+	"google.golang.org/protobuf/proto"
 	clocktesting "k8s.io/utils/clock/testing"
 )
 
@@ -33,7 +35,17 @@ func targets(base string, n int, prefix string) []Target {
 // the sink never blocks.
 func collect(n int) (func(Result), chan Result) {
 	ch := make(chan Result, n)
-	return func(r Result) { ch <- r }, ch
+	return func(r Result) {
+		// The families are the worker's until sink returns: keep a copy.
+		if r.Families != nil {
+			kept := make(map[string]*dto.MetricFamily, len(r.Families))
+			for k, mf := range r.Families {
+				kept[k] = proto.Clone(mf).(*dto.MetricFamily)
+			}
+			r.Families = kept
+		}
+		ch <- r
+	}, ch
 }
 
 func receive(t *testing.T, ch <-chan Result, what string) Result {
@@ -295,7 +307,7 @@ func TestCycleLeavesNoGoroutines(t *testing.T) {
 			t.Errorf("%s: reason %q, want %q", k, reasons[k], w)
 		}
 	}
-	s.cfg.Client.CloseIdleConnections()
+	s.CloseIdleConnections()
 	deadline := time.Now().Add(hangGuard)
 	for runtime.NumGoroutine() > before {
 		if time.Now().After(deadline) {
@@ -413,6 +425,48 @@ func TestCycleTargetTimeout(t *testing.T) {
 	s.Cycle(context.Background(), ts, sink)
 	if r := receive(t, ch, "the scrape"); Reason(r.Err) != ReasonTimeout {
 		t.Errorf("a target with a 100 ms timeout ended with %v, want a timeout", r.Err)
+	}
+}
+
+// TestCycleReusesParseMemory: a worker parses each scrape into the memory
+// of its last one, and every sink still sees its own target's values,
+// labels and histogram.
+func TestCycleReusesParseMemory(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var i int
+		fmt.Sscanf(r.URL.Path, "/pods/%d", &i)
+		w.Header().Set("Content-Type", ctText)
+		fmt.Fprintf(w, "# TYPE q gauge\nq{model_name=\"m%d\"} %d\n# TYPE h histogram\n", i, i)
+		for b := range i%5 + 1 {
+			fmt.Fprintf(w, "h_bucket{le=\"%d\"} %d\n", b, i+b)
+		}
+		fmt.Fprintf(w, "h_bucket{le=\"+Inf\"} %d\nh_count %d\nh_sum 1\n", i+10, i+10)
+	}))
+	t.Cleanup(srv.Close)
+	ts := make([]Target, 200)
+	for i := range ts {
+		ts[i] = Target{Key: fmt.Sprint(i), URL: fmt.Sprintf("%s/pods/%d", srv.URL, i)}
+	}
+	var bad atomic.Int32
+	var mu sync.Mutex
+	var errs []string
+	New(Config{Workers: 2}).Cycle(t.Context(), ts, func(r Result) {
+		var i int
+		fmt.Sscan(r.Target.Key, &i)
+		q, h := r.Families["q"], r.Families["h"]
+		ok := r.Err == nil && q != nil && h != nil && len(q.Metric) == 1 && len(h.Metric) == 1 &&
+			q.Metric[0].GetGauge().GetValue() == float64(i) && q.Metric[0].GetLabel()[0].GetValue() == fmt.Sprintf("m%d", i) &&
+			len(h.Metric[0].GetHistogram().GetBucket()) == i%5+2 && h.Metric[0].GetHistogram().GetSampleCount() == uint64(i+10) &&
+			h.Metric[0].GetHistogram().GetBucket()[0].GetCumulativeCount() == uint64(i)
+		if !ok {
+			bad.Add(1)
+			mu.Lock()
+			errs = append(errs, fmt.Sprintf("target %d: err %v, families %v", i, r.Err, r.Families))
+			mu.Unlock()
+		}
+	})
+	if n := bad.Load(); n > 0 {
+		t.Errorf("%d of %d targets read wrong; first: %s", n, len(ts), errs[0])
 	}
 }
 

@@ -2,6 +2,7 @@ package scrape
 
 import (
 	"bufio"
+	"bytes"
 	"compress/gzip"
 	"encoding/binary"
 	"errors"
@@ -30,12 +31,8 @@ const acceptHeader = "text/plain;version=0.0.4;q=1,*/*;q=0.1"
 const readBufSize = 32 << 10
 
 var (
-	bufPool = sync.Pool{New: func() any { return bufio.NewReaderSize(nil, readBufSize) }}
-	// parserBufPool feeds the text parser from the family filter, in the
-	// parser's own small reads; its default size is the least it uses
-	// as is.
-	parserBufPool = sync.Pool{New: func() any { return bufio.NewReaderSize(nil, 4096) }}
-	gzipPool      sync.Pool // *gzip.Reader; empty until the first gzip response
+	bufPool  = sync.Pool{New: func() any { return bufio.NewReaderSize(nil, readBufSize) }}
+	gzipPool sync.Pool // *gzip.Reader; empty until the first gzip response
 )
 
 // capReader passes at most limit bytes through and fails with ErrTooLarge when
@@ -189,15 +186,34 @@ func decodeFormat(r io.Reader, format expfmt.Format, maxBytes int64, sel *Famili
 	case expfmt.TypeProtoDelim:
 		return decodeProto(br, maxBytes, lim)
 	default:
-		in := getBuf(&parserBufPool, &familyFilter{src: br, sel: sel, lim: lim})
-		defer putBuf(&parserBufPool, in)
-		p := expfmt.NewTextParser(model.UTF8Validation)
-		fams, err := p.TextToMetricFamilies(in)
-		if err != nil {
-			return nil, &parseError{format: "text", err: err}
-		}
+		return decodeText(br, sel, lim)
+	}
+}
+
+// decodeText parses the classic text format, of the families sel
+// selects: the selected lines are gathered (each checked by lim), then
+// parsed by parseTextFast into the scrape's arena, or by expfmt where
+// the text is not in the shape the fast path takes.
+func decodeText(br *bufio.Reader, sel *Families, lim *limiter) (map[string]*dto.MetricFamily, error) {
+	a := lim.arena
+	if a == nil {
+		a = newArena() // the families outlive the call: nothing to reuse
+	}
+	text, err := (&familyFilter{src: br, sel: sel, lim: lim}).collect(a.text[:0])
+	a.text = text
+	if err != nil {
+		return nil, &parseError{format: "text", err: err}
+	}
+	if fams, ok := parseTextFast(text, a); ok {
 		return fams, nil
 	}
+	a.resetParse()
+	p := expfmt.NewTextParser(model.UTF8Validation)
+	fams, err := p.TextToMetricFamilies(bytes.NewReader(text))
+	if err != nil {
+		return nil, &parseError{format: "text", err: err}
+	}
+	return fams, nil
 }
 
 // decodeProto decodes delimited protobuf, which only servers that ignore

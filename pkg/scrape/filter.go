@@ -113,6 +113,40 @@ func (f *familyFilter) Read(p []byte) (int, error) {
 	return n, nil
 }
 
+// collect appends the lines Read would pass on to dst, stopping at the
+// first error other than the end of the input: the text a parser reads,
+// gathered without a copy per read.
+func (f *familyFilter) collect(dst []byte) ([]byte, error) {
+	for {
+		line, err := f.src.ReadSlice('\n')
+		if !f.inLine {
+			f.keepLine = f.keep(line)
+		}
+		f.inLine = errors.Is(err, bufio.ErrBufferFull)
+		if f.keepLine && len(line) > 0 {
+			if f.lim != nil {
+				var lerr error
+				if f.inLine {
+					lerr = f.lim.fail("a line longer than %d bytes", f.src.Size())
+				} else {
+					lerr = f.lim.line(line)
+				}
+				if lerr != nil {
+					return dst, lerr
+				}
+			}
+			dst = append(dst, line...)
+		}
+		switch {
+		case err == nil, f.inLine:
+		case errors.Is(err, io.EOF):
+			return dst, nil
+		default:
+			return dst, err
+		}
+	}
+}
+
 // keep decides a line from its start.
 func (f *familyFilter) keep(line []byte) bool {
 	if f.sel == nil {

@@ -77,8 +77,10 @@ const (
 // what is parsed to the scrape's lease of the in-flight budget. It records
 // the first breach, which then explains the parser's failure.
 type limiter struct {
-	lim    Limits
-	lease  *lease // nil: no budget
+	lim   Limits
+	lease *lease // nil: no budget
+	// arena is where the scrape's text is parsed into; nil: fresh memory.
+	arena  *arena
 	series int
 	sets   *labelSets // nil until a label is seen
 	err    error

@@ -20,6 +20,7 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"sync"
 	"time"
 
 	dto "github.com/prometheus/client_model/go"
@@ -42,11 +43,14 @@ const (
 	// is shared by larger ones, each borrowing at most half of it.
 	DefaultMaxInflightBytes = 64 << 20
 	// DefaultMaxIdleConns bounds the connections kept alive between
-	// cycles. An idle HTTP/1.1 connection costs about 19 KiB of buffers
-	// and goroutine stacks, so keeping one to each of 10,000 targets
-	// would cost 190 MiB; beyond this many targets scrapes reconnect.
-	DefaultMaxIdleConns = 256
-	DefaultUserAgent    = "gpuscale-adapter"
+	// cycles: one per target up to 16,384 targets. An idle plain-HTTP
+	// connection is its socket alone (conn.go), about 1 KiB in all; an
+	// https one is net/http's, about 19 KiB of buffers and goroutine
+	// stacks, so of those at most maxIdleConnsTLS are kept.
+	DefaultMaxIdleConns = 16384
+	// maxIdleConnsTLS bounds the idle https connections.
+	maxIdleConnsTLS  = 256
+	DefaultUserAgent = "gpuscale-adapter"
 )
 
 // drainLimit is how much of an unread body is discarded before closing it,
@@ -78,7 +82,8 @@ type Config struct {
 	// least one.
 	SuspectWorkers int
 	// MaxIdleConns bounds the connections the default client keeps alive
-	// between scrapes, over all targets. Default DefaultMaxIdleConns.
+	// between scrapes, over all targets (https ones: at most 256).
+	// Default DefaultMaxIdleConns.
 	MaxIdleConns int
 	// Client, when set, is used for its transport; TLSConfig is then
 	// ignored. Its redirect policy and cookie jar are not: the Scraper
@@ -122,7 +127,7 @@ func (c Config) withDefaults() Config {
 		c.Clock = clock.RealClock{}
 	}
 	if c.Client == nil {
-		c.Client = &http.Client{Transport: newTransport(c.TLSConfig, c.MaxIdleConns)}
+		c.Client = &http.Client{Transport: newTransport(c.TLSConfig, min(c.MaxIdleConns, maxIdleConnsTLS))}
 	} else {
 		c.Client = &http.Client{Transport: c.Client.Transport, Timeout: c.Client.Timeout}
 	}
@@ -160,10 +165,18 @@ type Scraper struct {
 	cfg    Config
 	header http.Header
 	budget *budget
+	// conns are the kept connections to plain-HTTP targets; nil when a
+	// Config.Client does all the scraping.
+	conns      *connPool
+	leanHeader []byte
 }
+
+// exchanges are the buffers of scrapes made outside a Cycle.
+var exchanges = sync.Pool{New: func() any { return newExchange() }}
 
 // New returns a Scraper for cfg, with defaults filled in.
 func New(cfg Config) *Scraper {
+	own := cfg.Client == nil
 	cfg = cfg.withDefaults()
 	h := make(http.Header, 5)
 	h.Set("Accept", acceptHeader)
@@ -171,7 +184,19 @@ func New(cfg Config) *Scraper {
 	h.Set("User-Agent", cfg.UserAgent)
 	// Prometheus sends this too; some exporters size their work by it.
 	h.Set("X-Prometheus-Scrape-Timeout-Seconds", strconv.FormatFloat(cfg.Timeout.Seconds(), 'f', -1, 64))
-	return &Scraper{cfg: cfg, header: h, budget: newBudget(cfg.MaxInflightBytes, cfg.Workers)}
+	s := &Scraper{cfg: cfg, header: h, budget: newBudget(cfg.MaxInflightBytes, cfg.Workers), leanHeader: renderHeader(h)}
+	if own {
+		s.conns = newConnPool(cfg.MaxIdleConns)
+	}
+	return s
+}
+
+// CloseIdleConnections closes the connections kept between scrapes.
+func (s *Scraper) CloseIdleConnections() {
+	s.cfg.Client.CloseIdleConnections()
+	if s.conns != nil {
+		s.conns.closeAll()
+	}
 }
 
 // Scrape fetches rawURL and parses the exposition according to the response's
@@ -187,42 +212,60 @@ func (s *Scraper) Scrape(ctx context.Context, rawURL string) (map[string]*dto.Me
 func (s *Scraper) ScrapeFamilies(ctx context.Context, rawURL string, sel *Families) (map[string]*dto.MetricFamily, error) {
 	l := s.budget.lease(0)
 	defer l.release()
-	return s.scrape(ctx, rawURL, sel, l, "", 0)
+	x := exchanges.Get().(*exchange)
+	defer exchanges.Put(x)
+	return s.scrape(ctx, rawURL, sel, l, nil, x, "", 0)
 }
 
-// scrape is ScrapeFamilies charging what it parses to l, sending
+// scrape is ScrapeFamilies charging what it parses to l, parsing the text
+// format into a (fresh memory when nil) with x's buffers, sending
 // authorization if set, within timeout when it is positive and shorter
-// than Config.Timeout; the caller releases l once the families are no
-// longer needed.
-func (s *Scraper) scrape(ctx context.Context, rawURL string, sel *Families, l *lease, authorization string, timeout time.Duration) (map[string]*dto.MetricFamily, error) {
+// than Config.Timeout; the caller releases l, and resets a, once the
+// families are no longer needed.
+func (s *Scraper) scrape(ctx context.Context, rawURL string, sel *Families, l *lease, a *arena, x *exchange, authorization string, timeout time.Duration) (map[string]*dto.MetricFamily, error) {
 	if timeout <= 0 || timeout > s.cfg.Timeout {
 		timeout = s.cfg.Timeout
 	}
 	attempt, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	req, err := http.NewRequestWithContext(attempt, http.MethodGet, rawURL, nil)
+	u, err := url.Parse(rawURL)
 	if err != nil {
 		return nil, &scrapeError{url: rawURL, reason: ReasonOther, err: err}
 	}
 	if err := ctx.Err(); err != nil {
 		// Cycle lands here for every target left when ctx ends.
-		return nil, newError(ctx, attempt, req.URL.Redacted(), err)
+		return nil, newError(ctx, attempt, u.Redacted(), err)
 	}
-	if req.URL.User != nil {
+	if u.User != nil {
 		// Go would send them as basic auth, to whatever the URL names.
-		return nil, &scrapeError{url: req.URL.Redacted(), reason: ReasonOther, err: errCredentials}
+		return nil, &scrapeError{url: u.Redacted(), reason: ReasonOther, err: errCredentials}
+	}
+	lim := newLimiter(s.cfg.Limits, l)
+	lim.arena = a
+	defer lim.done()
+	var fams map[string]*dto.MetricFamily
+	if s.leanTarget(u) {
+		fams, err = s.doLean(attempt, u, authorization, sel, lim, x)
+	} else {
+		fams, err = s.doRequest(attempt, rawURL, authorization, sel, lim)
+	}
+	if err != nil {
+		return nil, newError(ctx, attempt, u.Redacted(), err)
+	}
+	return fams, nil
+}
+
+// doRequest scrapes rawURL through the configured http.Client.
+func (s *Scraper) doRequest(ctx context.Context, rawURL, authorization string, sel *Families, lim *limiter) (map[string]*dto.MetricFamily, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, rawURL, nil)
+	if err != nil {
+		return nil, err
 	}
 	req.Header = s.header.Clone()
 	if authorization != "" {
 		req.Header.Set("Authorization", authorization)
 	}
-	lim := newLimiter(s.cfg.Limits, l)
-	defer lim.done()
-	fams, err := s.do(req, sel, lim)
-	if err != nil {
-		return nil, newError(ctx, attempt, req.URL.Redacted(), err)
-	}
-	return fams, nil
+	return s.do(req, sel, lim)
 }
 
 func (s *Scraper) do(req *http.Request, sel *Families, lim *limiter) (map[string]*dto.MetricFamily, error) {

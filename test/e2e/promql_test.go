@@ -19,28 +19,39 @@ import (
 )
 
 // TestPromQLSource runs the adapter with --source=prometheus against a real
-// Prometheus (Debian's prometheus package) scraping the same exporters and
+// Prometheus (Debian's prometheus package) and against VictoriaMetrics'
+// single-node server (v1.151.0, built from its Go module by
+// hack/victoriametrics-build.sh), each scraping the same exporters and
 // simulated inference servers: it serves the embedded adapter's values
 // within what the scrape timing explains, the queue-depth HPA scenario
 // passes, the scale-down controller protects a serving replica and
-// releases it once idle from the loads Prometheus reports, and Prometheus
+// releases it once idle from the loads the server reports, and the server
 // going down is a clear API error, not a NotFound or a crash, with
 // recovery when it returns.
 func TestPromQLSource(t *testing.T) {
 	needEnv(t)
-	// Asked for with GPUSCALE_E2E=1, the suite runs whole: a missing
-	// Prometheus fails the run rather than passing it untested.
-	if devenv.PrometheusBinary() == "" {
-		t.Fatal("GPUSCALE_E2E=1 but no prometheus binary: apt-get install prometheus (.ci/run does) or set GPUSCALE_PROMETHEUS")
-	}
+	t.Run("prometheus", func(t *testing.T) {
+		// Asked for with GPUSCALE_E2E=1, the suite runs whole: a missing
+		// Prometheus fails the run rather than passing it untested.
+		if devenv.PrometheusBinary() == "" {
+			t.Fatal("GPUSCALE_E2E=1 but no prometheus binary: apt-get install prometheus (.ci/run does) or set GPUSCALE_PROMETHEUS")
+		}
+		promQLScenario(t, "prometheus", "e2e-promql")
+	})
+	t.Run("victoria-metrics", func(t *testing.T) { promQLScenario(t, "victoria-metrics", "e2e-promql-vm") })
+}
+
+// promQLScenario is TestPromQLSource on one server; prefix names its
+// namespaces.
+func promQLScenario(t *testing.T, server, prefix string) {
 	ctx := context.Background()
-	prom, err := env.StartPrometheus(ctx, maxStaleness)
+	prom, err := env.StartServer(ctx, server, devenv.ServerOptions{Lookback: maxStaleness})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = prom.Close() })
 
-	ns := namespace(t, "e2e-promql")
+	ns := namespace(t, prefix)
 	sel := deployment(t, ns, "llm", 2)
 	// 5 req/s per replica: a third of its capacity, so queues stay near
 	// empty, yet about 5 requests are always in flight (Little's law), so
@@ -80,25 +91,25 @@ func TestPromQLSource(t *testing.T) {
 	for _, c := range checks {
 		e, p := embedded[c.path], fromProm[c.path]
 		if len(e) == 0 || len(e) != len(p) {
-			t.Errorf("%s: embedded serves %v, prometheus %v: want the same objects", c.path, e, p)
+			t.Errorf("%s: embedded serves %v, %s %v: want the same objects", c.path, e, server, p)
 			continue
 		}
 		for obj, ev := range e {
 			pv, ok := p[obj]
 			if !ok || math.Abs(ev-pv) > c.tolerance(ev) {
-				t.Errorf("%s %s: embedded %.3f, prometheus %.3f (present %v), tolerance %.3f", c.path, obj, ev, pv, ok, c.tolerance(ev))
+				t.Errorf("%s %s: embedded %.3f, %s %.3f (present %v), tolerance %.3f", c.path, obj, ev, server, pv, ok, c.tolerance(ev))
 			} else {
-				t.Logf("FIGURE %s %s: embedded %.3f, prometheus %.3f", c.path, obj, ev, pv)
+				t.Logf("FIGURE %s %s %s: embedded %.3f, %s %.3f", server, c.path, obj, ev, server, pv)
 			}
 		}
 	}
 	env.World.SetRate(ns, sel, 0)
 
-	t.Run("HPA on queue depth", func(t *testing.T) { hpaQueueScenario(t, "e2e-promql-hpa") })
+	t.Run("HPA on queue depth", func(t *testing.T) { hpaQueueScenario(t, prefix+"-hpa") })
 
-	t.Run("scale-down protection", func(t *testing.T) { protectionScenario(t, namespace(t, "e2e-promql-protect")) })
+	t.Run("scale-down protection", func(t *testing.T) { protectionScenario(t, namespace(t, prefix+"-protect")) })
 
-	t.Run("prometheus down", func(t *testing.T) {
+	t.Run(server+" down", func(t *testing.T) {
 		path := "/apis/custom.metrics.k8s.io/v1beta2/namespaces/" + ns + "/pods/*/inference_queue_depth"
 		if err := prom.Stop(); err != nil {
 			t.Fatal(err)
@@ -109,12 +120,12 @@ func TestPromQLSource(t *testing.T) {
 		// would read as "no such metric".
 		_, err := customList(ctx, path)
 		if err == nil || apierrors.IsNotFound(err) || !apierrors.IsInternalError(err) {
-			t.Fatalf("prometheus down: err = %v, want a 500 InternalError, not NotFound", err)
+			t.Fatalf("%s down: err = %v, want a 500 InternalError, not NotFound", server, err)
 		}
 		if err := prom.Start(ctx, maxStaleness); err != nil {
 			t.Fatal(err)
 		}
-		testenv.WaitFor(t, 30*time.Second, "values again after prometheus returns", func(ctx context.Context) (bool, error) {
+		testenv.WaitFor(t, 30*time.Second, "values again after "+server+" returns", func(ctx context.Context) (bool, error) {
 			l, err := customList(ctx, path)
 			return err == nil && len(l.Items) == 2, nil
 		})
@@ -149,6 +160,9 @@ func hpaQueueScenario(t *testing.T, name string) {
 // scale-down controller included.
 func promArgs(promURL string) []string {
 	return []string{"--source=prometheus", "--prometheus-url=" + promURL, "--prometheus-timeout=2s",
+		// Both servers scrape every second (devenv): answers are reused
+		// for a quarter of it.
+		"--prometheus-scrape-interval=1s",
 		"--scrape-interval=" + scrapeInterval.String(), "--max-staleness=" + maxStaleness.String(),
 		"--ttft-window=" + ttftWindow.String(), "--v=2",
 		"--scale-down-controller", "--scale-down-resync=2s", "--scale-down-idle-time=" + scaleDownIdle.String()}

@@ -79,6 +79,10 @@ type PrometheusOptions struct {
 	Timeout         time.Duration
 	BearerTokenFile string
 	CAFile          string
+	// ScrapeInterval is how often the server's data change: an answer is
+	// reused by identical queries for promsource.DefaultReuseFraction of
+	// it. 0: answers are only shared while in flight.
+	ScrapeInterval time.Duration
 }
 
 // Source names.
@@ -110,7 +114,7 @@ func NewOptions() *Options {
 
 		MemoryLimitRatio: 0.9,
 		ScaleDown:        defaultScaleDownOptions(),
-		Prometheus:       PrometheusOptions{Timeout: 5 * time.Second},
+		Prometheus:       PrometheusOptions{Timeout: 5 * time.Second, ScrapeInterval: 30 * time.Second},
 
 		Forward:    defaultForwardOptions(),
 		KEDAScaler: KEDAScalerOptions{CheckInterval: kedascaler.DefaultCheckInterval, Authorization: AuthorizeSubjectAccessReview},
@@ -126,6 +130,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.Prometheus.Timeout, "prometheus-timeout", o.Prometheus.Timeout, "Deadline of one PromQL query.")
 	fs.StringVar(&o.Prometheus.BearerTokenFile, "prometheus-bearer-token-file", o.Prometheus.BearerTokenFile, "File holding the bearer token sent to Prometheus (re-read on every request).")
 	fs.StringVar(&o.Prometheus.CAFile, "prometheus-ca-file", o.Prometheus.CAFile, "CA bundle verifying Prometheus's TLS certificate; empty: the system roots.")
+	fs.DurationVar(&o.Prometheus.ScrapeInterval, "prometheus-scrape-interval", o.Prometheus.ScrapeInterval, "How often Prometheus scrapes the series the adapter reads. Identical queries (HPAs, KEDA, dashboards asking at once) share one answer, reused for a quarter of this; 0: shared only while in flight.")
 	fs.DurationVar(&o.ScrapeInterval, "scrape-interval", o.ScrapeInterval, "How often every target is scraped.")
 	fs.DurationVar(&o.ScrapeTimeout, "scrape-timeout", o.ScrapeTimeout, "Deadline of one target scrape (default: 80% of --scrape-interval, at most 10s).")
 	fs.IntVar(&o.ScrapeWorkers, "scrape-workers", o.ScrapeWorkers, "Targets scraped concurrently.")
@@ -269,6 +274,9 @@ func (o *PrometheusOptions) validate() []error {
 	}
 	if o.Timeout <= 0 {
 		errs = append(errs, fmt.Errorf("--prometheus-timeout must be positive, got %v", o.Timeout))
+	}
+	if o.ScrapeInterval < 0 {
+		errs = append(errs, fmt.Errorf("--prometheus-scrape-interval must be 0 or more, got %v", o.ScrapeInterval))
 	}
 	return errs
 }

@@ -4,11 +4,14 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/prometheus/common/config"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	coreinformers "k8s.io/client-go/informers/core/v1"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/component-base/metrics/legacyregistry"
 
 	"github.com/gpuscale/gpuscale/pkg/discovery"
@@ -39,7 +42,7 @@ func (o *Options) newStore() *store.Store {
 // --prometheus-annotations-namespace-selector, and may be nil without one.
 func (o *Options) newSource(pods coreinformers.PodInformer, namespaces discovery.NamespaceGetter, log *slog.Logger) (*source, error) {
 	if o.Source == SourcePrometheus {
-		return o.prometheusSource(log)
+		return o.prometheusSource(pods, log)
 	}
 	st := o.newStore()
 	exporterSel, err := labels.Parse(o.ExporterSelector)
@@ -97,7 +100,7 @@ func (o *Options) newSource(pods coreinformers.PodInformer, namespaces discovery
 // prometheusSource queries --prometheus-url; nothing is scraped. The
 // server is not contacted here: Prometheus down is an error of each API
 // request, not of the adapter's start.
-func (o *Options) prometheusSource(log *slog.Logger) (*source, error) {
+func (o *Options) prometheusSource(pods coreinformers.PodInformer, log *slog.Logger) (*source, error) {
 	queries, err := promsource.LoadQueries(o.Prometheus.Queries)
 	if err != nil {
 		return nil, err
@@ -107,9 +110,18 @@ func (o *Options) prometheusSource(log *slog.Logger) (*source, error) {
 		httpCfg.Authorization = &config.Authorization{Type: "Bearer", CredentialsFile: o.Prometheus.BearerTokenFile}
 	}
 	httpCfg.TLSConfig.CAFile = o.Prometheus.CAFile
+	var podsIn func(string) int
+	if pods != nil {
+		counter, err := countPods(pods.Informer())
+		if err != nil {
+			return nil, err
+		}
+		podsIn = counter.in
+	}
 	src, err := promsource.New(promsource.Config{
 		URL: o.Prometheus.URL, HTTP: httpCfg, Timeout: o.Prometheus.Timeout,
 		MaxStaleness: o.MaxStaleness, TTFTWindow: o.TTFTWindow, Queries: queries,
+		ReuseFor: o.Prometheus.ScrapeInterval / promsource.DefaultReuseFraction, PodsIn: podsIn,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("--source=prometheus: %w", err)
@@ -121,4 +133,46 @@ func (o *Options) prometheusSource(log *slog.Logger) (*source, error) {
 			ready()
 		},
 	}, nil
+}
+
+// podCounter counts each namespace's pods from the pod informer's events:
+// the PromQL source asks for a whole namespace when a request's pods are
+// most of it.
+type podCounter struct {
+	mu sync.RWMutex
+	n  map[string]int
+}
+
+func countPods(inf cache.SharedInformer) (*podCounter, error) {
+	c := &podCounter{n: map[string]int{}}
+	_, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { c.add(obj, 1) },
+		DeleteFunc: func(obj any) { c.add(obj, -1) },
+	})
+	if err != nil {
+		return nil, fmt.Errorf("count pods: %w", err)
+	}
+	return c, nil
+}
+
+func (c *podCounter) add(obj any, d int) {
+	if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = tomb.Obj
+	}
+	p, ok := obj.(*corev1.Pod)
+	if !ok {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.n[p.Namespace] += d; c.n[p.Namespace] <= 0 {
+		delete(c.n, p.Namespace)
+	}
+}
+
+// in returns the pods of namespace.
+func (c *podCounter) in(namespace string) int {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return c.n[namespace]
 }

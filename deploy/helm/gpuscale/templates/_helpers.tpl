@@ -241,6 +241,9 @@ two renders are the same bytes. */}}
 {{- with $p.timeout }}
 - --prometheus-timeout={{ . }}
 {{- end }}
+{{- with $p.scrapeInterval }}
+- --prometheus-scrape-interval={{ . }}
+{{- end }}
 {{- if include "gpuscale.adapter.promQueries" . }}
 - --prometheus-queries=/etc/gpuscale/queries/queries.yaml
 {{- end }}
