@@ -160,9 +160,10 @@ type Config struct {
 	MinCorrection, MaxCorrection float64
 	// SpreadKV sizes the KV term by MaxKVLoad on the measured spread of
 	// the KV in use, with the objective's slack, instead of Erlang C on
-	// equal slots; MeasuredArrivals lets the prefill term credit a
-	// router that spreads arrivals more evenly than at random (the
-	// measured dispersion below 1). Both are off by default: on the
+	// equal slots; MeasuredArrivals has the prefill term take the
+	// arrivals' measured dispersion (below 1 for a router more even than
+	// random, above for a burstier one) instead of Poisson arrivals
+	// (M/G/1). Both are off by default: on the
 	// workload family they moved cost from some workloads to others and
 	// lost minutes on ramps (docs/autoscaling.md, "Robustness").
 	SpreadKV, MeasuredArrivals bool

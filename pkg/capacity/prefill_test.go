@@ -143,22 +143,39 @@ func TestArrivalDispersion(t *testing.T) {
 		{"bursty: bounded", []float64{0, 60}, maxDispersion},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			e := New(DefaultConfig(), nil)
-			k := Key{"ns", tc.name}
-			var first, second []Pod
-			for i, n := range tc.took {
-				uid := string(rune('a' + i))
-				first = append(first, pod(uid, 5))
-				second = append(second, pod(uid, 5+n))
+			estimate := func(measured bool) Estimate {
+				cfg := DefaultConfig()
+				cfg.MeasuredArrivals = measured
+				e := New(cfg, nil)
+				k := Key{"ns", tc.name}
+				var first, second []Pod
+				for i, n := range tc.took {
+					uid := string(rune('a' + i))
+					first = append(first, pod(uid, 5))
+					second = append(second, pod(uid, 5+n))
+				}
+				if _, err := e.Estimate(k, t0, first); err != nil {
+					t.Fatal(err)
+				}
+				est, err := e.Estimate(k, t0.Add(15*time.Second), second)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return est
 			}
-			if _, err := e.Estimate(k, t0, first); err != nil {
-				t.Fatal(err)
+			byDefault, measured := estimate(false), estimate(true)
+			near(t, "Dispersion", byDefault.Dispersion, tc.want, 1e-9)
+			// By default the prefill term takes Poisson arrivals
+			// (M/G/1) whatever is measured; MeasuredArrivals lets a
+			// more even router run the prefill busier and a burstier
+			// one less busy.
+			if byDefault.Prefill.MaxBusy <= 0 || byDefault.Prefill.MaxBusy >= 1 {
+				t.Fatalf("default MaxBusy %v: the case must leave the prefill a limit", byDefault.Prefill.MaxBusy)
 			}
-			est, err := e.Estimate(k, t0.Add(15*time.Second), second)
-			if err != nil {
-				t.Fatal(err)
+			if tc.want < 1 && !(measured.Prefill.MaxBusy > byDefault.Prefill.MaxBusy) ||
+				tc.want > 1 && !(measured.Prefill.MaxBusy < byDefault.Prefill.MaxBusy) {
+				t.Errorf("MaxBusy %v with the measured dispersion %v, %v taking arrivals as random", measured.Prefill.MaxBusy, tc.want, byDefault.Prefill.MaxBusy)
 			}
-			near(t, "Dispersion", est.Dispersion, tc.want, 1e-9)
 		})
 	}
 }

@@ -220,10 +220,13 @@ func (e *Estimator) prefillTerm(st *workloadState, now time.Time, pods []Pod, ru
 	if d, ok := st.prefill.arrivals.dispersion(); ok {
 		est.Dispersion = d
 	}
-	// By default a router more even than random is not credited: on a
-	// ramp its measured evenness did not hold (MeasuredArrivals); one
-	// burstier than random always counts.
-	d := max(est.Dispersion, 1)
+	// By default the arrivals are taken as random (M/G/1), as the signal
+	// has always taken them; MeasuredArrivals takes the measured
+	// dispersion instead, either way: a router more even than random
+	// did not hold its evenness on a ramp, and one burstier than random
+	// cost the conversation hour a minute (docs/autoscaling.md,
+	// "Robustness").
+	d := 1.0
 	if e.cfg.MeasuredArrivals {
 		d = est.Dispersion
 	}
