@@ -167,11 +167,10 @@ type Config struct {
 	// workload family they moved cost from some workloads to others and
 	// lost minutes on ramps (docs/autoscaling.md, "Robustness").
 	SpreadKV, MeasuredArrivals bool
-	// SettledSpread leaves out of the measured spread of KV in use and
-	// of requests held the replicas that turned Ready within the last
-	// Window: a replica just Ready holds nothing yet, and beside full
-	// ones it reads as a spread the router does not make (it fills within
-	// a window of arrivals).
+	// SettledSpread leaves out of the measured spread of KV in use the
+	// replicas that turned Ready within the last Window: a replica just
+	// Ready holds nothing yet, and beside full ones it reads as a spread
+	// the router does not make (it fills within a window of arrivals).
 	SettledSpread bool
 	// MaxTargetsPerNamespace and MaxTargets bound the workloads and
 	// models whose state is kept, per namespace and in all; 0 means
@@ -351,7 +350,6 @@ func (e *Estimator) estimate(st *workloadState, now time.Time, pods []Pod, objec
 		kv, run    float64
 		startups   []time.Duration
 		haveLoaded bool
-		perReqs    []float64
 		perKV      []float64
 	)
 	for _, p := range pods {
@@ -373,7 +371,6 @@ func (e *Estimator) estimate(st *workloadState, now time.Time, pods []Pod, objec
 		run += p.Running
 		kv += p.KVPercent / 100
 		if !e.cfg.SettledSpread || p.ReadyAt.IsZero() || now.Sub(p.ReadyAt) >= e.cfg.Window {
-			perReqs = append(perReqs, p.Running+p.Waiting)
 			perKV = append(perKV, p.KVPercent/100)
 		}
 	}
@@ -389,7 +386,7 @@ func (e *Estimator) estimate(st *workloadState, now time.Time, pods []Pod, objec
 		st.slots = min(run/kv, maxSlots)
 	}
 	est.Slots = st.slots
-	st.spread.observe(now, perReqs, perKV, e.cfg.Window)
+	st.spread.observe(now, perKV, e.cfg.Window)
 
 	if st.holt.Len() == 0 || now.Sub(st.observed) >= observeGap(est.Horizon) {
 		st.holt.Observe(now, est.Demand, ForecastSmoothing(est.Horizon))

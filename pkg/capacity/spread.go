@@ -4,50 +4,36 @@ import "time"
 
 // spread measures how evenly the router spreads the load over the Ready
 // replicas: the index of dispersion (variance over mean, across the
-// replicas with data) of the requests each holds and of the share of its
-// KV cache in use, each variance and mean smoothed over the window so that
-// one estimate's few replicas do not decide it.
+// replicas with data) of the share of its KV cache each has in use, the
+// variance and mean smoothed over the window so that one estimate's few
+// replicas do not decide it.
 //
-// The index is 1 for the requests in flight when a router picks replicas at
-// random (each then holds a Poisson number of them), and E[k^2]/E[k] of the
-// requests' sizes k for the KV in use; a round-robin or least-loaded router
+// The index is E[k^2]/E[k] of the requests' sizes k when a router picks
+// replicas at random; a round-robin or least-loaded router
 // makes it smaller, a sticky one larger. The capacity terms take it as
 // measured instead of assuming either: it is how many replicas' worth of
 // spare room the spread of the load costs.
 type spread struct {
-	// reqVar, reqMean, kvVar and kvMean are the smoothed cross-replica
-	// variances and means; at the time of the last estimate with two
-	// replicas or more.
-	reqVar, reqMean, kvVar, kvMean float64
-	at                             time.Time
+	// kvVar and kvMean are the smoothed cross-replica variance and mean;
+	// at the time of the last estimate with two replicas or more.
+	kvVar, kvMean float64
+	at            time.Time
 }
 
-// observe adds one estimate's replicas: their requests held (running plus
-// waiting) and KV shares (0-1). It needs two replicas or more.
-func (s *spread) observe(now time.Time, reqs, kv []float64, window time.Duration) {
-	if len(reqs) < 2 || len(reqs) != len(kv) {
+// observe adds one estimate's replicas' KV shares (0-1). It needs two
+// replicas or more.
+func (s *spread) observe(now time.Time, kv []float64, window time.Duration) {
+	if len(kv) < 2 {
 		return
 	}
-	rm, rv := meanVar(reqs)
 	km, kvv := meanVar(kv)
 	w := 1.0
 	if !s.at.IsZero() {
 		w = weight(max(now.Sub(s.at).Seconds(), 0), window)
 	}
-	s.reqVar += w * (rv - s.reqVar)
-	s.reqMean += w * (rm - s.reqMean)
 	s.kvVar += w * (kvv - s.kvVar)
 	s.kvMean += w * (km - s.kvMean)
 	s.at = now
-}
-
-// requests is the index of dispersion of the requests each replica holds,
-// ok false before it was measured on a load.
-func (s *spread) requests() (float64, bool) {
-	if s.at.IsZero() || !(s.reqMean > 0) {
-		return 0, false
-	}
-	return min(s.reqVar/s.reqMean, maxDispersion), true
 }
 
 // kv is the index of dispersion of the KV share in use, ok false before it
