@@ -34,10 +34,13 @@ import (
 
 type flags struct {
 	tracePath, shape, policies, schedule, updateDocs string
-	family, asJSON, need, parts, disagg              bool
+	family, asJSON, need, parts, disagg, counts      bool
+	spreadKV, measuredArrivals, settledSpread        bool
+	minCorrection, maxCorrection                     float64
 	itl                                              time.Duration
 	phase, start, duration, slo                      time.Duration
-	objective, window, down                          time.Duration
+	objective, window, down, downPeriod              time.Duration
+	downPercent                                      int
 	runningTarget                                    float64
 }
 
@@ -60,8 +63,16 @@ func main() {
 	flag.BoolVar(&f.parts, "capacity-parts", false, "Print the capacity estimate's parts at each minute's first sync.")
 	flag.Float64Var(&f.runningTarget, "running-requests-target", 16, "The running-requests policy's averageValue.")
 	flag.DurationVar(&f.down, "capacity-scale-down-window", 0, "The capacity policy's scale-down stabilization window (0: what `adapter recommend` gives).")
+	flag.IntVar(&f.downPercent, "capacity-scale-down-percent", 0, "The capacity policy's scale-down rate in percent per --capacity-scale-down-period, beside `adapter recommend`'s (0: what it gives).")
+	flag.DurationVar(&f.downPeriod, "capacity-scale-down-period", time.Minute, "The period of --capacity-scale-down-percent.")
 	flag.BoolVar(&f.disagg, "disaggregated", false, "Replay the disaggregated workload (a prefill and a decode pool) under static provisioning, the single-pool and the per-role capacity policies, and print the table of docs/autoscaling.md; --slo (0: 2s) and --itl-slo judge it.")
 	flag.DurationVar(&f.itl, "itl-slo", 150*time.Millisecond, "With --disaggregated: the ITL p90 objective.")
+	flag.BoolVar(&f.counts, "goal-counts", false, "With --family: print only the row of goal counts of the recommended policy (workloads missing each goal, scale events), as hack/robustness-sweep.sh records it.")
+	flag.BoolVar(&f.spreadKV, "capacity-spread-kv", false, "The capacity policy's KV term on the measured spread of KV in use (capacity.Config.SpreadKV).")
+	flag.BoolVar(&f.measuredArrivals, "capacity-measured-arrivals", false, "The capacity policy's prefill term credits a router more even than random (capacity.Config.MeasuredArrivals).")
+	flag.BoolVar(&f.settledSpread, "capacity-settled-spread", false, "The capacity policy's measured spreads leave out replicas Ready for less than a window (capacity.Config.SettledSpread).")
+	flag.Float64Var(&f.minCorrection, "capacity-min-correction", 0, "The closed loop's lower bound (0: the default's).")
+	flag.Float64Var(&f.maxCorrection, "capacity-max-correction", 0, "The closed loop's upper bound (0: the default's).")
 	flag.Parse()
 	if err := run(f); err != nil {
 		log.Fatal(err)
@@ -72,8 +83,20 @@ func run(f flags) error {
 	setup := robustness.DefaultSetup()
 	setup.Tweak = func(o *offlinereplay.PolicyOptions) {
 		o.Schedule, o.Objective, o.Window, o.DownWindow = f.schedule, f.objective, f.window, f.down
+		o.DownPercent, o.DownPeriod = f.downPercent, f.downPeriod
 		o.Targets.RequestsRunning = f.runningTarget
 		o.Parts = partsPrinter(f.parts)
+		o.Capacity = func(c *capacity.Config) {
+			c.SpreadKV = c.SpreadKV || f.spreadKV
+			c.MeasuredArrivals = c.MeasuredArrivals || f.measuredArrivals
+			c.SettledSpread = c.SettledSpread || f.settledSpread
+			if f.minCorrection > 0 {
+				c.MinCorrection = f.minCorrection
+			}
+			if f.maxCorrection > 0 {
+				c.MaxCorrection = f.maxCorrection
+			}
+		}
 	}
 	setup.Phase = f.phase
 	policies := strings.Split(f.policies, ",")
@@ -144,6 +167,15 @@ func runFamily(f flags, setup robustness.Setup, policies []string) error {
 	if err != nil {
 		return err
 	}
+	if f.counts {
+		for _, r := range reports {
+			o, _ := r.Outcome(offlinereplay.PolicyRecommended)
+			fmt.Fprintf(os.Stderr, "%-18s %2d/%2d min  %5.1f%%  ups/downs %3d/%3d  unserved %d\n",
+				r.Workload.Name, o.MinutesMet, r.Reachable, 100*o.StaticFraction, o.Ups, o.Downs, o.Unserved)
+		}
+		fmt.Println(robustness.CountGoals(reports, offlinereplay.PolicyRecommended))
+		return nil
+	}
 	if f.asJSON {
 		for _, r := range reports {
 			if err := printJSON(r); err != nil {
@@ -208,8 +240,9 @@ func partsPrinter(on bool) func(time.Time, capacity.Estimate) {
 			return
 		}
 		last = m
-		fmt.Printf("  minute %2d: ready %2d demand %5.1f forecast %5.1f | KV term %4.1f (per replica %4.1f) | prefill term %4.1f (busy %4.2f, max busy %.3f, over objective %.3f, reachable %v)\n",
-			m, e.Replicas, e.Demand, e.Forecast, e.KVNeeded, e.PerReplica, e.PrefillNeeded, e.PrefillBusy, e.Prefill.MaxBusy, e.Prefill.OverObjective, e.Prefill.Reachable)
+		fmt.Printf("  minute %2d: ready %2d demand %5.1f forecast %5.1f | KV term %4.1f (slots %5.1f per replica %4.1f disp %.3f late %.3f res %5.1fs slack %4.2fs) | prefill term %4.1f (busy %4.2f, max busy %.3f, disp %.3f, over %.3f) | ttft %5.2f corr %.2f | needed %5.1f\n",
+			m, e.Replicas, e.Demand, e.Forecast, e.KVNeeded, e.Slots, e.PerReplica, e.KVDispersion, e.LateBudget, e.Residence, e.Slack,
+			e.PrefillNeeded, e.PrefillBusy, e.Prefill.MaxBusy, e.Dispersion, e.Prefill.OverObjective, e.MeasuredTTFT, e.Correction, e.Needed)
 	}
 }
 

@@ -38,6 +38,12 @@ type CapacityParts struct {
 	// how busy one replica's prefill may run, PrefillOver the share of
 	// prefills over the objective alone.
 	KVNeeded, PrefillNeeded, PrefillBusy, PrefillMaxBusy, PrefillOver float64
+	// Dispersion and KVDispersion are the measured spreads of the
+	// replicas' arrivals and KV in use; LateBudget the share of requests
+	// the KV term lets wait; Residence and Slack (servers' seconds) what
+	// it is worked out from; MeasuredTTFT the window's TTFT quantile (0:
+	// too few) and Correction the closed loop's factor.
+	Dispersion, KVDispersion, LateBudget, Residence, Slack, MeasuredTTFT, Correction float64
 	// ITLNeeded is the inter-token-latency term (0 without an ITL
 	// objective), ITLQuantile the window's ITL at the objective's quantile
 	// and ITLSlots the sequences one replica decodes within it.
@@ -64,6 +70,13 @@ var capacityGauges = map[string]func(*CapacityParts) *float64{
 	"gpuscale_adapter_capacity_prefill_busy_replicas":            func(c *CapacityParts) *float64 { return &c.PrefillBusy },
 	"gpuscale_adapter_capacity_prefill_max_busy":                 func(c *CapacityParts) *float64 { return &c.PrefillMaxBusy },
 	"gpuscale_adapter_capacity_prefill_over_objective_ratio":     func(c *CapacityParts) *float64 { return &c.PrefillOver },
+	"gpuscale_adapter_capacity_arrival_dispersion":               func(c *CapacityParts) *float64 { return &c.Dispersion },
+	"gpuscale_adapter_capacity_kv_dispersion":                    func(c *CapacityParts) *float64 { return &c.KVDispersion },
+	"gpuscale_adapter_capacity_kv_late_budget_ratio":             func(c *CapacityParts) *float64 { return &c.LateBudget },
+	"gpuscale_adapter_capacity_residence_seconds":                func(c *CapacityParts) *float64 { return &c.Residence },
+	"gpuscale_adapter_capacity_slack_seconds":                    func(c *CapacityParts) *float64 { return &c.Slack },
+	"gpuscale_adapter_capacity_measured_ttft_seconds":            func(c *CapacityParts) *float64 { return &c.MeasuredTTFT },
+	"gpuscale_adapter_capacity_loop_correction":                  func(c *CapacityParts) *float64 { return &c.Correction },
 	"gpuscale_adapter_capacity_itl_replicas_needed":              func(c *CapacityParts) *float64 { return &c.ITLNeeded },
 	"gpuscale_adapter_capacity_itl_quantile_seconds":             func(c *CapacityParts) *float64 { return &c.ITLQuantile },
 	"gpuscale_adapter_capacity_itl_slots_per_replica":            func(c *CapacityParts) *float64 { return &c.ITLSlots },

@@ -59,6 +59,8 @@ func TestParseCapacityParts(t *testing.T) {
 		Needed: est.Needed, Utilization: est.Utilization,
 		KVNeeded: est.KVNeeded, PrefillNeeded: est.PrefillNeeded, PrefillBusy: est.PrefillBusy,
 		PrefillMaxBusy: est.Prefill.MaxBusy, PrefillOver: est.Prefill.OverObjective,
+		Dispersion: est.Dispersion, KVDispersion: est.KVDispersion, LateBudget: est.LateBudget, Residence: est.Residence,
+		Slack: est.Slack, MeasuredTTFT: est.MeasuredTTFT, Correction: est.Correction,
 		ITLNeeded: est.ITLNeeded, ITLQuantile: est.ITL.Quantile, ITLSlots: est.ITL.Slots,
 	}
 	if got != want {

@@ -13,8 +13,8 @@ type Behavior struct {
 	// Scale-up may add the larger of UpPercent and UpPods per UpPeriod.
 	UpPercent, UpPods int
 	UpPeriod          time.Duration
-	// Scale-down may remove DownPods, or if that is 0 DownPercent, per
-	// DownPeriod.
+	// Scale-down may remove the larger of DownPods and DownPercent per
+	// DownPeriod (selectPolicy Max, the controller's default).
 	DownPods, DownPercent int
 	DownPeriod            time.Duration
 	MinReplicas           int
@@ -107,12 +107,12 @@ func (h *hpa) limit(now time.Time, desired int) int {
 		most := max(start+h.b.UpPods, int(math.Ceil(float64(start)*(1+float64(h.b.UpPercent)/100))))
 		return min(desired, max(most, h.spec))
 	}
-	least := 0
-	switch {
-	case h.b.DownPods > 0:
+	least := start
+	if h.b.DownPods > 0 {
 		least = start - h.b.DownPods
-	case h.b.DownPercent > 0:
-		least = int(math.Ceil(float64(start) * (1 - float64(h.b.DownPercent)/100)))
+	}
+	if h.b.DownPercent > 0 {
+		least = min(least, int(math.Ceil(float64(start)*(1-float64(h.b.DownPercent)/100))))
 	}
 	return max(desired, min(least, h.spec))
 }

@@ -46,6 +46,10 @@ type PolicyOptions struct {
 	// the SLO) and prefill-time window (0: a minute); DownWindow, when not
 	// 0, replaces the scale-down window `adapter recommend` gives it.
 	Objective, Window, DownWindow time.Duration
+	// DownPercent and DownPeriod, when DownPercent is not 0, replace the
+	// scale-down rate `adapter recommend` gives the capacity policy.
+	DownPercent int
+	DownPeriod  time.Duration
 	// TTFTWindow is the adapter's --ttft-window (0: a minute).
 	TTFTWindow time.Duration
 	// MaxReplicas bounds every autoscaled policy.
@@ -57,6 +61,10 @@ type PolicyOptions struct {
 	Need []int
 	// Parts, when set, is called with every capacity estimate.
 	Parts func(time.Time, capacity.Estimate)
+	// Capacity, when set, changes the capacity policy's estimator
+	// configuration after the defaults, the objective and the window
+	// (sweeps of its options).
+	Capacity func(*capacity.Config)
 }
 
 func (o PolicyOptions) ttftWindow() time.Duration {
@@ -96,9 +104,15 @@ func NewPolicy(name string, o PolicyOptions) (Policy, Behavior, error) {
 		if o.Window > 0 {
 			cfg.Window = o.Window
 		}
+		if o.Capacity != nil {
+			o.Capacity(&cfg)
+		}
 		b := Recommended(t.ModelLoad, 1, maxR)
 		if o.DownWindow > 0 {
 			b.DownWindow = o.DownWindow
+		}
+		if o.DownPercent > 0 {
+			b.DownPercent, b.DownPeriod = o.DownPercent, o.DownPeriod
 		}
 		return &capacityPolicy{est: capacity.New(cfg, nil), parts: o.Parts}, b, nil
 	case PolicyClairvoyant:
@@ -310,10 +324,10 @@ func (c *capacityPolicy) Recommend(v View) (int, bool) {
 	for _, p := range v.Pods {
 		cp := capacity.Pod{Ready: p.Ready, Loading: p.Loading}
 		if p.Ready {
-			cp.Startup = p.ReadyAt.Sub(p.Created)
+			cp.Startup, cp.ReadyAt = p.ReadyAt.Sub(p.Created), p.ReadyAt
 			if p.Data {
 				cp.Data, cp.Running, cp.Waiting, cp.KVPercent = true, float64(p.Running), float64(p.Waiting), 100*p.KVUsage
-				cp.UID, cp.Prefill = p.Name, p.Prefill
+				cp.UID, cp.Prefill, cp.TTFT = p.Name, p.Prefill, p.TTFT
 			}
 		}
 		pods = append(pods, cp)

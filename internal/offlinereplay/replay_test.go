@@ -35,6 +35,14 @@ func TestHPADecide(t *testing.T) {
 			steps: []struct{ at, want, got int }{{61, 3, 5}, {76, 3, 5}, {121, 3, 4}, {181, 3, 3}},
 		},
 		{
+			// Pods and percent together: the larger change (selectPolicy
+			// Max), each relative to the replicas at the period's start.
+			name: "pods or percent down", b: Behavior{UpPercent: 100, UpPods: 4, UpPeriod: 15 * time.Second,
+				DownWindow: 60 * time.Second, DownPods: 1, DownPercent: 25, DownPeriod: 60 * time.Second, MinReplicas: 1, MaxReplicas: 40},
+			start: 20,
+			steps: []struct{ at, want, got int }{{61, 3, 15}, {76, 3, 15}, {121, 3, 12}, {181, 3, 9}, {241, 3, 7}, {301, 3, 6}, {361, 3, 5}},
+		},
+		{
 			name: "bounds", b: recommended, start: 2,
 			steps: []struct{ at, want, got int }{{15, 40, 6}, {30, 40, 12}, {45, 40, 18}, {60, 0, 18}},
 		},

@@ -138,3 +138,69 @@ func minutesOf(r Report) int {
 	}
 	return 0
 }
+
+// Counts sums the goals over workloads: how many miss each per-workload
+// goal, and the scale events. It is what a sweep of configurations
+// compares (hack/robustness-sweep.sh): a configuration improves on another
+// only when no count is worse.
+type Counts struct {
+	// MinutesShort counts the workloads that miss the SLO-minutes goal,
+	// CostOver those that cost more than static provisioning (bursty ones
+	// included), BurstyOver the bursty ones that cost more than
+	// MaxBurstyCost of static's; Bursty is how many are bursty, Workloads
+	// how many in all.
+	MinutesShort, CostOver, BurstyOver, Bursty, Workloads int
+	// Unserved counts the workloads with requests never served.
+	Unserved int
+	// Events are the scale events over EventMinutes minutes with arrivals.
+	Events, EventMinutes int
+}
+
+// CountGoals is Counts for policy over reports.
+func CountGoals(reports []Report, policy string) Counts {
+	var c Counts
+	for _, r := range reports {
+		o, ok := r.Outcome(policy)
+		st, ok2 := r.Outcome(autoscalebench.PolicyStatic)
+		if !ok || !ok2 {
+			continue
+		}
+		c.Workloads++
+		if o.Unserved > 0 {
+			c.Unserved++
+		}
+		if float64(o.MinutesMet) < MinMinutesShare*float64(st.MinutesMet) {
+			c.MinutesShort++
+		}
+		if !(o.StaticFraction <= 1) {
+			c.CostOver++
+		}
+		if r.Workload.Bursty {
+			c.Bursty++
+			if !(o.StaticFraction <= MaxBurstyCost) {
+				c.BurstyOver++
+			}
+		}
+		c.Events += o.ScaleEvents
+		c.EventMinutes += o.Minutes
+	}
+	return c
+}
+
+// NoWorse reports whether c is at least as good as base on every count,
+// and Better whether it is also strictly better on one.
+func (c Counts) NoWorse(base Counts) bool {
+	return c.MinutesShort <= base.MinutesShort && c.CostOver <= base.CostOver && c.BurstyOver <= base.BurstyOver &&
+		c.Unserved <= base.Unserved && c.Events <= base.Events
+}
+
+// Better reports whether c is no worse than base and strictly better on a
+// count.
+func (c Counts) Better(base Counts) bool {
+	return c.NoWorse(base) && c != base
+}
+
+// String is the counts as a row of the sweep's table.
+func (c Counts) String() string {
+	return fmt.Sprintf("| %d | %d | %d of %d | %d | %d |", c.MinutesShort, c.CostOver, c.BurstyOver, c.Bursty, c.Unserved, c.Events)
+}

@@ -83,3 +83,40 @@ func TestUpdateDocs(t *testing.T) {
 		t.Errorf("a file without markers: %v", err)
 	}
 }
+
+func TestCountGoals(t *testing.T) {
+	rep := func(name string, bursty bool, rec Outcome) Report {
+		return Report{Workload: Workload{Name: name, Bursty: bursty}, Outcomes: []Outcome{
+			outcome(autoscalebench.PolicyStatic, 40, 40, 1, 2, 0, 0), rec}}
+	}
+	reports := []Report{
+		rep("fine", false, outcome("rec", 38, 40, 0.9, 1.2, 0, 10)),
+		rep("bursty, over 80%", true, outcome("rec", 40, 40, 0.85, 1.2, 0, 7)),
+		rep("bursty, over static", true, outcome("rec", 40, 40, 1.1, 1.2, 0, 3)),
+		rep("short and unserved", false, outcome("rec", 35, 40, 0.7, 1.2, 2, 5)),
+		rep("dear", false, outcome("rec", 36, 40, 1.01, 1.2, 0, 5)),
+		{Workload: Workload{Name: "no recommended outcome"}, Outcomes: []Outcome{outcome(autoscalebench.PolicyStatic, 40, 40, 1, 2, 0, 0)}},
+	}
+	got := CountGoals(reports, "rec")
+	want := Counts{MinutesShort: 1, CostOver: 2, BurstyOver: 2, Bursty: 2, Workloads: 5, Unserved: 1, Events: 30, EventMinutes: 200}
+	if got != want {
+		t.Fatalf("CountGoals = %+v\nwant %+v", got, want)
+	}
+	for _, tc := range []struct {
+		name            string
+		c               Counts
+		noWorse, better bool
+	}{
+		{"the same", want, true, false},
+		{"fewer events", func() Counts { c := want; c.Events--; return c }(), true, true},
+		{"fewer short, one more over static", func() Counts { c := want; c.MinutesShort--; c.CostOver++; return c }(), false, false},
+		{"more unserved", func() Counts { c := want; c.Unserved++; return c }(), false, false},
+	} {
+		if tc.c.NoWorse(want) != tc.noWorse || tc.c.Better(want) != tc.better {
+			t.Errorf("%s: NoWorse %v Better %v, want %v and %v", tc.name, tc.c.NoWorse(want), tc.c.Better(want), tc.noWorse, tc.better)
+		}
+	}
+	if s := want.String(); s != "| 1 | 2 | 2 of 2 | 1 | 30 |" {
+		t.Errorf("String = %q", s)
+	}
+}

@@ -3,7 +3,6 @@ package capacity
 import (
 	"errors"
 	"fmt"
-	"math"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -30,6 +29,9 @@ type Pod struct {
 	// Startup is the pod's measured creation-to-Ready time, 0 when
 	// unknown (recommend.StartupTime).
 	Startup time.Duration
+	// ReadyAt is when the pod turned Ready (its Ready condition's last
+	// transition), zero when unknown: such a pod is taken as settled.
+	ReadyAt time.Time
 	// Data says the pod's newest values below are fresh; only Ready
 	// pods have any.
 	Data bool
@@ -42,6 +44,10 @@ type Pod struct {
 	// each pod's increase from one estimate to the next.
 	UID     string
 	Prefill *histogram.Histogram
+	// TTFT is its newest cumulative histogram of times to first token
+	// (seconds), nil when its server exports none: what the closed loop
+	// measures the objective's quantile on.
+	TTFT *histogram.Histogram
 	// ITL is its newest cumulative inter-token latency histogram
 	// (seconds), nil when its server exports none; read only with an ITL
 	// objective.
@@ -71,9 +77,24 @@ type Estimate struct {
 	// forecast projects; TrendStdErr that noise.
 	Level, Trend, TrendStdErr float64
 	// Slots is how many requests of the current mix one replica's KV
-	// cache holds; PerReplica how many of them it serves with no more
-	// than the objective's share of requests queued.
+	// cache holds (1 over the share a running request fills);
+	// PerReplica how many of them it carries with at most the late
+	// budget's share finding too little KV free (MaxKVLoad).
 	Slots, PerReplica float64
+	// Dispersion and KVDispersion are the measured indices of dispersion
+	// (variance over mean, across the Ready replicas, smoothed over the
+	// window) of the requests each replica took between estimates (its
+	// prefill histogram's count) and of its KV share in use; the
+	// defaults of a random router (1, and 1/Slots: equal requests) until
+	// two replicas have reported a load.
+	Dispersion, KVDispersion float64
+	// Residence is how long a request stays in a replica's batch, on the
+	// servers' clock (Little's law: requests running over the rate of
+	// first tokens in the window; 0 unmeasured), and Slack the time a
+	// request of the window's mean prefill may wait within the
+	// objective; LateBudget the share of requests the KV term lets find
+	// too little KV free (LateBudget).
+	Residence, Slack, LateBudget float64
 	// Horizon is the median measured start-up time of the workload's
 	// pods: how far ahead a scale-up decided now takes effect.
 	Horizon time.Duration
@@ -100,8 +121,14 @@ type Estimate struct {
 	// (0 without an ITL objective or enough tokens).
 	ITL       ITLLimit
 	ITLNeeded float64
-	// Needed is the largest of KVNeeded, PrefillNeeded and ITLNeeded:
-	// the replicas the HPA asks for.
+	// MeasuredTTFT is the objective's quantile of the times to first
+	// token the servers measured over the window (seconds; 0 with too
+	// few to tell), and Correction the closed loop's factor on the
+	// model's replicas (1: none; within [1/MaxCorrection,
+	// MaxCorrection]).
+	MeasuredTTFT, Correction float64
+	// Needed is Correction times the largest of KVNeeded, PrefillNeeded
+	// and ITLNeeded: the replicas the HPA asks for.
 	Needed float64
 }
 
@@ -125,6 +152,26 @@ type Config struct {
 	// Forget drops a workload's state after it was not asked about for
 	// this long.
 	Forget time.Duration
+	// MinCorrection and MaxCorrection bound the closed loop's factor on
+	// the model's replicas, within [1/2, 2] (0: those). The default, 1
+	// and 1, holds the loop open: it measures and exports, and corrects
+	// nothing (docs/autoscaling.md, "Robustness": on the family, [1/2, 2]
+	// bought minutes for cost and [1/2, 1] changed little).
+	MinCorrection, MaxCorrection float64
+	// SpreadKV sizes the KV term by MaxKVLoad on the measured spread of
+	// the KV in use, with the objective's slack, instead of Erlang C on
+	// equal slots; MeasuredArrivals has the prefill term take the
+	// arrivals' measured dispersion (below 1 for a router more even than
+	// random, above for a burstier one) instead of Poisson arrivals
+	// (M/G/1). Both are off by default: on the
+	// workload family they moved cost from some workloads to others and
+	// lost minutes on ramps (docs/autoscaling.md, "Robustness").
+	SpreadKV, MeasuredArrivals bool
+	// SettledSpread leaves out of the measured spread of KV in use the
+	// replicas that turned Ready within the last Window: a replica just
+	// Ready holds nothing yet, and beside full ones it reads as a spread
+	// the router does not make (it fills within a window of arrivals).
+	SettledSpread bool
 	// MaxTargetsPerNamespace and MaxTargets bound the workloads and
 	// models whose state is kept, per namespace and in all; 0 means
 	// DefaultMaxTargetsPerNamespace and DefaultMaxTargets.
@@ -157,7 +204,7 @@ func observeGap(horizon time.Duration) time.Duration {
 // DefaultConfig protects a p90 objective of one second, with prefill
 // times over the last minute.
 func DefaultConfig() Config {
-	return Config{Quantile: 0.9, Objective: time.Second, Window: time.Minute, Forget: 10 * time.Minute}
+	return Config{Quantile: 0.9, Objective: time.Second, Window: time.Minute, Forget: 10 * time.Minute, MinCorrection: 1, MaxCorrection: 1}
 }
 
 // Estimator keeps, per workload or model, the forecast's state and the
@@ -195,6 +242,9 @@ type workloadState struct {
 	observed time.Time // the forecast's last observation
 	slots    float64   // last measured, 0: never
 	prefill  prefillWindow
+	spread   spread
+	ttft     prefillWindow
+	loop     loop
 	itl      prefillWindow // the ITL histograms' increases
 	itlFit   itlFit
 }
@@ -300,6 +350,7 @@ func (e *Estimator) estimate(st *workloadState, now time.Time, pods []Pod, objec
 		kv, run    float64
 		startups   []time.Duration
 		haveLoaded bool
+		perKV      []float64
 	)
 	for _, p := range pods {
 		if p.Startup > 0 {
@@ -319,6 +370,9 @@ func (e *Estimator) estimate(st *workloadState, now time.Time, pods []Pod, objec
 		est.Demand += p.Running + p.Waiting
 		run += p.Running
 		kv += p.KVPercent / 100
+		if !e.cfg.SettledSpread || p.ReadyAt.IsZero() || now.Sub(p.ReadyAt) >= e.cfg.Window {
+			perKV = append(perKV, p.KVPercent/100)
+		}
 	}
 	if !haveLoaded {
 		return Estimate{}, ErrNoData
@@ -332,6 +386,7 @@ func (e *Estimator) estimate(st *workloadState, now time.Time, pods []Pod, objec
 		st.slots = min(run/kv, maxSlots)
 	}
 	est.Slots = st.slots
+	st.spread.observe(now, perKV, e.cfg.Window)
 
 	if st.holt.Len() == 0 || now.Sub(st.observed) >= observeGap(est.Horizon) {
 		st.holt.Observe(now, est.Demand, ForecastSmoothing(est.Horizon))
@@ -342,30 +397,50 @@ func (e *Estimator) estimate(st *workloadState, now time.Time, pods []Pod, objec
 	// once. So the replicas must carry the peak expected until then:
 	// for a damped trend, its end or now.
 	est.Forecast = max(est.Demand, st.forecast(now, est.Horizon), 0)
-	e.prefillTerm(st, now, pods, &est, objective)
+	e.prefillTerm(st, now, pods, run*float64(est.Replicas)/float64(est.Reporting), &est, objective)
 	e.itlTerm(st, now, pods, &est)
+	if est.Slots > 0 {
+		e.kvPerReplica(st, &est)
+	}
 
 	if est.Forecast == 0 {
 		// Nothing runs or waits and nothing is expected: no capacity
 		// is used, whatever a replica holds.
-		if est.Slots > 0 {
-			est.PerReplica = MaxLoad(int(est.Slots), 1-e.cfg.Quantile)
-			est.LoadingCredit = float64(est.Loading) * est.PerReplica
-		}
+		e.closeLoop(st, now, pods, 0, objective, &est)
+		est.LoadingCredit = float64(est.Loading) * est.PerReplica
 		return est, nil
 	}
 	if est.Slots <= 0 {
 		return Estimate{}, ErrNoCapacity
 	}
-	est.PerReplica = MaxLoad(int(math.Floor(est.Slots)), 1-e.cfg.Quantile)
 	if est.PerReplica <= 0 {
 		return Estimate{}, fmt.Errorf("%w: %.3g requests fit a replica's KV cache", ErrNoCapacity, est.Slots)
 	}
 	est.LoadingCredit = float64(est.Loading) * est.PerReplica
 	est.KVNeeded = est.Forecast / est.PerReplica
-	est.Needed = max(est.KVNeeded, est.PrefillNeeded, est.ITLNeeded)
+	model := max(est.KVNeeded, est.PrefillNeeded, est.ITLNeeded)
+	e.closeLoop(st, now, pods, model, objective, &est)
+	est.Needed = est.Correction * model
 	est.Utilization = est.Needed / float64(est.Replicas)
 	return est, nil
+}
+
+// kvPerReplica fills the KV term's capacity: the requests of the current
+// mix one replica carries (MaxKVLoad over the mean request's share), with
+// the KV in use as spread as it was measured across the replicas and the
+// late budget the objective's slack allows.
+func (e *Estimator) kvPerReplica(st *workloadState, est *Estimate) {
+	kbar := 1 / est.Slots
+	est.KVDispersion = kbar // equal requests, routed at random
+	if d, ok := st.spread.kv(); ok {
+		est.KVDispersion = d
+	}
+	est.LateBudget = LateBudget(e.cfg.Quantile, est.Slack, est.Residence)
+	if !e.cfg.SpreadKV {
+		est.PerReplica = MaxLoad(int(est.Slots), 1-e.cfg.Quantile)
+		return
+	}
+	est.PerReplica = MaxKVLoad(kbar, est.KVDispersion, est.LateBudget) / kbar
 }
 
 // ForecastSmoothing is the forecast's smoothing for a start-up horizon:

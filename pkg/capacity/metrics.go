@@ -16,6 +16,8 @@ type Metrics struct {
 	loading, loadingCredit, needed                  *prometheus.GaugeVec
 	kvNeeded, prefillNeeded, prefillBusy            *prometheus.GaugeVec
 	prefillMaxBusy, prefillOver                     *prometheus.GaugeVec
+	dispersion, kvDispersion, lateBudget            *prometheus.GaugeVec
+	residence, slack, measuredTTFT, correction      *prometheus.GaugeVec
 	itlNeeded, itlQuantile, itlSlots                *prometheus.GaugeVec
 	errors                                          *prometheus.CounterVec
 	all                                             []*prometheus.GaugeVec
@@ -37,7 +39,7 @@ func NewMetrics() *Metrics {
 		trend:          g("trend_requests_per_second", "The part of Holt's smoothed trend of the demand that exceeds two standard errors: what the forecast projects."),
 		trendErr:       g("trend_stderr_requests_per_second", "Standard error of Holt's smoothed trend of the demand."),
 		slots:          g("slots_per_replica", "Requests of the current mix one replica's KV cache holds."),
-		perReplica:     g("per_replica_requests", "Requests one replica serves with at most the objective's share queued (Erlang C)."),
+		perReplica:     g("per_replica_requests", "Requests of the current mix one replica carries with at most the late budget's share finding too little KV free (MaxKVLoad)."),
 		horizon:        g("horizon_seconds", "Start-up horizon: median measured creation-to-Ready time of the workload's pods."),
 		replicas:       g("ready_replicas", "Ready replicas at the last estimate."),
 		reporting:      g("reporting_replicas", "Ready replicas with fresh values at the last estimate; the demand of the others is their mean."),
@@ -47,7 +49,14 @@ func NewMetrics() *Metrics {
 		kvNeeded:       g("kv_replicas_needed", "Forecast demand over per-replica capacity: the replicas the KV caches need."),
 		prefillNeeded:  g("prefill_replicas_needed", "Prefill work, grown as the demand is forecast to grow, over the busy fraction one replica's prefill may run at; 0 without a limit."),
 		prefillBusy:    g("prefill_busy_replicas", "Replicas' worth of prefill work per second over the window: the sum of the replicas' prefill busy fractions."),
-		prefillMaxBusy: g("prefill_max_busy", "Busy fraction one replica's prefill may run at with at most the objective's tail of reachable requests missing it by waiting (M/G/1); 0 when unreachable or unmeasured."),
+		prefillMaxBusy: g("prefill_max_busy", "Busy fraction one replica's prefill may run at with at most the objective's tail of reachable requests missing it by waiting (G/G/1, Kingman); 0 when unreachable or unmeasured."),
+		dispersion:     g("arrival_dispersion", "Index of dispersion across the Ready replicas of the requests each took between estimates (1: a random router; less: round-robin)."),
+		kvDispersion:   g("kv_dispersion", "Index of dispersion across the Ready replicas of the share of their KV cache in use."),
+		lateBudget:     g("kv_late_budget_ratio", "Share of requests the KV term lets find too little KV free: the objective's tail, widened by the slack."),
+		residence:      g("residence_seconds", "A request's time in a replica's batch, by Little's law over the window (servers' clock)."),
+		slack:          g("slack_seconds", "Time a request of the window's mean prefill may wait within the objective."),
+		measuredTTFT:   g("measured_ttft_seconds", "The objective's quantile of the time to first token the servers measured over the window; 0 with too few requests."),
+		correction:     g("loop_correction", "The closed loop's factor on the model's replicas (1: none), within [1/2, 2]; time constant one start-up horizon up, two down."),
 		prefillOver:    g("prefill_over_objective_ratio", "Share of the window's requests whose prefill alone exceeded the TTFT objective."),
 		itlNeeded:      g("itl_replicas_needed", "Sequences decoding, grown as the demand is forecast to grow, over what one replica decodes within the ITL objective; 0 without an ITL objective."),
 		itlQuantile:    g("itl_quantile_seconds", "The window's inter-token latency at the objective's quantile; 0 without an ITL objective or enough tokens."),
@@ -58,7 +67,8 @@ func NewMetrics() *Metrics {
 		}, []string{"reason"}),
 	}
 	m.all = []*prometheus.GaugeVec{m.utilization, m.demand, m.forecast, m.trend, m.trendErr, m.slots, m.perReplica, m.horizon, m.replicas, m.reporting, m.loading, m.loadingCredit, m.needed,
-		m.kvNeeded, m.prefillNeeded, m.prefillBusy, m.prefillMaxBusy, m.prefillOver, m.itlNeeded, m.itlQuantile, m.itlSlots}
+		m.kvNeeded, m.prefillNeeded, m.prefillBusy, m.prefillMaxBusy, m.prefillOver,
+		m.dispersion, m.kvDispersion, m.lateBudget, m.residence, m.slack, m.measuredTTFT, m.correction, m.itlNeeded, m.itlQuantile, m.itlSlots}
 	return m
 }
 
@@ -94,6 +104,13 @@ func (m *Metrics) set(k Key, e Estimate) {
 	m.prefillBusy.With(l).Set(e.PrefillBusy)
 	m.prefillMaxBusy.With(l).Set(e.Prefill.MaxBusy)
 	m.prefillOver.With(l).Set(e.Prefill.OverObjective)
+	m.dispersion.With(l).Set(e.Dispersion)
+	m.kvDispersion.With(l).Set(e.KVDispersion)
+	m.lateBudget.With(l).Set(e.LateBudget)
+	m.residence.With(l).Set(e.Residence)
+	m.slack.With(l).Set(e.Slack)
+	m.measuredTTFT.With(l).Set(e.MeasuredTTFT)
+	m.correction.With(l).Set(e.Correction)
 	m.itlNeeded.With(l).Set(e.ITLNeeded)
 	m.itlQuantile.With(l).Set(e.ITL.Quantile)
 	m.itlSlots.With(l).Set(e.ITL.Slots)

@@ -33,8 +33,10 @@ type PrefillLimit struct {
 //
 // Prefill is a single server working through prompts first come, first
 // served (vLLM's scheduler admits from the head of its queue and chunks
-// prefill in admission order), fed by the Service's random spread of
-// requests: an M/G/1 queue whose service times S are the prefill times.
+// prefill in admission order), fed by the router's spread of requests: a
+// G/G/1 queue whose service times S are the prefill times, and whose
+// arrivals vary as the measured index of dispersion (1: a random router,
+// M/G/1; below 1 for a round-robin one) says.
 // A request meets the objective T when its wait W and its own prefill fit:
 // W + S <= T. In M/G/1, P(W > 0) = rho and, once waiting, W is close to
 // exponential with mean E[Se]/(1-rho), Se = E[S^2]/(2 E[S]) the residual
@@ -43,7 +45,9 @@ type PrefillLimit struct {
 //
 //	rho * E[exp(-(T-S)(1-rho)/E[Se]); S <= T] / P(S <= T)
 //
-// and MaxBusy is the rho at which that share is 1-q: of the requests the
+// with E[Se] taken, for arrivals other than Poisson, by Kingman's
+// approximation as E[S](ca2 + cs2)/2, ca2 the dispersion; and MaxBusy is
+// the rho at which that share is 1-q: of the requests the
 // replicas can bring within the objective, at most the objective's tail
 // misses it. Requests whose prefill alone exceeds T are out of reach and
 // are left out of the budget rather than spending replicas on them; if
@@ -54,7 +58,7 @@ type PrefillLimit struct {
 // Each finite bucket's requests are taken at its middle (the first bucket's
 // from 0), those above the last finite bound at that bound; the share over
 // T is interpolated linearly inside T's bucket, as histogram_quantile does.
-func MaxPrefillBusy(inc *histogram.Histogram, objective, q float64) PrefillLimit {
+func MaxPrefillBusy(inc *histogram.Histogram, objective, q, dispersion float64) PrefillLimit {
 	var lim PrefillLimit
 	if inc == nil || inc.Validate() != nil || !(objective > 0) || !(q > 0 && q < 1) {
 		return lim
@@ -102,7 +106,18 @@ func MaxPrefillBusy(inc *histogram.Histogram, objective, q float64) PrefillLimit
 		lim.MaxBusy = 1
 		return lim
 	}
-	residual := m2 / (2 * m1)
+	// Kingman's G/G/1 approximation: the wait grows with (ca2 + cs2)/2,
+	// ca2 the arrivals' and cs2 the prefill times' squared coefficients
+	// of variation; for Poisson arrivals (ca2 = 1) that is the residual
+	// service above. The arrivals' variability is what the router makes
+	// of them, the measured index of dispersion of the requests each
+	// replica holds (1 at random, less round-robin).
+	ca2 := min(max(dispersion, 0), maxDispersion)
+	residual := (m2/m1 - m1/total*(1-ca2)) / 2
+	if residual <= 1e-9*m1/total { // equal prefills arriving evenly
+		lim.MaxBusy = 1
+		return lim
+	}
 	budget := (1 - q) * below / total
 	missed := func(rho float64) float64 {
 		v := 0.0
@@ -133,12 +148,12 @@ func MaxPrefillBusy(inc *histogram.Histogram, objective, q float64) PrefillLimit
 // objective the prompts' own prefill times allow: twice the q-quantile of
 // the prefill times, at which a prompt of that quantile waits no longer
 // than it takes. Reachable stays false.
-func prefillPoolLimit(inc *histogram.Histogram, objective, q float64) PrefillLimit {
+func prefillPoolLimit(inc *histogram.Histogram, objective, q, dispersion float64) PrefillLimit {
 	s := histogram.Quantile(q, inc)
 	if math.IsNaN(s) || math.IsInf(s, 0) {
-		return MaxPrefillBusy(inc, objective, q)
+		return MaxPrefillBusy(inc, objective, q, dispersion)
 	}
-	lim := MaxPrefillBusy(inc, max(objective, 2*s), q)
+	lim := MaxPrefillBusy(inc, max(objective, 2*s), q, dispersion)
 	lim.Reachable = false
 	return lim
 }

@@ -69,7 +69,7 @@ func TestMaxPrefillBusy(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			l := MaxPrefillBusy(tt.h, tt.objective, 0.9)
+			l := MaxPrefillBusy(tt.h, tt.objective, 0.9, 1)
 			if l.Reachable != tt.wantReachable {
 				t.Fatalf("Reachable = %v, want %v (%+v)", l.Reachable, tt.wantReachable, l)
 			}
@@ -94,14 +94,89 @@ func TestMaxPrefillBusyOrders(t *testing.T) {
 	long := prefillHist(30, 40, 25, 3)
 	var prev float64
 	for _, obj := range []float64{0.8, 1, 1.5, 2.5} {
-		l := MaxPrefillBusy(short, obj, 0.9)
+		l := MaxPrefillBusy(short, obj, 0.9, 1)
 		if !l.Reachable || l.MaxBusy <= prev {
 			t.Errorf("objective %v: MaxBusy %v not above %v", obj, l.MaxBusy, prev)
 		}
 		prev = l.MaxBusy
 	}
-	if s, l := MaxPrefillBusy(short, 1, 0.9), MaxPrefillBusy(long, 1, 0.9); !(l.MaxBusy < s.MaxBusy) {
+	if s, l := MaxPrefillBusy(short, 1, 0.9, 1), MaxPrefillBusy(long, 1, 0.9, 1); !(l.MaxBusy < s.MaxBusy) {
 		t.Errorf("long prompts MaxBusy %v, short %v: long should run emptier", l.MaxBusy, s.MaxBusy)
+	}
+}
+
+// TestMaxPrefillBusyDispersion: the more regular a replica's arrivals (the
+// measured index of dispersion, 1 for a random router), the busier its
+// prefill may run (Kingman); equal prefills arriving evenly never queue.
+func TestMaxPrefillBusyDispersion(t *testing.T) {
+	h := prefillHist(30, 50, 15, 3)
+	prev := 1.0
+	for _, d := range []float64{0, 0.1, 0.5, 1, 2, 4} {
+		l := MaxPrefillBusy(h, 1, 0.9, d)
+		if !l.Reachable || !(l.MaxBusy < prev) {
+			t.Errorf("dispersion %v: MaxBusy %v, want reachable and below %v", d, l.MaxBusy, prev)
+		}
+		prev = l.MaxBusy
+	}
+	if l := MaxPrefillBusy(prefillHist(0, 40), 1, 0.9, 0); l.MaxBusy != 1 {
+		t.Errorf("equal prefills, even arrivals: MaxBusy %v, want 1", l.MaxBusy)
+	}
+	if a, b := MaxPrefillBusy(h, 1, 0.9, 4), MaxPrefillBusy(h, 1, 0.9, 40); a.MaxBusy != b.MaxBusy {
+		t.Errorf("dispersion beyond %v: %v, want the bound's %v", float64(maxDispersion), b.MaxBusy, a.MaxBusy)
+	}
+}
+
+// TestArrivalDispersion: the index of dispersion of a replica's arrivals
+// is measured across the replicas from their prefill histograms' counts.
+func TestArrivalDispersion(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	pod := func(uid string, n float64) Pod {
+		return Pod{Ready: true, Data: true, Running: 1, KVPercent: 10, UID: uid, Prefill: prefillHist(n)}
+	}
+	for _, tc := range []struct {
+		name string
+		took []float64 // requests each replica took in the step
+		want float64
+	}{
+		{"round-robin: even", []float64{20, 20, 20}, 0},
+		{"random-like", []float64{16, 24, 20}, 16.0 / 20},
+		{"bursty: bounded", []float64{0, 60}, maxDispersion},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			estimate := func(measured bool) Estimate {
+				cfg := DefaultConfig()
+				cfg.MeasuredArrivals = measured
+				e := New(cfg, nil)
+				k := Key{"ns", tc.name}
+				var first, second []Pod
+				for i, n := range tc.took {
+					uid := string(rune('a' + i))
+					first = append(first, pod(uid, 5))
+					second = append(second, pod(uid, 5+n))
+				}
+				if _, err := e.Estimate(k, t0, first); err != nil {
+					t.Fatal(err)
+				}
+				est, err := e.Estimate(k, t0.Add(15*time.Second), second)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return est
+			}
+			byDefault, measured := estimate(false), estimate(true)
+			near(t, "Dispersion", byDefault.Dispersion, tc.want, 1e-9)
+			// By default the prefill term takes Poisson arrivals
+			// (M/G/1) whatever is measured; MeasuredArrivals lets a
+			// more even router run the prefill busier and a burstier
+			// one less busy.
+			if byDefault.Prefill.MaxBusy <= 0 || byDefault.Prefill.MaxBusy >= 1 {
+				t.Fatalf("default MaxBusy %v: the case must leave the prefill a limit", byDefault.Prefill.MaxBusy)
+			}
+			if tc.want < 1 && !(measured.Prefill.MaxBusy > byDefault.Prefill.MaxBusy) ||
+				tc.want > 1 && !(measured.Prefill.MaxBusy < byDefault.Prefill.MaxBusy) {
+				t.Errorf("MaxBusy %v with the measured dispersion %v, %v taking arrivals as random", measured.Prefill.MaxBusy, tc.want, byDefault.Prefill.MaxBusy)
+			}
+		})
 	}
 }
 
@@ -125,7 +200,10 @@ func TestEstimatePrefillTerm(t *testing.T) {
 	if est.PrefillBusy != 0 || est.PrefillNeeded != 0 {
 		t.Fatalf("first estimate has no increase yet: busy %v needed %v", est.PrefillBusy, est.PrefillNeeded)
 	}
-	second := []Pod{pod("a", prefillHist(10, 140)), pod("b", prefillHist(10, 140)), pod("c", prefillHist(0, 500))}
+	// Pod c is Ready but idle, so the demand stays flat.
+	idle := pod("c", prefillHist(0, 500))
+	idle.Running = 0
+	second := []Pod{pod("a", prefillHist(10, 140)), pod("b", prefillHist(10, 140)), idle}
 	est, err = e.Estimate(k, t0.Add(15*time.Second), second)
 	if err != nil {
 		t.Fatal(err)
@@ -143,7 +221,7 @@ func TestEstimatePrefillTerm(t *testing.T) {
 	near(t, "Utilization", est.Utilization, est.Needed/3, 1e-9)
 
 	// A minute later the window holds only increases within it.
-	third := []Pod{pod("a", prefillHist(10, 140)), pod("b", prefillHist(10, 140)), pod("c", prefillHist(0, 500))}
+	third := []Pod{pod("a", prefillHist(10, 140)), pod("b", prefillHist(10, 140)), idle}
 	est, err = e.Estimate(k, t0.Add(90*time.Second), third)
 	if err != nil {
 		t.Fatal(err)

@@ -27,6 +27,47 @@ type prefillWindow struct {
 	steps []prefillStep
 	// lastAt is the previous estimate's time.
 	lastAt time.Time
+	// arrivals is the index of dispersion across the replicas of the
+	// requests each finished prefilling per step: what the router makes
+	// of the arrivals' variability (arrivalSpread).
+	arrivals arrivalSpread
+}
+
+// arrivalSpread smooths, over the window, the cross-replica mean and
+// variance of the requests each replica took between two estimates (the
+// increase of its prefill-time histogram's count). Their ratio is the
+// index of dispersion of a replica's arrivals: about 1 when a router picks
+// replicas at random, about 1/replicas for round-robin, above 1 for one
+// that sends bursts to a replica. It is the arrivals' squared coefficient
+// of variation the prefill queue sees (Kingman), measured, not assumed.
+type arrivalSpread struct {
+	mean, variance float64
+	at             time.Time
+}
+
+func (a *arrivalSpread) observe(now time.Time, counts []float64, window time.Duration) {
+	if len(counts) < 2 {
+		return
+	}
+	m, v := meanVar(counts)
+	if !(m > 0) {
+		return
+	}
+	w := 1.0
+	if !a.at.IsZero() {
+		w = weight(max(now.Sub(a.at).Seconds(), 0), window)
+	}
+	a.mean += w * (m - a.mean)
+	a.variance += w * (v - a.variance)
+	a.at = now
+}
+
+// dispersion is the measured index, ok false before any.
+func (a *arrivalSpread) dispersion() (float64, bool) {
+	if a.at.IsZero() || !(a.mean > 0) {
+		return 0, false
+	}
+	return min(a.variance/a.mean, maxDispersion), true
 }
 
 type prefillStep struct {
@@ -43,7 +84,10 @@ type prefillStep struct {
 // first time, starts over.
 func (w *prefillWindow) observe(now time.Time, pods []Pod, window time.Duration, of func(Pod) *histogram.Histogram) {
 	next := make(map[string]*histogram.Histogram, len(pods))
-	var parts []*histogram.Histogram
+	var (
+		parts  []*histogram.Histogram
+		counts []float64
+	)
 	for _, p := range pods {
 		h := of(p)
 		if h == nil || p.UID == "" {
@@ -53,6 +97,7 @@ func (w *prefillWindow) observe(now time.Time, pods []Pod, window time.Duration,
 		if prev, ok := w.last[p.UID]; ok && !w.lastAt.IsZero() {
 			if inc, err := histogram.Increase(prev, h); err == nil {
 				parts = append(parts, inc)
+				counts = append(counts, inc.Count)
 			}
 		}
 	}
@@ -61,6 +106,7 @@ func (w *prefillWindow) observe(now time.Time, pods []Pod, window time.Duration,
 			w.add(prefillStep{from: w.lastAt, to: now, inc: inc, podTime: time.Duration(len(parts)) * now.Sub(w.lastAt)}, window/windowSlots)
 		}
 	}
+	w.arrivals.observe(now, counts, window)
 	w.last, w.lastAt = next, now
 	i := 0
 	for i < len(w.steps) && now.Sub(w.steps[i].from) > window {
@@ -149,7 +195,13 @@ func (w *prefillWindow) total() (*histogram.Histogram, time.Duration) {
 // forecast's over the smoothed level, not over today's demand: the window's
 // work is a minute's mean, and a momentary dip in the requests in flight
 // is no growth ahead.
-func (e *Estimator) prefillTerm(st *workloadState, now time.Time, pods []Pod, est *Estimate, objective time.Duration) {
+//
+// It also measures, from the same window, a request's residence in the
+// batch (Little's law: the requests running over the rate at which they
+// got their first token, running being the Ready replicas' total) and the
+// slack a request of the window's mean prefill time has within the
+// objective, both on the servers' clock, for the KV term.
+func (e *Estimator) prefillTerm(st *workloadState, now time.Time, pods []Pod, running float64, est *Estimate, objective time.Duration) {
 	st.prefill.observe(now, pods, e.cfg.Window, func(p Pod) *histogram.Histogram { return p.Prefill })
 	inc, span := st.prefill.total()
 	if inc == nil || span <= 0 {
@@ -160,9 +212,27 @@ func (e *Estimator) prefillTerm(st *workloadState, now time.Time, pods []Pod, es
 		scale = 1
 	}
 	est.PrefillBusy = inc.Sum / (span.Seconds() * scale)
-	est.Prefill = MaxPrefillBusy(inc, objective.Seconds(), e.cfg.Quantile)
+	if inc.Count > 0 {
+		est.Residence = running * span.Seconds() * scale / inc.Count
+		est.Slack = max(0, objective.Seconds()-inc.Sum/inc.Count)
+	}
+	est.Dispersion = 1
+	if d, ok := st.prefill.arrivals.dispersion(); ok {
+		est.Dispersion = d
+	}
+	// By default the arrivals are taken as random (M/G/1), as the signal
+	// has always taken them; MeasuredArrivals takes the measured
+	// dispersion instead, either way: a router more even than random
+	// did not hold its evenness on a ramp, and one burstier than random
+	// cost the conversation hour a minute (docs/autoscaling.md,
+	// "Robustness").
+	d := 1.0
+	if e.cfg.MeasuredArrivals {
+		d = est.Dispersion
+	}
+	est.Prefill = MaxPrefillBusy(inc, objective.Seconds(), e.cfg.Quantile, d)
 	if e.cfg.PrefillPool && !est.Prefill.Reachable && est.Prefill.Requests > 0 {
-		est.Prefill = prefillPoolLimit(inc, objective.Seconds(), e.cfg.Quantile)
+		est.Prefill = prefillPoolLimit(inc, objective.Seconds(), e.cfg.Quantile, d)
 	}
 	if (!est.Prefill.Reachable && !e.cfg.PrefillPool) || est.Prefill.MaxBusy <= 0 || est.Forecast <= 0 {
 		return

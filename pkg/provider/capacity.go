@@ -44,6 +44,14 @@ type PrefillHistograms interface {
 	PodPrefill(ctx context.Context, set *PodSet, sel labels.Selector) ([]*histogram.Histogram, error)
 }
 
+// TTFTHistograms is, likewise, each pod's newest cumulative
+// time-to-first-token histogram: the capacity signal's closed loop measures
+// the objective's quantile on it, and without it the loop holds its
+// correction at 1.
+type TTFTHistograms interface {
+	PodTTFT(ctx context.Context, set *PodSet, sel labels.Selector) ([]*histogram.Histogram, error)
+}
+
 // ITLHistograms is PrefillHistograms for the inter-token latency
 // histograms, which the capacity signal's ITL term reads (with an ITL
 // objective; not of prefill pods, which generate no second token).
@@ -67,8 +75,8 @@ const maxCapacityUtilization = 1e6
 func (p *Provider) capacityPods(ctx context.Context, namespace string, pods []*corev1.Pod, sel labels.Selector, loading bool, role Role) ([]capacity.Pod, error) {
 	ready := readyPods(pods)
 	var (
-		vals         [len(capacityInputs)][]Value
-		prefill, itl []*histogram.Histogram
+		vals               [len(capacityInputs)][]Value
+		prefill, itl, ttft []*histogram.Histogram
 	)
 	if len(ready) > 0 {
 		set := NewPodSet(namespace, ready)
@@ -79,6 +87,15 @@ func (p *Provider) capacityPods(ctx context.Context, namespace string, pods []*c
 			}
 			if len(prefill) != len(ready) {
 				return nil, &sourceError{fmt.Errorf("%d prefill histograms for %d pods", len(prefill), len(ready))}
+			}
+		}
+		if th, ok := p.cfg.Values.(TTFTHistograms); ok {
+			var err error
+			if ttft, err = th.PodTTFT(ctx, set, sel); err != nil {
+				return nil, &sourceError{err}
+			}
+			if len(ttft) != len(ready) {
+				return nil, &sourceError{fmt.Errorf("%d TTFT histograms for %d pods", len(ttft), len(ready))}
 			}
 		}
 		if ih, ok := p.cfg.Values.(ITLHistograms); ok && role != RolePrefill {
@@ -106,12 +123,16 @@ func (p *Provider) capacityPods(ctx context.Context, namespace string, pods []*c
 	for i, pod := range ready {
 		c := capacity.Pod{Ready: true}
 		c.Startup, _ = recommend.StartupTime(pod)
+		c.ReadyAt = readySince(pod)
 		run, wait, kv := vals[0][i], vals[1][i], vals[2][i]
 		if run.Valid() && wait.Valid() && kv.Valid() {
 			c.Data, c.Running, c.Waiting, c.KVPercent = true, run.V, wait.V, kv.V
 			c.UID = string(pod.UID)
 			if prefill != nil {
 				c.Prefill = prefill[i]
+			}
+			if ttft != nil {
+				c.TTFT = ttft[i]
 			}
 			if itl != nil {
 				c.ITL = itl[i]
@@ -129,6 +150,17 @@ func (p *Provider) capacityPods(ctx context.Context, namespace string, pods []*c
 		}
 	}
 	return out, nil
+}
+
+// readySince is when pod's Ready condition last turned true, zero when
+// it does not say.
+func readySince(pod *corev1.Pod) time.Time {
+	for _, c := range pod.Status.Conditions {
+		if c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue {
+			return c.LastTransitionTime.Time
+		}
+	}
+	return time.Time{}
 }
 
 // capacityQuantity checks and converts a utilization for serving.

@@ -162,4 +162,11 @@ func TestCapacityOnSlimPods(t *testing.T) {
 	if !slices.Equal(startups, []time.Duration{70 * time.Second, 90 * time.Second}) {
 		t.Errorf("start-up times %v, want the two Ready pods' 70s and 90s", startups)
 	}
+	// When each turned Ready, for the settled spreads
+	// (capacity.Config.SettledSpread).
+	for _, p := range full {
+		if want := created.Add(p.Startup); p.Ready && !p.ReadyAt.Equal(want) {
+			t.Errorf("Ready pod with start-up %v: ReadyAt %v, want %v", p.Startup, p.ReadyAt, want)
+		}
+	}
 }

@@ -12,6 +12,7 @@ import (
 
 var (
 	_ provider.PrefillHistograms = (*Source)(nil)
+	_ provider.TTFTHistograms    = (*Source)(nil)
 	_ provider.ITLHistograms     = (*Source)(nil)
 )
 
@@ -20,6 +21,12 @@ var (
 // is stale, serves another model than sel names, or has none.
 func (s *Source) PodPrefill(_ context.Context, set *provider.PodSet, sel labels.Selector) ([]*histogram.Histogram, error) {
 	return s.newest(set, sel, func(smp *store.Sample) *histogram.Histogram { return smp.Prefill }), nil
+}
+
+// PodTTFT implements provider.TTFTHistograms as PodPrefill does, with the
+// cumulative time-to-first-token histograms.
+func (s *Source) PodTTFT(_ context.Context, set *provider.PodSet, sel labels.Selector) ([]*histogram.Histogram, error) {
+	return s.newest(set, sel, func(smp *store.Sample) *histogram.Histogram { return smp.TTFT }), nil
 }
 
 // PodITL implements provider.ITLHistograms as PodPrefill does, with the
