@@ -28,6 +28,7 @@ import (
 	"github.com/gpuscale/gpuscale/internal/devenv"
 	"github.com/gpuscale/gpuscale/internal/localcluster"
 	"github.com/gpuscale/gpuscale/pkg/discovery"
+	"github.com/gpuscale/gpuscale/pkg/inferencesim"
 )
 
 const (
@@ -395,7 +396,7 @@ func isReady(p *corev1.Pod) bool {
 // server does; the adapter bounds how many it keeps.
 func (b *bench) serve(pods []corev1.Pod) error {
 	if b.rest == nil {
-		rest, err := vllmRest()
+		rest, err := inferencesim.BenchPodRest()
 		if err != nil {
 			return err
 		}
@@ -407,37 +408,10 @@ func (b *bench) serve(pods []corev1.Pod) error {
 			return fmt.Errorf("listen for pod %s: %w", pods[i].Name, err)
 		}
 		b.listeners = append(b.listeners, l)
-		srv := &http.Server{Handler: b.exposition(i), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: time.Minute}
+		srv := &http.Server{Handler: inferencesim.BenchPodHandler(i, b.start, b.rest), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: time.Minute}
 		go func() { _ = srv.Serve(l) }()
 	}
 	return nil
-}
-
-// vllmBounds is vLLM's TTFT bucket layout.
-var vllmBounds = []string{"0.001", "0.005", "0.01", "0.02", "0.04", "0.06", "0.08", "0.1", "0.25", "0.5", "0.75", "1.0",
-	"2.5", "5.0", "7.5", "10.0", "20.0", "40.0", "80.0", "160.0", "640.0", "2560.0", "+Inf"}
-
-func (b *bench) exposition(i int) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-		// About 2 requests a second, a tenth of them per bucket from le=0.1 up.
-		total := int(time.Since(b.start).Seconds() * 2)
-		var sb strings.Builder
-		fmt.Fprintf(&sb, "# TYPE vllm:num_requests_waiting gauge\nvllm:num_requests_waiting{model_name=\"llama\"} %d\n", i%9)
-		fmt.Fprintf(&sb, "# TYPE vllm:num_requests_running gauge\nvllm:num_requests_running{model_name=\"llama\"} %d\n", 8+i%5)
-		fmt.Fprintf(&sb, "# TYPE vllm:kv_cache_usage_perc gauge\nvllm:kv_cache_usage_perc{model_name=\"llama\"} 0.%02d\n", i%100)
-		sb.WriteString("# TYPE vllm:time_to_first_token_seconds histogram\n")
-		for k, le := range vllmBounds {
-			c := min(total, max(0, (k-6)*total/10))
-			if le == "+Inf" {
-				c = total
-			}
-			fmt.Fprintf(&sb, "vllm:time_to_first_token_seconds_bucket{le=%q,model_name=\"llama\"} %d\n", le, c)
-		}
-		fmt.Fprintf(&sb, "vllm:time_to_first_token_seconds_sum{model_name=\"llama\"} %d\nvllm:time_to_first_token_seconds_count{model_name=\"llama\"} %d\n", total/2, total)
-		w.Header().Set("Content-Type", "text/plain; version=0.0.4")
-		_, _ = io.WriteString(w, sb.String())
-		_, _ = w.Write(b.rest)
-	})
 }
 
 // waitFull waits until the list of the pods sel selects names all n.
