@@ -8,6 +8,9 @@ import (
 )
 
 // Served metric names. They are part of gpuscale's API: HPAs name them.
+// The catalog (podMetrics) takes them from pkg/signal's tables; these are
+// the names code and tests refer to, and TestServedNamesInCatalog checks
+// each is served.
 const (
 	GPUUtilization       = "gpu_utilization"
 	GPUMemoryUtilization = "gpu_memory_utilization"
@@ -29,14 +32,6 @@ const (
 	GPUTensorActive = "gpu_tensor_active"
 )
 
-// aggregation says how a workload's pods combine.
-type aggregation uint8
-
-const (
-	mean aggregation = iota
-	sum
-)
-
 // metricDef describes one served metric.
 type metricDef struct {
 	name     string
@@ -44,28 +39,36 @@ type metricDef struct {
 	source   signal.Source
 	quantile float64 // > 0 for latency quantiles, computed from histograms
 	hist     signal.Hist
-	agg      aggregation
+	agg      signal.Aggregation // how a workload's pods combine
 	format   resource.Format
 }
 
 func (d metricDef) isQuantile() bool { return d.quantile > 0 }
 
-var podMetrics = []metricDef{
-	{name: GPUUtilization, signal: signal.GPUUtilization, source: signal.SourceGPU, agg: mean, format: resource.DecimalSI},
-	{name: GPUMemoryUtilization, signal: signal.GPUMemoryUtilization, source: signal.SourceGPU, agg: mean, format: resource.DecimalSI},
-	{name: GPUMemoryUsedBytes, signal: signal.GPUMemoryUsedBytes, source: signal.SourceGPU, agg: sum, format: resource.BinarySI},
-	{name: GPUPowerWatts, signal: signal.GPUPowerWatts, source: signal.SourceGPU, agg: sum, format: resource.DecimalSI},
-	{name: QueueDepth, signal: signal.QueueDepth, source: signal.SourceInference, agg: sum, format: resource.DecimalSI},
-	{name: RequestsRunning, signal: signal.RequestsRunning, source: signal.SourceInference, agg: sum, format: resource.DecimalSI},
-	{name: KVCacheUtilization, signal: signal.KVCacheUtilization, source: signal.SourceInference, agg: mean, format: resource.DecimalSI},
-	{name: GPUSMActive, signal: signal.GPUSMActive, source: signal.SourceGPU, agg: mean, format: resource.DecimalSI},
-	{name: GPUTensorActive, signal: signal.GPUTensorActive, source: signal.SourceGPU, agg: mean, format: resource.DecimalSI},
-	{name: TTFTP50, source: signal.SourceInference, quantile: 0.5, format: resource.DecimalSI},
-	{name: TTFTP90, source: signal.SourceInference, quantile: 0.9, format: resource.DecimalSI},
-	{name: TTFTP99, source: signal.SourceInference, quantile: 0.99, format: resource.DecimalSI},
-	{name: ITLP50, source: signal.SourceInference, quantile: 0.5, hist: signal.HistITL, format: resource.DecimalSI},
-	{name: ITLP90, source: signal.SourceInference, quantile: 0.9, hist: signal.HistITL, format: resource.DecimalSI},
-	{name: ITLP99, source: signal.SourceInference, quantile: 0.99, hist: signal.HistITL, format: resource.DecimalSI},
+// podMetrics is the catalog, in pkg/signal's order: an entry per scalar
+// signal, then each latency histogram's served quantiles. Everything in it
+// comes from pkg/signal's tables, so that a new signal is a line there, not
+// also one here; TestEverySignalServed walks them.
+var podMetrics = func() []metricDef {
+	var out []metricDef
+	for sig := range signal.NumSignals {
+		out = append(out, metricDef{name: sig.Served(), signal: sig, source: sig.Source(), agg: sig.Aggregation(), format: formatOf(sig.Unit())})
+	}
+	for h := range signal.NumHists {
+		for _, q := range h.Quantiles() {
+			out = append(out, metricDef{name: q.Served, source: h.Source(), quantile: q.Q, hist: h, format: formatOf(h.Unit())})
+		}
+	}
+	return out
+}()
+
+// formatOf is the format a quantity in unit u is served in: bytes in
+// binary SI (Ki, Mi, Gi), the rest in decimal.
+func formatOf(u signal.Unit) resource.Format {
+	if u == signal.Bytes {
+		return resource.BinarySI
+	}
+	return resource.DecimalSI
 }
 
 var podMetricsByName = func() map[string]metricDef {

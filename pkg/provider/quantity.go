@@ -24,10 +24,10 @@ const maxMilli = 0x1p63
 // sum, the latency bound (a week) for a quantile of TTFT or ITL.
 func valueRange(def metricDef, pods int) signal.Range {
 	if def.isQuantile() {
-		return signal.Range{Min: 0, Max: signal.MaxTTFTSeconds}
+		return def.hist.Range()
 	}
 	r := def.signal.Range()
-	if def.agg == sum && pods > 1 {
+	if def.agg == signal.Sum && pods > 1 {
 		r.Max *= float64(pods)
 	}
 	return r

@@ -66,7 +66,7 @@ type Value struct {
 func (v Value) Valid() bool { return !v.Time.IsZero() }
 
 func (d metricDef) metric() Metric {
-	return Metric{Name: d.name, Quantile: d.quantile, Hist: d.hist, Sum: d.agg == sum, Signal: d.signal, Source: d.source}
+	return Metric{Name: d.name, Quantile: d.quantile, Hist: d.hist, Sum: d.agg == signal.Sum, Signal: d.signal, Source: d.source}
 }
 
 // MetricByName describes a served metric, false if the name is unknown.

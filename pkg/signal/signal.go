@@ -63,25 +63,98 @@ const (
 // Range is the closed interval of the values a signal can physically take.
 type Range struct{ Min, Max float64 }
 
-// signals declares every scalar signal but its constant: its name, and the
-// physical range of one pod's or node's value (a sum over up to MaxDevices
-// devices, or over an inference server's engines and models) and, where it
-// is a sum over devices, of one device's reading. A new signal is a
-// constant above and a line here; TestSignalsDeclared fails without both.
-var signals = [NumSignals]struct {
-	name   string
-	rng    Range
-	device *Range // nil: the same as rng
-}{
-	GPUUtilization:       {"gpu_utilization", Range{0, 100}, nil},
-	GPUMemoryUtilization: {"gpu_memory_utilization", Range{0, 100}, nil},
-	GPUMemoryUsedBytes:   {"gpu_memory_used_bytes", Range{0, MaxDevices * MaxDeviceMemoryBytes}, &Range{0, MaxDeviceMemoryBytes}},
-	GPUPowerWatts:        {"gpu_power_watts", Range{0, MaxDevices * MaxDevicePowerWatts}, &Range{0, MaxDevicePowerWatts}},
-	QueueDepth:           {"queue_depth", Range{0, MaxRequests}, nil},
-	RequestsRunning:      {"requests_running", Range{0, MaxRequests}, nil},
-	KVCacheUtilization:   {"kv_cache_utilization", Range{0, 100}, nil},
-	GPUSMActive:          {"gpu_sm_active", Range{0, 100}, nil},
-	GPUTensorActive:      {"gpu_tensor_active", Range{0, 100}, nil},
+// Aggregation says how the values of several objects (a workload's pods,
+// a LeaderWorkerSet group's members) combine into one.
+type Aggregation uint8
+
+// Aggregations. The zero Aggregation is none: a table line without one is
+// caught by TestSignalsDeclared.
+const (
+	// Mean averages the objects: a utilization or a percentage.
+	Mean Aggregation = iota + 1
+	// Sum adds them up: bytes, watts, requests.
+	Sum
+)
+
+// String names the aggregation, for errors and tests.
+func (a Aggregation) String() string {
+	switch a {
+	case Mean:
+		return "mean"
+	case Sum:
+		return "sum"
+	}
+	return fmt.Sprintf("aggregation(%d)", uint8(a))
+}
+
+// Unit is what a signal's value counts. The metrics API's quantity format
+// follows from it (pkg/provider): bytes in binary SI, the rest in decimal.
+type Unit uint8
+
+// Units. The zero Unit is none, caught by TestSignalsDeclared.
+const (
+	Percent Unit = iota + 1
+	Bytes
+	Watts
+	Requests
+	Seconds
+	numUnits
+)
+
+// String names the unit, for errors and tests.
+func (u Unit) String() string {
+	switch u {
+	case Percent:
+		return "percent"
+	case Bytes:
+		return "bytes"
+	case Watts:
+		return "watts"
+	case Requests:
+		return "requests"
+	case Seconds:
+		return "seconds"
+	}
+	return fmt.Sprintf("unit(%d)", uint8(u))
+}
+
+// declaration is one line of the signal table.
+type declaration struct {
+	// name names the signal in errors and logs.
+	name string
+	// served is the metric name the API serves it under, part of
+	// gpuscale's API: HPAs name it.
+	served string
+	source Source
+	agg    Aggregation
+	unit   Unit
+	// rng is the physical range of one pod's or node's value: a sum over
+	// up to MaxDevices devices, or over an inference server's engines and
+	// models.
+	rng Range
+	// device is the range of one device's reading, where the signal is a
+	// sum over devices; nil: the same as rng.
+	device *Range
+}
+
+// signals declares every scalar signal but its constant, and is all the
+// metrics API's catalog knows of it (pkg/provider derives its entries from
+// this table). A new signal is a constant above, a line here, and the code
+// that fills it (pkg/ingest); TestSignalsDeclared fails on a line missing,
+// provider's TestEverySignalServed on a signal not served, and ingest's
+// TestEverySignalFilled on one no scrape fills. The lines are positional so
+// that the compiler refuses one that leaves a column out.
+var signals = [NumSignals]declaration{
+	// name, served metric, source, aggregation, unit, range, one device's range
+	GPUUtilization:       {"gpu_utilization", "gpu_utilization", SourceGPU, Mean, Percent, Range{0, 100}, nil},
+	GPUMemoryUtilization: {"gpu_memory_utilization", "gpu_memory_utilization", SourceGPU, Mean, Percent, Range{0, 100}, nil},
+	GPUMemoryUsedBytes:   {"gpu_memory_used_bytes", "gpu_memory_used_bytes", SourceGPU, Sum, Bytes, Range{0, MaxDevices * MaxDeviceMemoryBytes}, &Range{0, MaxDeviceMemoryBytes}},
+	GPUPowerWatts:        {"gpu_power_watts", "gpu_power_watts", SourceGPU, Sum, Watts, Range{0, MaxDevices * MaxDevicePowerWatts}, &Range{0, MaxDevicePowerWatts}},
+	QueueDepth:           {"queue_depth", "inference_queue_depth", SourceInference, Sum, Requests, Range{0, MaxRequests}, nil},
+	RequestsRunning:      {"requests_running", "inference_requests_running", SourceInference, Sum, Requests, Range{0, MaxRequests}, nil},
+	KVCacheUtilization:   {"kv_cache_utilization", "inference_kv_cache_utilization", SourceInference, Mean, Percent, Range{0, 100}, nil},
+	GPUSMActive:          {"gpu_sm_active", "gpu_sm_active", SourceGPU, Mean, Percent, Range{0, 100}, nil},
+	GPUTensorActive:      {"gpu_tensor_active", "gpu_tensor_active", SourceGPU, Mean, Percent, Range{0, 100}, nil},
 }
 
 // String names the signal, for errors and logs.
@@ -108,6 +181,39 @@ func (sig Signal) DeviceRange() Range {
 		return *signals[sig].device
 	}
 	return sig.Range()
+}
+
+// Served returns the metric name the API serves sig under; "" for a
+// signal outside the table.
+func (sig Signal) Served() string {
+	if sig >= NumSignals {
+		return ""
+	}
+	return signals[sig].served
+}
+
+// Source returns the kind of scrape sig comes from.
+func (sig Signal) Source() Source {
+	if sig >= NumSignals {
+		return NumSources
+	}
+	return signals[sig].source
+}
+
+// Aggregation returns how several objects' values of sig combine.
+func (sig Signal) Aggregation() Aggregation {
+	if sig >= NumSignals {
+		return 0
+	}
+	return signals[sig].agg
+}
+
+// Unit returns what sig's value counts.
+func (sig Signal) Unit() Unit {
+	if sig >= NumSignals {
+		return 0
+	}
+	return signals[sig].unit
 }
 
 var (
@@ -198,16 +304,60 @@ const (
 	NumHists
 )
 
+// hists declares every latency histogram but its constant: its name, the
+// served name its quantiles' metric names start with, and the percentiles
+// served. A histogram comes from inference servers (SourceInference), in
+// seconds, and a quantile of it is at most MaxTTFTSeconds. The metrics
+// API's quantile entries are derived from this table, as its scalar ones
+// are from signals'.
+var hists = [NumHists]struct {
+	name        string
+	served      string
+	percentiles []int
+}{
+	HistTTFT: {"ttft", "inference_ttft_seconds", []int{50, 90, 99}},
+	HistITL:  {"itl", "inference_itl_seconds", []int{50, 90, 99}},
+}
+
 // String names the histogram, for errors and logs.
 func (h Hist) String() string {
-	switch h {
-	case HistTTFT:
-		return "ttft"
-	case HistITL:
-		return "itl"
+	if h >= NumHists {
+		return fmt.Sprintf("hist(%d)", uint8(h))
 	}
-	return fmt.Sprintf("hist(%d)", uint8(h))
+	return hists[h].name
 }
+
+// Quantile is one served quantile of a latency histogram.
+type Quantile struct {
+	// Served is the metric name the API serves it under, the
+	// histogram's served name and _p and the percentile:
+	// inference_ttft_seconds_p90.
+	Served string
+	// Q is the quantile, in (0, 1).
+	Q float64
+}
+
+// Quantiles returns the served quantiles of h, lowest first.
+func (h Hist) Quantiles() []Quantile {
+	if h >= NumHists {
+		return nil
+	}
+	d := hists[h]
+	out := make([]Quantile, len(d.percentiles))
+	for i, p := range d.percentiles {
+		out[i] = Quantile{Served: fmt.Sprintf("%s_p%d", d.served, p), Q: float64(p) / 100}
+	}
+	return out
+}
+
+// Source returns the kind of scrape h comes from: inference servers.
+func (Hist) Source() Source { return SourceInference }
+
+// Unit returns what h's bounds and quantiles count: seconds.
+func (Hist) Unit() Unit { return Seconds }
+
+// Range returns the range of a quantile of h: up to MaxTTFTSeconds.
+func (Hist) Range() Range { return Range{0, MaxTTFTSeconds} }
 
 // Source names the kind of scrape a sample came from. The store keeps a
 // pod's samples in one window per source, so an exporter that goes away

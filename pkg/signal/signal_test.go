@@ -2,33 +2,70 @@ package signal
 
 import (
 	"errors"
+	"fmt"
 	"math"
+	"strings"
 	"testing"
 
 	"github.com/gpuscale/gpuscale/pkg/histogram"
 )
 
 // TestSignalsDeclared: every signal constant has its line in the signals
-// table: a name of its own and a finite range, which one device's reading
-// lies within.
+// table: a name and a served metric name of its own, a source, an
+// aggregation, a unit and a finite range, which one device's reading lies
+// within. Every latency histogram has its line in the hists table: a name
+// and served quantiles whose names no other metric has.
 func TestSignalsDeclared(t *testing.T) {
-	names := map[string]Signal{}
+	names, served := map[string]string{}, map[string]string{}
+	claim := func(seen map[string]string, name, who string) {
+		if prev, dup := seen[name]; dup {
+			t.Errorf("%s and %s are both named %q", prev, who, name)
+		}
+		seen[name] = who
+	}
 	for sig := Signal(0); sig < NumSignals; sig++ {
 		d := signals[sig]
 		if d.name == "" {
 			t.Errorf("signal %d has no line in the signals table", sig)
 			continue
 		}
-		if prev, dup := names[d.name]; dup {
-			t.Errorf("signals %d and %d are both named %q", prev, sig, d.name)
+		claim(names, d.name, "signal "+d.name)
+		if sig.Served() == "" {
+			t.Errorf("%s: no served metric name", sig)
 		}
-		names[d.name] = sig
+		claim(served, sig.Served(), "signal "+d.name)
+		if sig.Source() >= NumSources {
+			t.Errorf("%s: source %d is none of the sources", sig, sig.Source())
+		}
+		if a := sig.Aggregation(); a != Mean && a != Sum {
+			t.Errorf("%s: %s is neither mean nor sum", sig, a)
+		}
+		if u := sig.Unit(); u == 0 || u >= numUnits {
+			t.Errorf("%s: %s is no unit", sig, u)
+		}
 		r := sig.Range()
 		if !(r.Min <= r.Max) || math.IsInf(r.Max, 0) {
 			t.Errorf("%s: range %+v", sig, r)
 		}
 		if dr := sig.DeviceRange(); !(dr.Min >= r.Min && dr.Max <= r.Max) {
 			t.Errorf("%s: one device's range %+v is wider than the object's %+v", sig, dr, r)
+		}
+	}
+	for h := Hist(0); h < NumHists; h++ {
+		if hists[h].name == "" {
+			t.Errorf("histogram %d has no line in the hists table", h)
+			continue
+		}
+		claim(names, h.String(), "histogram "+h.String())
+		qs := h.Quantiles()
+		if len(qs) == 0 {
+			t.Errorf("%s: no quantile served", h)
+		}
+		for _, q := range qs {
+			if !(q.Q > 0 && q.Q < 1) {
+				t.Errorf("%s: quantile %g of %s is not in (0, 1)", h, q.Q, q.Served)
+			}
+			claim(served, q.Served, "histogram "+h.String())
 		}
 	}
 }
@@ -134,5 +171,33 @@ func TestDeviceRange(t *testing.T) {
 		if got, want := sig.DeviceRange().Max*MaxDevices, sig.Range().Max; got != want {
 			t.Errorf("%s: MaxDevices devices at their most add up to %g, the range ends at %g", sig, got, want)
 		}
+	}
+}
+
+// TestServedNames: the table gives the served names HPAs already use.
+func TestServedNames(t *testing.T) {
+	tests := []struct {
+		sig  Signal
+		want string
+	}{
+		{GPUUtilization, "gpu_utilization"},
+		{QueueDepth, "inference_queue_depth"},
+		{KVCacheUtilization, "inference_kv_cache_utilization"},
+		{NumSignals, ""},
+	}
+	for _, tt := range tests {
+		if got := tt.sig.Served(); got != tt.want {
+			t.Errorf("%s served as %q, want %q", tt.sig, got, tt.want)
+		}
+	}
+	var got []string
+	for _, q := range HistITL.Quantiles() {
+		got = append(got, fmt.Sprintf("%s=%g", q.Served, q.Q))
+	}
+	if want := "inference_itl_seconds_p50=0.5 inference_itl_seconds_p90=0.9 inference_itl_seconds_p99=0.99"; strings.Join(got, " ") != want {
+		t.Errorf("ITL quantiles %q, want %q", got, want)
+	}
+	if qs := NumHists.Quantiles(); qs != nil {
+		t.Errorf("quantiles of no histogram: %v", qs)
 	}
 }
