@@ -159,7 +159,7 @@ var signals = [NumSignals]declaration{
 
 // String names the signal, for errors and logs.
 func (sig Signal) String() string {
-	if sig >= NumSignals {
+	if sig >= NumSignals || signals[sig].name == "" {
 		return fmt.Sprintf("signal(%d)", uint8(sig))
 	}
 	return signals[sig].name
@@ -321,7 +321,7 @@ var hists = [NumHists]struct {
 
 // String names the histogram, for errors and logs.
 func (h Hist) String() string {
-	if h >= NumHists {
+	if h >= NumHists || hists[h].name == "" {
 		return fmt.Sprintf("hist(%d)", uint8(h))
 	}
 	return hists[h].name
