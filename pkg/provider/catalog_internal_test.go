@@ -1,6 +1,8 @@
 package provider
 
 import (
+	"os"
+	"strings"
 	"testing"
 
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -83,6 +85,26 @@ func TestServedNamesInCatalog(t *testing.T) {
 			if _, ok := podMetricsByName[name]; !ok {
 				t.Errorf("%s metric %s: not in the catalog", what, name)
 			}
+		}
+	}
+}
+
+// TestEveryServedMetricDocumented walks the catalog: docs/metrics.md, the
+// users' list of what HPAs can name, names every served metric (a
+// histogram's quantiles by their first, "`..._p50`, `_p90`, `_p99`").
+func TestEveryServedMetricDocumented(t *testing.T) {
+	b, err := os.ReadFile("../../docs/metrics.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc := string(b)
+	for _, d := range podMetrics {
+		name := d.name
+		if d.isQuantile() {
+			name = d.hist.Quantiles()[0].Served
+		}
+		if !strings.Contains(doc, "| `"+name+"`") {
+			t.Errorf("metric %s: docs/metrics.md has no line for %s", d.name, name)
 		}
 	}
 }
