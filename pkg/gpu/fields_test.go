@@ -69,7 +69,7 @@ func TestSpecs(t *testing.T) {
 	}
 	for f := range gpu.NumFields {
 		if !seen[f] {
-			t.Errorf("field %d has no entry in gpu.Specs", f)
+			t.Errorf("field %d, the constant after %s, has no entry in gpu.Specs", f, f-1)
 		}
 	}
 	total := 0

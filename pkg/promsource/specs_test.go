@@ -5,16 +5,20 @@ import (
 	"testing"
 
 	"github.com/gpuscale/gpuscale/pkg/gpu"
+	"github.com/gpuscale/gpuscale/pkg/provider"
 )
 
 // TestDefaultQueriesReadEveryFeed walks gpu.Specs: every field that feeds
-// a signal is read, under each of its names, by the signal's pod query,
-// and a mean's also by its node query.
+// a signal the provider serves is read, under each of its names, by the
+// signal's pod query, and a mean's also by its node query.
 func TestDefaultQueriesReadEveryFeed(t *testing.T) {
 	q := DefaultQueries()
 	for _, s := range gpu.Specs {
 		if s.Feed == nil {
 			continue
+		}
+		if _, ok := provider.MetricByName(s.Feed.Signal); !ok {
+			t.Errorf("field %s feeds %s, which the provider does not serve", s.Name, s.Feed.Signal)
 		}
 		queries := map[string]string{"pods": q.Pods[s.Feed.Signal]}
 		if s.Feed.Agg == gpu.Mean {
