@@ -23,7 +23,6 @@ import (
 	"github.com/gpuscale/gpuscale/pkg/exporter/podmeta"
 	"github.com/gpuscale/gpuscale/pkg/gpu"
 	"github.com/gpuscale/gpuscale/pkg/gpu/sim"
-	"github.com/gpuscale/gpuscale/pkg/gpu/sim/simhttp"
 	"github.com/gpuscale/gpuscale/pkg/metrics"
 	"github.com/gpuscale/gpuscale/pkg/podresources"
 	"github.com/gpuscale/gpuscale/pkg/processpods"
@@ -71,7 +70,7 @@ func Run(ctx context.Context, o *Options, log *slog.Logger, ready func(addr net.
 			return err
 		}
 		backend = s
-		api.APIRoutes = append(api.APIRoutes, simhttp.New(s, func() {
+		api.APIRoutes = append(api.APIRoutes, sim.NewLoadControl(s, func() {
 			if c := src.col.Load(); c != nil {
 				_ = c.CollectOnce(ctx)
 			}
