@@ -5,7 +5,7 @@
 // It is the validation step between parsing and the store. A scrape that
 // holds one series twice, or a malformed TTFT histogram, is rejected whole
 // (an error, see Reason). A value that is not finite or outside its signal's
-// physical range (store.Signal.Check), and a sum that leaves it, is
+// physical range (signal.Signal.Check), and a sum that leaves it, is
 // rejected alone: it comes back as a Rejection, and every sum or mean it
 // belongs to is no value, while the rest of the scrape is stored.
 package ingest
@@ -20,6 +20,7 @@ import (
 	"github.com/gpuscale/gpuscale/pkg/dcgm"
 	"github.com/gpuscale/gpuscale/pkg/gpu"
 	"github.com/gpuscale/gpuscale/pkg/inference"
+	"github.com/gpuscale/gpuscale/pkg/signal"
 	"github.com/gpuscale/gpuscale/pkg/store"
 )
 
@@ -55,7 +56,7 @@ type gpuField struct {
 	feed  gpu.Feed
 	// sig is the signal the field feeds; for a Part, the signal whose
 	// per-device range checks it (memory parts: gpu_memory_used_bytes).
-	sig     store.Signal
+	sig     signal.Signal
 	aliases []dcgm.Alias
 }
 
@@ -75,7 +76,7 @@ var gpuFields, utilField, memUsed, memFree, memReserved = func() ([]gpuField, in
 		}
 		sig, ok := signalNamed(spec.Feed.Signal)
 		if spec.Feed.Agg == gpu.Part {
-			sig, ok = store.GPUMemoryUsedBytes, slices.Contains(memoryParts, spec.Field)
+			sig, ok = signal.GPUMemoryUsedBytes, slices.Contains(memoryParts, spec.Field)
 		}
 		if !ok {
 			panic("ingest: " + spec.Name + " feeds " + spec.Feed.Signal + ", which ingest does not compute")
@@ -119,8 +120,8 @@ var memoryFields = bit(memUsed) | bit(memFree) | bit(memReserved)
 func bit(i int) fieldSet { return 1 << fieldSet(i) }
 
 // signalNamed returns the signal the adapter serves as name.
-func signalNamed(name string) (store.Signal, bool) {
-	for sig := range store.NumSignals {
+func signalNamed(name string) (signal.Signal, bool) {
+	for sig := range signal.NumSignals {
 		if sig.String() == name {
 			return sig, true
 		}
@@ -223,7 +224,7 @@ func GPU(families map[string]*dto.MetricFamily) (pods map[store.Key]store.Sample
 			d.shared = true
 			// Shares in range each can add up past the device: none of
 			// them is then believed.
-			if err := store.GPUUtilization.DeviceRange().Check(d.utilSum); err != nil && d.bad&bit(utilField) == 0 {
+			if err := signal.GPUUtilization.DeviceRange().Check(d.utilSum); err != nil && d.bad&bit(utilField) == 0 {
 				d.bad |= bit(utilField)
 				rejected = append(rejected, rejection("the pods' shares of GPU "+key, err))
 			}
@@ -319,7 +320,7 @@ func (a *aggregate) add(d *device, util float64) {
 // the devices add up to.
 func (a *aggregate) sample(rejected *[]Rejection, k *store.Key) store.Sample {
 	var s store.Sample
-	set := func(sig store.Signal, v float64, n int) {
+	set := func(sig signal.Signal, v float64, n int) {
 		if err := sig.Check(v); err != nil {
 			what := "the node"
 			if k != nil {
@@ -335,11 +336,11 @@ func (a *aggregate) sample(rejected *[]Rejection, k *store.Key) store.Sample {
 		switch {
 		case i == memUsed:
 			if a.memN > 0 && a.void&memoryFields == 0 {
-				set(store.GPUMemoryUsedBytes, a.used*mib, a.memN)
+				set(signal.GPUMemoryUsedBytes, a.used*mib, a.memN)
 				if a.total > 0 {
 					// used/total first: at most 1 however it rounds, so
 					// the percentage is at most 100.
-					set(store.GPUMemoryUtilization, 100*(a.used/a.total), a.memN)
+					set(signal.GPUMemoryUtilization, 100*(a.used/a.total), a.memN)
 				}
 			}
 		case memoryFields&bit(i) != 0, a.n[i] == 0, a.void&bit(i) != 0:
