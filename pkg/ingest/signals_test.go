@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/gpuscale/gpuscale/pkg/dcgm"
+	"github.com/gpuscale/gpuscale/pkg/gpu"
 	"github.com/gpuscale/gpuscale/pkg/inferencesim"
 	"github.com/gpuscale/gpuscale/pkg/signal"
 	"github.com/gpuscale/gpuscale/pkg/store"
@@ -69,6 +70,27 @@ func TestEverySignalFilled(t *testing.T) {
 		}
 		if !filled {
 			t.Errorf("histogram %s: no dialect's scrape fills it (dialects %v)", h, inferencesim.Dialects)
+		}
+	}
+}
+
+// TestFeedsAgreeWithSignals: a GPU field that feeds a signal combines its
+// devices as the signal table combines a workload's pods (a mean's devices
+// averaged, a sum's added up), feeds a GPU signal, and names it as the
+// table does.
+func TestFeedsAgreeWithSignals(t *testing.T) {
+	for _, s := range gpu.Specs {
+		if s.Feed == nil || s.Feed.Agg == gpu.Part {
+			continue
+		}
+		sig, ok := signalNamed(s.Feed.Signal)
+		if !ok {
+			t.Errorf("field %s feeds %s, which is not in the signal table", s.Name, s.Feed.Signal)
+			continue
+		}
+		want := map[gpu.Agg]signal.Aggregation{gpu.Mean: signal.Mean, gpu.Sum: signal.Sum}[s.Feed.Agg]
+		if sig.Aggregation() != want || sig.Source() != signal.SourceGPU {
+			t.Errorf("field %s feeds %s as a %v, which the signal table has as a %s from source %d", s.Name, sig, s.Feed.Agg, sig.Aggregation(), sig.Source())
 		}
 	}
 }

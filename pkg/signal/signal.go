@@ -139,11 +139,12 @@ type declaration struct {
 
 // signals declares every scalar signal but its constant, and is all the
 // metrics API's catalog knows of it (pkg/provider derives its entries from
-// this table). A new signal is a constant above, a line here, and the code
-// that fills it (pkg/ingest); TestSignalsDeclared fails on a line missing,
-// provider's TestEverySignalServed on a signal not served, and ingest's
-// TestEverySignalFilled on one no scrape fills. The lines are positional so
-// that the compiler refuses one that leaves a column out.
+// this table). A new signal is a constant above, a line here, and what
+// fills it: for a GPU signal, a Feed on its field's gpu.Specs entry; for an
+// inference signal, the dialects' code (pkg/inference). TestSignalsDeclared
+// fails on a line missing, provider's TestEverySignalServed on a signal not
+// served, ingest's TestEverySignalFilled on one no scrape fills. The lines
+// are positional so that the compiler refuses one that leaves a column out.
 var signals = [NumSignals]declaration{
 	// name, served metric, source, aggregation, unit, range, one device's range
 	GPUUtilization:       {"gpu_utilization", "gpu_utilization", SourceGPU, Mean, Percent, Range{0, 100}, nil},
