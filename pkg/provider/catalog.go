@@ -79,9 +79,19 @@ var podMetricsByName = func() map[string]metricDef {
 	return m
 }()
 
-// nodeMetrics are served for nodes, from the exporter's whole-node view.
-var nodeMetrics = map[string]bool{GPUUtilization: true, GPUMemoryUtilization: true,
-	GPUSMActive: true, GPUTensorActive: true}
+// nodeMetrics are served for nodes, from the exporter's whole-node view:
+// the GPU signals that are means (utilizations, activities). A sum over a
+// node's GPUs (memory used, power) is no load signal an HPA scales on, and
+// the PromQL defaults have node queries for the means only.
+var nodeMetrics = func() map[string]bool {
+	m := map[string]bool{}
+	for sig := range signal.NumSignals {
+		if sig.Source() == signal.SourceGPU && sig.Aggregation() == signal.Mean {
+			m[sig.Served()] = true
+		}
+	}
+	return m
+}()
 
 // externalMetrics are served per model through external.metrics.k8s.io.
 var externalMetrics = map[string]bool{QueueDepth: true, TTFTP90: true, ITLP90: true}

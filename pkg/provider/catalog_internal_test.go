@@ -1,6 +1,7 @@
 package provider
 
 import (
+	"maps"
 	"os"
 	"strings"
 	"testing"
@@ -79,6 +80,9 @@ func TestServedNamesInCatalog(t *testing.T) {
 		if m := d.metric(); m.Source != tt.source || m.Sum != tt.sum || d.format != tt.format {
 			t.Errorf("%s: %+v, format %v; want source %d, sum %v, format %v", tt.name, m, d.format, tt.source, tt.sum, tt.format)
 		}
+	}
+	if want := map[string]bool{GPUUtilization: true, GPUMemoryUtilization: true, GPUSMActive: true, GPUTensorActive: true}; !maps.Equal(nodeMetrics, want) {
+		t.Errorf("node metrics %v, want %v", nodeMetrics, want)
 	}
 	for what, names := range map[string]map[string]bool{"node": nodeMetrics, "external": externalMetrics} {
 		for name := range names {
