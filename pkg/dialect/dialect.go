@@ -62,22 +62,23 @@ const (
 	// ITL is the inter-token latency: the gaps between output tokens
 	// (or, where Reading.PerRequestMean, each request's mean gap).
 	ITL
-	numSignals
+	// NumSignals is how many there are: Signals() are 0 to NumSignals-1.
+	NumSignals
 )
 
 // Signals lists every signal, in the order above.
 func Signals() []Signal {
-	out := make([]Signal, numSignals)
+	out := make([]Signal, NumSignals)
 	for i := range out {
 		out[i] = Signal(i)
 	}
 	return out
 }
 
-var signalNames = [numSignals]string{"queue", "running", "kv-cache", "ttft", "prefill", "itl"}
+var signalNames = [NumSignals]string{"queue", "running", "kv-cache", "ttft", "prefill", "itl"}
 
 func (s Signal) String() string {
-	if s < 0 || s >= numSignals {
+	if s < 0 || s >= NumSignals {
 		return "signal(" + strconv.Itoa(int(s)) + ")"
 	}
 	return signalNames[s]
