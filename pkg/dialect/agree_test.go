@@ -41,7 +41,7 @@ func TestSimulatorIsDetectedAndParsed(t *testing.T) {
 			if err != nil {
 				t.Fatalf("%s: the simulator's exposition is not detected: %v", e.Name, err)
 			}
-			if string(s.Dialect) != string(e.Name) {
+			if s.Dialect != e.Name {
 				t.Fatalf("%s: the simulator's exposition is detected as %s", e.Name, s.Dialect)
 			}
 			if len(s.Warnings) > 0 || len(s.Rejected) > 0 {
@@ -139,7 +139,7 @@ type simRun struct {
 func simulate(t *testing.T, d dialect.Name) *simRun {
 	t.Helper()
 	now := time.Unix(1_700_000_000, 0)
-	srv, err := inferencesim.NewServer(inferencesim.Options{Dialect: inferencesim.Dialect(d), Model: "m", Now: func() time.Time { return now }})
+	srv, err := inferencesim.NewServer(inferencesim.Options{Dialect: d, Model: "m", Now: func() time.Time { return now }})
 	if err != nil {
 		t.Fatalf("%s: %v", d, err)
 	}
