@@ -24,6 +24,7 @@ import (
 
 	"github.com/gpuscale/gpuscale/internal/logformat"
 	"github.com/gpuscale/gpuscale/pkg/buildinfo"
+	"github.com/gpuscale/gpuscale/pkg/dialect"
 	"github.com/gpuscale/gpuscale/pkg/inferencesim"
 )
 
@@ -82,7 +83,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs := pflag.NewFlagSet("inferencesim", pflag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Var(&o.listen, "listen", "Address to serve one simulated server on; repeat the flag or separate addresses with commas for several independent servers (default 127.0.0.1:8000).")
-	fs.StringVar(&o.dialect, "dialect", string(inferencesim.VLLM), "Metric dialect: vllm, sglang, tgi or triton.")
+	fs.StringVar(&o.dialect, "dialect", string(inferencesim.VLLM), "Metric dialect: "+dialect.Enumerate(func(e *dialect.Engine) string { return string(e.Name) })+".")
 	fs.StringVar(&o.model, "model", inferencesim.DefaultModel, "Served model name, as the model label shows it.")
 	fs.Float64Var(&o.rate, "rate", 0, "Initial Poisson arrival rate of each server, in requests per second.")
 	fs.Uint64Var(&o.seed, "seed", 1, "Seed of the first server's load; the server on the n-th address (from 0) uses seed+n.")
