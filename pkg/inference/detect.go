@@ -9,7 +9,7 @@ import (
 
 	"github.com/gpuscale/gpuscale/pkg/dialect"
 	"github.com/gpuscale/gpuscale/pkg/histogram"
-	"github.com/gpuscale/gpuscale/pkg/store"
+	"github.com/gpuscale/gpuscale/pkg/signal"
 )
 
 // ErrUnknownDialect is wrapped by Detect's error when a scrape holds no
@@ -26,7 +26,7 @@ var ErrNotGauge = errors.New("not a gauge")
 // running requests are summed, KV-cache utilization averaged and TTFT
 // histograms merged; Model is then the model names, sorted and joined by
 // ",". A series whose value is not finite or outside its signal's physical
-// range (store.Signal.Check), or whose histogram fails store.CheckTTFT, is
+// range (signal.Signal.Check), or whose histogram fails signal.CheckTTFT, is
 // listed in Rejected, and the signal it belongs to is nil: a sum or mean
 // without it would be a wrong number. So is a sum out of that range.
 func Detect(families map[string]*dto.MetricFamily) (*Signals, error) {
@@ -136,13 +136,13 @@ func eachSeries(r *read, families map[string]*dto.MetricFamily, route func(model
 	m := r.m
 	gauges := []struct {
 		name  string
-		sig   store.Signal
+		sig   signal.Signal
 		scale float64
 		total func(*accumulator) *total
 	}{
-		{r.family[dialect.Queue], store.QueueDepth, r.scale(dialect.Queue), func(a *accumulator) *total { return &a.queue }},
-		{r.family[dialect.Running], store.RequestsRunning, r.scale(dialect.Running), func(a *accumulator) *total { return &a.running }},
-		{r.family[dialect.KVCache], store.KVCacheUtilization, r.scale(dialect.KVCache), func(a *accumulator) *total { return &a.kv }},
+		{r.family[dialect.Queue], signal.QueueDepth, r.scale(dialect.Queue), func(a *accumulator) *total { return &a.queue }},
+		{r.family[dialect.Running], signal.RequestsRunning, r.scale(dialect.Running), func(a *accumulator) *total { return &a.running }},
+		{r.family[dialect.KVCache], signal.KVCacheUtilization, r.scale(dialect.KVCache), func(a *accumulator) *total { return &a.kv }},
 	}
 	for _, g := range gauges {
 		mf := families[g.name]
@@ -194,7 +194,7 @@ func eachHistogram(families map[string]*dto.MetricFamily, family string, scale f
 			h, err = histogram.FromDTO(metric, scale)
 		}
 		if err == nil {
-			err = store.CheckTTFT(h)
+			err = signal.CheckTTFT(h)
 		}
 		if err != nil {
 			into(acc).void = true
