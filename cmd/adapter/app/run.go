@@ -8,11 +8,9 @@ import (
 	"sync/atomic"
 
 	"github.com/KimMachineGun/automemlimit/memlimit"
-	"github.com/go-logr/logr"
 	"k8s.io/apiserver/pkg/server/healthz"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/component-base/metrics/legacyregistry"
-	"k8s.io/klog/v2"
 	basecmd "sigs.k8s.io/custom-metrics-apiserver/pkg/cmd"
 
 	"github.com/gpuscale/gpuscale/pkg/capacity"
@@ -25,6 +23,8 @@ import (
 type Adapter struct {
 	basecmd.AdapterBase
 	Options *Options
+	// Log is the adapter's logger (ApplyLogging's); nil: slog's default.
+	Log *slog.Logger
 }
 
 // NewAdapter returns an adapter with its flags installed.
@@ -45,7 +45,10 @@ func (a *Adapter) Run(ctx context.Context) error {
 	if err := o.Validate(); err != nil {
 		return fmt.Errorf("invalid flags: %w", err)
 	}
-	log := slog.New(logr.ToSlogHandler(klog.Background()))
+	log := a.Log
+	if log == nil {
+		log = slog.Default()
+	}
 	setMemoryLimit(ctx, o.MemoryLimitRatio, memlimit.FromCgroup, log)
 
 	factory, err := a.Informers()
@@ -90,7 +93,7 @@ func (a *Adapter) Run(ctx context.Context) error {
 	if err := p.TrackPods(pods.Informer()); err != nil {
 		return err
 	}
-	runScaleDown, err := a.scaleDownController(pods, nodes, src.values, log)
+	runScaleDown, leaderHealthz, err := a.scaleDownController(pods, nodes, src.values, log)
 	if err != nil {
 		return err
 	}
@@ -128,6 +131,14 @@ func (a *Adapter) Run(ctx context.Context) error {
 		return nil
 	})); err != nil {
 		return fmt.Errorf("readyz check: %w", err)
+	}
+	// A leader that stopped renewing its lease fails /livez (and is
+	// restarted); /readyz is left alone, so that losing the lease never
+	// stops the metrics API.
+	if leaderHealthz != nil {
+		if err := server.GenericAPIServer.AddLivezChecks(0, leaderHealthz); err != nil {
+			return fmt.Errorf("livez check: %w", err)
+		}
 	}
 	if err := serveCerts(certs, server.GenericAPIServer, func() { server.GenericAPIServer.SecureServingInfo.Cert = certs.Serving() }); err != nil {
 		return fmt.Errorf("certificates: %w", err)
