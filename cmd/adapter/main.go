@@ -8,13 +8,15 @@ import (
 	"log/slog"
 	"os"
 
+	"github.com/spf13/pflag"
 	"k8s.io/apiserver/pkg/server"
 
 	"github.com/gpuscale/gpuscale/cmd/adapter/app"
 )
 
 func main() {
-	if err := app.NewCommand().Execute(server.SetupSignalContext(), os.Args[1:], os.Stdout, os.Stderr); err != nil {
+	err := app.NewCommand().Execute(server.SetupSignalContext(), os.Args[1:], os.Stdout, os.Stderr)
+	if err != nil && !errors.Is(err, pflag.ErrHelp) {
 		slog.Error("adapter stopped", "err", err)
 		if errors.Is(err, app.ErrUsage) {
 			os.Exit(2)

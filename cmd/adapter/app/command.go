@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"io"
 
+	"github.com/spf13/pflag"
+
 	logsapi "k8s.io/component-base/logs/api/v1"
 	"k8s.io/component-base/metrics/legacyregistry"
 
@@ -47,12 +49,17 @@ func NewCommand() *Command {
 }
 
 // Execute parses args, sets logging up to write to stderr, and serves
-// until ctx is done. Errors in the command line wrap ErrUsage.
+// until ctx is done. Errors in the command line are ErrUsage; --help
+// returns pflag.ErrHelp.
 func (c *Command) Execute(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(args) > 0 && args[0] == "recommend" {
 		return RunRecommend(ctx, args[1:], stdout)
 	}
+	c.Adapter.Flags().SetOutput(stderr)
 	if err := c.Adapter.Flags().Parse(args); err != nil {
+		if errors.Is(err, pflag.ErrHelp) {
+			return err
+		}
 		return usage{fmt.Errorf("parsing flags: %w", err)}
 	}
 	log, err := ApplyLogging(c.logging, stderr)

@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 
 	"github.com/KimMachineGun/automemlimit/memlimit"
+	"github.com/spf13/pflag"
 	"k8s.io/apiserver/pkg/server/healthz"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/component-base/metrics/legacyregistry"
@@ -31,6 +32,9 @@ type Adapter struct {
 func NewAdapter() *Adapter {
 	a := &Adapter{Options: NewOptions()}
 	a.Name = "gpuscale-adapter"
+	// A flag set of its own rather than pflag.CommandLine: errors come
+	// back to Command.Execute, and each NewAdapter has its flags.
+	a.FlagSet = pflag.NewFlagSet(a.Name, pflag.ContinueOnError)
 	a.InstallFlags()
 	a.Options.AddFlags(a.Flags())
 	return a
