@@ -103,7 +103,7 @@ func (a *Adapter) Run(ctx context.Context) error {
 	}
 	// Federation (off by default): names gpuscale does not serve go to
 	// --forward-to.
-	served, runForward, err := o.Forward.wrap(p)
+	served, runForward, err := o.Forward.wrap(p, log.With("component", "federation"))
 	if err != nil {
 		return err
 	}
