@@ -46,7 +46,7 @@ RACE_PKGS := cmd/adapter/app cmd/exporter/app cmd/inferencesim \
   internal/childproc internal/devenv internal/hostile \
   internal/simworld internal/testlog \
   internal/robustness \
-  pkg/capacity pkg/certrotation pkg/cricontainers pkg/exporter pkg/exporter/httpapi pkg/federation pkg/gather pkg/gpu/nvml pkg/gpu/sim \
+  pkg/capacity pkg/certrotation pkg/processpods pkg/exporter pkg/exporter/httpapi pkg/federation pkg/gather pkg/gpu/nvml pkg/gpu/sim \
   pkg/inferencesim pkg/kedascaler pkg/podresources pkg/promsource pkg/promsource/promapi pkg/provider pkg/scaledown \
   pkg/scrape pkg/store pkg/storesource
 # test/keda also needs KEDA's build: it runs last, so the others run while

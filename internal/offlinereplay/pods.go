@@ -26,6 +26,39 @@ type pod struct {
 	lastScrape                      time.Time
 }
 
+// scrape reads the replica as a scrape at now would, if it is Ready and
+// not removed: its utilization since the last scrape, its queue, KV use
+// and cumulative histograms (ITL only where it keeps one).
+func (p *pod) scrape(now time.Time, kvCacheTokens int) {
+	if p.readyAt.After(now) || !p.removedAt.IsZero() {
+		return
+	}
+	st := p.e.Peek()
+	util := 0.0
+	if since := now.Sub(p.lastScrape); !p.lastScrape.IsZero() && since > 0 {
+		util = 100 * min(1, float64(st.BusyTime-p.last.BusyTime)/float64(since))
+	}
+	p.lastScrape = now
+	p.last = PodView{Data: true, GPUUtilization: util, Running: st.Running, Waiting: st.Waiting, KVUsage: st.KVCacheUsage,
+		Prefill: p.prefill.Clone(), TTFT: p.ttft.Clone(), PromptLengths: p.prompts.Clone(), OutputLengths: p.outputs.Clone(),
+		Completed: float64(st.Completed), PromptTokens: float64(st.PromptTokens), GenerationTokens: float64(st.GenerationTokens),
+		BusyTime: st.BusyTime, KVCacheTokens: kvCacheTokens}
+	if p.itl != nil {
+		p.last.ITL = p.itl.Clone()
+	}
+}
+
+// view is the replica as the HPA's policy sees it at now: loading, or
+// Ready with its newest scrape.
+func (p *pod) view(now time.Time) PodView {
+	if p.readyAt.After(now) {
+		return PodView{Name: p.name, Created: p.created, Loading: true}
+	}
+	pv := p.last
+	pv.Name, pv.Created, pv.Ready, pv.ReadyAt = p.name, p.created, true, p.readyAt
+	return pv
+}
+
 // addPod creates a replica at at: Ready at once for the initial ones
 // (loaded before the replay, so their start-up is measured as the others'),
 // else after its start-up time.

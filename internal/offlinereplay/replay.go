@@ -264,19 +264,7 @@ func (r *replay) retire(now time.Time) {
 // scrape reads every Ready replica.
 func (r *replay) scrape(now time.Time) {
 	for _, p := range r.pods {
-		if p.readyAt.After(now) || !p.removedAt.IsZero() {
-			continue
-		}
-		st := p.e.Peek()
-		util := 0.0
-		if since := now.Sub(p.lastScrape); !p.lastScrape.IsZero() && since > 0 {
-			util = 100 * min(1, float64(st.BusyTime-p.last.BusyTime)/float64(since))
-		}
-		p.lastScrape = now
-		p.last = PodView{Data: true, GPUUtilization: util, Running: st.Running, Waiting: st.Waiting, KVUsage: st.KVCacheUsage,
-			Prefill: p.prefill.Clone(), TTFT: p.ttft.Clone(), PromptLengths: p.prompts.Clone(), OutputLengths: p.outputs.Clone(),
-			Completed: float64(st.Completed), PromptTokens: float64(st.PromptTokens), GenerationTokens: float64(st.GenerationTokens),
-			BusyTime: st.BusyTime, KVCacheTokens: r.cfg.Profile.KVCacheTokens}
+		p.scrape(now, r.cfg.Profile.KVCacheTokens)
 	}
 }
 
@@ -285,15 +273,9 @@ func (r *replay) scrape(now time.Time) {
 func (r *replay) sync(now time.Time) error {
 	v := View{Now: now, Spec: r.hpa.spec}
 	for _, p := range r.pods {
-		if !p.removedAt.IsZero() {
-			continue
+		if p.removedAt.IsZero() {
+			v.Pods = append(v.Pods, p.view(now))
 		}
-		pv := PodView{Name: p.name, Created: p.created, Loading: true}
-		if !p.readyAt.After(now) {
-			pv = p.last
-			pv.Name, pv.Created, pv.Ready, pv.ReadyAt = p.name, p.created, true, p.readyAt
-		}
-		v.Pods = append(v.Pods, pv)
 	}
 	want, ok := r.cfg.Policy.Recommend(v)
 	if !ok {

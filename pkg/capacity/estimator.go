@@ -339,7 +339,7 @@ func hasData(pods []Pod) bool {
 }
 
 // maxSlots bounds the requests one replica's KV cache is taken to hold:
-// the most requests one server holds (store.MaxRequests). Slots are running
+// the most requests one server holds (signal.MaxRequests). Slots are running
 // requests over KV cache in use, both the pod's to report, and a tiny KV
 // use makes them any number.
 const maxSlots = 1 << 30

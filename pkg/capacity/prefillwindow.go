@@ -144,7 +144,7 @@ next:
 }
 
 // maxStepBuckets bounds the buckets of one step: maxLayouts layouts of up
-// to 64 buckets (store.MaxHistogramBuckets).
+// to 64 buckets (signal.MaxHistogramBuckets).
 const maxStepBuckets = maxLayouts * 64
 
 // add appends s, or adds it into the newest step when that began no more than

@@ -15,6 +15,9 @@ import (
 	"math/big"
 	"slices"
 	"time"
+
+	certutil "k8s.io/client-go/util/cert"
+	"k8s.io/client-go/util/keyutil"
 )
 
 // authority is one CA: its certificate and key, and their PEM.
@@ -171,81 +174,50 @@ func encodeCert(der []byte) []byte {
 
 // parseCerts reads every CERTIFICATE block of b.
 func parseCerts(b []byte) ([]*x509.Certificate, error) {
-	var out []*x509.Certificate
-	for {
-		var block *pem.Block
-		block, b = pem.Decode(b)
-		if block == nil {
-			break
-		}
-		if block.Type != "CERTIFICATE" {
-			continue
-		}
-		c, err := x509.ParseCertificate(block.Bytes)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, c)
-	}
-	if len(out) == 0 {
-		return nil, errors.New("no certificate")
-	}
-	return out, nil
+	return certutil.ParseCertsPEM(b)
 }
 
-func parseKey(b []byte) (crypto.Signer, error) {
-	block, _ := pem.Decode(b)
-	if block == nil {
-		return nil, errors.New("no PEM key")
+// parsePair reads a certificate chain and the private key of its first
+// certificate; nil and nil without error when both are empty.
+func parsePair(certPEM, keyPEM []byte) ([]*x509.Certificate, crypto.Signer, error) {
+	if len(certPEM) == 0 && len(keyPEM) == 0 {
+		return nil, nil, nil
 	}
-	if k, err := x509.ParseECPrivateKey(block.Bytes); err == nil {
-		return k, nil
-	}
-	k, err := x509.ParsePKCS8PrivateKey(block.Bytes)
+	chain, err := parseCerts(certPEM)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	s, ok := k.(crypto.Signer)
+	k, err := keyutil.ParsePrivateKeyPEM(keyPEM)
+	if err != nil {
+		return nil, nil, err
+	}
+	key, ok := k.(crypto.Signer)
 	if !ok {
-		return nil, errors.New("key cannot sign")
+		return nil, nil, errors.New("key cannot sign")
 	}
-	return s, nil
+	if !publicKeyMatches(chain[0], key) {
+		return nil, nil, errors.New("key does not match the certificate")
+	}
+	return chain, key, nil
 }
 
 // parseAuthority reads a CA pair; nil without error when both are empty.
 func parseAuthority(certPEM, keyPEM []byte) (*authority, error) {
-	if len(certPEM) == 0 && len(keyPEM) == 0 {
-		return nil, nil
-	}
-	certs, err := parseCerts(certPEM)
-	if err != nil {
+	certs, key, err := parsePair(certPEM, keyPEM)
+	if certs == nil || err != nil {
 		return nil, err
 	}
-	key, err := parseKey(keyPEM)
-	if err != nil {
-		return nil, err
-	}
-	if !certs[0].IsCA || !publicKeyMatches(certs[0], key) {
-		return nil, errors.New("not a CA, or its key does not match")
+	if !certs[0].IsCA {
+		return nil, errors.New("not a CA")
 	}
 	return &authority{cert: certs[0], key: key, certPEM: certPEM, keyPEM: keyPEM}, nil
 }
 
 // parseLeaf reads a leaf pair; nil without error when both are empty.
 func parseLeaf(certPEM, keyPEM []byte) (*leaf, error) {
-	if len(certPEM) == 0 && len(keyPEM) == 0 {
-		return nil, nil
-	}
-	chain, err := parseCerts(certPEM)
-	if err != nil {
+	chain, _, err := parsePair(certPEM, keyPEM)
+	if chain == nil || err != nil {
 		return nil, err
-	}
-	key, err := parseKey(keyPEM)
-	if err != nil {
-		return nil, err
-	}
-	if !publicKeyMatches(chain[0], key) {
-		return nil, errors.New("key does not match the certificate")
 	}
 	return &leaf{chain: chain, certPEM: certPEM, keyPEM: keyPEM}, nil
 }

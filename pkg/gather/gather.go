@@ -21,6 +21,7 @@ import (
 	"github.com/gpuscale/gpuscale/pkg/inference"
 	"github.com/gpuscale/gpuscale/pkg/ingest"
 	"github.com/gpuscale/gpuscale/pkg/scrape"
+	"github.com/gpuscale/gpuscale/pkg/signal"
 	"github.com/gpuscale/gpuscale/pkg/store"
 )
 
@@ -254,7 +255,7 @@ func (g *Gatherer) ingest(tt *target, r scrape.Result) {
 		g.admitGPU(tt, r.Families, pods)
 		for k, s := range pods {
 			s.Time = r.Time
-			g.cfg.Store.PutPod(k, store.SourceGPU, s)
+			g.cfg.Store.PutPod(k, signal.SourceGPU, s)
 		}
 		if t.Node != "" {
 			node.Time = r.Time
@@ -274,7 +275,7 @@ func (g *Gatherer) ingest(tt *target, r scrape.Result) {
 		}
 		g.reject(tt, rejected)
 		s.Time = r.Time
-		g.cfg.Store.PutPod(store.Key{Namespace: t.Namespace, Name: t.Pod}, store.SourceInference, s)
+		g.cfg.Store.PutPod(store.Key{Namespace: t.Namespace, Name: t.Pod}, signal.SourceInference, s)
 		g.m.dialects.WithLabelValues(string(dialect)).Inc()
 	}
 	tt.lastSuccess.Store(r.Time.UnixNano())

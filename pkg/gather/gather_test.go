@@ -31,6 +31,7 @@ import (
 	"github.com/gpuscale/gpuscale/pkg/inferencesim"
 	"github.com/gpuscale/gpuscale/pkg/metrics"
 	"github.com/gpuscale/gpuscale/pkg/scrape"
+	"github.com/gpuscale/gpuscale/pkg/signal"
 	"github.com/gpuscale/gpuscale/pkg/store"
 )
 
@@ -142,23 +143,23 @@ func TestCycleEndToEnd(t *testing.T) {
 	}
 	now := clk.Now()
 
-	smp, ok := st.Latest(store.Key{Namespace: "ml", Name: "busy"}, store.SourceInference, now, 2*time.Second)
+	smp, ok := st.Latest(store.Key{Namespace: "ml", Name: "busy"}, signal.SourceInference, now, 2*time.Second)
 	if !ok || smp.Model != "llama" || smp.TTFT == nil {
 		t.Fatalf("busy pod sample: ok=%v %+v", ok, smp)
 	}
-	if _, ok := smp.Get(store.QueueDepth); !ok {
+	if _, ok := smp.Get(signal.QueueDepth); !ok {
 		t.Error("busy pod has no queue depth")
 	}
-	gpu, ok := st.Latest(store.Key{Namespace: "ml", Name: "busy"}, store.SourceGPU, now, 2*time.Second)
-	if v, _ := gpu.Get(store.GPUUtilization); !ok || v != 80 {
+	gpu, ok := st.Latest(store.Key{Namespace: "ml", Name: "busy"}, signal.SourceGPU, now, 2*time.Second)
+	if v, _ := gpu.Get(signal.GPUUtilization); !ok || v != 80 {
 		t.Errorf("busy pod GPU utilization = %v (ok=%v), want 80 from the exporter", v, ok)
 	}
 	node, ok := st.LatestNode("node-a", now, 2*time.Second)
-	if v, _ := node.Get(store.GPUUtilization); !ok || v != 40 {
+	if v, _ := node.Get(signal.GPUUtilization); !ok || v != 40 {
 		t.Errorf("node utilization = %v (ok=%v), want mean of 80 and 0", v, ok)
 	}
 	for _, name := range []string{"garbage", "slow", "gone"} {
-		if _, ok := st.Latest(store.Key{Namespace: "ml", Name: name}, store.SourceInference, now, time.Hour); ok {
+		if _, ok := st.Latest(store.Key{Namespace: "ml", Name: name}, signal.SourceInference, now, time.Hour); ok {
 			t.Errorf("broken target %s has a sample", name)
 		}
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/gpuscale/gpuscale/pkg/scrape"
+	"github.com/gpuscale/gpuscale/pkg/signal"
 	"github.com/gpuscale/gpuscale/pkg/store"
 )
 
@@ -47,21 +48,21 @@ vllm:num_requests_waiting{model_name="m"} 4
 	}
 	now := time.Now()
 	latest := func(pod string) (store.Sample, bool) {
-		return st.Latest(store.Key{Namespace: "ml", Name: pod}, store.SourceInference, now, time.Minute)
+		return st.Latest(store.Key{Namespace: "ml", Name: pod}, signal.SourceInference, now, time.Minute)
 	}
 	if smp, ok := latest("good"); !ok {
 		t.Error("the good target has no sample")
-	} else if _, ok := smp.Get(store.QueueDepth); !ok {
+	} else if _, ok := smp.Get(signal.QueueDepth); !ok {
 		t.Error("the good target has no queue depth")
 	}
 	smp, ok := latest("huge")
 	if !ok {
 		t.Fatal("the rest of the scrape with an out-of-range queue was not stored")
 	}
-	if v, ok := smp.Get(store.QueueDepth); ok {
+	if v, ok := smp.Get(signal.QueueDepth); ok {
 		t.Errorf("queue depth %g stored", v)
 	}
-	if v, ok := smp.Get(store.RequestsRunning); !ok || v != 3 {
+	if v, ok := smp.Get(signal.RequestsRunning); !ok || v != 3 {
 		t.Errorf("running = %g, %v; want the valid value kept", v, ok)
 	}
 	for _, pod := range []string{"dup", "neg-le"} {

@@ -14,6 +14,7 @@ import (
 	"github.com/gpuscale/gpuscale/pkg/inference"
 	"github.com/gpuscale/gpuscale/pkg/ingest"
 	"github.com/gpuscale/gpuscale/pkg/scrape"
+	"github.com/gpuscale/gpuscale/pkg/signal"
 	"github.com/gpuscale/gpuscale/pkg/store"
 )
 
@@ -51,7 +52,7 @@ func TestRouterTargets(t *testing.T) {
 		if got, ok := router(pod); !ok || !maps.Equal(got.Held, want) {
 			t.Errorf("%s: %v, %v; want %v", pod, got.Held, ok, want)
 		}
-		if _, ok := st.Latest(store.Key{Namespace: "ml", Name: pod}, store.SourceInference, now, time.Minute); ok {
+		if _, ok := st.Latest(store.Key{Namespace: "ml", Name: pod}, signal.SourceInference, now, time.Minute); ok {
 			t.Errorf("%s: a router stored as an inference server", pod)
 		}
 	}
@@ -61,7 +62,7 @@ func TestRouterTargets(t *testing.T) {
 	if _, ok := router("server"); ok {
 		t.Error("an inference server stored as a router")
 	}
-	if _, ok := st.Latest(store.Key{Namespace: "ml", Name: "server"}, store.SourceInference, now, time.Minute); !ok {
+	if _, ok := st.Latest(store.Key{Namespace: "ml", Name: "server"}, signal.SourceInference, now, time.Minute); !ok {
 		t.Error("the inference server beside the routers has no sample")
 	}
 	for _, c := range []struct{ metric, pod, reason string }{

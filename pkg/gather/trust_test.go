@@ -18,6 +18,7 @@ import (
 	"github.com/gpuscale/gpuscale/pkg/discovery"
 	"github.com/gpuscale/gpuscale/pkg/podslim"
 	"github.com/gpuscale/gpuscale/pkg/scrape"
+	"github.com/gpuscale/gpuscale/pkg/signal"
 	"github.com/gpuscale/gpuscale/pkg/store"
 )
 
@@ -124,8 +125,8 @@ func exporterTrust(t *testing.T, slim bool) {
 	}
 	now := time.Now()
 
-	gpu := func(ns, name string, m store.Signal) (float64, bool) {
-		s, ok := st.Latest(store.Key{Namespace: ns, Name: name}, store.SourceGPU, now, time.Hour)
+	gpu := func(ns, name string, m signal.Signal) (float64, bool) {
+		s, ok := st.Latest(store.Key{Namespace: ns, Name: name}, signal.SourceGPU, now, time.Hour)
 		if !ok {
 			return 0, false
 		}
@@ -133,20 +134,20 @@ func exporterTrust(t *testing.T, slim bool) {
 	}
 	for _, tc := range []struct {
 		ns, pod string
-		metric  store.Signal
+		metric  signal.Signal
 		want    float64
 	}{
-		{"ml", "a", store.GPUUtilization, 60},                   // time-sliced, UID matches
-		{"ml", "b", store.GPUUtilization, 60},                   // time-sliced, no UID label
-		{"ml", "c", store.GPUMemoryUsedBytes, 1000 * (1 << 20)}, // MIG instance
-		{"ml", "d", store.GPUMemoryUsedBytes, 2000 * (1 << 20)}, // MIG instance of the same GPU
+		{"ml", "a", signal.GPUUtilization, 60},                   // time-sliced, UID matches
+		{"ml", "b", signal.GPUUtilization, 60},                   // time-sliced, no UID label
+		{"ml", "c", signal.GPUMemoryUsedBytes, 1000 * (1 << 20)}, // MIG instance
+		{"ml", "d", signal.GPUMemoryUsedBytes, 2000 * (1 << 20)}, // MIG instance of the same GPU
 	} {
 		if v, ok := gpu(tc.ns, tc.pod, tc.metric); !ok || v != tc.want {
 			t.Errorf("%s/%s %v = %v (ok=%v), want %v", tc.ns, tc.pod, tc.metric, v, ok, tc.want)
 		}
 	}
 	for _, k := range []store.Key{{Namespace: "other", Name: "victim"}, {Namespace: "ml", Name: "ghost"}, {Namespace: "ml", Name: "e"}} {
-		if s, ok := st.Latest(k, store.SourceGPU, now, time.Hour); ok {
+		if s, ok := st.Latest(k, signal.SourceGPU, now, time.Hour); ok {
 			t.Errorf("%s/%s has a GPU sample %+v: it is not on node-a, or not under the UID the exporter gave", k.Namespace, k.Name, s)
 		}
 	}
@@ -154,7 +155,7 @@ func exporterTrust(t *testing.T, slim bool) {
 	// the exporter speaks for its node's devices.
 	if s, ok := st.LatestNode("node-a", now, time.Hour); !ok {
 		t.Error("node-a has no sample")
-	} else if v, _ := s.Get(store.GPUUtilization); v != 18 {
+	} else if v, _ := s.Get(signal.GPUUtilization); v != 18 {
 		t.Errorf("node-a utilization %v, want 18", v)
 	}
 	if s, ok := st.LatestNode("node-b", now, time.Hour); ok {
@@ -191,7 +192,7 @@ DCGM_FI_DEV_GPU_UTIL{gpu="1",UUID="GPU-1",namespace="ml",pod="a",pod_uid="uid-x"
 		t.Fatal(err)
 	}
 	g.Cycle(context.Background())
-	if s, ok := st.Latest(store.Key{Namespace: "ml", Name: "a"}, store.SourceGPU, time.Now(), time.Hour); ok {
+	if s, ok := st.Latest(store.Key{Namespace: "ml", Name: "a"}, signal.SourceGPU, time.Now(), time.Hour); ok {
 		t.Errorf("pod with two UIDs has a sample %+v", s)
 	}
 	if got := rejected(t, g, exporterNamespace, "exporter-a", "pod_uid_mismatch"); got != 1 {
@@ -220,8 +221,8 @@ func TestInferenceSpeaksForItself(t *testing.T) {
 		ns, pod string
 		want    float64
 	}{{"ml", "victim", 3}, {"tenant", "attacker", 99}} {
-		s, ok := st.Latest(store.Key{Namespace: tc.ns, Name: tc.pod}, store.SourceInference, time.Now(), time.Hour)
-		if v, _ := s.Get(store.QueueDepth); !ok || v != tc.want {
+		s, ok := st.Latest(store.Key{Namespace: tc.ns, Name: tc.pod}, signal.SourceInference, time.Now(), time.Hour)
+		if v, _ := s.Get(signal.QueueDepth); !ok || v != tc.want {
 			t.Errorf("%s/%s queue depth %v (ok=%v), want %v", tc.ns, tc.pod, v, ok, tc.want)
 		}
 	}

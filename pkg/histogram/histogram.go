@@ -38,7 +38,7 @@ var (
 // the next are accepted: expositions that read buckets non-atomically produce
 // them, and Quantile repairs them the way PromQL does. So are negative
 // bounds, which PromQL handles. The adapter holds a scraped TTFT histogram
-// to more than this (store.CheckTTFT): a negative duration or a decreasing
+// to more than this (signal.CheckTTFT): a negative duration or a decreasing
 // count there is a broken or hostile target, not a layout to repair.
 func (h *Histogram) Validate() error {
 	if h == nil {

@@ -8,7 +8,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/gpuscale/gpuscale/pkg/histogram"
-	"github.com/gpuscale/gpuscale/pkg/store"
+	"github.com/gpuscale/gpuscale/pkg/signal"
 )
 
 // accumulator gathers the series of one Signals.
@@ -31,15 +31,15 @@ type histograms struct {
 }
 
 // merged is the family's histograms added up, nil when there were none or
-// one was rejected. Each input passed store.CheckTTFT; only counts adding
-// up past store.MaxTTFTCount are rejected here.
+// one was rejected. Each input passed signal.CheckTTFT; only counts adding
+// up past signal.MaxTTFTCount are rejected here.
 func (a *accumulator) merged(h *histograms, family string) *histogram.Histogram {
 	if len(h.hs) == 0 || h.void {
 		return nil
 	}
 	out, err := histogram.Merge(h.hs...)
 	if err == nil {
-		err = store.CheckTTFT(out)
+		err = signal.CheckTTFT(out)
 	}
 	if err != nil {
 		a.rejected = append(a.rejected, Rejection{Series: fmt.Sprintf("%s merged over %d series", family, len(h.hs)), Err: err})
@@ -75,7 +75,7 @@ func (a *accumulator) seen(model string) {
 
 // add takes one series' value, already in the signal's unit, checked
 // against the signal's range.
-func (t *total) add(sig store.Signal, v float64) error {
+func (t *total) add(sig signal.Signal, v float64) error {
 	if err := sig.Check(v); err != nil {
 		t.void = true
 		return err
@@ -89,7 +89,7 @@ func (t *total) add(sig store.Signal, v float64) error {
 // there were none or one was rejected. A sum out of the signal's range (many
 // series, each in range) is rejected too, as what the family's series add up
 // to.
-func (a *accumulator) value(t *total, sig store.Signal, family string, mean bool) *float64 {
+func (a *accumulator) value(t *total, sig signal.Signal, family string, mean bool) *float64 {
 	if t.void || t.n == 0 {
 		return nil
 	}
@@ -107,9 +107,9 @@ func (a *accumulator) value(t *total, sig store.Signal, family string, mean bool
 func (a *accumulator) signals(m *mapping, kvFamily, itlFamily string) *Signals {
 	s := &Signals{
 		Dialect:            a.dialect,
-		QueueDepth:         a.value(&a.queue, store.QueueDepth, m.queue, false),
-		Running:            a.value(&a.running, store.RequestsRunning, m.running, false),
-		KVCacheUtilization: a.value(&a.kv, store.KVCacheUtilization, kvFamily, true),
+		QueueDepth:         a.value(&a.queue, signal.QueueDepth, m.queue, false),
+		Running:            a.value(&a.running, signal.RequestsRunning, m.running, false),
+		KVCacheUtilization: a.value(&a.kv, signal.KVCacheUtilization, kvFamily, true),
 		Warnings:           a.warnings,
 	}
 	s.TTFT = a.merged(&a.ttft, m.ttft)

@@ -8,7 +8,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/gpuscale/gpuscale/pkg/histogram"
-	"github.com/gpuscale/gpuscale/pkg/store"
+	"github.com/gpuscale/gpuscale/pkg/signal"
 )
 
 // ErrUnknownDialect is wrapped by Detect's error when a scrape holds no
@@ -25,7 +25,7 @@ var ErrNotGauge = errors.New("not a gauge")
 // running requests are summed, KV-cache utilization averaged and TTFT
 // histograms merged; Model is then the model names, sorted and joined by
 // ",". A series whose value is not finite or outside its signal's physical
-// range (store.Signal.Check), or whose histogram fails store.CheckTTFT, is
+// range (signal.Signal.Check), or whose histogram fails signal.CheckTTFT, is
 // listed in Rejected, and the signal it belongs to is nil: a sum or mean
 // without it would be a wrong number. So is a sum out of that range.
 func Detect(families map[string]*dto.MetricFamily) (*Signals, error) {
@@ -110,13 +110,13 @@ func ttftFamilyWarnings(m *mapping, families map[string]*dto.MetricFamily) []str
 func eachSeries(m *mapping, families map[string]*dto.MetricFamily, route func(model string) *accumulator) {
 	gauges := []struct {
 		name  string
-		sig   store.Signal
+		sig   signal.Signal
 		scale float64
 		total func(*accumulator) *total
 	}{
-		{m.queue, store.QueueDepth, 1, func(a *accumulator) *total { return &a.queue }},
-		{m.running, store.RequestsRunning, 1, func(a *accumulator) *total { return &a.running }},
-		{firstPresent(families, m.kvCache), store.KVCacheUtilization, m.kvScale, func(a *accumulator) *total { return &a.kv }},
+		{m.queue, signal.QueueDepth, 1, func(a *accumulator) *total { return &a.queue }},
+		{m.running, signal.RequestsRunning, 1, func(a *accumulator) *total { return &a.running }},
+		{firstPresent(families, m.kvCache), signal.KVCacheUtilization, m.kvScale, func(a *accumulator) *total { return &a.kv }},
 	}
 	for _, g := range gauges {
 		mf := families[g.name]
@@ -161,7 +161,7 @@ func eachHistogram(families map[string]*dto.MetricFamily, family string, scale f
 			h, err = histogram.FromDTO(metric, scale)
 		}
 		if err == nil {
-			err = store.CheckTTFT(h)
+			err = signal.CheckTTFT(h)
 		}
 		if err != nil {
 			into(acc).void = true

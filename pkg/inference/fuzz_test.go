@@ -7,7 +7,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/gpuscale/gpuscale/pkg/store"
+	"github.com/gpuscale/gpuscale/pkg/signal"
 )
 
 // FuzzDetect feeds arbitrary text through the text parser and Detect: never
@@ -67,7 +67,7 @@ func checkDetectRouter(t *testing.T, fams familyMap) {
 		if model == "" {
 			t.Fatal("a held count for no model")
 		}
-		if err := store.QueueDepth.Check(v); err != nil {
+		if err := signal.QueueDepth.Check(v); err != nil {
 			t.Fatalf("model %q held %v: %v", model, v, err)
 		}
 	}
@@ -97,7 +97,7 @@ func checkDetect(t *testing.T, fams familyMap) {
 
 func checkSignals(t *testing.T, s *Signals) {
 	t.Helper()
-	for sig, p := range map[store.Signal]*float64{store.QueueDepth: s.QueueDepth, store.RequestsRunning: s.Running, store.KVCacheUtilization: s.KVCacheUtilization} {
+	for sig, p := range map[signal.Signal]*float64{signal.QueueDepth: s.QueueDepth, signal.RequestsRunning: s.Running, signal.KVCacheUtilization: s.KVCacheUtilization} {
 		if p != nil {
 			if err := sig.Check(*p); err != nil {
 				t.Fatalf("%s served: %v", sig, err)
@@ -105,7 +105,7 @@ func checkSignals(t *testing.T, s *Signals) {
 		}
 	}
 	if s.TTFT != nil {
-		if err := store.CheckTTFT(s.TTFT); err != nil {
+		if err := signal.CheckTTFT(s.TTFT); err != nil {
 			t.Fatalf("TTFT: %v", err)
 		}
 	}

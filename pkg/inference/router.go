@@ -8,7 +8,7 @@ import (
 
 	dto "github.com/prometheus/client_model/go"
 
-	"github.com/gpuscale/gpuscale/pkg/store"
+	"github.com/gpuscale/gpuscale/pkg/signal"
 )
 
 // Router dialects: routers and gateways in front of inference servers that
@@ -164,7 +164,7 @@ func DetectRouter(families map[string]*dto.MetricFamily) (*RouterSignals, error)
 		if err != nil {
 			t.void = true
 		} else {
-			err = t.add(store.QueueDepth, v)
+			err = t.add(signal.QueueDepth, v)
 		}
 		if err != nil {
 			out.Rejected = append(out.Rejected, Rejection{Series: Describe(m.held, metric), Err: err})
@@ -180,7 +180,7 @@ func DetectRouter(families map[string]*dto.MetricFamily) (*RouterSignals, error)
 		if t.void {
 			continue
 		}
-		if err := store.QueueDepth.Check(t.sum); err != nil {
+		if err := signal.QueueDepth.Check(t.sum); err != nil {
 			out.Rejected = append(out.Rejected, Rejection{Series: fmt.Sprintf("sum of %s for model %q", m.held, model), Err: err})
 			continue
 		}

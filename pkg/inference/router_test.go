@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/gpuscale/gpuscale/pkg/store"
+	"github.com/gpuscale/gpuscale/pkg/signal"
 )
 
 func parseFile(t *testing.T, name string) familyMap {
@@ -100,17 +100,17 @@ func TestDetectRouterRejects(t *testing.T) {
 	}{
 		{"NaN", `dynamo_frontend_queued_requests{model="a"} NaN
 dynamo_frontend_queued_requests{model="b"} 2
-`, map[string]float64{"b": 2}, 1, store.ErrNotFinite},
+`, map[string]float64{"b": 2}, 1, signal.ErrNotFinite},
 		{"negative", `dynamo_frontend_queued_requests{model="a"} -1
-`, map[string]float64{}, 1, store.ErrOutOfRange},
+`, map[string]float64{}, 1, signal.ErrOutOfRange},
 		{"+Inf", `inference_extension_flow_control_queue_size{model_name="a",target_model_name="a",fairness_id="x"} +Inf
-`, map[string]float64{}, 1, store.ErrNotFinite},
+`, map[string]float64{}, 1, signal.ErrNotFinite},
 		{"sum past the bound", fmt.Sprintf(`inference_extension_flow_control_queue_size{model_name="a",fairness_id="x"} %d
 inference_extension_flow_control_queue_size{model_name="a",fairness_id="y"} %d
-`, store.MaxRequests, store.MaxRequests), map[string]float64{}, 1, store.ErrOutOfRange},
+`, signal.MaxRequests, signal.MaxRequests), map[string]float64{}, 1, signal.ErrOutOfRange},
 		{"one bad series voids its model", `inference_extension_flow_control_queue_size{model_name="a",fairness_id="x"} 3
 inference_extension_flow_control_queue_size{model_name="a",fairness_id="y"} NaN
-`, map[string]float64{}, 1, store.ErrNotFinite},
+`, map[string]float64{}, 1, signal.ErrNotFinite},
 		{"a histogram where the gauge belongs", `# TYPE dynamo_frontend_queued_requests histogram
 dynamo_frontend_queued_requests_bucket{model="a",le="+Inf"} 1
 dynamo_frontend_queued_requests_sum{model="a"} 1

@@ -82,7 +82,7 @@ type Rejection struct {
 	// Series is the series as name{label="value",...}, or the family a
 	// sum out of range was taken over.
 	Series string
-	// Err says why. It wraps store.ErrNotFinite or store.ErrOutOfRange for
+	// Err says why. It wraps signal.ErrNotFinite or signal.ErrOutOfRange for
 	// a value, histogram.ErrInvalid for a histogram, ErrNotGauge for a
 	// series of the wrong type.
 	Err error

@@ -13,6 +13,7 @@ import (
 	"github.com/gpuscale/gpuscale/pkg/dcgm"
 	"github.com/gpuscale/gpuscale/pkg/gpu"
 	"github.com/gpuscale/gpuscale/pkg/metrics"
+	"github.com/gpuscale/gpuscale/pkg/signal"
 	"github.com/gpuscale/gpuscale/pkg/store"
 )
 
@@ -124,12 +125,12 @@ func TestSignalsEqualAcrossSchemas(t *testing.T) {
 	ref := results["gpuscale --dcgm-schema=4.8"]
 	// The reference itself: what the state says, so that five equal
 	// wrong answers cannot pass.
-	wantNode := map[store.Signal]float64{
-		store.GPUUtilization:     (87 + 35 + 0) / 3.0,
-		store.GPUMemoryUsedBytes: (61440 + 30720) * mib,
-		store.GPUPowerWatts:      512.345 + 231.5 + 69.875,
-		store.GPUSMActive:        100 * (0.78 + 0.29) / 3,
-		store.GPUTensorActive:    100 * (0.41 + 0.12) / 3,
+	wantNode := map[signal.Signal]float64{
+		signal.GPUUtilization:     (87 + 35 + 0) / 3.0,
+		signal.GPUMemoryUsedBytes: (61440 + 30720) * mib,
+		signal.GPUPowerWatts:      512.345 + 231.5 + 69.875,
+		signal.GPUSMActive:        100 * (0.78 + 0.29) / 3,
+		signal.GPUTensorActive:    100 * (0.41 + 0.12) / 3,
 	}
 	for sig, want := range wantNode {
 		if got, ok := ref.node.Get(sig); !ok || math.Abs(got-want) > 1e-9*math.Max(1, want) {
@@ -152,7 +153,7 @@ func TestSignalsEqualAcrossSchemas(t *testing.T) {
 
 func compareSample(t *testing.T, what string, want, got store.Sample) {
 	t.Helper()
-	for sig := store.Signal(0); sig < store.NumSignals; sig++ {
+	for sig := signal.Signal(0); sig < signal.NumSignals; sig++ {
 		w, wok := want.Get(sig)
 		g, gok := got.Get(sig)
 		if wok != gok || math.Abs(g-w) > 1e-9*math.Max(1, math.Abs(w)) {

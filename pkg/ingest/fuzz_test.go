@@ -11,7 +11,7 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 
-	"github.com/gpuscale/gpuscale/pkg/store"
+	"github.com/gpuscale/gpuscale/pkg/signal"
 )
 
 // FuzzGPU feeds arbitrary text through expfmt's parser and GPU: never a
@@ -82,7 +82,7 @@ func FuzzRouter(f *testing.F) {
 			return
 		}
 		for model, v := range smp.Held {
-			if model == "" || store.QueueDepth.Check(v) != nil {
+			if model == "" || signal.QueueDepth.Check(v) != nil {
 				t.Fatalf("held %q = %v", model, v)
 			}
 		}

@@ -5,7 +5,7 @@
 // It is the validation step between parsing and the store. A scrape that
 // holds one series twice, or a malformed TTFT histogram, is rejected whole
 // (an error, see Reason). A value that is not finite or outside its signal's
-// physical range (store.Signal.Check), and a sum that leaves it, is
+// physical range (signal.Signal.Check), and a sum that leaves it, is
 // rejected alone: it comes back as a Rejection, and every sum or mean it
 // belongs to is no value, while the rest of the scrape is stored.
 package ingest
@@ -17,6 +17,7 @@ import (
 
 	"github.com/gpuscale/gpuscale/pkg/dcgm"
 	"github.com/gpuscale/gpuscale/pkg/inference"
+	"github.com/gpuscale/gpuscale/pkg/signal"
 	"github.com/gpuscale/gpuscale/pkg/store"
 )
 
@@ -60,13 +61,13 @@ var gpuFields = []struct {
 	bit   uint8
 	check func(float64) error
 }{
-	{dcgm.GPUUtil, hasUtil, store.GPUUtilization.DeviceRange().Check},
+	{dcgm.GPUUtil, hasUtil, signal.GPUUtilization.DeviceRange().Check},
 	{dcgm.FBUsed, hasUsed, checkMiB},
 	{dcgm.FBFree, hasFree, checkMiB},
 	{dcgm.FBReserved, hasReserved, checkMiB},
-	{dcgm.PowerUsage, hasPower, store.GPUPowerWatts.DeviceRange().Check},
-	{dcgm.ProfSMActive, hasSM, checkRatio(store.GPUSMActive)},
-	{dcgm.ProfTensorActive, hasTensor, checkRatio(store.GPUTensorActive)},
+	{dcgm.PowerUsage, hasPower, signal.GPUPowerWatts.DeviceRange().Check},
+	{dcgm.ProfSMActive, hasSM, checkRatio(signal.GPUSMActive)},
+	{dcgm.ProfTensorActive, hasTensor, checkRatio(signal.GPUTensorActive)},
 }
 
 // aliases are each gpuFields entry's names, the 4.8 one first.
@@ -95,14 +96,14 @@ func family(families map[string]*dto.MetricFamily, i int) (*dto.MetricFamily, st
 }
 
 // checkRatio checks a DCGM profiling ratio (0 to 1) against sig, a percent.
-func checkRatio(sig store.Signal) func(float64) error {
+func checkRatio(sig signal.Signal) func(float64) error {
 	return func(v float64) error { return sig.DeviceRange().Check(v * 100) }
 }
 
 // checkMiB checks a framebuffer reading, in MiB: used, free and reserved
 // are each a part of one device's memory.
 func checkMiB(v float64) error {
-	return store.GPUMemoryUsedBytes.DeviceRange().Check(v * mib)
+	return signal.GPUMemoryUsedBytes.DeviceRange().Check(v * mib)
 }
 
 // GPUFamilies returns the families GPU reads, in both schemas; a scraper
@@ -187,7 +188,7 @@ func GPU(families map[string]*dto.MetricFamily) (pods map[store.Key]store.Sample
 			d.shared = true
 			// Shares in range each can add up past the device: none of
 			// them is then believed.
-			if err := store.GPUUtilization.DeviceRange().Check(d.utilSum); err != nil && d.bad&hasUtil == 0 {
+			if err := signal.GPUUtilization.DeviceRange().Check(d.utilSum); err != nil && d.bad&hasUtil == 0 {
 				d.bad |= hasUtil
 				rejected = append(rejected, rejection("the pods' shares of GPU "+key, err))
 			}
@@ -297,7 +298,7 @@ func (a *aggregate) add(d *device, util float64) {
 // MaxDevices, each in range) is rejected as what the devices add up to.
 func (a *aggregate) sample(rejected *[]Rejection, k *store.Key) store.Sample {
 	var s store.Sample
-	set := func(sig store.Signal, v float64, n int) {
+	set := func(sig signal.Signal, v float64, n int) {
 		if err := sig.Check(v); err != nil {
 			what := "the node"
 			if k != nil {
@@ -309,24 +310,24 @@ func (a *aggregate) sample(rejected *[]Rejection, k *store.Key) store.Sample {
 		s.Set(sig, v)
 	}
 	if a.utilN > 0 && a.void&hasUtil == 0 {
-		set(store.GPUUtilization, a.utilSum/float64(a.utilN), a.utilN)
+		set(signal.GPUUtilization, a.utilSum/float64(a.utilN), a.utilN)
 	}
 	if a.memN > 0 && a.void&hasMemory == 0 {
-		set(store.GPUMemoryUsedBytes, a.used*mib, a.memN)
+		set(signal.GPUMemoryUsedBytes, a.used*mib, a.memN)
 		if a.total > 0 {
 			// used/total first: at most 1 however it rounds, so
 			// the percentage is at most 100.
-			set(store.GPUMemoryUtilization, 100*(a.used/a.total), a.memN)
+			set(signal.GPUMemoryUtilization, 100*(a.used/a.total), a.memN)
 		}
 	}
 	if a.powerN > 0 && a.void&hasPower == 0 {
-		set(store.GPUPowerWatts, a.power, a.powerN)
+		set(signal.GPUPowerWatts, a.power, a.powerN)
 	}
 	if a.smN > 0 && a.void&hasSM == 0 {
-		set(store.GPUSMActive, a.sm/float64(a.smN), a.smN)
+		set(signal.GPUSMActive, a.sm/float64(a.smN), a.smN)
 	}
 	if a.tensorN > 0 && a.void&hasTensor == 0 {
-		set(store.GPUTensorActive, a.tensor/float64(a.tensorN), a.tensorN)
+		set(signal.GPUTensorActive, a.tensor/float64(a.tensorN), a.tensorN)
 	}
 	return s
 }

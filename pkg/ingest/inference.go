@@ -8,6 +8,7 @@ import (
 
 	"github.com/gpuscale/gpuscale/pkg/histogram"
 	"github.com/gpuscale/gpuscale/pkg/inference"
+	"github.com/gpuscale/gpuscale/pkg/signal"
 	"github.com/gpuscale/gpuscale/pkg/store"
 )
 
@@ -17,7 +18,7 @@ var inferenceFamilies, _ = inference.Families()
 
 // Inference maps one inference server scrape onto a store sample. It fails
 // when the server speaks no known dialect, holds a series twice, or
-// exposes a TTFT, ITL or prefill-time histogram that store.CheckTTFT rejects: a
+// exposes a TTFT, ITL or prefill-time histogram that signal.CheckTTFT rejects: a
 // histogram merged without one of its series would be another server's. Rejected lists the
 // gauges not stored.
 func Inference(families map[string]*dto.MetricFamily) (store.Sample, inference.Dialect, []Rejection, error) {
@@ -42,13 +43,13 @@ func Inference(families map[string]*dto.MetricFamily) (store.Sample, inference.D
 	}
 	var s store.Sample
 	if sig.QueueDepth != nil {
-		s.Set(store.QueueDepth, *sig.QueueDepth)
+		s.Set(signal.QueueDepth, *sig.QueueDepth)
 	}
 	if sig.Running != nil {
-		s.Set(store.RequestsRunning, *sig.Running)
+		s.Set(signal.RequestsRunning, *sig.Running)
 	}
 	if sig.KVCacheUtilization != nil {
-		s.Set(store.KVCacheUtilization, *sig.KVCacheUtilization)
+		s.Set(signal.KVCacheUtilization, *sig.KVCacheUtilization)
 	}
 	s.TTFT = sig.TTFT
 	s.Prefill = sig.Prefill

@@ -10,6 +10,7 @@ import (
 	"github.com/prometheus/common/model"
 
 	"github.com/gpuscale/gpuscale/pkg/inference"
+	"github.com/gpuscale/gpuscale/pkg/signal"
 	"github.com/gpuscale/gpuscale/pkg/store"
 )
 
@@ -46,7 +47,7 @@ func TestGPU(t *testing.T) {
 	if err != nil || len(rejected) > 0 {
 		t.Fatalf("err %v, rejected %v", err, rejected)
 	}
-	get := func(k store.Key, sig store.Signal) (float64, bool) {
+	get := func(k store.Key, sig signal.Signal) (float64, bool) {
 		s, found := pods[k]
 		if !found {
 			return 0, false
@@ -57,17 +58,17 @@ func TestGPU(t *testing.T) {
 	cases := []struct {
 		name string
 		key  store.Key
-		sig  store.Signal
+		sig  signal.Signal
 		want float64 // NaN: absent
 	}{
-		{"mean utilization over a pod's GPUs", p1, store.GPUUtilization, 70},
-		{"memory used summed, in bytes", p1, store.GPUMemoryUsedBytes, 4000 * mib},
-		{"memory utilization over used+free+reserved", p1, store.GPUMemoryUtilization, 100 * 4000.0 / 20000},
-		{"power summed", p1, store.GPUPowerWatts, 500},
-		{"time-sliced GPU counts for each pod", store.Key{Namespace: "ml", Name: "p2"}, store.GPUUtilization, 40},
-		{"second pod on the shared GPU", store.Key{Namespace: "ml", Name: "p3"}, store.GPUUtilization, 40},
-		{"MIG instance: memory but no utilization", store.Key{Namespace: "ml", Name: "mig"}, store.GPUUtilization, math.NaN()},
-		{"MIG memory", store.Key{Namespace: "ml", Name: "mig"}, store.GPUMemoryUsedBytes, 2000 * mib},
+		{"mean utilization over a pod's GPUs", p1, signal.GPUUtilization, 70},
+		{"memory used summed, in bytes", p1, signal.GPUMemoryUsedBytes, 4000 * mib},
+		{"memory utilization over used+free+reserved", p1, signal.GPUMemoryUtilization, 100 * 4000.0 / 20000},
+		{"power summed", p1, signal.GPUPowerWatts, 500},
+		{"time-sliced GPU counts for each pod", store.Key{Namespace: "ml", Name: "p2"}, signal.GPUUtilization, 40},
+		{"second pod on the shared GPU", store.Key{Namespace: "ml", Name: "p3"}, signal.GPUUtilization, 40},
+		{"MIG instance: memory but no utilization", store.Key{Namespace: "ml", Name: "mig"}, signal.GPUUtilization, math.NaN()},
+		{"MIG memory", store.Key{Namespace: "ml", Name: "mig"}, signal.GPUMemoryUsedBytes, 2000 * mib},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -85,7 +86,7 @@ func TestGPU(t *testing.T) {
 	}
 	// The node: whole GPUs only (the MIG instance is not double counted),
 	// unattributed GPUs included.
-	if v, _ := node.Get(store.GPUUtilization); math.Abs(v-(90+50+10+40)/4.0) > 1e-9 {
+	if v, _ := node.Get(signal.GPUUtilization); math.Abs(v-(90+50+10+40)/4.0) > 1e-9 {
 		t.Errorf("node utilization = %v, want the mean of the four readable whole GPUs", v)
 	}
 	if _, _, _, err := GPU(nil); !errors.Is(err, ErrNoGPUSeries) || Reason(err) != ReasonNoGPUSeries {
@@ -109,7 +110,7 @@ vllm:kv_cache_usage_perc{model_name="m"} 0.25
 	if err != nil || d != inference.VLLM || s.Model != "m" || len(rejected) > 0 {
 		t.Fatalf("dialect %v model %q err %v", d, s.Model, err)
 	}
-	for sig, want := range map[store.Signal]float64{store.QueueDepth: 4, store.RequestsRunning: 9, store.KVCacheUtilization: 25} {
+	for sig, want := range map[signal.Signal]float64{signal.QueueDepth: 4, signal.RequestsRunning: 9, signal.KVCacheUtilization: 25} {
 		if v, ok := s.Get(sig); !ok || v != want {
 			t.Errorf("signal %d = %v (ok=%v), want %v", sig, v, ok, want)
 		}

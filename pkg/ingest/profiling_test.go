@@ -3,7 +3,7 @@ package ingest
 import (
 	"testing"
 
-	"github.com/gpuscale/gpuscale/pkg/store"
+	"github.com/gpuscale/gpuscale/pkg/signal"
 )
 
 func TestGPUProfilingSignals(t *testing.T) {
@@ -18,7 +18,7 @@ func TestGPUProfilingSignals(t *testing.T) {
 		t.Fatalf("GPU = %v, rejected %v", err, rejected)
 	}
 	p := pods[p1]
-	for sig, want := range map[store.Signal]float64{store.GPUSMActive: 62.5, store.GPUTensorActive: 37.5} {
+	for sig, want := range map[signal.Signal]float64{signal.GPUSMActive: 62.5, signal.GPUTensorActive: 37.5} {
 		if got, ok := p.Get(sig); !ok || got != want {
 			t.Errorf("p1 %s = %v (%v), want %v", sig, got, ok, want)
 		}
@@ -27,7 +27,7 @@ func TestGPUProfilingSignals(t *testing.T) {
 		}
 	}
 	q := pods[p2]
-	if _, ok := q.Get(store.GPUSMActive); ok {
+	if _, ok := q.Get(signal.GPUSMActive); ok {
 		t.Error("a GPU without profiling gave its pod an SM activity")
 	}
 }
@@ -41,10 +41,10 @@ func TestGPUProfilingOutOfRange(t *testing.T) {
 		t.Fatal(err)
 	}
 	p := pods[p1]
-	if _, ok := p.Get(store.GPUSMActive); ok || len(rejected) != 1 || rejected[0].Reason != ReasonOutOfRange {
+	if _, ok := p.Get(signal.GPUSMActive); ok || len(rejected) != 1 || rejected[0].Reason != ReasonOutOfRange {
 		t.Errorf("SM activity 3700%% served or not rejected: rejected %+v", rejected)
 	}
-	if got, ok := p.Get(store.GPUTensorActive); !ok || got != 25 {
+	if got, ok := p.Get(signal.GPUTensorActive); !ok || got != 25 {
 		t.Errorf("tensor activity = %v (%v), want 25 beside the rejected field", got, ok)
 	}
 }

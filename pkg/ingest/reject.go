@@ -12,7 +12,7 @@ import (
 
 	"github.com/gpuscale/gpuscale/pkg/histogram"
 	"github.com/gpuscale/gpuscale/pkg/inference"
-	"github.com/gpuscale/gpuscale/pkg/store"
+	"github.com/gpuscale/gpuscale/pkg/signal"
 )
 
 // Reasons a value is rejected while the rest of its scrape is stored. They
@@ -22,7 +22,7 @@ const (
 	ReasonOutOfRange = "out_of_range"
 	ReasonWrongType  = "wrong_type"
 	// ReasonTooManyBuckets is a TTFT or prefill-time histogram of more
-	// than store.MaxHistogramBuckets buckets.
+	// than signal.MaxHistogramBuckets buckets.
 	ReasonTooManyBuckets = "too_many_buckets"
 	// ReasonModelName is a series, or a server's names, past
 	// inference.MaxModelName or inference.MaxServerModelNames.
@@ -103,11 +103,11 @@ func rejection(series string, err error) Rejection {
 	series = truncate(series)
 	reason := ReasonWrongType
 	switch {
-	case errors.Is(err, store.ErrNotFinite):
+	case errors.Is(err, signal.ErrNotFinite):
 		reason = ReasonNotFinite
-	case errors.Is(err, store.ErrOutOfRange):
+	case errors.Is(err, signal.ErrOutOfRange):
 		reason = ReasonOutOfRange
-	case errors.Is(err, store.ErrTooManyBuckets):
+	case errors.Is(err, signal.ErrTooManyBuckets):
 		reason = ReasonTooManyBuckets
 	case errors.Is(err, inference.ErrModelName):
 		reason = ReasonModelName

@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/common/model"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/gpuscale/gpuscale/pkg/signal"
 	"github.com/gpuscale/gpuscale/pkg/store"
 )
 
@@ -54,7 +55,7 @@ func TestGPURejectsValues(t *testing.T) {
 		reason string
 		// gone are p1's signals that must have no value; kept, the
 		// ones that must.
-		gone, kept []store.Signal
+		gone, kept []signal.Signal
 		nodeUtil   bool   // whether the node keeps a utilization
 		series     string // what some rejection names; "" for any
 	}{
@@ -62,53 +63,53 @@ func TestGPURejectsValues(t *testing.T) {
 			name: "utilization 1e300",
 			in: dcgmSeries("DCGM_FI_DEV_GPU_UTIL", "GPU-a", "p1", "1e300") + dcgmSeries("DCGM_FI_DEV_GPU_UTIL", "GPU-b", "p1", "50") +
 				dcgmSeries("DCGM_FI_DEV_POWER_USAGE", "GPU-a", "p1", "250"),
-			reason: ReasonOutOfRange, gone: []store.Signal{store.GPUUtilization}, kept: []store.Signal{store.GPUPowerWatts},
+			reason: ReasonOutOfRange, gone: []signal.Signal{signal.GPUUtilization}, kept: []signal.Signal{signal.GPUPowerWatts},
 		},
 		{
 			name:   "utilization +Inf",
 			in:     dcgmSeries("DCGM_FI_DEV_GPU_UTIL", "GPU-a", "p1", "+Inf") + dcgmSeries("DCGM_FI_DEV_POWER_USAGE", "GPU-a", "p1", "250"),
-			reason: ReasonNotFinite, gone: []store.Signal{store.GPUUtilization}, kept: []store.Signal{store.GPUPowerWatts},
+			reason: ReasonNotFinite, gone: []signal.Signal{signal.GPUUtilization}, kept: []signal.Signal{signal.GPUPowerWatts},
 		},
 		{
 			name:   "utilization NaN",
 			in:     dcgmSeries("DCGM_FI_DEV_GPU_UTIL", "GPU-a", "p1", "NaN") + dcgmSeries("DCGM_FI_DEV_POWER_USAGE", "GPU-a", "p1", "250"),
-			reason: ReasonNotFinite, gone: []store.Signal{store.GPUUtilization}, kept: []store.Signal{store.GPUPowerWatts},
+			reason: ReasonNotFinite, gone: []signal.Signal{signal.GPUUtilization}, kept: []signal.Signal{signal.GPUPowerWatts},
 		},
 		{
 			name: "utilization 101",
 			in:   dcgmSeries("DCGM_FI_DEV_GPU_UTIL", "GPU-a", "p1", "101"), reason: ReasonOutOfRange,
-			gone: []store.Signal{store.GPUUtilization},
+			gone: []signal.Signal{signal.GPUUtilization},
 		},
 		{
 			name: "negative power",
 			in: dcgmSeries("DCGM_FI_DEV_GPU_UTIL", "GPU-a", "p1", "30") + dcgmSeries("DCGM_FI_DEV_POWER_USAGE", "GPU-a", "p1", "-5") +
 				dcgmSeries("DCGM_FI_DEV_POWER_USAGE", "GPU-b", "p1", "100"),
-			reason: ReasonOutOfRange, gone: []store.Signal{store.GPUPowerWatts}, kept: []store.Signal{store.GPUUtilization}, nodeUtil: true,
+			reason: ReasonOutOfRange, gone: []signal.Signal{signal.GPUPowerWatts}, kept: []signal.Signal{signal.GPUUtilization}, nodeUtil: true,
 		},
 		{
 			name: "framebuffer of 1e16 MiB",
 			in: dcgmSeries("DCGM_FI_DEV_GPU_UTIL", "GPU-a", "p1", "30") + dcgmSeries("DCGM_FI_DEV_FB_USED", "GPU-a", "p1", "1e16") +
 				dcgmSeries("DCGM_FI_DEV_FB_FREE", "GPU-a", "p1", "1000"),
-			reason: ReasonOutOfRange, gone: []store.Signal{store.GPUMemoryUsedBytes, store.GPUMemoryUtilization},
-			kept: []store.Signal{store.GPUUtilization}, nodeUtil: true,
+			reason: ReasonOutOfRange, gone: []signal.Signal{signal.GPUMemoryUsedBytes, signal.GPUMemoryUtilization},
+			kept: []signal.Signal{signal.GPUUtilization}, nodeUtil: true,
 		},
 		{
 			// Each reading in range, the sum past what any node holds.
 			name:   "power summed past the range",
-			in:     manyAtMax("DCGM_FI_DEV_POWER_USAGE", "20000", store.MaxDevices+1),
-			reason: ReasonOutOfRange, gone: []store.Signal{store.GPUPowerWatts}, nodeUtil: true,
+			in:     manyAtMax("DCGM_FI_DEV_POWER_USAGE", "20000", signal.MaxDevices+1),
+			reason: ReasonOutOfRange, gone: []signal.Signal{signal.GPUPowerWatts}, nodeUtil: true,
 			series: "gpu_power_watts over pod ml/p1's 1025 devices",
 		},
 		{
 			name:   "memory summed past the range",
-			in:     manyAtMax("DCGM_FI_DEV_FB_USED", fmt.Sprint(store.MaxDeviceMemoryBytes/mib), store.MaxDevices+1) + manyAtMax("DCGM_FI_DEV_FB_FREE", "0", store.MaxDevices+1),
-			reason: ReasonOutOfRange, gone: []store.Signal{store.GPUMemoryUsedBytes}, nodeUtil: true,
+			in:     manyAtMax("DCGM_FI_DEV_FB_USED", fmt.Sprint(signal.MaxDeviceMemoryBytes/mib), signal.MaxDevices+1) + manyAtMax("DCGM_FI_DEV_FB_FREE", "0", signal.MaxDevices+1),
+			reason: ReasonOutOfRange, gone: []signal.Signal{signal.GPUMemoryUsedBytes}, nodeUtil: true,
 		},
 		{
 			name: "a histogram where a gauge belongs",
 			in: dcgmSeries("DCGM_FI_DEV_FB_FREE", "GPU-a", "p1", "1000") + "# TYPE DCGM_FI_DEV_FB_USED histogram\n" +
 				`DCGM_FI_DEV_FB_USED_bucket{UUID="GPU-a",GPU_I_ID="",namespace="ml",pod="p1",le="+Inf"} 1` + "\n",
-			reason: ReasonWrongType, gone: []store.Signal{store.GPUMemoryUsedBytes, store.GPUMemoryUtilization}, nodeUtil: true,
+			reason: ReasonWrongType, gone: []signal.Signal{signal.GPUMemoryUsedBytes, signal.GPUMemoryUtilization}, nodeUtil: true,
 		},
 	}
 	for _, tt := range tests {
@@ -141,10 +142,10 @@ func TestGPURejectsValues(t *testing.T) {
 					t.Errorf("p1's %s lost with the rejected reading", sig)
 				}
 			}
-			if v, ok := p2s.Get(store.GPUUtilization); !ok || v != 40 {
+			if v, ok := p2s.Get(signal.GPUUtilization); !ok || v != 40 {
 				t.Errorf("p2's utilization = %g, %v; another pod's broken device must not cost it", v, ok)
 			}
-			if v, ok := node.Get(store.GPUUtilization); ok != tt.nodeUtil {
+			if v, ok := node.Get(signal.GPUUtilization); ok != tt.nodeUtil {
 				t.Errorf("node utilization = %g, %v; want present=%v (a rejected reading voids the node's mean)", v, ok, tt.nodeUtil)
 			}
 			checkServable(t, pods, node)
@@ -157,7 +158,7 @@ func TestGPURejectsValues(t *testing.T) {
 func checkServable(t testing.TB, pods map[store.Key]store.Sample, node store.Sample) {
 	t.Helper()
 	for k, s := range pods {
-		for sig := store.Signal(0); sig < store.NumSignals; sig++ {
+		for sig := signal.Signal(0); sig < signal.NumSignals; sig++ {
 			if v, ok := s.Get(sig); ok {
 				if err := sig.Check(v); err != nil {
 					t.Fatalf("pod %v: %v", k, err)
@@ -165,7 +166,7 @@ func checkServable(t testing.TB, pods map[store.Key]store.Sample, node store.Sam
 			}
 		}
 	}
-	for sig := store.Signal(0); sig < store.NumSignals; sig++ {
+	for sig := signal.Signal(0); sig < signal.NumSignals; sig++ {
 		if v, ok := node.Get(sig); ok {
 			if err := sig.Check(v); err != nil {
 				t.Fatalf("node: %v", err)
@@ -223,29 +224,29 @@ vllm:time_to_first_token_seconds_sum{model_name="m"} 3
 		reason string // of the error; "" for none
 		// rejected: the reason of every Rejection; gone, kept: signals.
 		rejected   string
-		gone, kept []store.Signal
+		gone, kept []signal.Signal
 	}{
 		{
 			name: "queue of 1e16",
 			in:   "vllm:num_requests_waiting{model_name=\"m\"} 1e16\nvllm:num_requests_running{model_name=\"m\"} 3\n",
-			gone: []store.Signal{store.QueueDepth}, kept: []store.Signal{store.RequestsRunning}, rejected: ReasonOutOfRange,
+			gone: []signal.Signal{signal.QueueDepth}, kept: []signal.Signal{signal.RequestsRunning}, rejected: ReasonOutOfRange,
 		},
 		{
 			name: "queue +Inf",
 			in:   "vllm:num_requests_waiting{model_name=\"m\"} +Inf\nvllm:num_requests_running{model_name=\"m\"} 3\n",
-			gone: []store.Signal{store.QueueDepth}, kept: []store.Signal{store.RequestsRunning}, rejected: ReasonNotFinite,
+			gone: []signal.Signal{signal.QueueDepth}, kept: []signal.Signal{signal.RequestsRunning}, rejected: ReasonNotFinite,
 		},
 		{
 			name: "queue summed over engines past the range",
 			in: "vllm:num_requests_waiting{engine=\"0\",model_name=\"m\"} 1073741824\n" +
 				"vllm:num_requests_waiting{engine=\"1\",model_name=\"m\"} 1073741824\n" +
 				"vllm:num_requests_running{model_name=\"m\"} 3\n",
-			gone: []store.Signal{store.QueueDepth}, kept: []store.Signal{store.RequestsRunning}, rejected: ReasonOutOfRange,
+			gone: []signal.Signal{signal.QueueDepth}, kept: []signal.Signal{signal.RequestsRunning}, rejected: ReasonOutOfRange,
 		},
 		{
 			name: "KV cache fraction 1e300",
 			in:   "sglang:token_usage{model_name=\"m\"} 1e300\nsglang:num_queue_reqs{model_name=\"m\"} 2\n",
-			gone: []store.Signal{store.KVCacheUtilization}, kept: []store.Signal{store.QueueDepth}, rejected: ReasonOutOfRange,
+			gone: []signal.Signal{signal.KVCacheUtilization}, kept: []signal.Signal{signal.QueueDepth}, rejected: ReasonOutOfRange,
 		},
 		{
 			name:   "duplicate series",
@@ -274,7 +275,7 @@ sglang:time_to_first_token_seconds_bucket{model_name="m",le="+Inf"} 5
 				if Reason(err) != tt.reason {
 					t.Fatalf("err = %v (reason %q), want reason %q", err, Reason(err), tt.reason)
 				}
-				if _, ok := s.Get(store.QueueDepth); ok || s.TTFT != nil {
+				if _, ok := s.Get(signal.QueueDepth); ok || s.TTFT != nil {
 					t.Fatalf("a rejected scrape returned values: %+v", s)
 				}
 				return
@@ -350,10 +351,10 @@ func TestHostileHistogramsAndNames(t *testing.T) {
 	if reasons[ReasonTooManyBuckets] != 1 || reasons[ReasonModelName] != 1 || len(rejected) != 2 {
 		t.Errorf("rejections by reason %v", reasons)
 	}
-	if v, ok := s.Get(store.QueueDepth); !ok || v != 2 || s.TTFT != nil || s.Model != "m" {
+	if v, ok := s.Get(signal.QueueDepth); !ok || v != 2 || s.TTFT != nil || s.Model != "m" {
 		t.Errorf("queue %v %v, TTFT kept %v, model %.40q", v, ok, s.TTFT != nil, s.Model)
 	}
-	if _, ok := s.Get(store.RequestsRunning); ok {
+	if _, ok := s.Get(signal.RequestsRunning); ok {
 		t.Error("running served from a series naming a 2 KB model")
 	}
 }

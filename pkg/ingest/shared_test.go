@@ -3,6 +3,7 @@ package ingest
 import (
 	"testing"
 
+	"github.com/gpuscale/gpuscale/pkg/signal"
 	"github.com/gpuscale/gpuscale/pkg/store"
 )
 
@@ -31,11 +32,11 @@ func TestGPUSharedUsesEachPodsShare(t *testing.T) {
 			}
 			for k, want := range map[store.Key]float64{p1: tt.wantP1, p3: tt.wantP3} {
 				s := pods[k]
-				if got, ok := s.Get(store.GPUUtilization); !ok || got != want {
+				if got, ok := s.Get(signal.GPUUtilization); !ok || got != want {
 					t.Errorf("%s: gpu_utilization = %v (%v), want %v", k.Name, got, ok, want)
 				}
 			}
-			if got, ok := node.Get(store.GPUUtilization); !ok || got != tt.wantN {
+			if got, ok := node.Get(signal.GPUUtilization); !ok || got != tt.wantN {
 				t.Errorf("node gpu_utilization = %v (%v), want %v", got, ok, tt.wantN)
 			}
 			if len(rejected) != tt.wantRejected {
@@ -53,10 +54,10 @@ func TestGPUSharesPastTheDeviceAreRejected(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, ok := node.Get(store.GPUUtilization); ok {
+	if _, ok := node.Get(signal.GPUUtilization); ok {
 		t.Error("node utilization served from shares adding up to 150%")
 	}
-	if s := pods[p1]; func() bool { _, ok := s.Get(store.GPUUtilization); return ok }() {
+	if s := pods[p1]; func() bool { _, ok := s.Get(signal.GPUUtilization); return ok }() {
 		t.Error("a pod's share served from shares adding up to 150%")
 	}
 	if len(rejected) != 1 || rejected[0].Reason != ReasonOutOfRange {

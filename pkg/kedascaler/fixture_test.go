@@ -30,6 +30,7 @@ import (
 	"github.com/gpuscale/gpuscale/pkg/kedascaler"
 	pb "github.com/gpuscale/gpuscale/pkg/kedascaler/externalscaler"
 	"github.com/gpuscale/gpuscale/pkg/provider"
+	"github.com/gpuscale/gpuscale/pkg/signal"
 	"github.com/gpuscale/gpuscale/pkg/store"
 	"github.com/gpuscale/gpuscale/pkg/storesource"
 )
@@ -103,7 +104,7 @@ func newWorld(t *testing.T) *world {
 }
 
 // put stores a fresh sample of pod (llm-0 or db-0) serving model.
-func (w *world) put(pod string, src store.Source, model string, sig store.Signal, v float64) {
+func (w *world) put(pod string, src signal.Source, model string, sig signal.Signal, v float64) {
 	s := store.Sample{Time: time.Now(), Model: model}
 	s.Set(sig, v)
 	w.store.PutPod(store.Key{Namespace: ns, Name: pod}, src, s)

@@ -17,7 +17,7 @@ import (
 
 	"github.com/gpuscale/gpuscale/pkg/kedascaler"
 	pb "github.com/gpuscale/gpuscale/pkg/kedascaler/externalscaler"
-	"github.com/gpuscale/gpuscale/pkg/store"
+	"github.com/gpuscale/gpuscale/pkg/signal"
 )
 
 // rbac stands for Kubernetes' authorizer: tenant-a may read the metrics
@@ -64,8 +64,8 @@ type authorized struct {
 func newAuthorized(t *testing.T) *authorized {
 	t.Helper()
 	w := newWorld(t)
-	w.put("llm-0", store.SourceInference, "llama", store.QueueDepth, 3)
-	w.put("llm-0", store.SourceGPU, "", store.GPUUtilization, 50)
+	w.put("llm-0", signal.SourceInference, "llama", signal.QueueDepth, 3)
+	w.put("llm-0", signal.SourceGPU, "", signal.GPUUtilization, 50)
 	p := newPKI(t)
 	a := &authorized{world: w, authz: &rbac{}, as: map[string]pb.ExternalScalerClient{}}
 	addr := serveConfig(t, kedascaler.Config{Metrics: w.provider, CheckInterval: 20 * time.Millisecond, Authorizer: a.authz,
@@ -204,7 +204,7 @@ func TestStreamsAreBounded(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			w := newWorld(t)
-			w.put("llm-0", store.SourceInference, "llama", store.QueueDepth, 3)
+			w.put("llm-0", signal.SourceInference, "llama", signal.QueueDepth, 3)
 			p := newPKI(t)
 			addr := serveConfig(t, kedascaler.Config{Metrics: w.provider, CheckInterval: 20 * time.Millisecond, AllowAllNamespaces: true, Limits: tc.limits,
 				TLS: kedascaler.TLSFiles{CertFile: p.certFile, KeyFile: p.keyFile, ClientCAFile: p.clientCAFile}})
@@ -261,7 +261,7 @@ func TestStreamsAreBounded(t *testing.T) {
 // bound.)
 func TestSilentConnectionsAreDropped(t *testing.T) {
 	w := newWorld(t)
-	w.put("llm-0", store.SourceInference, "llama", store.QueueDepth, 3)
+	w.put("llm-0", signal.SourceInference, "llama", signal.QueueDepth, 3)
 	p := newPKI(t)
 	addr := serveConfig(t, kedascaler.Config{Metrics: w.provider, AllowAllNamespaces: true,
 		Limits: kedascaler.Limits{HandshakeTimeout: 500 * time.Millisecond, MaxConnectionsPerAddress: 4},

@@ -12,7 +12,7 @@ import (
 	"k8s.io/apiserver/pkg/server/dynamiccertificates"
 
 	"github.com/gpuscale/gpuscale/pkg/kedascaler"
-	"github.com/gpuscale/gpuscale/pkg/store"
+	"github.com/gpuscale/gpuscale/pkg/signal"
 )
 
 // memCreds serves credentials from memory and tells listeners when they
@@ -60,7 +60,7 @@ func (m *memCreds) set(cert, key, caPEM []byte) {
 // the next handshake without a restart.
 func TestTLSFromProviders(t *testing.T) {
 	w := newWorld(t)
-	w.put("llm-0", store.SourceInference, "llama", store.QueueDepth, 1)
+	w.put("llm-0", signal.SourceInference, "llama", signal.QueueDepth, 1)
 	first, second := newPKI(t), newPKI(t)
 	read := func(p *pki) (cert, key, clientCA []byte) {
 		cert, key, clientCA = readFile(t, p.certFile), readFile(t, p.keyFile), readFile(t, p.clientCAFile)

@@ -15,6 +15,7 @@ import (
 	"github.com/gpuscale/gpuscale/pkg/capacity"
 	"github.com/gpuscale/gpuscale/pkg/kedascaler"
 	pb "github.com/gpuscale/gpuscale/pkg/kedascaler/externalscaler"
+	"github.com/gpuscale/gpuscale/pkg/signal"
 	"github.com/gpuscale/gpuscale/pkg/store"
 )
 
@@ -115,7 +116,7 @@ func TestMetadataErrors(t *testing.T) {
 
 func TestNamespaceIsTheScaledObjects(t *testing.T) {
 	f := newFixture(t)
-	f.world.put("llm-0", store.SourceInference, "llama", store.QueueDepth, 7)
+	f.world.put("llm-0", signal.SourceInference, "llama", signal.QueueDepth, 7)
 	md := map[string]string{"signal": "inference_queue_depth", "model": "llama", "target": "5"}
 	r := ref(md)
 	r.Namespace = "team-b" // no pod there: the value of team-a is not read
@@ -132,14 +133,14 @@ func TestNamespaceIsTheScaledObjects(t *testing.T) {
 func TestScopes(t *testing.T) {
 	f := newFixture(t)
 	w := f.world
-	w.put("llm-0", store.SourceInference, "llama", store.QueueDepth, 7)
-	w.put("llm-0", store.SourceGPU, "", store.GPUUtilization, 55.5)
-	w.put("db-0", store.SourceInference, "mistral", store.RequestsRunning, 3)
+	w.put("llm-0", signal.SourceInference, "llama", signal.QueueDepth, 7)
+	w.put("llm-0", signal.SourceGPU, "", signal.GPUUtilization, 55.5)
+	w.put("db-0", signal.SourceInference, "mistral", signal.RequestsRunning, 3)
 	decode := store.Sample{Time: time.Now(), Model: "llama"}
-	decode.Set(store.RequestsRunning, 20)
-	decode.Set(store.QueueDepth, 0)
-	decode.Set(store.KVCacheUtilization, 40)
-	w.store.PutPod(store.Key{Namespace: ns, Name: "llm-decode-0"}, store.SourceInference, decode)
+	decode.Set(signal.RequestsRunning, 20)
+	decode.Set(signal.QueueDepth, 0)
+	decode.Set(signal.KVCacheUtilization, 40)
+	w.store.PutPod(store.Key{Namespace: ns, Name: "llm-decode-0"}, signal.SourceInference, decode)
 	cases := []struct {
 		name       string
 		md         map[string]string
@@ -199,7 +200,7 @@ func TestScopes(t *testing.T) {
 
 func TestActivation(t *testing.T) {
 	f := newFixture(t)
-	f.world.put("llm-0", store.SourceInference, "llama", store.QueueDepth, 3)
+	f.world.put("llm-0", signal.SourceInference, "llama", signal.QueueDepth, 3)
 	cases := []struct {
 		activation string // "" leaves the default, 0
 		want       bool
@@ -214,7 +215,7 @@ func TestActivation(t *testing.T) {
 			t.Errorf("queue 3, activationTarget %q: %v %v, want %v", c.activation, got, err, c.want)
 		}
 	}
-	f.world.put("llm-0", store.SourceInference, "llama", store.QueueDepth, 0)
+	f.world.put("llm-0", signal.SourceInference, "llama", signal.QueueDepth, 0)
 	got, err := f.client.IsActive(context.Background(), ref(map[string]string{"signal": "inference_queue_depth", "model": "llama", "target": "5"}))
 	if err != nil || got.Result {
 		t.Errorf("empty queue, default activation: %v %v, want inactive", got, err)
@@ -226,7 +227,7 @@ func TestActivation(t *testing.T) {
 func TestStreamPushesChanges(t *testing.T) {
 	f := newFixture(t)
 	w := f.world
-	w.put("llm-0", store.SourceInference, "llama", store.QueueDepth, 0)
+	w.put("llm-0", signal.SourceInference, "llama", signal.QueueDepth, 0)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	stream, err := f.client.StreamIsActive(ctx, ref(map[string]string{"signal": "inference_queue_depth", "model": "llama", "target": "5"}))
@@ -258,22 +259,22 @@ func TestStreamPushesChanges(t *testing.T) {
 		return time.Since(start)
 	}
 	expect(false)
-	w.put("llm-0", store.SourceInference, "llama", store.QueueDepth, 4)
+	w.put("llm-0", signal.SourceInference, "llama", signal.QueueDepth, 4)
 	t.Logf("a queue pushed as active after %v", expect(true))
 	// Unchanged activity is not sent again: the stream reads the new
 	// value a few times, and the next message is the change that follows.
-	w.put("llm-0", store.SourceInference, "llama", store.QueueDepth, 9)
+	w.put("llm-0", signal.SourceInference, "llama", signal.QueueDepth, 9)
 	read := w.reads.Load()
 	testenv.WaitFor(t, 5*time.Second, "the stream to read the held value 3 times", func(context.Context) (bool, error) {
 		return w.reads.Load() >= read+3, nil
 	})
-	w.put("llm-0", store.SourceInference, "llama", store.QueueDepth, 0)
+	w.put("llm-0", signal.SourceInference, "llama", signal.QueueDepth, 0)
 	expect(false)
 }
 
 func TestMutualTLS(t *testing.T) {
 	w := newWorld(t)
-	w.put("llm-0", store.SourceInference, "llama", store.QueueDepth, 1)
+	w.put("llm-0", signal.SourceInference, "llama", signal.QueueDepth, 1)
 	p := newPKI(t)
 	r := ref(map[string]string{"signal": "inference_queue_depth", "model": "llama", "target": "5"})
 	strict := serve(t, w, kedascaler.TLSFiles{CertFile: p.certFile, KeyFile: p.keyFile, ClientCAFile: p.clientCAFile}, nil)

@@ -18,6 +18,7 @@ import (
 	cmprovider "sigs.k8s.io/custom-metrics-apiserver/pkg/provider"
 
 	"github.com/gpuscale/gpuscale/pkg/provider"
+	"github.com/gpuscale/gpuscale/pkg/signal"
 	"github.com/gpuscale/gpuscale/pkg/store"
 	"github.com/gpuscale/gpuscale/pkg/storesource"
 )
@@ -38,11 +39,11 @@ func TestProviderRulesBothSources(t *testing.T) {
 	for _, name := range []string{"ready", "loading"} {
 		var s store.Sample
 		s.Time, s.Model = t0.Add(-time.Second), "m"
-		s.Set(store.QueueDepth, 7)
+		s.Set(signal.QueueDepth, 7)
 		if name == "loading" {
-			s.Set(store.QueueDepth, 1)
+			s.Set(signal.QueueDepth, 1)
 		}
-		st.PutPod(store.Key{Namespace: "ml", Name: name}, store.SourceInference, s)
+		st.PutPod(store.Key{Namespace: "ml", Name: name}, signal.SourceInference, s)
 	}
 	sources := map[string]provider.Values{
 		"embedded":   storesource.New(st, 15*time.Second, time.Minute, func() time.Time { return t0 }),

@@ -21,6 +21,7 @@ import (
 	"github.com/gpuscale/gpuscale/pkg/capacity"
 	"github.com/gpuscale/gpuscale/pkg/podslim"
 	"github.com/gpuscale/gpuscale/pkg/provider"
+	"github.com/gpuscale/gpuscale/pkg/signal"
 	"github.com/gpuscale/gpuscale/pkg/store"
 )
 
@@ -36,8 +37,8 @@ func TestCapacityUtilization(t *testing.T) {
 	at := t0.Add(-time.Second)
 	// 10 running requests fill half of each KV cache (20 fit a replica),
 	// plus 4 waiting: 24 requests of demand.
-	f.put("ml", "a", store.SourceInference, at, "m", map[store.Signal]float64{store.RequestsRunning: 10, store.QueueDepth: 4, store.KVCacheUtilization: 50}, nil)
-	f.put("ml", "b", store.SourceInference, at, "m", map[store.Signal]float64{store.RequestsRunning: 10, store.QueueDepth: 0, store.KVCacheUtilization: 50}, nil)
+	f.put("ml", "a", signal.SourceInference, at, "m", map[signal.Signal]float64{signal.RequestsRunning: 10, signal.QueueDepth: 4, signal.KVCacheUtilization: 50}, nil)
+	f.put("ml", "b", signal.SourceInference, at, "m", map[signal.Signal]float64{signal.RequestsRunning: 10, signal.QueueDepth: 0, signal.KVCacheUtilization: 50}, nil)
 	want := 24 / (2 * capacity.MaxLoad(20, 0.1))
 
 	info := cmprovider.CustomMetricInfo{GroupResource: schema.GroupResource{Group: "apps", Resource: "deployments"}, Namespaced: true, Metric: provider.CapacityUtilization}
@@ -129,10 +130,10 @@ func TestCapacityOnSlimPods(t *testing.T) {
 			}
 			f.putObject(p)
 			smp := store.Sample{Time: t0, Model: "m", Prefill: hist(3, 1)}
-			smp.Set(store.RequestsRunning, 4)
-			smp.Set(store.QueueDepth, 1)
-			smp.Set(store.KVCacheUtilization, 20)
-			f.store.PutPod(store.Key{Namespace: "ml", Name: p.Name}, store.SourceInference, smp)
+			smp.Set(signal.RequestsRunning, 4)
+			smp.Set(signal.QueueDepth, 1)
+			smp.Set(signal.KVCacheUtilization, 20)
+			f.store.PutPod(store.Key{Namespace: "ml", Name: p.Name}, signal.SourceInference, smp)
 		}
 		info := cmprovider.CustomMetricInfo{GroupResource: schema.GroupResource{Group: "apps", Resource: "deployments"}, Namespaced: true, Metric: provider.CapacityUtilization}
 		if _, err := f.p.GetMetricByName(context.Background(), types.NamespacedName{Namespace: "ml", Name: "llm"}, info, labels.Everything()); err != nil {

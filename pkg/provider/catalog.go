@@ -4,7 +4,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
-	"github.com/gpuscale/gpuscale/pkg/store"
+	"github.com/gpuscale/gpuscale/pkg/signal"
 )
 
 // Served metric names. They are part of gpuscale's API: HPAs name them.
@@ -40,10 +40,10 @@ const (
 // metricDef describes one served metric.
 type metricDef struct {
 	name     string
-	signal   store.Signal // scalar metrics
-	source   store.Source
+	signal   signal.Signal // scalar metrics
+	source   signal.Source
 	quantile float64 // > 0 for latency quantiles, computed from histograms
-	hist     store.Hist
+	hist     signal.Hist
 	agg      aggregation
 	format   resource.Format
 }
@@ -51,21 +51,21 @@ type metricDef struct {
 func (d metricDef) isQuantile() bool { return d.quantile > 0 }
 
 var podMetrics = []metricDef{
-	{name: GPUUtilization, signal: store.GPUUtilization, source: store.SourceGPU, agg: mean, format: resource.DecimalSI},
-	{name: GPUMemoryUtilization, signal: store.GPUMemoryUtilization, source: store.SourceGPU, agg: mean, format: resource.DecimalSI},
-	{name: GPUMemoryUsedBytes, signal: store.GPUMemoryUsedBytes, source: store.SourceGPU, agg: sum, format: resource.BinarySI},
-	{name: GPUPowerWatts, signal: store.GPUPowerWatts, source: store.SourceGPU, agg: sum, format: resource.DecimalSI},
-	{name: QueueDepth, signal: store.QueueDepth, source: store.SourceInference, agg: sum, format: resource.DecimalSI},
-	{name: RequestsRunning, signal: store.RequestsRunning, source: store.SourceInference, agg: sum, format: resource.DecimalSI},
-	{name: KVCacheUtilization, signal: store.KVCacheUtilization, source: store.SourceInference, agg: mean, format: resource.DecimalSI},
-	{name: GPUSMActive, signal: store.GPUSMActive, source: store.SourceGPU, agg: mean, format: resource.DecimalSI},
-	{name: GPUTensorActive, signal: store.GPUTensorActive, source: store.SourceGPU, agg: mean, format: resource.DecimalSI},
-	{name: TTFTP50, source: store.SourceInference, quantile: 0.5, format: resource.DecimalSI},
-	{name: TTFTP90, source: store.SourceInference, quantile: 0.9, format: resource.DecimalSI},
-	{name: TTFTP99, source: store.SourceInference, quantile: 0.99, format: resource.DecimalSI},
-	{name: ITLP50, source: store.SourceInference, quantile: 0.5, hist: store.HistITL, format: resource.DecimalSI},
-	{name: ITLP90, source: store.SourceInference, quantile: 0.9, hist: store.HistITL, format: resource.DecimalSI},
-	{name: ITLP99, source: store.SourceInference, quantile: 0.99, hist: store.HistITL, format: resource.DecimalSI},
+	{name: GPUUtilization, signal: signal.GPUUtilization, source: signal.SourceGPU, agg: mean, format: resource.DecimalSI},
+	{name: GPUMemoryUtilization, signal: signal.GPUMemoryUtilization, source: signal.SourceGPU, agg: mean, format: resource.DecimalSI},
+	{name: GPUMemoryUsedBytes, signal: signal.GPUMemoryUsedBytes, source: signal.SourceGPU, agg: sum, format: resource.BinarySI},
+	{name: GPUPowerWatts, signal: signal.GPUPowerWatts, source: signal.SourceGPU, agg: sum, format: resource.DecimalSI},
+	{name: QueueDepth, signal: signal.QueueDepth, source: signal.SourceInference, agg: sum, format: resource.DecimalSI},
+	{name: RequestsRunning, signal: signal.RequestsRunning, source: signal.SourceInference, agg: sum, format: resource.DecimalSI},
+	{name: KVCacheUtilization, signal: signal.KVCacheUtilization, source: signal.SourceInference, agg: mean, format: resource.DecimalSI},
+	{name: GPUSMActive, signal: signal.GPUSMActive, source: signal.SourceGPU, agg: mean, format: resource.DecimalSI},
+	{name: GPUTensorActive, signal: signal.GPUTensorActive, source: signal.SourceGPU, agg: mean, format: resource.DecimalSI},
+	{name: TTFTP50, source: signal.SourceInference, quantile: 0.5, format: resource.DecimalSI},
+	{name: TTFTP90, source: signal.SourceInference, quantile: 0.9, format: resource.DecimalSI},
+	{name: TTFTP99, source: signal.SourceInference, quantile: 0.99, format: resource.DecimalSI},
+	{name: ITLP50, source: signal.SourceInference, quantile: 0.5, hist: signal.HistITL, format: resource.DecimalSI},
+	{name: ITLP90, source: signal.SourceInference, quantile: 0.9, hist: signal.HistITL, format: resource.DecimalSI},
+	{name: ITLP99, source: signal.SourceInference, quantile: 0.99, hist: signal.HistITL, format: resource.DecimalSI},
 }
 
 var podMetricsByName = func() map[string]metricDef {

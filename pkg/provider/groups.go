@@ -7,7 +7,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/gpuscale/gpuscale/pkg/podgroup"
-	"github.com/gpuscale/gpuscale/pkg/store"
+	"github.com/gpuscale/gpuscale/pkg/signal"
 )
 
 // groupValues attributes a group's GPU signals to the group: the value of
@@ -19,7 +19,7 @@ import (
 // leader's endpoint serves the group's requests. vals is aligned with
 // pods and updated in place.
 func (p *Provider) groupValues(ctx context.Context, pods []*corev1.Pod, m Metric, vals []Value, sel labels.Selector) error {
-	if m.Source != store.SourceGPU {
+	if m.Source != signal.SourceGPU {
 		return nil
 	}
 	for i, pod := range pods {

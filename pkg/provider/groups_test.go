@@ -11,7 +11,7 @@ import (
 
 	"github.com/gpuscale/gpuscale/pkg/podgroup"
 	"github.com/gpuscale/gpuscale/pkg/provider"
-	"github.com/gpuscale/gpuscale/pkg/store"
+	"github.com/gpuscale/gpuscale/pkg/signal"
 )
 
 // TestGroupSignals: an HPA on a LeaderWorkerSet lists its leaders (the
@@ -27,7 +27,7 @@ func TestGroupSignals(t *testing.T) {
 	}
 	at := t0.Add(-time.Second)
 	gpu := func(name string, util, mem float64) {
-		f.put("ml", name, store.SourceGPU, at, "", map[store.Signal]float64{store.GPUUtilization: util, store.GPUMemoryUsedBytes: mem}, nil)
+		f.put("ml", name, signal.SourceGPU, at, "", map[signal.Signal]float64{signal.GPUUtilization: util, signal.GPUMemoryUsedBytes: mem}, nil)
 	}
 	// Group 0: a leader and two workers, one of them not Ready.
 	f.addPod("ml", "llm-0", true, member(0, 0))
@@ -36,7 +36,7 @@ func TestGroupSignals(t *testing.T) {
 	gpu("llm-0", 90, 10e9)
 	gpu("llm-0-1", 70, 30e9)
 	gpu("llm-0-2", 0, 50e9)
-	f.put("ml", "llm-0", store.SourceInference, at, "m", map[store.Signal]float64{store.QueueDepth: 4}, nil)
+	f.put("ml", "llm-0", signal.SourceInference, at, "m", map[signal.Signal]float64{signal.QueueDepth: 4}, nil)
 	// Group 1: its worker has no GPU sample yet.
 	f.addPod("ml", "llm-1", true, member(1, 0))
 	f.addPod("ml", "llm-1-1", true, member(1, 1))

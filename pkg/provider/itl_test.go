@@ -15,6 +15,7 @@ import (
 
 	"github.com/gpuscale/gpuscale/pkg/histogram"
 	"github.com/gpuscale/gpuscale/pkg/provider"
+	"github.com/gpuscale/gpuscale/pkg/signal"
 	"github.com/gpuscale/gpuscale/pkg/store"
 )
 
@@ -38,8 +39,8 @@ func TestITLServedLikeTTFT(t *testing.T) {
 			itl, ttft *histogram.Histogram
 		}{{"a", hist(90 * k), hist(0, 0, 0, 0, 0, 90*k)}, {"b", hist(0, 0, 0, 0, 10*k), hist(10 * k)}} {
 			s := store.Sample{Time: at, Model: "m", TTFT: p.ttft, ITL: p.itl}
-			s.Set(store.QueueDepth, 1)
-			f.store.PutPod(store.Key{Namespace: "ml", Name: p.name}, store.SourceInference, s)
+			s.Set(signal.QueueDepth, 1)
+			f.store.PutPod(store.Key{Namespace: "ml", Name: p.name}, signal.SourceInference, s)
 		}
 	}
 	ctx := context.Background()

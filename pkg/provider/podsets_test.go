@@ -20,6 +20,7 @@ import (
 	corelisters "k8s.io/client-go/listers/core/v1"
 
 	"github.com/gpuscale/gpuscale/pkg/provider"
+	"github.com/gpuscale/gpuscale/pkg/signal"
 	"github.com/gpuscale/gpuscale/pkg/store"
 	"github.com/gpuscale/gpuscale/pkg/storesource"
 )
@@ -54,7 +55,7 @@ func TestPodListsFollowPodChanges(t *testing.T) {
 	app := map[string]string{"app": "llm"}
 	for _, ns := range []string{"ml", "other"} {
 		for _, name := range []string{"a", "b", "c", "d"} {
-			f.put(ns, name, store.SourceInference, t0, "m", map[store.Signal]float64{store.QueueDepth: 1}, nil)
+			f.put(ns, name, signal.SourceInference, t0, "m", map[signal.Signal]float64{signal.QueueDepth: 1}, nil)
 		}
 	}
 	steps := []struct {
@@ -251,8 +252,8 @@ func TestTrackPodsWithInformer(t *testing.T) {
 	for _, n := range []string{"a", "b"} {
 		var smp store.Sample
 		smp.Time = now
-		smp.Set(store.QueueDepth, 1)
-		st.PutPod(store.Key{Namespace: "ml", Name: n}, store.SourceInference, smp)
+		smp.Set(signal.QueueDepth, 1)
+		st.PutPod(store.Key{Namespace: "ml", Name: n}, signal.SourceInference, smp)
 	}
 	pods := client.CoreV1().Pods("ml")
 	steps := []struct {

@@ -3,6 +3,14 @@
 // Kubernetes objects from informer caches and values from a Values source:
 // the embedded scraper's in-memory store (no request to the API server or to
 // a target per call) or a PromQL source (one query per call).
+//
+// The contract with a source is signals, not storage: a Metric says what it
+// is in the vocabulary of pkg/signal (Signal, Source, Hist), which both
+// sources share, and this package never imports pkg/store. It needs nothing
+// of storage: no store key or sample crosses Values, since each source turns
+// the pods it is given into its own keys (the store's namespace/name keys,
+// PromQL's label matchers), so there is nothing for this package to declare
+// an interface for, and no sample type for the vocabulary to carry.
 package provider
 
 import (

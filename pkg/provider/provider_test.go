@@ -29,6 +29,7 @@ import (
 	"github.com/gpuscale/gpuscale/internal/cpumeter"
 	"github.com/gpuscale/gpuscale/pkg/histogram"
 	"github.com/gpuscale/gpuscale/pkg/provider"
+	"github.com/gpuscale/gpuscale/pkg/signal"
 	"github.com/gpuscale/gpuscale/pkg/store"
 	"github.com/gpuscale/gpuscale/pkg/storesource"
 )
@@ -116,7 +117,7 @@ func (f *fixture) deletePod(ns, name string) {
 	}
 }
 
-func (f *fixture) put(ns, name string, src store.Source, at time.Time, model string, vals map[store.Signal]float64, ttft *histogram.Histogram) {
+func (f *fixture) put(ns, name string, src signal.Source, at time.Time, model string, vals map[signal.Signal]float64, ttft *histogram.Histogram) {
 	s := store.Sample{Time: at, Model: model, TTFT: ttft}
 	for k, v := range vals {
 		s.Set(k, v)
@@ -156,10 +157,10 @@ func TestPodsBySelector(t *testing.T) {
 	f.addPod("ml", "not-ready", false, app)
 	f.addPod("ml", "ready-stale", true, app)
 	f.addPod("ml", "other-app", true, map[string]string{"app": "x"})
-	f.put("ml", "ready-fresh", store.SourceInference, t0.Add(-2*time.Second), "m", map[store.Signal]float64{store.QueueDepth: 7}, nil)
-	f.put("ml", "not-ready", store.SourceInference, t0.Add(-2*time.Second), "m", map[store.Signal]float64{store.QueueDepth: 0}, nil)
-	f.put("ml", "ready-stale", store.SourceInference, t0.Add(-16*time.Second), "m", map[store.Signal]float64{store.QueueDepth: 3}, nil)
-	f.put("ml", "other-app", store.SourceInference, t0.Add(-2*time.Second), "m", map[store.Signal]float64{store.QueueDepth: 9}, nil)
+	f.put("ml", "ready-fresh", signal.SourceInference, t0.Add(-2*time.Second), "m", map[signal.Signal]float64{signal.QueueDepth: 7}, nil)
+	f.put("ml", "not-ready", signal.SourceInference, t0.Add(-2*time.Second), "m", map[signal.Signal]float64{signal.QueueDepth: 0}, nil)
+	f.put("ml", "ready-stale", signal.SourceInference, t0.Add(-16*time.Second), "m", map[signal.Signal]float64{signal.QueueDepth: 3}, nil)
+	f.put("ml", "other-app", signal.SourceInference, t0.Add(-2*time.Second), "m", map[signal.Signal]float64{signal.QueueDepth: 9}, nil)
 
 	list, err := f.p.GetMetricBySelector(context.Background(), "ml", labels.SelectorFromSet(app), podsInfo(provider.QueueDepth), labels.Everything())
 	if err != nil {
@@ -193,7 +194,7 @@ func TestPodsBySelector(t *testing.T) {
 func TestMetricByNameErrors(t *testing.T) {
 	f := newFixture()
 	f.addPod("ml", "p", true, nil)
-	f.put("ml", "p", store.SourceGPU, t0, "", map[store.Signal]float64{store.GPUUtilization: 80}, nil)
+	f.put("ml", "p", signal.SourceGPU, t0, "", map[signal.Signal]float64{signal.GPUUtilization: 80}, nil)
 	cases := []struct {
 		name     string
 		info     cmprovider.CustomMetricInfo
@@ -241,9 +242,9 @@ func TestWorkloadAggregation(t *testing.T) {
 	// Pod a: 90 fast requests in the window; pod b: 10 slow ones.
 	for i, at := range []time.Time{t0.Add(-50 * time.Second), t0.Add(-5 * time.Second)} {
 		k := float64(i)
-		f.put("ml", "a", store.SourceInference, at, "m", map[store.Signal]float64{store.QueueDepth: 2, store.KVCacheUtilization: 40}, hist(90*k))
-		f.put("ml", "b", store.SourceInference, at, "m", map[store.Signal]float64{store.QueueDepth: 5, store.KVCacheUtilization: 60}, hist(0, 0, 0, 0, 10*k))
-		f.put("ml", "c", store.SourceInference, at, "m", map[store.Signal]float64{store.QueueDepth: 100}, hist(0, 0, 0, 0, 0, 50*k))
+		f.put("ml", "a", signal.SourceInference, at, "m", map[signal.Signal]float64{signal.QueueDepth: 2, signal.KVCacheUtilization: 40}, hist(90*k))
+		f.put("ml", "b", signal.SourceInference, at, "m", map[signal.Signal]float64{signal.QueueDepth: 5, signal.KVCacheUtilization: 60}, hist(0, 0, 0, 0, 10*k))
+		f.put("ml", "c", signal.SourceInference, at, "m", map[signal.Signal]float64{signal.QueueDepth: 100}, hist(0, 0, 0, 0, 0, 50*k))
 	}
 	info := func(m string) cmprovider.CustomMetricInfo {
 		return cmprovider.CustomMetricInfo{GroupResource: schema.GroupResource{Group: "apps", Resource: "deployments"}, Namespaced: true, Metric: m}
@@ -282,7 +283,7 @@ func TestNodesAndExternal(t *testing.T) {
 	_ = f.nodes.Add(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "gpu-1", Labels: map[string]string{"gpu": "yes"}}})
 	var n store.Sample
 	n.Time = t0
-	n.Set(store.GPUUtilization, 55)
+	n.Set(signal.GPUUtilization, 55)
 	f.store.PutNode("gpu-1", n)
 
 	list, err := f.p.GetMetricBySelector(context.Background(), "", labels.SelectorFromSet(map[string]string{"gpu": "yes"}),
@@ -296,7 +297,7 @@ func TestNodesAndExternal(t *testing.T) {
 		q           float64
 	}{{"a", "llama", 3}, {"b", "llama", 4}, {"c", "mistral", 10}} {
 		f.addPod("ml", p.name, true, nil)
-		f.put("ml", p.name, store.SourceInference, t0, p.model, map[store.Signal]float64{store.QueueDepth: p.q}, nil)
+		f.put("ml", p.name, signal.SourceInference, t0, p.model, map[signal.Signal]float64{signal.QueueDepth: p.q}, nil)
 	}
 	sel, _ := labels.Parse("model_name=llama")
 	ext, err := f.p.GetExternalMetric(context.Background(), "ml", sel, cmprovider.ExternalMetricInfo{Metric: provider.QueueDepth})
@@ -378,8 +379,8 @@ func benchPodsBySelector(b *testing.B, metric, change string, layout []float64) 
 			}
 			h.Count = h.Counts[len(layout)-1]
 		}
-		f.put("ml", names[i], store.SourceInference, t0.Add(time.Duration(s-11)*5*time.Second), "m",
-			map[store.Signal]float64{store.QueueDepth: float64(i % 9), store.RequestsRunning: 3}, h)
+		f.put("ml", names[i], signal.SourceInference, t0.Add(time.Duration(s-11)*5*time.Second), "m",
+			map[signal.Signal]float64{signal.QueueDepth: float64(i % 9), signal.RequestsRunning: 3}, h)
 	}
 	for i := range names {
 		names[i] = fmt.Sprintf("llm-%05d", i)
@@ -462,11 +463,11 @@ func TestPodsListItems(t *testing.T) {
 					last = t0.Add(-time.Minute)
 				}
 				for s, at := range []time.Time{last.Add(-30 * time.Second), last} {
-					f.put("ml", pod.name, store.SourceInference, at, pod.model,
-						map[store.Signal]float64{store.QueueDepth: float64(i) + 0.25}, hist(float64(10*s*(i+1)), float64(s)))
+					f.put("ml", pod.name, signal.SourceInference, at, pod.model,
+						map[signal.Signal]float64{signal.QueueDepth: float64(i) + 0.25}, hist(float64(10*s*(i+1)), float64(s)))
 				}
 			}
-			f.put("ml", "a", store.SourceGPU, t0, "", map[store.Signal]float64{store.GPUUtilization: 61.5}, nil)
+			f.put("ml", "a", signal.SourceGPU, t0, "", map[signal.Signal]float64{signal.GPUUtilization: 61.5}, nil)
 
 			list, err := f.p.GetMetricBySelector(context.Background(), "ml", labels.SelectorFromSet(app), podsInfo(tc.metric), tc.sel)
 			if err != nil {
@@ -526,7 +527,7 @@ func TestPodsAllNamespaces(t *testing.T) {
 	app := map[string]string{"app": "llm"}
 	for _, ns := range []string{"a", "b"} {
 		f.addPod(ns, "p", true, app)
-		f.put(ns, "p", store.SourceInference, t0, "m", map[store.Signal]float64{store.QueueDepth: float64(len(ns) + int(ns[0]))}, nil)
+		f.put(ns, "p", signal.SourceInference, t0, "m", map[signal.Signal]float64{signal.QueueDepth: float64(len(ns) + int(ns[0]))}, nil)
 	}
 	list, err := f.p.GetMetricBySelector(context.Background(), "", labels.SelectorFromSet(app), podsInfo(provider.QueueDepth), labels.Everything())
 	if err != nil {
@@ -563,7 +564,7 @@ func TestTTFTListInParallel(t *testing.T) {
 			if i%5 != 0 {
 				h = hist(float64(s*(i%13)), float64(s*(1+i%3)))
 			}
-			f.put("ml", name, store.SourceInference, at, model, map[store.Signal]float64{store.QueueDepth: 1}, h)
+			f.put("ml", name, signal.SourceInference, at, model, map[signal.Signal]float64{signal.QueueDepth: 1}, h)
 		}
 	}
 	list := func(procs int, metricSel labels.Selector) []custom_metrics.MetricValue {

@@ -7,7 +7,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/api/resource"
 
-	"github.com/gpuscale/gpuscale/pkg/store"
+	"github.com/gpuscale/gpuscale/pkg/signal"
 )
 
 // errNotServable is wrapped by the error for a value that is not served:
@@ -22,9 +22,9 @@ const maxMilli = 0x1p63
 // valueRange is the range of a metric's value over pods pods: the
 // signal's for one pod or node and for a mean, pods times its top for a
 // sum, the latency bound (a week) for a quantile of TTFT or ITL.
-func valueRange(def metricDef, pods int) store.Range {
+func valueRange(def metricDef, pods int) signal.Range {
 	if def.isQuantile() {
-		return store.Range{Min: 0, Max: store.MaxTTFTSeconds}
+		return signal.Range{Min: 0, Max: signal.MaxTTFTSeconds}
 	}
 	r := def.signal.Range()
 	if def.agg == sum && pods > 1 {

@@ -16,7 +16,7 @@ import (
 	cmprovider "sigs.k8s.io/custom-metrics-apiserver/pkg/provider"
 
 	"github.com/gpuscale/gpuscale/pkg/provider"
-	"github.com/gpuscale/gpuscale/pkg/store"
+	"github.com/gpuscale/gpuscale/pkg/signal"
 )
 
 // servedOK fails unless an answer's quantity says v, to the milli-unit:
@@ -35,23 +35,23 @@ func TestOutOfRangeNeverServed(t *testing.T) {
 	tests := []struct {
 		name   string
 		metric string
-		sig    store.Signal
-		src    store.Source
+		sig    signal.Signal
+		src    signal.Source
 		v      float64
 	}{
-		{"queue of 1e16", provider.QueueDepth, store.QueueDepth, store.SourceInference, 1e16},
-		{"utilization 1e300", provider.GPUUtilization, store.GPUUtilization, store.SourceGPU, 1e300},
-		{"utilization +Inf", provider.GPUUtilization, store.GPUUtilization, store.SourceGPU, math.Inf(+1)},
-		{"negative running", provider.RequestsRunning, store.RequestsRunning, store.SourceInference, -4},
-		{"KV cache 1e300", provider.KVCacheUtilization, store.KVCacheUtilization, store.SourceInference, 1e300},
+		{"queue of 1e16", provider.QueueDepth, signal.QueueDepth, signal.SourceInference, 1e16},
+		{"utilization 1e300", provider.GPUUtilization, signal.GPUUtilization, signal.SourceGPU, 1e300},
+		{"utilization +Inf", provider.GPUUtilization, signal.GPUUtilization, signal.SourceGPU, math.Inf(+1)},
+		{"negative running", provider.RequestsRunning, signal.RequestsRunning, signal.SourceInference, -4},
+		{"KV cache 1e300", provider.KVCacheUtilization, signal.KVCacheUtilization, signal.SourceInference, 1e300},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			f := newFixture()
 			f.addPod("ml", "good", true, map[string]string{"app": "llm"})
 			f.addPod("ml", "bad", true, map[string]string{"app": "llm"})
-			f.put("ml", "good", tt.src, t0, "m", map[store.Signal]float64{tt.sig: 3}, nil)
-			f.put("ml", "bad", tt.src, t0, "m", map[store.Signal]float64{tt.sig: tt.v}, nil)
+			f.put("ml", "good", tt.src, t0, "m", map[signal.Signal]float64{tt.sig: 3}, nil)
+			f.put("ml", "bad", tt.src, t0, "m", map[signal.Signal]float64{tt.sig: tt.v}, nil)
 
 			list, err := f.p.GetMetricBySelector(context.Background(), "ml", labels.Everything(), podsInfo(tt.metric), labels.Everything())
 			if err != nil {
@@ -134,7 +134,7 @@ func TestOverflowingAggregateIsAnError(t *testing.T) {
 		// their sum, 1.35e16 bytes, is no quantity an HPA can read in
 		// milli-units.
 		for _, p := range []string{"a", "b", "c"} {
-			f.put("ml", p, store.SourceGPU, t0, "", map[store.Signal]float64{store.GPUMemoryUsedBytes: 1 << 52}, nil)
+			f.put("ml", p, signal.SourceGPU, t0, "", map[signal.Signal]float64{signal.GPUMemoryUsedBytes: 1 << 52}, nil)
 		}
 		err := getDeployment(f, provider.GPUMemoryUsedBytes)
 		if !apierrors.IsInternalError(err) {

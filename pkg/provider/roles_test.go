@@ -17,6 +17,7 @@ import (
 
 	"github.com/gpuscale/gpuscale/pkg/capacity"
 	"github.com/gpuscale/gpuscale/pkg/provider"
+	"github.com/gpuscale/gpuscale/pkg/signal"
 	"github.com/gpuscale/gpuscale/pkg/store"
 )
 
@@ -79,10 +80,10 @@ func TestCapacityPerRole(t *testing.T) {
 		for _, pod := range []string{d.name + "-a", d.name + "-b"} {
 			f.addPod("ml", pod, true, tmpl)
 			smp := store.Sample{Time: t0.Add(-time.Second), Model: "m", Prefill: hist(3, 1), ITL: hist(40, 2)}
-			smp.Set(store.RequestsRunning, 4)
-			smp.Set(store.QueueDepth, 1)
-			smp.Set(store.KVCacheUtilization, 20)
-			f.store.PutPod(store.Key{Namespace: "ml", Name: pod}, store.SourceInference, smp)
+			smp.Set(signal.RequestsRunning, 4)
+			smp.Set(signal.QueueDepth, 1)
+			smp.Set(signal.KVCacheUtilization, 20)
+			f.store.PutPod(store.Key{Namespace: "ml", Name: pod}, signal.SourceInference, smp)
 		}
 	}
 	ctx := context.Background()

@@ -14,7 +14,7 @@ import (
 
 	"github.com/gpuscale/gpuscale/pkg/podslim"
 	"github.com/gpuscale/gpuscale/pkg/provider"
-	"github.com/gpuscale/gpuscale/pkg/store"
+	"github.com/gpuscale/gpuscale/pkg/signal"
 )
 
 // putObject adds or replaces a pod as an informer would.
@@ -61,7 +61,7 @@ func TestAnswersOnSlimPods(t *testing.T) {
 	full, slim := newFixture(), newFixture()
 	for _, f := range []*fixture{full, slim} {
 		for i, p := range pods {
-			f.put("ml", p.Name, store.SourceInference, t0, "m", map[store.Signal]float64{store.QueueDepth: float64(i + 1)}, nil)
+			f.put("ml", p.Name, signal.SourceInference, t0, "m", map[signal.Signal]float64{signal.QueueDepth: float64(i + 1)}, nil)
 		}
 	}
 	apply := func(p *corev1.Pod) {

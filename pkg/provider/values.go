@@ -7,7 +7,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
 
-	"github.com/gpuscale/gpuscale/pkg/store"
+	"github.com/gpuscale/gpuscale/pkg/signal"
 )
 
 // Values answers metric values in batches: one API request is one call, so
@@ -41,13 +41,13 @@ type Metric struct {
 	// scalar metrics.
 	Quantile float64
 	// Hist is the latency histogram a quantile is of.
-	Hist store.Hist
+	Hist signal.Hist
 	// Sum says a workload's pods add up; otherwise their mean is taken.
 	Sum bool
 	// Signal and Source say where the embedded store keeps a scalar
 	// metric's samples; a source other than the store ignores them.
-	Signal store.Signal
-	Source store.Source
+	Signal signal.Signal
+	Source signal.Source
 }
 
 // IsQuantile reports whether the metric is a quantile of a latency

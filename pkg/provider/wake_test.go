@@ -14,6 +14,7 @@ import (
 	cmprovider "sigs.k8s.io/custom-metrics-apiserver/pkg/provider"
 
 	"github.com/gpuscale/gpuscale/pkg/provider"
+	"github.com/gpuscale/gpuscale/pkg/signal"
 	"github.com/gpuscale/gpuscale/pkg/store"
 )
 
@@ -60,7 +61,7 @@ func TestExternalQueueAtZeroServers(t *testing.T) {
 			f.addPod("ml", "server", true, nil)
 			f.putRouter("ml", "epp", t0, map[string]float64{"llama": 2})
 			f.putRouter("ml", "dynamo", t0, map[string]float64{"llama": 1})
-			f.put("ml", "server", store.SourceInference, t0, "llama", map[store.Signal]float64{store.QueueDepth: 4}, nil)
+			f.put("ml", "server", signal.SourceInference, t0, "llama", map[signal.Signal]float64{signal.QueueDepth: 4}, nil)
 		}, "llama", 7, false},
 		{"a stale router is no value, not a fresh zero", func(f *fixture) {
 			f.addPod("ml", "epp", true, nil)

@@ -15,6 +15,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 	clocktesting "k8s.io/utils/clock/testing"
 
+	"github.com/gpuscale/gpuscale/pkg/signal"
 	"github.com/gpuscale/gpuscale/pkg/store"
 	"github.com/gpuscale/gpuscale/pkg/storesource"
 )
@@ -122,8 +123,8 @@ func (w *churnWorld) churn() {
 		w.loads[i] = min(churnMaxLoad, max(0, w.loads[i]+float64(w.rng.IntN(5)-2)))
 		var s store.Sample
 		s.Time = w.clk.Now()
-		s.Set(store.QueueDepth, w.loads[i]/2)
-		s.Set(store.RequestsRunning, w.loads[i]-w.loads[i]/2)
-		w.st.PutPod(k, store.SourceInference, s)
+		s.Set(signal.QueueDepth, w.loads[i]/2)
+		s.Set(signal.RequestsRunning, w.loads[i]-w.loads[i]/2)
+		w.st.PutPod(k, signal.SourceInference, s)
 	}
 }

@@ -21,6 +21,7 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/gpuscale/gpuscale/pkg/podslim"
+	"github.com/gpuscale/gpuscale/pkg/signal"
 	"github.com/gpuscale/gpuscale/pkg/store"
 	"github.com/gpuscale/gpuscale/pkg/storesource"
 )
@@ -163,9 +164,9 @@ func (f *fixture) cost(ns, name string) int {
 func (f *fixture) setLoad(ns, name string, queued, running float64) {
 	var s store.Sample
 	s.Time = f.clock.Now()
-	s.Set(store.QueueDepth, queued)
-	s.Set(store.RequestsRunning, running)
-	f.store.PutPod(store.Key{Namespace: ns, Name: name}, store.SourceInference, s)
+	s.Set(signal.QueueDepth, queued)
+	s.Set(signal.RequestsRunning, running)
+	f.store.PutPod(store.Key{Namespace: ns, Name: name}, signal.SourceInference, s)
 }
 
 func gpuNode(name string, gpus int64) *corev1.Node {

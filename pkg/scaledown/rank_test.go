@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/gpuscale/gpuscale/pkg/podgroup"
+	"github.com/gpuscale/gpuscale/pkg/signal"
 	"github.com/gpuscale/gpuscale/pkg/store"
 )
 
@@ -19,10 +20,10 @@ import (
 func (f *fixture) setLoadKV(ns, name string, queued, running, kv float64) {
 	var s store.Sample
 	s.Time = f.clock.Now()
-	s.Set(store.QueueDepth, queued)
-	s.Set(store.RequestsRunning, running)
-	s.Set(store.KVCacheUtilization, kv)
-	f.store.PutPod(store.Key{Namespace: ns, Name: name}, store.SourceInference, s)
+	s.Set(signal.QueueDepth, queued)
+	s.Set(signal.RequestsRunning, running)
+	s.Set(signal.KVCacheUtilization, kv)
+	f.store.PutPod(store.Key{Namespace: ns, Name: name}, signal.SourceInference, s)
 }
 
 // TestCostRequestsThenKV: the replica whose removal cuts the least work

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/gpuscale/gpuscale/pkg/histogram"
+	"github.com/gpuscale/gpuscale/pkg/signal"
 )
 
 // TestRouterModelsAreBounded: the counts routers hold are kept up to
@@ -76,20 +77,20 @@ func TestHistogramBucketsAreBounded(t *testing.T) {
 		h.Count = float64(n)
 		return h
 	}
-	if err := CheckTTFT(hist(MaxHistogramBuckets)); err != nil {
-		t.Errorf("%d buckets: %v", MaxHistogramBuckets, err)
+	if err := signal.CheckTTFT(hist(signal.MaxHistogramBuckets)); err != nil {
+		t.Errorf("%d buckets: %v", signal.MaxHistogramBuckets, err)
 	}
-	err := CheckTTFT(hist(MaxHistogramBuckets + 1))
-	if !errors.Is(err, ErrTooManyBuckets) || errors.Is(err, histogram.ErrInvalid) {
-		t.Errorf("%d buckets: %v", MaxHistogramBuckets+1, err)
+	err := signal.CheckTTFT(hist(signal.MaxHistogramBuckets + 1))
+	if !errors.Is(err, signal.ErrTooManyBuckets) || errors.Is(err, histogram.ErrInvalid) {
+		t.Errorf("%d buckets: %v", signal.MaxHistogramBuckets+1, err)
 	}
 	s := New(4)
 	k := Key{Namespace: "ns", Name: "p"}
 	smp := Sample{Time: time.Unix(100, 0), TTFT: hist(4096), Prefill: hist(4096)}
-	smp.Set(QueueDepth, 3)
-	s.PutPod(k, SourceInference, smp)
-	got, ok := s.Latest(k, SourceInference, time.Unix(100, 0), time.Minute)
-	if v, has := got.Get(QueueDepth); !ok || !has || v != 3 || got.TTFT != nil || got.Prefill != nil {
-		t.Errorf("stored queue %v, TTFT %v, prefill %v (%v)", got.values[QueueDepth], got.TTFT != nil, got.Prefill != nil, ok)
+	smp.Set(signal.QueueDepth, 3)
+	s.PutPod(k, signal.SourceInference, smp)
+	got, ok := s.Latest(k, signal.SourceInference, time.Unix(100, 0), time.Minute)
+	if v, has := got.Get(signal.QueueDepth); !ok || !has || v != 3 || got.TTFT != nil || got.Prefill != nil {
+		t.Errorf("stored queue %v, TTFT %v, prefill %v (%v)", got.values[signal.QueueDepth], got.TTFT != nil, got.Prefill != nil, ok)
 	}
 }

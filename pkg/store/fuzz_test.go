@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/gpuscale/gpuscale/pkg/histogram"
+	"github.com/gpuscale/gpuscale/pkg/signal"
 )
 
 // seriesFrom builds a series of histograms of one layout from fuzz bytes:
@@ -107,18 +108,18 @@ func FuzzPackUnpack(f *testing.F) {
 		k := Key{"ns", "p"}
 		var kept []*histogram.Histogram
 		for i, h := range series {
-			if CheckTTFT(h) != nil {
+			if signal.CheckTTFT(h) != nil {
 				continue
 			}
 			kept = append(kept, h.Clone())
-			s.PutPod(k, SourceInference, Sample{Time: t0.Add(time.Duration(i) * time.Second), TTFT: h})
+			s.PutPod(k, signal.SourceInference, Sample{Time: t0.Add(time.Duration(i) * time.Second), TTFT: h})
 		}
 		if len(kept) == 0 {
 			return
 		}
-		w := &s.entry(k).windows[SourceInference]
+		w := &s.entry(k).windows[signal.SourceInference]
 		for i := range w.n {
-			if got := w.at(i).hists[HistTTFT].h.unpack(&histogram.Histogram{}); !same(got, kept[i]) {
+			if got := w.at(i).hists[signal.HistTTFT].h.unpack(&histogram.Histogram{}); !same(got, kept[i]) {
 				t.Fatalf("window sample %d: unpacked %+v, put %+v", i, got, kept[i])
 			}
 		}

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/gpuscale/gpuscale/pkg/histogram"
+	"github.com/gpuscale/gpuscale/pkg/signal"
 )
 
 // TestHistogramKindsKeptApart: a pod's TTFT and ITL histograms, of
@@ -35,12 +36,12 @@ func TestHistogramKindsKeptApart(t *testing.T) {
 			smp.ITL = itl(10*n, 30*n, 50*n, 60*n, 61*n)
 			itls = append(itls, histogram.Sample{T: at, H: smp.ITL})
 		}
-		s.PutPod(k, SourceInference, smp)
+		s.PutPod(k, signal.SourceInference, smp)
 	}
 	for _, tc := range []struct {
-		kind    Hist
+		kind    signal.Hist
 		samples []histogram.Sample
-	}{{HistTTFT, ttfts}, {HistITL, itls}} {
+	}{{signal.HistTTFT, ttfts}, {signal.HistITL, itls}} {
 		for at := 30 * time.Second; at <= 100*time.Second; at += 1500 * time.Millisecond {
 			now := t0.Add(at)
 			got, ok := s.HistIncrease(k, tc.kind, now, 30*time.Second, time.Minute)
@@ -61,12 +62,12 @@ func TestHistogramKindsKeptApart(t *testing.T) {
 			}
 		}
 	}
-	if _, ok := s.HistIncrease(k, NumHists, t0.Add(time.Minute), time.Minute, time.Minute); ok {
+	if _, ok := s.HistIncrease(k, signal.NumHists, t0.Add(time.Minute), time.Minute, time.Minute); ok {
 		t.Error("an unknown kind gave an increase")
 	}
 	cov := s.PodCoverage(t0.Add(95*time.Second), 10*time.Second)
-	if cov[int(NumSignals)+int(HistITL)].Fresh != 1 || cov[int(NumSignals)+int(HistTTFT)].Fresh != 1 {
-		t.Errorf("coverage: TTFT %d, ITL %d pods, want 1 and 1", cov[int(NumSignals)+int(HistTTFT)].Fresh, cov[int(NumSignals)+int(HistITL)].Fresh)
+	if cov[int(signal.NumSignals)+int(signal.HistITL)].Fresh != 1 || cov[int(signal.NumSignals)+int(signal.HistTTFT)].Fresh != 1 {
+		t.Errorf("coverage: TTFT %d, ITL %d pods, want 1 and 1", cov[int(signal.NumSignals)+int(signal.HistTTFT)].Fresh, cov[int(signal.NumSignals)+int(signal.HistITL)].Fresh)
 	}
 }
 
@@ -78,12 +79,12 @@ func TestInvalidITLDropped(t *testing.T) {
 	bad := hist(5, 2, 7) // decreasing cumulative counts
 	smp := sample(t0, 3, nil)
 	smp.ITL = bad
-	s.PutPod(k, SourceInference, smp)
-	got, ok := s.Latest(k, SourceInference, t0, time.Second)
+	s.PutPod(k, signal.SourceInference, smp)
+	got, ok := s.Latest(k, signal.SourceInference, t0, time.Second)
 	if !ok || got.ITL != nil {
 		t.Fatalf("stored ITL %v, want none", got.ITL)
 	}
-	if v, _ := got.Get(QueueDepth); v != 3 {
+	if v, _ := got.Get(signal.QueueDepth); v != 3 {
 		t.Fatalf("queue %v, want 3", v)
 	}
 }

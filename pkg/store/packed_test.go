@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/gpuscale/gpuscale/pkg/histogram"
+	"github.com/gpuscale/gpuscale/pkg/signal"
 )
 
 func TestPackUnpack(t *testing.T) {
@@ -61,7 +62,7 @@ func TestTTFTPackedMatchesPromQL(t *testing.T) {
 		for range 2 + rng.IntN(40) {
 			at = at.Add(time.Duration(500+rng.IntN(9500)) * time.Millisecond)
 			if rng.IntN(6) == 0 {
-				s.PutPod(k, SourceInference, sample(at, 0, nil))
+				s.PutPod(k, signal.SourceInference, sample(at, 0, nil))
 				continue
 			}
 			step := func() float64 { return float64(rng.IntN(4)) }
@@ -78,7 +79,7 @@ func TestTTFTPackedMatchesPromQL(t *testing.T) {
 			c[2] = max(c[2]+step(), c[1])
 			h := hist(slices.Clone(c)...)
 			h.Sum = c[2] * 0.3
-			s.PutPod(k, SourceInference, sample(at, 0, h))
+			s.PutPod(k, signal.SourceInference, sample(at, 0, h))
 			all = append(all, histogram.Sample{T: at, H: hist(slices.Clone(c)...)})
 			all[len(all)-1].H.Sum = h.Sum
 		}

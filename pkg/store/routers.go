@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"maps"
 	"time"
+
+	"github.com/gpuscale/gpuscale/pkg/signal"
 )
 
 // Bounds on the (router, model) counts the store keeps: a router may name
@@ -43,7 +45,7 @@ type RouterSample struct {
 func (s *Store) PutRouter(k Key, smp RouterSample) error {
 	held := make(map[string]float64, len(smp.Held))
 	for model, v := range smp.Held {
-		if QueueDepth.Check(v) == nil {
+		if signal.QueueDepth.Check(v) == nil {
 			held[model] = v
 		}
 	}

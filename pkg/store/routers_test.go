@@ -5,13 +5,15 @@ import (
 	"math"
 	"testing"
 	"time"
+
+	"github.com/gpuscale/gpuscale/pkg/signal"
 )
 
 func TestRouterSamples(t *testing.T) {
 	t0 := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
 	s := New(4)
 	k := Key{Namespace: "ml", Name: "epp"}
-	held := map[string]float64{"llama": 3, "nan": math.NaN(), "neg": -1, "huge": MaxRequests + 1, "idle": 0}
+	held := map[string]float64{"llama": 3, "nan": math.NaN(), "neg": -1, "huge": signal.MaxRequests + 1, "idle": 0}
 	s.PutRouter(k, RouterSample{Time: t0, Held: held})
 	held["llama"] = 99 // the store keeps its own copy
 	got, ok := s.LatestRouter(k, t0, time.Second)

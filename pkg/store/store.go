@@ -2,229 +2,27 @@
 // and node, a bounded window of what its scrapes said. Writers are the
 // scrape pipeline; readers are the metrics API. Nothing here knows about
 // HTTP or Kubernetes objects.
+//
+// What a sample holds is pkg/signal's vocabulary (the signals, their
+// sources and latency histograms, and the checks a value must pass); this
+// package keeps only the storage: windows of samples per object and source,
+// the routers' held counts, and the lookups the API reads them through.
 package store
 
 import (
-	"errors"
-	"fmt"
-	"math"
 	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/gpuscale/gpuscale/pkg/histogram"
-)
-
-// Signal is one scalar the adapter serves.
-type Signal uint8
-
-// The scalar signals. The latency histograms (Hist) are kept beside them.
-const (
-	GPUUtilization       Signal = iota // percent, mean over the object's GPUs
-	GPUMemoryUtilization               // percent of framebuffer in use
-	GPUMemoryUsedBytes                 // bytes
-	GPUPowerWatts                      // watts, sum over the object's GPUs
-	QueueDepth                         // requests waiting
-	RequestsRunning                    // requests being processed
-	KVCacheUtilization                 // percent
-	GPUSMActive                        // percent of cycles an SM had a warp, mean over the object's GPUs
-	GPUTensorActive                    // percent of cycles the tensor pipes were busy, mean over the object's GPUs
-	NumSignals
-)
-
-// Physical bounds of what one device or one inference server can report.
-// They are what no real hardware or server reaches, not what is typical: a
-// real value must never be rejected, and a value past them is a broken or
-// hostile target, never a number to serve.
-const (
-	// MaxDevices is the most GPUs and MIG instances one exporter can
-	// attribute to one pod or hold on one node (16 GPUs of 7 MIG
-	// instances each are 112).
-	MaxDevices = 1024
-	// MaxDeviceMemoryBytes is one device's framebuffer: 4 TiB, 14 times
-	// the largest GPU's (288 GB).
-	MaxDeviceMemoryBytes = 1 << 42
-	// MaxDevicePowerWatts is one device's draw: 20 kW, over ten times
-	// the 1.4 kW of a B300, the most drawn by any GPU in 2025.
-	MaxDevicePowerWatts = 20_000
-	// MaxRequests is the most requests one inference server holds,
-	// waiting or running: each costs at least kilobytes of host memory,
-	// so 2^30 of them are terabytes.
-	MaxRequests = 1 << 30
-	// MaxTTFTSeconds bounds a time to first token: a week.
-	MaxTTFTSeconds = 7 * 24 * 3600
-	// MaxTTFTCount bounds a TTFT histogram's cumulative counts: past 2^53
-	// a float64 no longer counts single requests, so increases would be
-	// wrong. At a million requests a second that is 285 years.
-	MaxTTFTCount = 1 << 53
-)
-
-// Range is the closed interval of the values a signal can physically take.
-type Range struct{ Min, Max float64 }
-
-// signals declares every scalar signal but its constant: its name, and the
-// physical range of one pod's or node's value (a sum over up to MaxDevices
-// devices, or over an inference server's engines and models) and, where it
-// is a sum over devices, of one device's reading. A new signal is a
-// constant above and a line here; TestSignalsDeclared fails without both.
-var signals = [NumSignals]struct {
-	name   string
-	rng    Range
-	device *Range // nil: the same as rng
-}{
-	GPUUtilization:       {"gpu_utilization", Range{0, 100}, nil},
-	GPUMemoryUtilization: {"gpu_memory_utilization", Range{0, 100}, nil},
-	GPUMemoryUsedBytes:   {"gpu_memory_used_bytes", Range{0, MaxDevices * MaxDeviceMemoryBytes}, &Range{0, MaxDeviceMemoryBytes}},
-	GPUPowerWatts:        {"gpu_power_watts", Range{0, MaxDevices * MaxDevicePowerWatts}, &Range{0, MaxDevicePowerWatts}},
-	QueueDepth:           {"queue_depth", Range{0, MaxRequests}, nil},
-	RequestsRunning:      {"requests_running", Range{0, MaxRequests}, nil},
-	KVCacheUtilization:   {"kv_cache_utilization", Range{0, 100}, nil},
-	GPUSMActive:          {"gpu_sm_active", Range{0, 100}, nil},
-	GPUTensorActive:      {"gpu_tensor_active", Range{0, 100}, nil},
-}
-
-// String names the signal, for errors and logs.
-func (sig Signal) String() string {
-	if sig >= NumSignals {
-		return fmt.Sprintf("signal(%d)", uint8(sig))
-	}
-	return signals[sig].name
-}
-
-// Range returns the physical range of one pod's or node's value of sig.
-func (sig Signal) Range() Range {
-	if sig >= NumSignals {
-		return Range{math.NaN(), math.NaN()}
-	}
-	return signals[sig].rng
-}
-
-// DeviceRange returns the physical range of one device's reading of sig:
-// for the signals summed over a pod's or node's devices, a MaxDevices-th of
-// its Range; for the others, its Range.
-func (sig Signal) DeviceRange() Range {
-	if sig < NumSignals && signals[sig].device != nil {
-		return *signals[sig].device
-	}
-	return sig.Range()
-}
-
-var (
-	// ErrNotFinite is wrapped by Check's error for NaN and infinities.
-	ErrNotFinite = errors.New("not a finite number")
-	// ErrOutOfRange is wrapped by Check's error for a finite value outside
-	// the physical range.
-	ErrOutOfRange = errors.New("outside the physical range")
-)
-
-// Check reports whether v is a value sig can physically take: an error
-// wrapping ErrNotFinite or ErrOutOfRange if not.
-func (sig Signal) Check(v float64) error {
-	if err := sig.Range().Check(v); err != nil {
-		return fmt.Errorf("%s: %w", sig, err)
-	}
-	return nil
-}
-
-// Check reports whether v lies in r: an error wrapping ErrNotFinite or
-// ErrOutOfRange if not.
-func (r Range) Check(v float64) error {
-	switch {
-	case math.IsNaN(v) || math.IsInf(v, 0):
-		return fmt.Errorf("%w: %g", ErrNotFinite, v)
-	case !(v >= r.Min && v <= r.Max): // NaN bounds reject everything
-		return fmt.Errorf("%w: %g not in [%g, %g]", ErrOutOfRange, v, r.Min, r.Max)
-	}
-	return nil
-}
-
-// MaxHistogramBuckets bounds the buckets of a TTFT or prefill-time
-// histogram, +Inf included: over twice vLLM's 23 (SGLang's are 18, Triton's
-// 5, a Prometheus client's default 11). A window keeps a pod's histograms
-// for the TTFT window, and a scrape within every limit could otherwise
-// hold 4,096 buckets each, tens of KiB a sample.
-const MaxHistogramBuckets = 64
-
-// ErrTooManyBuckets is wrapped by CheckTTFT's error for a histogram of more
-// than MaxHistogramBuckets buckets. It is no invalid histogram: the pod's
-// other signals stand.
-var ErrTooManyBuckets = errors.New("too many histogram buckets")
-
-// CheckTTFT reports whether h can be a TTFT histogram, in seconds, as one
-// scrape exposes it: at most MaxHistogramBuckets buckets (ErrTooManyBuckets),
-// histogram.Validate, and besides no negative bound (a
-// negative duration would yield a negative quantile), cumulative counts
-// that never decrease from one bucket to the next nor exceed MaxTTFTCount,
-// and a finite, non-negative Sum. Its errors but ErrTooManyBuckets wrap
-// histogram.ErrInvalid.
-// Quantiles of one are still checked against MaxTTFTSeconds where served:
-// a bound is no value, and layouts differ.
-func CheckTTFT(h *histogram.Histogram) error {
-	if h != nil && len(h.Bounds) > MaxHistogramBuckets {
-		return fmt.Errorf("%w: %d, the most is %d", ErrTooManyBuckets, len(h.Bounds), MaxHistogramBuckets)
-	}
-	if err := h.Validate(); err != nil {
-		return err
-	}
-	if b := h.Bounds[0]; b < 0 {
-		return fmt.Errorf("%w: negative bound le=%g", histogram.ErrInvalid, b)
-	}
-	prev := 0.0
-	for i, c := range h.Counts {
-		if c < prev {
-			return fmt.Errorf("%w: cumulative count %g at le=%g below %g of the bucket before", histogram.ErrInvalid, c, h.Bounds[i], prev)
-		}
-		prev = c
-	}
-	if prev > MaxTTFTCount || h.Count > MaxTTFTCount {
-		return fmt.Errorf("%w: count %g above %g", histogram.ErrInvalid, max(prev, h.Count), float64(MaxTTFTCount))
-	}
-	if math.IsNaN(h.Sum) || math.IsInf(h.Sum, 0) || h.Sum < 0 {
-		return fmt.Errorf("%w: sum %g", histogram.ErrInvalid, h.Sum)
-	}
-	return nil
-}
-
-// Hist names a latency histogram a sample carries beside its scalars, whose
-// increase over a window the store keeps to answer quantiles as PromQL's
-// histogram_quantile over rate() would.
-type Hist uint8
-
-// The latency histograms.
-const (
-	HistTTFT Hist = iota // time to first token
-	HistITL              // inter-token latency (time per output token)
-	NumHists
-)
-
-// String names the histogram, for errors and logs.
-func (h Hist) String() string {
-	switch h {
-	case HistTTFT:
-		return "ttft"
-	case HistITL:
-		return "itl"
-	}
-	return fmt.Sprintf("hist(%d)", uint8(h))
-}
-
-// Source names the kind of scrape a sample came from. A pod has one window
-// per source, so an exporter that goes away takes only the GPU signals with
-// it.
-type Source uint8
-
-// Sources.
-const (
-	SourceGPU Source = iota
-	SourceInference
-	numSources
+	"github.com/gpuscale/gpuscale/pkg/signal"
 )
 
 // Sample is one scrape's worth of signals for one object.
 type Sample struct {
 	Time    time.Time
-	values  [NumSignals]float64
+	values  [signal.NumSignals]float64
 	present uint16
 	// TTFT is the cumulative time-to-first-token histogram, if the server
 	// has one. PutPod drops one that fails CheckTTFT.
@@ -241,11 +39,11 @@ type Sample struct {
 }
 
 // Hist returns the sample's histogram of kind h, nil if it has none.
-func (s *Sample) Hist(h Hist) *histogram.Histogram {
+func (s *Sample) Hist(h signal.Hist) *histogram.Histogram {
 	switch h {
-	case HistTTFT:
+	case signal.HistTTFT:
 		return s.TTFT
-	case HistITL:
+	case signal.HistITL:
 		return s.ITL
 	}
 	return nil
@@ -265,7 +63,7 @@ type histPlace struct {
 }
 
 // Set records a signal's value.
-func (s *Sample) Set(sig Signal, v float64) {
+func (s *Sample) Set(sig signal.Signal, v float64) {
 	s.values[sig] = v
 	s.present |= 1 << sig
 }
@@ -274,26 +72,26 @@ func (s *Sample) Set(sig Signal, v float64) {
 // checks. Checked once here, so that the window's arithmetic need not check
 // on every API call.
 func (s *Sample) dropInvalid() {
-	for sig := Signal(0); sig < NumSignals; sig++ {
+	for sig := signal.Signal(0); sig < signal.NumSignals; sig++ {
 		if v, ok := s.Get(sig); ok && sig.Check(v) != nil {
 			s.present &^= 1 << sig
 			s.values[sig] = 0
 		}
 	}
-	if s.TTFT != nil && CheckTTFT(s.TTFT) != nil {
+	if s.TTFT != nil && signal.CheckTTFT(s.TTFT) != nil {
 		s.TTFT = nil
 	}
-	if s.Prefill != nil && CheckTTFT(s.Prefill) != nil {
+	if s.Prefill != nil && signal.CheckTTFT(s.Prefill) != nil {
 		s.Prefill = nil
 	}
-	if s.ITL != nil && CheckTTFT(s.ITL) != nil {
+	if s.ITL != nil && signal.CheckTTFT(s.ITL) != nil {
 		s.ITL = nil
 	}
 }
 
 // Get returns a signal's value and whether the sample has it.
-func (s *Sample) Get(sig Signal) (float64, bool) {
-	if sig >= NumSignals || s.present&(1<<sig) == 0 {
+func (s *Sample) Get(sig signal.Signal) (float64, bool) {
+	if sig >= signal.NumSignals || s.present&(1<<sig) == 0 {
 		return 0, false
 	}
 	return s.values[sig], true
@@ -313,7 +111,7 @@ type window struct {
 	n     int
 	// seq and layouts are the last histPlace numbers handed out, per
 	// kind.
-	seq, layouts [NumHists]uint32
+	seq, layouts [signal.NumHists]uint32
 	// step is the time between the two newest samples.
 	step time.Duration
 }
@@ -323,7 +121,7 @@ type point struct {
 	// time is the sample's, in Unix nanoseconds.
 	time int64
 	// hists are the sample's histograms by kind.
-	hists [NumHists]histPoint
+	hists [signal.NumHists]histPoint
 }
 
 // histPoint is one histogram of a point.
@@ -338,7 +136,7 @@ func (p *point) Time() time.Time { return time.Unix(0, p.time) }
 
 // place stores h as p's histogram of kind k, the successor in its series
 // of the window's newest point with one.
-func (w *window) place(p *point, k Hist, h *histogram.Histogram) {
+func (w *window) place(p *point, k signal.Hist, h *histogram.Histogram) {
 	w.seq[k]++
 	hp := &p.hists[k]
 	hp.place = histPlace{seq: w.seq[k]}
@@ -393,7 +191,7 @@ func (w *window) newest() *point {
 // run returns the first and last samples with a histogram of kind k in
 // (from, to], false unless there are two such. Samples are in time order
 // (put drops any that is not newer), so the window's samples are one run.
-func (w *window) run(k Hist, from, to time.Time) (first, last int, ok bool) {
+func (w *window) run(k signal.Hist, from, to time.Time) (first, last int, ok bool) {
 	first, last = w.firstAfter(from.UnixNano()), w.n-1
 	for end := to.UnixNano(); last >= first && (w.at(last).time > end || w.at(last).hists[k].h == nil); {
 		last--
@@ -427,7 +225,7 @@ func (w *window) firstAfter(t int64) int {
 }
 
 type entry struct {
-	windows [numSources]window
+	windows [signal.NumSources]window
 }
 
 // objects holds the pods of one namespace, or the nodes. Each object has a
@@ -439,7 +237,7 @@ type objects struct {
 	slots   map[string]int32
 	names   []string // by slot
 	entries []*entry // by slot
-	latest  [numSources][]Sample
+	latest  [signal.NumSources][]Sample
 	// gen counts changes of membership (an object added or removed, so
 	// slots moved); a Lookup resolved at another gen is resolved again.
 	gen uint64
@@ -496,7 +294,7 @@ func (o *objects) remove(i int) {
 	}
 }
 
-func (o *objects) put(name string, src Source, smp Sample, keep retention) {
+func (o *objects) put(name string, src signal.Source, smp Sample, keep retention) {
 	i := o.slot(name)
 	if put(&o.entries[i].windows[src], smp, keep) {
 		o.latest[src][i] = smp
@@ -505,7 +303,7 @@ func (o *objects) put(name string, src Source, smp Sample, keep retention) {
 
 // fresh returns the newest sample of slot i from src, nil unless it is no
 // older than maxAge at now.
-func (o *objects) fresh(i int, src Source, now time.Time, maxAge time.Duration) *Sample {
+func (o *objects) fresh(i int, src signal.Source, now time.Time, maxAge time.Duration) *Sample {
 	if i < 0 {
 		return nil
 	}
@@ -576,7 +374,7 @@ func New(capacity int, opts ...Option) *Store {
 // A value that fails its signal's Check, and a TTFT histogram that fails
 // CheckTTFT, are dropped: ingest rejects and counts them before they get
 // here, and the store holds nothing it could not serve.
-func (s *Store) PutPod(k Key, src Source, smp Sample) {
+func (s *Store) PutPod(k Key, src signal.Source, smp Sample) {
 	smp.dropInvalid()
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -594,7 +392,7 @@ func (s *Store) PutNode(name string, smp Sample) {
 	smp.dropInvalid()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.nodes.put(name, SourceGPU, smp, s.keep)
+	s.nodes.put(name, signal.SourceGPU, smp, s.keep)
 }
 
 // put appends smp unless it is not newer than the window's newest.
@@ -603,7 +401,7 @@ func put(w *window, smp Sample, keep retention) bool {
 	if last := w.newest(); last != nil && p.time <= last.time {
 		return false
 	}
-	for k := range NumHists {
+	for k := range signal.NumHists {
 		if h := smp.Hist(k); h != nil {
 			w.place(&p, k, h)
 		}
@@ -631,7 +429,7 @@ func (w *window) dropTTFTBefore(t int64) {
 
 // Latest returns the newest sample of a pod from a source, if it is no
 // older than maxAge at now. The copy is safe to keep.
-func (s *Store) Latest(k Key, src Source, now time.Time, maxAge time.Duration) (Sample, bool) {
+func (s *Store) Latest(k Key, src signal.Source, now time.Time, maxAge time.Duration) (Sample, bool) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	ns := s.pods[k.Namespace]
@@ -691,7 +489,7 @@ func (l *Lookup) slots(ns *objects) []int32 {
 // LatestEach calls fn(i, sample) for every name i of l that has a fresh
 // newest sample from src, all under one read lock: the Pods-metric path
 // over thousands of pods. fn must be quick and must not keep smp.
-func (s *Store) LatestEach(l *Lookup, src Source, now time.Time, maxAge time.Duration, fn func(i int, smp *Sample)) {
+func (s *Store) LatestEach(l *Lookup, src signal.Source, now time.Time, maxAge time.Duration, fn func(i int, smp *Sample)) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	ns := s.pods[l.namespace]
@@ -713,7 +511,7 @@ func (s *Store) LatestEach(l *Lookup, src Source, now time.Time, maxAge time.Dur
 func (s *Store) LatestNode(name string, now time.Time, maxAge time.Duration) (Sample, bool) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	if smp := s.nodes.fresh(s.nodes.lookup(name), SourceGPU, now, maxAge); smp != nil {
+	if smp := s.nodes.fresh(s.nodes.lookup(name), signal.SourceGPU, now, maxAge); smp != nil {
 		return *smp, true
 	}
 	return Sample{}, false
@@ -738,12 +536,12 @@ func (s *Store) entry(k Key) *entry {
 // than two samples fall in the window, or when the bucket layout changed
 // inside it.
 func (s *Store) TTFTIncrease(k Key, now time.Time, win, maxAge time.Duration) (*histogram.Histogram, bool) {
-	return s.HistIncrease(k, HistTTFT, now, win, maxAge)
+	return s.HistIncrease(k, signal.HistTTFT, now, win, maxAge)
 }
 
 // HistIncrease is TTFTIncrease for the histogram of kind h.
-func (s *Store) HistIncrease(k Key, h Hist, now time.Time, win, maxAge time.Duration) (*histogram.Histogram, bool) {
-	if h >= NumHists {
+func (s *Store) HistIncrease(k Key, h signal.Hist, now time.Time, win, maxAge time.Duration) (*histogram.Histogram, bool) {
+	if h >= signal.NumHists {
 		return nil, false
 	}
 	s.mu.RLock()
@@ -768,12 +566,12 @@ type histScratch struct {
 // fn. newest is the pod's newest inference sample. increase is a scratch
 // histogram overwritten for the next pod: fn must not keep it, nor newest.
 func (s *Store) TTFTEachIn(l *Lookup, lo, hi int, now time.Time, win, maxAge time.Duration, fn func(i int, newest *Sample, increase *histogram.Histogram)) {
-	s.HistEachIn(l, HistTTFT, lo, hi, now, win, maxAge, fn)
+	s.HistEachIn(l, signal.HistTTFT, lo, hi, now, win, maxAge, fn)
 }
 
 // HistEachIn is TTFTEachIn for the histogram of kind h.
-func (s *Store) HistEachIn(l *Lookup, h Hist, lo, hi int, now time.Time, win, maxAge time.Duration, fn func(i int, newest *Sample, increase *histogram.Histogram)) {
-	if h >= NumHists {
+func (s *Store) HistEachIn(l *Lookup, h signal.Hist, lo, hi int, now time.Time, win, maxAge time.Duration, fn func(i int, newest *Sample, increase *histogram.Histogram)) {
+	if h >= signal.NumHists {
 		return
 	}
 	s.mu.RLock()
@@ -790,15 +588,15 @@ func (s *Store) HistEachIn(l *Lookup, h Hist, lo, hi int, now time.Time, win, ma
 			continue
 		}
 		if inc, ok := ns.entries[j].histIncrease(h, now, win, maxAge, &scratch); ok {
-			fn(i, &ns.latest[SourceInference][j], inc)
+			fn(i, &ns.latest[signal.SourceInference][j], inc)
 		}
 	}
 }
 
 // histIncrease is HistIncrease of one entry, worked out in scratch, or in
 // new histograms when scratch is nil. The caller holds the read lock.
-func (e *entry) histIncrease(k Hist, now time.Time, win, maxAge time.Duration, scratch *histScratch) (*histogram.Histogram, bool) {
-	w := &e.windows[SourceInference]
+func (e *entry) histIncrease(k signal.Hist, now time.Time, win, maxAge time.Duration, scratch *histScratch) (*histogram.Histogram, bool) {
+	w := &e.windows[signal.SourceInference]
 	if n := w.newest(); n == nil || now.Sub(n.Time()) > maxAge {
 		return nil, false
 	}
@@ -884,8 +682,8 @@ type Coverage struct {
 // PodCoverage reports, per signal, how many pods have a fresh value. The
 // coverage of histogram kind h is reported under NumSignals+h (pods whose
 // fresh sample carries one): TTFT's under NumSignals.
-func (s *Store) PodCoverage(now time.Time, maxAge time.Duration) [int(NumSignals) + int(NumHists)]Coverage {
-	var out [int(NumSignals) + int(NumHists)]Coverage
+func (s *Store) PodCoverage(now time.Time, maxAge time.Duration) [int(signal.NumSignals) + int(signal.NumHists)]Coverage {
+	var out [int(signal.NumSignals) + int(signal.NumHists)]Coverage
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	for _, ns := range s.pods {
@@ -898,18 +696,18 @@ func (s *Store) PodCoverage(now time.Time, maxAge time.Duration) [int(NumSignals
 	return out
 }
 
-func cover(out *[int(NumSignals) + int(NumHists)]Coverage, n *Sample, now time.Time, maxAge time.Duration) {
+func cover(out *[int(signal.NumSignals) + int(signal.NumHists)]Coverage, n *Sample, now time.Time, maxAge time.Duration) {
 	if !isFresh(n, now, maxAge) {
 		return
 	}
-	for sig := Signal(0); sig < NumSignals; sig++ {
+	for sig := signal.Signal(0); sig < signal.NumSignals; sig++ {
 		if _, ok := n.Get(sig); ok {
 			out[sig].add(n.Time)
 		}
 	}
-	for k := range NumHists {
+	for k := range signal.NumHists {
 		if n.Hist(k) != nil {
-			out[int(NumSignals)+int(k)].add(n.Time)
+			out[int(signal.NumSignals)+int(k)].add(n.Time)
 		}
 	}
 }

@@ -10,13 +10,14 @@ import (
 	"time"
 
 	"github.com/gpuscale/gpuscale/pkg/histogram"
+	"github.com/gpuscale/gpuscale/pkg/signal"
 )
 
 var t0 = time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
 
 func sample(at time.Time, queue float64, ttft *histogram.Histogram) Sample {
 	s := Sample{Time: at, TTFT: ttft}
-	s.Set(QueueDepth, queue)
+	s.Set(signal.QueueDepth, queue)
 	return s
 }
 
@@ -29,11 +30,11 @@ func hist(c ...float64) *histogram.Histogram {
 func TestLatestStaleness(t *testing.T) {
 	s := New(4)
 	k := Key{"ns", "p"}
-	if _, ok := s.Latest(k, SourceInference, t0, time.Second); ok {
+	if _, ok := s.Latest(k, signal.SourceInference, t0, time.Second); ok {
 		t.Fatal("empty store has a sample")
 	}
-	s.PutPod(k, SourceInference, sample(t0, 3, nil))
-	s.PutPod(k, SourceInference, sample(t0.Add(-time.Second), 99, nil)) // out of order: dropped
+	s.PutPod(k, signal.SourceInference, sample(t0, 3, nil))
+	s.PutPod(k, signal.SourceInference, sample(t0.Add(-time.Second), 99, nil)) // out of order: dropped
 	cases := []struct {
 		now    time.Time
 		maxAge time.Duration
@@ -44,15 +45,15 @@ func TestLatestStaleness(t *testing.T) {
 		{t0.Add(15*time.Second + 1), 15 * time.Second, false},
 	}
 	for _, tc := range cases {
-		smp, ok := s.Latest(k, SourceInference, tc.now, tc.maxAge)
+		smp, ok := s.Latest(k, signal.SourceInference, tc.now, tc.maxAge)
 		if ok != tc.ok {
 			t.Fatalf("now=%v: ok=%v want %v", tc.now, ok, tc.ok)
 		}
-		if v, _ := smp.Get(QueueDepth); ok && v != 3 {
+		if v, _ := smp.Get(signal.QueueDepth); ok && v != 3 {
 			t.Fatalf("value %v, want 3 (the out-of-order sample must be dropped)", v)
 		}
 	}
-	if _, ok := s.Latest(k, SourceGPU, t0, time.Minute); ok {
+	if _, ok := s.Latest(k, signal.SourceGPU, t0, time.Minute); ok {
 		t.Fatal("GPU source has no sample")
 	}
 }
@@ -64,14 +65,14 @@ func TestRingKeepsNewest(t *testing.T) {
 	for i := 0; i < 10; i++ {
 		at := t0.Add(time.Duration(i) * 5 * time.Second)
 		h := hist(float64(i), float64(2*i), float64(3*i))
-		s.PutPod(k, SourceInference, sample(at, float64(i), h))
+		s.PutPod(k, signal.SourceInference, sample(at, float64(i), h))
 		if i >= 7 {
 			kept = append(kept, histogram.Sample{T: at, H: h})
 		}
 	}
 	now := t0.Add(45 * time.Second)
-	if smp, _ := s.Latest(k, SourceInference, now, time.Minute); smp.values[QueueDepth] != 9 {
-		t.Fatalf("latest = %v, want 9", smp.values[QueueDepth])
+	if smp, _ := s.Latest(k, signal.SourceInference, now, time.Minute); smp.values[signal.QueueDepth] != 9 {
+		t.Fatalf("latest = %v, want 9", smp.values[signal.QueueDepth])
 	}
 	// Only the newest three samples are kept, however long the window.
 	got, ok := s.TTFTIncrease(k, now, time.Hour, time.Minute)
@@ -97,12 +98,12 @@ func TestTTFTIncreaseMatchesPromQL(t *testing.T) {
 	for i, c := range counts {
 		at := t0.Add(time.Duration(i) * 5 * time.Second).Add(time.Duration(i*37) * time.Millisecond)
 		h := hist(c...)
-		s.PutPod(k, SourceInference, sample(at, 0, h))
+		s.PutPod(k, signal.SourceInference, sample(at, 0, h))
 		all = append(all, histogram.Sample{T: at, H: h})
 		if i%2 == 1 {
 			// A scrape without the histogram: Prometheus would have no
 			// sample of the bucket series then.
-			s.PutPod(k, SourceInference, sample(at.Add(2*time.Second), 0, nil))
+			s.PutPod(k, signal.SourceInference, sample(at.Add(2*time.Second), 0, nil))
 		}
 	}
 	for at := 12 * time.Second; at <= 40*time.Second; at += 250 * time.Millisecond {
@@ -125,14 +126,14 @@ func TestTTFTIncreaseMatchesPromQL(t *testing.T) {
 
 func TestForgetAndCoverage(t *testing.T) {
 	s := New(4)
-	s.PutPod(Key{"ns", "old"}, SourceInference, sample(t0, 1, nil))
-	s.PutPod(Key{"ns", "new"}, SourceInference, sample(t0.Add(time.Minute), 1, hist(1, 1, 1)))
+	s.PutPod(Key{"ns", "old"}, signal.SourceInference, sample(t0, 1, nil))
+	s.PutPod(Key{"ns", "new"}, signal.SourceInference, sample(t0.Add(time.Minute), 1, hist(1, 1, 1)))
 	var n Sample
 	n.Time = t0
-	n.Set(GPUUtilization, 50)
+	n.Set(signal.GPUUtilization, 50)
 	s.PutNode("node", n)
 	cov := s.PodCoverage(t0.Add(time.Minute), 10*time.Second)
-	if cov[QueueDepth].Fresh != 1 || cov[NumSignals].Fresh != 1 || cov[GPUUtilization].Fresh != 0 {
+	if cov[signal.QueueDepth].Fresh != 1 || cov[signal.NumSignals].Fresh != 1 || cov[signal.GPUUtilization].Fresh != 0 {
 		t.Fatalf("coverage = %+v", cov)
 	}
 	pods, nodes := s.Forget(t0.Add(time.Minute), 10*time.Second)
@@ -146,19 +147,19 @@ func TestForgetAndCoverage(t *testing.T) {
 
 func TestLatestEach(t *testing.T) {
 	s := New(4)
-	s.PutPod(Key{"ns", "fresh"}, SourceInference, sample(t0, 5, nil))
-	s.PutPod(Key{"ns", "stale"}, SourceInference, sample(t0.Add(-time.Minute), 6, nil))
-	s.PutPod(Key{"other", "fresh"}, SourceInference, sample(t0, 7, nil))
-	s.PutPod(Key{"ns", "gpu-only"}, SourceGPU, sample(t0, 8, nil))
+	s.PutPod(Key{"ns", "fresh"}, signal.SourceInference, sample(t0, 5, nil))
+	s.PutPod(Key{"ns", "stale"}, signal.SourceInference, sample(t0.Add(-time.Minute), 6, nil))
+	s.PutPod(Key{"other", "fresh"}, signal.SourceInference, sample(t0, 7, nil))
+	s.PutPod(Key{"ns", "gpu-only"}, signal.SourceGPU, sample(t0, 8, nil))
 	names := []string{"fresh", "stale", "missing", "gpu-only"}
 	got := map[int]float64{}
-	s.LatestEach(NewLookup("ns", names), SourceInference, t0, 10*time.Second, func(i int, smp *Sample) {
-		got[i], _ = smp.Get(QueueDepth)
+	s.LatestEach(NewLookup("ns", names), signal.SourceInference, t0, 10*time.Second, func(i int, smp *Sample) {
+		got[i], _ = smp.Get(signal.QueueDepth)
 	})
 	if len(got) != 1 || got[0] != 5 {
 		t.Fatalf("got %v, want only the fresh pod of namespace ns (index 0, value 5)", got)
 	}
-	s.LatestEach(NewLookup("absent", names), SourceInference, t0, time.Hour, func(int, *Sample) {
+	s.LatestEach(NewLookup("absent", names), signal.SourceInference, t0, time.Hour, func(int, *Sample) {
 		t.Fatal("no pod in an unknown namespace")
 	})
 }
@@ -172,7 +173,7 @@ func TestLookupFollowsMembership(t *testing.T) {
 	kept := NewLookup("ns", names)
 	list := func(l *Lookup, now time.Time) map[int]float64 {
 		got := map[int]float64{}
-		s.LatestEach(l, SourceInference, now, 10*time.Second, func(i int, smp *Sample) { got[i], _ = smp.Get(QueueDepth) })
+		s.LatestEach(l, signal.SourceInference, now, 10*time.Second, func(i int, smp *Sample) { got[i], _ = smp.Get(signal.QueueDepth) })
 		return got
 	}
 	steps := []struct {
@@ -182,18 +183,18 @@ func TestLookupFollowsMembership(t *testing.T) {
 		want map[int]float64
 	}{
 		{"a and c", func() {
-			s.PutPod(Key{"ns", "a"}, SourceInference, sample(t0, 1, nil))
-			s.PutPod(Key{"ns", "c"}, SourceInference, sample(t0, 3, nil))
+			s.PutPod(Key{"ns", "a"}, signal.SourceInference, sample(t0, 1, nil))
+			s.PutPod(Key{"ns", "c"}, signal.SourceInference, sample(t0, 3, nil))
 		}, t0, map[int]float64{0: 1, 2: 3}},
 		{"b, d and a stranger arrive", func() {
-			s.PutPod(Key{"ns", "x"}, SourceInference, sample(t0, 9, nil))
-			s.PutPod(Key{"ns", "b"}, SourceInference, sample(t0, 2, nil))
-			s.PutPod(Key{"ns", "d"}, SourceInference, sample(t0, 4, nil))
+			s.PutPod(Key{"ns", "x"}, signal.SourceInference, sample(t0, 9, nil))
+			s.PutPod(Key{"ns", "b"}, signal.SourceInference, sample(t0, 2, nil))
+			s.PutPod(Key{"ns", "d"}, signal.SourceInference, sample(t0, 4, nil))
 		}, t0, map[int]float64{0: 1, 1: 2, 2: 3, 3: 4}},
 		{"a forgotten, the others move", func() {
 			now := t0.Add(30 * time.Second)
 			for i, n := range []string{"b", "c", "d", "x"} {
-				s.PutPod(Key{"ns", n}, SourceInference, sample(now, float64(20+i), nil))
+				s.PutPod(Key{"ns", n}, signal.SourceInference, sample(now, float64(20+i), nil))
 			}
 			s.Forget(now, 10*time.Second)
 		}, t0.Add(30 * time.Second), map[int]float64{1: 20, 2: 21, 3: 22}},
@@ -203,7 +204,7 @@ func TestLookupFollowsMembership(t *testing.T) {
 			// As many arrivals as the old namespace had changes, so
 			// that only its identity tells the two apart.
 			for i, n := range []string{"d", "y1", "y2", "y3", "y4", "y5"} {
-				s.PutPod(Key{"ns", n}, SourceInference, sample(now, float64(40+i), nil))
+				s.PutPod(Key{"ns", n}, signal.SourceInference, sample(now, float64(40+i), nil))
 			}
 		}, t0.Add(time.Hour), map[int]float64{3: 40}},
 	}
@@ -232,12 +233,12 @@ func TestForgetKeepsTheOthers(t *testing.T) {
 		}
 		var g Sample
 		g.Time = at
-		g.Set(GPUUtilization, float64(10*i))
+		g.Set(signal.GPUUtilization, float64(10*i))
 		alone[n] = New(4)
 		for _, st := range []*Store{s, alone[n]} {
-			st.PutPod(Key{"ns", n}, SourceInference, sample(at.Add(-10*time.Second), float64(100+i), hist(0, 0, 0)))
-			st.PutPod(Key{"ns", n}, SourceInference, sample(at, float64(i), hist(float64(i), float64(2*i), float64(3*i))))
-			st.PutPod(Key{"ns", n}, SourceGPU, g)
+			st.PutPod(Key{"ns", n}, signal.SourceInference, sample(at.Add(-10*time.Second), float64(100+i), hist(0, 0, 0)))
+			st.PutPod(Key{"ns", n}, signal.SourceInference, sample(at, float64(i), hist(float64(i), float64(2*i), float64(3*i))))
+			st.PutPod(Key{"ns", n}, signal.SourceGPU, g)
 		}
 	}
 	if pods, _ := s.Forget(now, 10*time.Second); pods != len(gone) {
@@ -247,13 +248,13 @@ func TestForgetKeepsTheOthers(t *testing.T) {
 		t.Fatalf("%d pods left, want %d", p, len(names)-len(gone))
 	}
 	got := map[int]float64{}
-	s.LatestEach(NewLookup("ns", names), SourceInference, now, time.Hour, func(i int, smp *Sample) {
-		got[i], _ = smp.Get(QueueDepth)
+	s.LatestEach(NewLookup("ns", names), signal.SourceInference, now, time.Hour, func(i int, smp *Sample) {
+		got[i], _ = smp.Get(signal.QueueDepth)
 	})
 	for i, n := range names {
 		k := Key{"ns", n}
-		smp, ok := s.Latest(k, SourceInference, now, time.Hour)
-		gpu, gpuOK := s.Latest(k, SourceGPU, now, time.Hour)
+		smp, ok := s.Latest(k, signal.SourceInference, now, time.Hour)
+		gpu, gpuOK := s.Latest(k, signal.SourceGPU, now, time.Hour)
 		inc, incOK := s.TTFTIncrease(k, now, time.Hour, time.Hour)
 		v, listed := got[i]
 		if gone[n] {
@@ -262,10 +263,10 @@ func TestForgetKeepsTheOthers(t *testing.T) {
 			}
 			continue
 		}
-		if q, _ := smp.Get(QueueDepth); !ok || q != float64(i) || !listed || v != float64(i) {
+		if q, _ := smp.Get(signal.QueueDepth); !ok || q != float64(i) || !listed || v != float64(i) {
 			t.Errorf("%s: queue %v (%v), listed %v (%v); want %d", n, q, ok, v, listed, i)
 		}
-		if u, _ := gpu.Get(GPUUtilization); !gpuOK || u != float64(10*i) {
+		if u, _ := gpu.Get(signal.GPUUtilization); !gpuOK || u != float64(10*i) {
 			t.Errorf("%s: gpu %v (%v), want %d", n, u, gpuOK, 10*i)
 		}
 		want, _ := alone[n].TTFTIncrease(k, now, time.Hour, time.Hour)
@@ -273,14 +274,14 @@ func TestForgetKeepsTheOthers(t *testing.T) {
 			t.Errorf("%s: ttft increase %v (%v), want its own window's %v", n, inc, incOK, want)
 		}
 	}
-	s.PutPod(Key{"ns", "p0"}, SourceInference, sample(now, 42, hist(50, 50, 50)))
-	if smp, ok := s.Latest(Key{"ns", "p0"}, SourceInference, now, time.Second); !ok || smp.values[QueueDepth] != 42 {
-		t.Errorf("p0 back: %v, %v; want 42", smp.values[QueueDepth], ok)
+	s.PutPod(Key{"ns", "p0"}, signal.SourceInference, sample(now, 42, hist(50, 50, 50)))
+	if smp, ok := s.Latest(Key{"ns", "p0"}, signal.SourceInference, now, time.Second); !ok || smp.values[signal.QueueDepth] != 42 {
+		t.Errorf("p0 back: %v, %v; want 42", smp.values[signal.QueueDepth], ok)
 	}
 	if _, ok := s.TTFTIncrease(Key{"ns", "p0"}, now, time.Hour, time.Hour); ok {
 		t.Error("p0 back: its old window must be gone")
 	}
-	if _, ok := s.Latest(Key{"ns", "p0"}, SourceGPU, now, time.Hour); ok {
+	if _, ok := s.Latest(Key{"ns", "p0"}, signal.SourceGPU, now, time.Hour); ok {
 		t.Error("p0 back: its old GPU sample must be gone")
 	}
 	if pods, _ := s.Forget(now.Add(time.Hour), time.Second); pods != len(names)-len(gone)+1 {
@@ -303,7 +304,7 @@ func BenchmarkLatestEach10k(b *testing.B) {
 		names[i] = fmt.Sprintf("llm-%05d", i)
 		for j := range 24 {
 			at := t0.Add(time.Duration(j-23) * 5 * time.Second)
-			s.PutPod(Key{"ml", names[i]}, SourceInference, sample(at, float64(i%9), hist(float64(j), float64(2*j), float64(3*j))))
+			s.PutPod(Key{"ml", names[i]}, signal.SourceInference, sample(at, float64(i%9), hist(float64(j), float64(2*j), float64(3*j))))
 		}
 	}
 	rand.New(rand.NewPCG(1, 2)).Shuffle(len(names), func(i, j int) { names[i], names[j] = names[j], names[i] })
@@ -319,7 +320,7 @@ func BenchmarkLatestEach10k(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
 				n := 0
-				s.LatestEach(bc.lookup(), SourceInference, t0, 15*time.Second, func(int, *Sample) { n++ })
+				s.LatestEach(bc.lookup(), signal.SourceInference, t0, 15*time.Second, func(int, *Sample) { n++ })
 				if n != len(names) {
 					b.Fatalf("%d fresh, want %d", n, len(names))
 				}
@@ -338,7 +339,7 @@ func TestTTFTEachIn(t *testing.T) {
 	}
 	now := t0.Add(time.Minute)
 	put := func(name string, at time.Time, h *histogram.Histogram) {
-		s.PutPod(Key{"ns", name}, SourceInference, sample(at, 1, h))
+		s.PutPod(Key{"ns", name}, signal.SourceInference, sample(at, 1, h))
 	}
 	for k, at := range []time.Time{now.Add(-40 * time.Second), now.Add(-25 * time.Second), now.Add(-10 * time.Second)} {
 		f := float64(k)
@@ -351,7 +352,7 @@ func TestTTFTEachIn(t *testing.T) {
 	names := []string{"narrow", "wide", "missing", "stale", "narrow-reset", "one-sample", "wide"}
 	got := map[int][]float64{}
 	s.TTFTEachIn(NewLookup("ns", names), 0, len(names), now, time.Minute, 30*time.Second, func(i int, newest *Sample, inc *histogram.Histogram) {
-		if q, _ := newest.Get(QueueDepth); q != 1 {
+		if q, _ := newest.Get(signal.QueueDepth); q != 1 {
 			t.Errorf("%s: newest sample %v", names[i], newest)
 		}
 		got[i] = append(slices.Clone(inc.Counts), inc.Count)
@@ -382,7 +383,7 @@ func TestWindowRun(t *testing.T) {
 			at = at.Add(time.Duration(1+rng.IntN(5)) * time.Second)
 			p := point{time: at.UnixNano()}
 			if rng.IntN(4) > 0 {
-				p.hists[HistTTFT].h = pack(hist(1, 2, 3), nil)
+				p.hists[signal.HistTTFT].h = pack(hist(1, 2, 3), nil)
 			}
 			w.push(p, capacity)
 		}
@@ -391,7 +392,7 @@ func TestWindowRun(t *testing.T) {
 
 		wantFirst, wantLast, count := -1, -1, 0
 		for i := 0; i < w.n; i++ {
-			if p := w.at(i); p.Time().After(from) && !p.Time().After(to) && p.hists[HistTTFT].h != nil {
+			if p := w.at(i); p.Time().After(from) && !p.Time().After(to) && p.hists[signal.HistTTFT].h != nil {
 				if wantFirst < 0 {
 					wantFirst = i
 				}
@@ -399,7 +400,7 @@ func TestWindowRun(t *testing.T) {
 				count++
 			}
 		}
-		first, last, ok := w.run(HistTTFT, from, to)
+		first, last, ok := w.run(signal.HistTTFT, from, to)
 		if ok != (count >= 2) || ok && (first != wantFirst || last != wantLast) {
 			t.Fatalf("run(%v, %v) over %d samples = %d, %d, %v; want %d, %d (%d with TTFT)",
 				from.Sub(t0), to.Sub(t0), w.n, first, last, ok, wantFirst, wantLast, count)
@@ -419,18 +420,18 @@ func TestInvalidTTFTDropped(t *testing.T) {
 	} {
 		s := New(8)
 		k := Key{"ns", "p"}
-		s.PutPod(k, SourceInference, sample(t0, 1, hist(1, 2, 3)))
-		s.PutPod(k, SourceInference, sample(t0.Add(5*time.Second), 2, bad))
-		s.PutPod(k, SourceInference, sample(t0.Add(10*time.Second), 3, hist(2, 4, 6)))
-		smp, ok := s.Latest(k, SourceInference, t0.Add(10*time.Second), time.Minute)
+		s.PutPod(k, signal.SourceInference, sample(t0, 1, hist(1, 2, 3)))
+		s.PutPod(k, signal.SourceInference, sample(t0.Add(5*time.Second), 2, bad))
+		s.PutPod(k, signal.SourceInference, sample(t0.Add(10*time.Second), 3, hist(2, 4, 6)))
+		smp, ok := s.Latest(k, signal.SourceInference, t0.Add(10*time.Second), time.Minute)
 		if !ok {
 			t.Fatal("no newest sample")
 		}
-		if q, _ := smp.Get(QueueDepth); q != 3 {
+		if q, _ := smp.Get(signal.QueueDepth); q != 3 {
 			t.Errorf("newest queue %v, want 3", q)
 		}
-		s.PutPod(k, SourceInference, sample(t0.Add(15*time.Second), 4, bad))
-		if smp, _ := s.Latest(k, SourceInference, t0.Add(15*time.Second), time.Minute); smp.TTFT != nil {
+		s.PutPod(k, signal.SourceInference, sample(t0.Add(15*time.Second), 4, bad))
+		if smp, _ := s.Latest(k, signal.SourceInference, t0.Add(15*time.Second), time.Minute); smp.TTFT != nil {
 			t.Errorf("%v: kept", bad)
 		}
 		inc, ok := s.TTFTIncrease(k, t0.Add(15*time.Second), time.Minute, time.Minute)
@@ -450,10 +451,10 @@ func TestTTFTLayoutChange(t *testing.T) {
 		return &histogram.Histogram{Bounds: []float64{0.5, math.Inf(1)}, Counts: c, Count: c[len(c)-1]}
 	}
 	for i := range 4 {
-		s.PutPod(k, SourceInference, sample(t0.Add(time.Duration(i)*10*time.Second), 0, hist(float64(i), float64(2*i), float64(3*i))))
+		s.PutPod(k, signal.SourceInference, sample(t0.Add(time.Duration(i)*10*time.Second), 0, hist(float64(i), float64(2*i), float64(3*i))))
 	}
 	for i := range 4 {
-		s.PutPod(k, SourceInference, sample(t0.Add(time.Duration(4+i)*10*time.Second), 0, other(float64(i), float64(3*i))))
+		s.PutPod(k, signal.SourceInference, sample(t0.Add(time.Duration(4+i)*10*time.Second), 0, other(float64(i), float64(3*i))))
 	}
 	for _, tc := range []struct {
 		at   time.Duration
@@ -472,7 +473,7 @@ func TestTTFTLayoutChange(t *testing.T) {
 			inc.Bounds[0] = -1 // the caller's own copy
 		}
 	}
-	smp, _ := s.Latest(k, SourceInference, t0.Add(70*time.Second), time.Minute)
+	smp, _ := s.Latest(k, signal.SourceInference, t0.Add(70*time.Second), time.Minute)
 	if smp.TTFT.Bounds[0] != 0.5 {
 		t.Errorf("a caller's change reached the stored histogram: %v", smp.TTFT.Bounds)
 	}
@@ -506,7 +507,7 @@ func TestTTFTRetention(t *testing.T) {
 				if h != nil {
 					hh = hist(slices.Clone(h.Counts)...)
 				}
-				st.PutPod(k, SourceInference, sample(at, 1, hh))
+				st.PutPod(k, signal.SourceInference, sample(at, 1, hh))
 			}
 			for _, d := range []time.Duration{0, time.Second, 7 * time.Second, 29 * time.Second} {
 				now := at.Add(d)
@@ -519,9 +520,9 @@ func TestTTFTRetention(t *testing.T) {
 		}
 		held := func(st *Store) int {
 			n := 0
-			w := &st.entry(k).windows[SourceInference]
+			w := &st.entry(k).windows[signal.SourceInference]
 			for i := 0; i < w.n; i++ {
-				if w.at(i).hists[HistTTFT].h != nil {
+				if w.at(i).hists[signal.HistTTFT].h != nil {
 					n++
 				}
 			}
@@ -530,9 +531,9 @@ func TestTTFTRetention(t *testing.T) {
 		if held(trimmed) > held(all) {
 			t.Fatalf("series %d: trimmed store holds %d histograms, the other %d", series, held(trimmed), held(all))
 		}
-		w := &trimmed.entry(k).windows[SourceInference]
+		w := &trimmed.entry(k).windows[signal.SourceInference]
 		for i := 0; i < w.n-1; i++ {
-			if p := w.at(i); p.hists[HistTTFT].h != nil && !p.Time().After(w.newest().Time().Add(-win)) {
+			if p := w.at(i); p.hists[signal.HistTTFT].h != nil && !p.Time().After(w.newest().Time().Add(-win)) {
 				t.Fatalf("series %d: a histogram %v before the newest sample kept", series, w.newest().Time().Sub(p.Time()))
 			}
 		}

@@ -1,103 +1,13 @@
 package store
 
 import (
-	"errors"
 	"math"
 	"testing"
 	"time"
 
 	"github.com/gpuscale/gpuscale/pkg/histogram"
+	"github.com/gpuscale/gpuscale/pkg/signal"
 )
-
-func TestSignalCheck(t *testing.T) {
-	tests := []struct {
-		name string
-		sig  Signal
-		v    float64
-		want error // nil: accepted
-	}{
-		{"idle GPU", GPUUtilization, 0, nil},
-		{"busy GPU", GPUUtilization, 100, nil},
-		{"utilization 1e300", GPUUtilization, 1e300, ErrOutOfRange},
-		{"utilization +Inf", GPUUtilization, math.Inf(+1), ErrNotFinite},
-		{"utilization NaN", GPUUtilization, math.NaN(), ErrNotFinite},
-		{"utilization just above 100", GPUUtilization, math.Nextafter(100, 200), ErrOutOfRange},
-		{"negative utilization", GPUUtilization, -1, ErrOutOfRange},
-		{"queue of 1e16", QueueDepth, 1e16, ErrOutOfRange},
-		{"queue of a million", QueueDepth, 1e6, nil},
-		{"negative queue", QueueDepth, -3, ErrOutOfRange},
-		{"running -Inf", RequestsRunning, math.Inf(-1), ErrNotFinite},
-		{"eight 288 GB GPUs", GPUMemoryUsedBytes, 8 * 288e9, nil},
-		{"memory past any node", GPUMemoryUsedBytes, 1e18, ErrOutOfRange},
-		{"eight 1.2 kW GPUs", GPUPowerWatts, 8 * 1200, nil},
-		{"power 1e300", GPUPowerWatts, 1e300, ErrOutOfRange},
-		{"KV cache full", KVCacheUtilization, 100, nil},
-		{"KV cache 150%", KVCacheUtilization, 150, ErrOutOfRange},
-		{"SMs all busy", GPUSMActive, 100, nil},
-		{"tensor activity as a ratio past 100%", GPUTensorActive, 101, ErrOutOfRange},
-		{"unknown signal", NumSignals, 1, ErrOutOfRange},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			err := tt.sig.Check(tt.v)
-			if tt.want == nil {
-				if err != nil {
-					t.Fatalf("Check(%g) = %v, want nil", tt.v, err)
-				}
-				return
-			}
-			if !errors.Is(err, tt.want) {
-				t.Fatalf("Check(%g) = %v, want %v", tt.v, err, tt.want)
-			}
-		})
-	}
-}
-
-// The API serves values as resource.Quantity, milli-units in an int64:
-// every signal's range must fit, so that a value in range is never a
-// wrong quantity.
-func TestRangesFitAQuantity(t *testing.T) {
-	for sig := Signal(0); sig < NumSignals; sig++ {
-		r := sig.Range()
-		if !(r.Min >= 0 && r.Max > r.Min && r.Max*1000 < math.MaxInt64) {
-			t.Errorf("%s: range %+v does not fit milli-units in an int64", sig, r)
-		}
-	}
-	if MaxTTFTSeconds*1000 >= math.MaxInt64 {
-		t.Errorf("MaxTTFTSeconds %d does not fit", MaxTTFTSeconds)
-	}
-}
-
-func TestCheckTTFT(t *testing.T) {
-	inf := math.Inf(+1)
-	tests := []struct {
-		name string
-		h    *histogram.Histogram
-		ok   bool
-	}{
-		{"vLLM-like", &histogram.Histogram{Bounds: []float64{0.1, 1, inf}, Counts: []float64{1, 5, 6}, Count: 6, Sum: 2}, true},
-		{"zero first bound", &histogram.Histogram{Bounds: []float64{0, 1, inf}, Counts: []float64{0, 5, 6}, Count: 6}, true},
-		{"negative le", &histogram.Histogram{Bounds: []float64{-5, 1, inf}, Counts: []float64{4, 5, 6}, Count: 6}, false},
-		{"decreasing cumulative counts", &histogram.Histogram{Bounds: []float64{0.1, 1, inf}, Counts: []float64{5, 4, 6}, Count: 6}, false},
-		{"bounds not ascending", &histogram.Histogram{Bounds: []float64{1, 0.1, inf}, Counts: []float64{1, 2, 3}, Count: 3}, false},
-		{"NaN count", &histogram.Histogram{Bounds: []float64{0.1, inf}, Counts: []float64{math.NaN(), 1}, Count: 1}, false},
-		{"infinite count", &histogram.Histogram{Bounds: []float64{0.1, inf}, Counts: []float64{1, inf}, Count: inf}, false},
-		{"count past 2^53", &histogram.Histogram{Bounds: []float64{0.1, inf}, Counts: []float64{1, 1 << 60}, Count: 1 << 60}, false},
-		{"NaN sum", &histogram.Histogram{Bounds: []float64{0.1, inf}, Counts: []float64{1, 2}, Count: 2, Sum: math.NaN()}, false},
-		{"negative sum", &histogram.Histogram{Bounds: []float64{0.1, inf}, Counts: []float64{1, 2}, Count: 2, Sum: -1}, false},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			err := CheckTTFT(tt.h)
-			if (err == nil) != tt.ok {
-				t.Fatalf("CheckTTFT = %v, want ok=%v", err, tt.ok)
-			}
-			if err != nil && !errors.Is(err, histogram.ErrInvalid) {
-				t.Fatalf("error %v does not wrap histogram.ErrInvalid", err)
-			}
-		})
-	}
-}
 
 // The store never holds what it could not serve, whoever calls it.
 func TestPutDropsInvalidValues(t *testing.T) {
@@ -105,23 +15,23 @@ func TestPutDropsInvalidValues(t *testing.T) {
 	k := Key{"ns", "p"}
 	var smp Sample
 	smp.Time = t0
-	smp.Set(QueueDepth, 1e16)
-	smp.Set(RequestsRunning, 7)
-	smp.Set(GPUUtilization, 1e300)
-	smp.Set(KVCacheUtilization, math.Inf(+1))
+	smp.Set(signal.QueueDepth, 1e16)
+	smp.Set(signal.RequestsRunning, 7)
+	smp.Set(signal.GPUUtilization, 1e300)
+	smp.Set(signal.KVCacheUtilization, math.Inf(+1))
 	smp.TTFT = &histogram.Histogram{Bounds: []float64{-1, math.Inf(+1)}, Counts: []float64{3, 4}, Count: 4}
-	s.PutPod(k, SourceInference, smp)
+	s.PutPod(k, signal.SourceInference, smp)
 	s.PutNode("n", smp)
 	for name, got := range map[string]Sample{
-		"pod":  must(s.Latest(k, SourceInference, t0, time.Minute)),
+		"pod":  must(s.Latest(k, signal.SourceInference, t0, time.Minute)),
 		"node": must(s.LatestNode("n", t0, time.Minute)),
 	} {
-		for _, sig := range []Signal{QueueDepth, GPUUtilization, KVCacheUtilization} {
+		for _, sig := range []signal.Signal{signal.QueueDepth, signal.GPUUtilization, signal.KVCacheUtilization} {
 			if v, ok := got.Get(sig); ok {
 				t.Errorf("%s: %s = %g stored", name, sig, v)
 			}
 		}
-		if v, ok := got.Get(RequestsRunning); !ok || v != 7 {
+		if v, ok := got.Get(signal.RequestsRunning); !ok || v != 7 {
 			t.Errorf("%s: the valid value was lost: %g, %v", name, v, ok)
 		}
 		if got.TTFT != nil {
@@ -135,18 +45,4 @@ func must(s Sample, ok bool) Sample {
 		panic("no sample")
 	}
 	return s
-}
-
-func TestDeviceRange(t *testing.T) {
-	for sig := Signal(0); sig < NumSignals; sig++ {
-		d, r := sig.DeviceRange(), sig.Range()
-		if d.Min != r.Min || d.Max > r.Max {
-			t.Errorf("%s: a device's range %+v is not within the signal's %+v", sig, d, r)
-		}
-	}
-	for _, sig := range []Signal{GPUMemoryUsedBytes, GPUPowerWatts} {
-		if got, want := sig.DeviceRange().Max*MaxDevices, sig.Range().Max; got != want {
-			t.Errorf("%s: MaxDevices devices at their most add up to %g, the range ends at %g", sig, got, want)
-		}
-	}
 }

@@ -6,6 +6,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/gpuscale/gpuscale/pkg/provider"
+	"github.com/gpuscale/gpuscale/pkg/signal"
 	"github.com/gpuscale/gpuscale/pkg/store"
 )
 
@@ -39,7 +40,7 @@ func (c FreshnessCollector) Collect(ch chan<- prometheus.Metric) {
 	for _, m := range provider.Metrics() {
 		cv := cov[m.Signal]
 		if m.IsQuantile() {
-			cv = cov[int(store.NumSignals)+int(m.Hist)]
+			cv = cov[int(signal.NumSignals)+int(m.Hist)]
 		}
 		ch <- prometheus.MustNewConstMetric(freshDesc, prometheus.GaugeValue, float64(cv.Fresh), m.Name)
 		if !cv.Newest.IsZero() {

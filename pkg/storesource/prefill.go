@@ -7,6 +7,7 @@ import (
 
 	"github.com/gpuscale/gpuscale/pkg/histogram"
 	"github.com/gpuscale/gpuscale/pkg/provider"
+	"github.com/gpuscale/gpuscale/pkg/signal"
 	"github.com/gpuscale/gpuscale/pkg/store"
 )
 
@@ -51,11 +52,11 @@ func (s *Source) newest(set *provider.PodSet, sel labels.Selector, of func(*stor
 		// with the Pods reads of the same set (the capacity signal's
 		// three inputs).
 		lookup := provider.Memo(set, s.lookup, func() *store.Lookup { return store.NewLookup(set.Namespace, set.Names()) })
-		s.st.LatestEach(lookup, store.SourceInference, now, s.maxStaleness, keep)
+		s.st.LatestEach(lookup, signal.SourceInference, now, s.maxStaleness, keep)
 		return out
 	}
 	for i, pod := range set.Pods {
-		if smp, ok := s.st.Latest(store.Key{Namespace: pod.Namespace, Name: pod.Name}, store.SourceInference, now, s.maxStaleness); ok {
+		if smp, ok := s.st.Latest(store.Key{Namespace: pod.Namespace, Name: pod.Name}, signal.SourceInference, now, s.maxStaleness); ok {
 			keep(i, &smp)
 		}
 	}

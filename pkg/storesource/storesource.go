@@ -16,6 +16,7 @@ import (
 
 	"github.com/gpuscale/gpuscale/pkg/histogram"
 	"github.com/gpuscale/gpuscale/pkg/provider"
+	"github.com/gpuscale/gpuscale/pkg/signal"
 	"github.com/gpuscale/gpuscale/pkg/store"
 )
 
@@ -126,7 +127,7 @@ func (s *Source) podValue(pod *corev1.Pod, def provider.Metric, mm *modelMatcher
 // increase is the per-bucket increase of a pod's latency histogram of kind
 // h over the window, which is what rate() feeds histogram_quantile in
 // PromQL.
-func (s *Source) increase(key store.Key, h store.Hist, now time.Time) (*histogram.Histogram, bool) {
+func (s *Source) increase(key store.Key, h signal.Hist, now time.Time) (*histogram.Histogram, bool) {
 	return s.st.HistIncrease(key, h, now, s.ttftWindow, s.maxStaleness)
 }
 
@@ -209,7 +210,7 @@ func (s *Source) Models(_ context.Context, _ string, pods []*corev1.Pod, m provi
 		if routed {
 			s.addRouter(key, mm, now, agg)
 		}
-		smp, ok := s.st.Latest(key, store.SourceInference, now, s.maxStaleness)
+		smp, ok := s.st.Latest(key, signal.SourceInference, now, s.maxStaleness)
 		if !ok || smp.Model == "" || !mm.matches(smp.Model) {
 			continue
 		}
@@ -228,7 +229,7 @@ func (s *Source) Models(_ context.Context, _ string, pods []*corev1.Pod, m provi
 // request a router holds for a model is waiting for it, so it is queue
 // depth; it is neither running nor in any KV cache, and has no latency yet.
 func holdsRequests(m provider.Metric) bool {
-	return !m.IsQuantile() && m.Source == store.SourceInference && m.Signal == store.QueueDepth
+	return !m.IsQuantile() && m.Source == signal.SourceInference && m.Signal == signal.QueueDepth
 }
 
 // addRouter adds what a router pod holds for each model the selector

@@ -21,6 +21,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/gpuscale/gpuscale/pkg/ingest"
+	"github.com/gpuscale/gpuscale/pkg/signal"
 	"github.com/gpuscale/gpuscale/pkg/store"
 )
 
@@ -136,10 +137,10 @@ func TestDefaultQueriesEqualAcrossSchemas(t *testing.T) {
 		pod           store.Key // of the embedded ingest's answer; node when empty
 	}
 	var asks []ask
-	gpuSignals := map[string]store.Signal{
-		"gpu_utilization": store.GPUUtilization, "gpu_memory_utilization": store.GPUMemoryUtilization,
-		"gpu_memory_used_bytes": store.GPUMemoryUsedBytes, "gpu_power_watts": store.GPUPowerWatts,
-		"gpu_sm_active": store.GPUSMActive, "gpu_tensor_active": store.GPUTensorActive,
+	gpuSignals := map[string]signal.Signal{
+		"gpu_utilization": signal.GPUUtilization, "gpu_memory_utilization": signal.GPUMemoryUtilization,
+		"gpu_memory_used_bytes": signal.GPUMemoryUsedBytes, "gpu_power_watts": signal.GPUPowerWatts,
+		"gpu_sm_active": signal.GPUSMActive, "gpu_tensor_active": signal.GPUTensorActive,
 	}
 	for _, metric := range slices.Sorted(func(yield func(string) bool) {
 		for m := range gpuSignals {

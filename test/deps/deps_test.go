@@ -100,6 +100,16 @@ var rules = []rule{
 		},
 	},
 	{
+		// The contract is signals, not storage: the metrics API and the
+		// inference parser speak pkg/signal, which both sources share, so
+		// neither ties the PromQL source to the store's samples.
+		name:    "the metrics API or the inference parser depends on the store",
+		applies: func(p string) bool { return under(p, "pkg/provider", "pkg/inference") },
+		forbidden: func(_, dep string) bool {
+			return under(dep, "pkg/store")
+		},
+	},
+	{
 		// A binary's packages are its own: one binary's flags or wiring
 		// reused elsewhere would tie that code to it.
 		name:    "a package outside cmd/<binary> imports that binary's packages",
@@ -196,7 +206,7 @@ func TestRules(t *testing.T) {
 		pkg  pkg
 		want []string
 	}{
-		{"product on product", pkg{ImportPath: m("pkg/provider"), Imports: []string{m("pkg/store")}, Deps: []string{m("pkg/store"), "fmt"}}, nil},
+		{"product on product", pkg{ImportPath: m("pkg/storesource"), Imports: []string{m("pkg/store")}, Deps: []string{m("pkg/store"), "fmt"}}, nil},
 		{"product on harness, transitively", pkg{ImportPath: m("pkg/provider"), Deps: []string{m("internal/simworld")}},
 			[]string{"pkg/provider -> internal/simworld"}},
 		{"product on a binary", pkg{ImportPath: m("pkg/gather"), Imports: []string{m("cmd/adapter/app")}, Deps: []string{m("cmd/adapter/app")}},
@@ -223,6 +233,11 @@ func TestRules(t *testing.T) {
 		{"scale-down importing the store", pkg{ImportPath: m("pkg/scaledown"), Imports: []string{m("pkg/store")}, Deps: []string{m("pkg/store")}},
 			[]string{"pkg/scaledown -> pkg/store"}},
 		{"scale-down on the store through provider", pkg{ImportPath: m("pkg/scaledown"), Imports: []string{m("pkg/provider")}, Deps: []string{m("pkg/provider"), m("pkg/store")}}, nil},
+		{"the metrics API on the store, transitively", pkg{ImportPath: m("pkg/provider"), Deps: []string{m("pkg/signal"), m("pkg/store")}},
+			[]string{"pkg/provider -> pkg/store"}},
+		{"the inference parser on the store", pkg{ImportPath: m("pkg/inference"), Imports: []string{m("pkg/store")}, Deps: []string{m("pkg/store")}},
+			[]string{"pkg/inference -> pkg/store"}},
+		{"the metrics API on the signals", pkg{ImportPath: m("pkg/provider"), Imports: []string{m("pkg/signal")}, Deps: []string{m("pkg/signal"), m("pkg/histogram")}}, nil},
 		{"other modules", pkg{ImportPath: "k8s.io/client-go/kubernetes", Deps: []string{m("cmd/adapter/app")}}, nil},
 	}
 	for _, tt := range tests {

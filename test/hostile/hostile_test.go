@@ -31,6 +31,7 @@ import (
 	"github.com/gpuscale/gpuscale/pkg/discovery"
 	"github.com/gpuscale/gpuscale/pkg/gather"
 	"github.com/gpuscale/gpuscale/pkg/scrape"
+	"github.com/gpuscale/gpuscale/pkg/signal"
 	"github.com/gpuscale/gpuscale/pkg/store"
 )
 
@@ -151,13 +152,13 @@ func TestHostileFleet(t *testing.T) {
 		}
 		for i := range healthyPods {
 			name := fmt.Sprintf("healthy-%02d", i)
-			s, ok := st.Latest(store.Key{Namespace: tenantNS, Name: name}, store.SourceInference, time.Now(), time.Hour)
+			s, ok := st.Latest(store.Key{Namespace: tenantNS, Name: name}, signal.SourceInference, time.Now(), time.Hour)
 			if cycle > 0 && (!ok || s.Time.Before(start)) {
 				t.Errorf("cycle %d: healthy pod %s not scraped in this cycle (sample %v, ok=%v, cycle took %v, its errors %v)", cycle, name, s.Time, ok, took,
 					byReason(fams, "gpuscale_adapter_scrape_errors_total", tenantNS, name))
 				continue
 			}
-			if v, _ := s.Get(store.QueueDepth); ok && v != float64(i) {
+			if v, _ := s.Get(signal.QueueDepth); ok && v != float64(i) {
 				t.Errorf("cycle %d: %s queue depth %v, want %d", cycle, name, v, i)
 			}
 		}
@@ -170,8 +171,8 @@ func TestHostileFleet(t *testing.T) {
 
 	now := time.Now()
 	for _, k := range kinds {
-		if s, ok := st.Latest(store.Key{Namespace: attackerNS, Name: k.Name}, store.SourceInference, now, time.Hour); ok {
-			for _, sig := range []store.Signal{store.QueueDepth, store.RequestsRunning, store.KVCacheUtilization} {
+		if s, ok := st.Latest(store.Key{Namespace: attackerNS, Name: k.Name}, signal.SourceInference, now, time.Hour); ok {
+			for _, sig := range []signal.Signal{signal.QueueDepth, signal.RequestsRunning, signal.KVCacheUtilization} {
 				if v, has := s.Get(sig); has {
 					t.Errorf("hostile %s: stored %v = %v", k.Name, sig, v)
 				}
@@ -215,13 +216,13 @@ func TestHostileFleet(t *testing.T) {
 
 	// The genuine exporter speaks for the pods on its node only; the
 	// spoofing tenant for none.
-	gpu, ok := st.Latest(store.Key{Namespace: tenantNS, Name: "healthy-00"}, store.SourceGPU, now, time.Hour)
-	if v, _ := gpu.Get(store.GPUUtilization); !ok || v != 70 {
+	gpu, ok := st.Latest(store.Key{Namespace: tenantNS, Name: "healthy-00"}, signal.SourceGPU, now, time.Hour)
+	if v, _ := gpu.Get(signal.GPUUtilization); !ok || v != 70 {
 		t.Errorf("healthy-00 GPU utilization %v (ok=%v), want 70 from the genuine exporter", v, ok)
 	}
 	for _, name := range []string{"healthy-01", "elsewhere"} {
-		if s, ok := st.Latest(store.Key{Namespace: tenantNS, Name: name}, store.SourceGPU, now, time.Hour); ok {
-			v, _ := s.Get(store.GPUUtilization)
+		if s, ok := st.Latest(store.Key{Namespace: tenantNS, Name: name}, signal.SourceGPU, now, time.Hour); ok {
+			v, _ := s.Get(signal.GPUUtilization)
 			t.Errorf("%s has GPU utilization %v, which no exporter of its node gave", name, v)
 		}
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/gpuscale/gpuscale/pkg/discovery"
 	"github.com/gpuscale/gpuscale/pkg/gather"
 	"github.com/gpuscale/gpuscale/pkg/scrape"
+	"github.com/gpuscale/gpuscale/pkg/signal"
 	"github.com/gpuscale/gpuscale/pkg/store"
 )
 
@@ -105,7 +106,7 @@ func TestHangAfterAnswer512(t *testing.T) {
 		}
 		now := time.Now()
 		for i := range 16 {
-			s, ok := f.st.Latest(store.Key{Namespace: tenantNS, Name: fmt.Sprintf("healthy-%02d", i)}, store.SourceInference, now, time.Hour)
+			s, ok := f.st.Latest(store.Key{Namespace: tenantNS, Name: fmt.Sprintf("healthy-%02d", i)}, signal.SourceInference, now, time.Hour)
 			age := now.Sub(s.Time)
 			worst = max(worst, age)
 			if !ok || age > 2*interval {
@@ -139,8 +140,8 @@ func TestTenantKinds(t *testing.T) {
 		f.g.Cycle(context.Background())
 		now := time.Now()
 		for i := range healthyPods {
-			s, ok := f.st.Latest(store.Key{Namespace: tenantNS, Name: fmt.Sprintf("healthy-%02d", i)}, store.SourceInference, now, time.Hour)
-			if v, _ := s.Get(store.QueueDepth); !ok || now.Sub(s.Time) > 2*interval || v != float64(i) {
+			s, ok := f.st.Latest(store.Key{Namespace: tenantNS, Name: fmt.Sprintf("healthy-%02d", i)}, signal.SourceInference, now, time.Hour)
+			if v, _ := s.Get(signal.QueueDepth); !ok || now.Sub(s.Time) > 2*interval || v != float64(i) {
 				t.Errorf("cycle %d: healthy-%02d: %v, %v old (ok=%v)", cycle, i, v, now.Sub(s.Time).Round(time.Millisecond), ok)
 			}
 		}
@@ -151,11 +152,11 @@ func TestTenantKinds(t *testing.T) {
 	}
 	now := time.Now()
 	latest := func(name string) (store.Sample, bool) {
-		return f.st.Latest(store.Key{Namespace: attackerNS, Name: name}, store.SourceInference, now, time.Hour)
+		return f.st.Latest(store.Key{Namespace: attackerNS, Name: name}, signal.SourceInference, now, time.Hour)
 	}
 	// model-names: every series names a model past 256 bytes.
 	if s, ok := latest("model-names"); ok {
-		if v, has := s.Get(store.QueueDepth); has || s.Model != "" {
+		if v, has := s.Get(signal.QueueDepth); has || s.Model != "" {
 			t.Errorf("model-names: stored queue %v, model of %d bytes", v, len(s.Model))
 		}
 	}
@@ -185,7 +186,7 @@ func TestTenantKinds(t *testing.T) {
 	// histogram-buckets: the histograms refused, the queue kept.
 	if s, ok := latest("histogram-buckets"); !ok || s.TTFT != nil || s.Prefill != nil {
 		t.Errorf("histogram-buckets: stored %v, TTFT %v, prefill %v", ok, s.TTFT != nil, s.Prefill != nil)
-	} else if v, _ := s.Get(store.QueueDepth); v != 1 {
+	} else if v, _ := s.Get(signal.QueueDepth); v != 1 {
 		t.Errorf("histogram-buckets: queue %v, want 1", v)
 	}
 	if n := count(fams, "gpuscale_adapter_rejected_values_total", attackerNS, "histogram-buckets", "too_many_buckets"); n < 2 {
@@ -195,7 +196,7 @@ func TestTenantKinds(t *testing.T) {
 	// signal holds its slots to what a server holds: pkg/capacity).
 	if s, ok := latest("capacity-inputs"); !ok {
 		t.Error("capacity-inputs: its in-range values were not stored")
-	} else if v, _ := s.Get(store.RequestsRunning); v != 1000 {
+	} else if v, _ := s.Get(signal.RequestsRunning); v != 1000 {
 		t.Errorf("capacity-inputs: running %v", v)
 	}
 	// names-kept: the most an inference pod keeps, kept.
@@ -290,7 +291,7 @@ func (f *fleet) stored() int {
 	now := time.Now()
 	for _, p := range f.pods {
 		k := store.Key{Namespace: p.Namespace, Name: p.Name}
-		_, inference := f.st.Latest(k, store.SourceInference, now, time.Hour)
+		_, inference := f.st.Latest(k, signal.SourceInference, now, time.Hour)
 		_, router := f.st.LatestRouter(k, now, time.Hour)
 		if inference || router {
 			n++

@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/prometheus/storage"
 
 	"github.com/gpuscale/gpuscale/pkg/histogram"
+	"github.com/gpuscale/gpuscale/pkg/signal"
 	"github.com/gpuscale/gpuscale/pkg/store"
 )
 
@@ -41,7 +42,7 @@ func TestQuantileMatchesPromQL(t *testing.T) {
 			st := store.New(len(samples))
 			key := store.Key{Namespace: "ns", Name: "pod"}
 			for _, smp := range samples {
-				st.PutPod(key, store.SourceInference, store.Sample{Time: smp.T, TTFT: smp.H})
+				st.PutPod(key, signal.SourceInference, store.Sample{Time: smp.T, TTFT: smp.H})
 			}
 			rng := rand.New(rand.NewPCG(seed, 1))
 			for range 16 {

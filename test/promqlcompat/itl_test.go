@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/prometheus/storage"
 
 	"github.com/gpuscale/gpuscale/pkg/histogram"
+	"github.com/gpuscale/gpuscale/pkg/signal"
 	"github.com/gpuscale/gpuscale/pkg/store"
 )
 
@@ -44,7 +45,7 @@ func TestITLQuantileMatchesPromQL(t *testing.T) {
 			for i, sc := range []scenario{a, b} {
 				for _, smp := range sc.seconds() {
 					// A TTFT of its own beside: the kinds must not mix.
-					st.PutPod(keys[i], store.SourceInference, store.Sample{Time: smp.T, ITL: smp.H, TTFT: decoy(smp.H)})
+					st.PutPod(keys[i], signal.SourceInference, store.Sample{Time: smp.T, ITL: smp.H, TTFT: decoy(smp.H)})
 				}
 			}
 			rng := rand.New(rand.NewPCG(seed, 2))
@@ -54,7 +55,7 @@ func TestITLQuantileMatchesPromQL(t *testing.T) {
 					var incs []*histogram.Histogram
 					for i, pod := range []string{"a", "b"} {
 						want, ok := instant(t, engine, db, fmt.Sprintf(`histogram_quantile(%g, rate(itl_bucket{pod=%q}[%s]))`, q, pod, model(window)), at)
-						inc, stored := st.HistIncrease(keys[i], store.HistITL, at, window, time.Hour)
+						inc, stored := st.HistIncrease(keys[i], signal.HistITL, at, window, time.Hour)
 						if ok != stored {
 							t.Fatalf("pod %s at %v q=%g: PromQL has a value %v, the store an increase %v", pod, at, q, ok, stored)
 						}

@@ -14,6 +14,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/gpuscale/gpuscale/pkg/histogram"
+	"github.com/gpuscale/gpuscale/pkg/signal"
 	"github.com/gpuscale/gpuscale/pkg/store"
 )
 
@@ -53,16 +54,16 @@ func BenchmarkMemory10kPods(b *testing.B) {
 				at := t0.Add(time.Duration(s) * o.ScrapeInterval)
 				var g, inf store.Sample
 				g.Time, inf.Time, inf.Model = at, at, "meta-llama/Llama-3.1-8B-Instruct"
-				for sig := store.GPUUtilization; sig <= store.GPUPowerWatts; sig++ {
+				for sig := signal.GPUUtilization; sig <= signal.GPUPowerWatts; sig++ {
 					g.Set(sig, float64(s))
 				}
-				for sig := store.QueueDepth; sig <= store.KVCacheUtilization; sig++ {
+				for sig := signal.QueueDepth; sig <= signal.KVCacheUtilization; sig++ {
 					inf.Set(sig, float64(s))
 				}
 				h := &histogram.Histogram{Bounds: slices.Clone(vllmBounds), Counts: make([]float64, len(vllmBounds)), Count: float64(s), Sum: float64(s)}
 				inf.TTFT = h
-				st.PutPod(k, store.SourceGPU, g)
-				st.PutPod(k, store.SourceInference, inf)
+				st.PutPod(k, signal.SourceGPU, g)
+				st.PutPod(k, signal.SourceInference, inf)
 			}
 		}
 		used := heapInUse() - base

@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/gpuscale/gpuscale/pkg/histogram"
+	"github.com/gpuscale/gpuscale/pkg/signal"
 	"github.com/gpuscale/gpuscale/pkg/store"
 )
 
@@ -57,7 +58,7 @@ func TestStoreHoldsTheTTFTWindow(t *testing.T) {
 			at = t0.Add(time.Duration(s) * o.ScrapeInterval)
 			c := at.Sub(t0).Seconds()
 			smp := store.Sample{Time: at, TTFT: &histogram.Histogram{Bounds: []float64{1, math.Inf(1)}, Counts: []float64{c, c}, Count: c, Sum: c / 2}}
-			st.PutPod(k, store.SourceInference, smp)
+			st.PutPod(k, signal.SourceInference, smp)
 		}
 		inc, ok := st.TTFTIncrease(k, at, win, o.MaxStaleness)
 		if !ok {

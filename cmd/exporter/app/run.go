@@ -17,17 +17,15 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/gpuscale/gpuscale/pkg/buildinfo"
-	"github.com/gpuscale/gpuscale/pkg/cricontainers"
 	"github.com/gpuscale/gpuscale/pkg/dcgm"
 	"github.com/gpuscale/gpuscale/pkg/exporter"
 	"github.com/gpuscale/gpuscale/pkg/exporter/httpapi"
 	"github.com/gpuscale/gpuscale/pkg/exporter/podmeta"
 	"github.com/gpuscale/gpuscale/pkg/gpu"
 	"github.com/gpuscale/gpuscale/pkg/gpu/sim"
-	"github.com/gpuscale/gpuscale/pkg/gpu/sim/simhttp"
 	"github.com/gpuscale/gpuscale/pkg/metrics"
 	"github.com/gpuscale/gpuscale/pkg/podresources"
-	"github.com/gpuscale/gpuscale/pkg/proccgroup"
+	"github.com/gpuscale/gpuscale/pkg/processpods"
 	"github.com/gpuscale/gpuscale/pkg/tokenfile"
 )
 
@@ -72,7 +70,7 @@ func Run(ctx context.Context, o *Options, log *slog.Logger, ready func(addr net.
 			return err
 		}
 		backend = s
-		api.APIRoutes = append(api.APIRoutes, simhttp.New(s, func() {
+		api.APIRoutes = append(api.APIRoutes, sim.NewLoadControl(s, func() {
 			if c := src.col.Load(); c != nil {
 				_ = c.CollectOnce(ctx)
 			}
@@ -224,16 +222,16 @@ func startAttribution(ctx context.Context, o *Options, reg prometheus.Registerer
 	if o.ContainerRuntimeSocket == "" {
 		return podSource{w}, nil, closeAll, nil
 	}
-	idx, err := cricontainers.New(cricontainers.Options{Socket: o.ContainerRuntimeSocket,
+	idx, err := processpods.NewRuntimeIndex(processpods.RuntimeOptions{Socket: o.ContainerRuntimeSocket,
 		Interval: o.PodResourcesInterval, Timeout: o.PodResourcesTimeout,
-		Logger: log.With("component", "cricontainers")})
+		Logger: log.With("component", "processpods")})
 	if err != nil {
 		closeAll()
 		return nil, nil, nil, err
 	}
 	closers = append(closers, func() { _ = idx.Close() })
 	go idx.Run(ctx)
-	return podSource{w}, processPods{cgroups: proccgroup.Reader{Root: o.ProcRoot}, containers: idx}, closeAll, nil
+	return podSource{w}, processpods.Resolver{Cgroups: processpods.CgroupReader{Root: o.ProcRoot}, Containers: idx}, closeAll, nil
 }
 
 func newSimBackend(o *Options, log *slog.Logger) (*sim.Backend, error) {

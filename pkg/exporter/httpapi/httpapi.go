@@ -1,6 +1,6 @@
 // Package httpapi is the exporter's HTTP surface: Prometheus metrics, health
 // probes, a JSON view of the GPUs and whatever API routes its wiring adds
-// (the simulated backend's load control, package simhttp). Every handler reads the collector's latest snapshot; none of them
+// (the simulated backend's load control, sim.LoadControl). Every handler reads the collector's latest snapshot; none of them
 // reaches the GPU or the kubelet.
 //
 // Every request is untrusted: the number served at once is bounded, for

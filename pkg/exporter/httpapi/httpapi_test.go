@@ -19,7 +19,6 @@ import (
 	"github.com/gpuscale/gpuscale/pkg/exporter/httpapi"
 	"github.com/gpuscale/gpuscale/pkg/gpu"
 	"github.com/gpuscale/gpuscale/pkg/gpu/sim"
-	"github.com/gpuscale/gpuscale/pkg/gpu/sim/simhttp"
 	"github.com/gpuscale/gpuscale/pkg/metrics"
 )
 
@@ -49,7 +48,7 @@ func newSimNode(t testing.TB, opts sim.Options) *simNode {
 	n.backend, n.col = b, col
 	n.h = httpapi.New(httpapi.Config{
 		Source: col, Gatherer: reg, Hostname: "node-a", Registerer: reg,
-		APIRoutes: []httpapi.Routes{simhttp.New(b, func() { _ = col.CollectOnce(context.Background()) }, reg)},
+		APIRoutes: []httpapi.Routes{sim.NewLoadControl(b, func() { _ = col.CollectOnce(context.Background()) }, reg)},
 	})
 	return n
 }

@@ -1,19 +1,17 @@
-package app
+package processpods
 
 import (
 	"os"
 	"path/filepath"
 	"testing"
 
-	"github.com/gpuscale/gpuscale/pkg/cricontainers"
 	"github.com/gpuscale/gpuscale/pkg/exporter"
 	"github.com/gpuscale/gpuscale/pkg/metrics"
-	"github.com/gpuscale/gpuscale/pkg/proccgroup"
 )
 
-type fakeIndex map[string]cricontainers.Container
+type fakeIndex map[string]Container
 
-func (f fakeIndex) Lookup(id string) (cricontainers.Container, bool) { c, ok := f[id]; return c, ok }
+func (f fakeIndex) Lookup(id string) (Container, bool) { c, ok := f[id]; return c, ok }
 
 func TestProcessPods(t *testing.T) {
 	const (
@@ -36,7 +34,7 @@ func TestProcessPods(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	p := processPods{cgroups: proccgroup.Reader{Root: root}, containers: fakeIndex{
+	p := Resolver{Cgroups: CgroupReader{Root: root}, Containers: fakeIndex{
 		ctr: {Namespace: "llm", Pod: "vllm-0", PodUID: uid, Name: "vllm"},
 	}}
 	tests := []struct {

@@ -1,12 +1,13 @@
-// Package proccgroup tells which Kubernetes container a host process runs
-// in, from its /proc/<pid>/cgroup: the pod UID and the container ID that
-// the kubelet and the container runtime put in the cgroup path.
+// The cgroup half: which Kubernetes container a host process runs in,
+// from its /proc/<pid>/cgroup: the pod UID and the container ID that the
+// kubelet and the container runtime put in the cgroup path.
 //
 // It reads cgroup v1 and v2 files and the path forms of the cgroupfs and
 // systemd cgroup drivers under containerd and CRI-O. A process outside
 // every pod (a host daemon, a container not run by the kubelet) is
 // ErrNotInPod, not a guess.
-package proccgroup
+
+package processpods
 
 import (
 	"bufio"
@@ -20,10 +21,10 @@ import (
 )
 
 // ErrNotInPod is returned for a process whose cgroup names no pod.
-var ErrNotInPod = errors.New("proccgroup: process is in no pod's cgroup")
+var ErrNotInPod = errors.New("processpods: process is in no pod's cgroup")
 
-// Container is where a process runs.
-type Container struct {
+// CgroupContainer is where a process runs.
+type CgroupContainer struct {
 	// PodUID is the pod's UID, with dashes ("0b1d...-...").
 	PodUID string
 	// ID is the runtime's container ID (64 hex digits); "" when the
@@ -35,32 +36,32 @@ type Container struct {
 // hundreds of v1 hierarchies stays far below it.
 const maxCgroupFile = 64 << 10
 
-// Reader reads /proc/<pid>/cgroup under Root.
-type Reader struct {
+// CgroupReader reads /proc/<pid>/cgroup under Root.
+type CgroupReader struct {
 	// Root is the proc file system's mount point: "/proc" on the host,
 	// "/host/proc" in a container that mounts the host's.
 	Root string
 }
 
 // ContainerOf returns the container pid runs in.
-func (r Reader) ContainerOf(pid uint32) (Container, error) {
+func (r CgroupReader) ContainerOf(pid uint32) (CgroupContainer, error) {
 	f, err := os.Open(filepath.Join(r.Root, strconv.FormatUint(uint64(pid), 10), "cgroup"))
 	if err != nil {
-		return Container{}, fmt.Errorf("proccgroup: pid %d: %w", pid, err)
+		return CgroupContainer{}, fmt.Errorf("processpods: pid %d: %w", pid, err)
 	}
 	defer f.Close()
-	c, err := Parse(io.LimitReader(f, maxCgroupFile))
+	c, err := ParseCgroup(io.LimitReader(f, maxCgroupFile))
 	if err != nil {
-		return Container{}, fmt.Errorf("proccgroup: pid %d: %w", pid, err)
+		return CgroupContainer{}, fmt.Errorf("processpods: pid %d: %w", pid, err)
 	}
 	return c, nil
 }
 
-// Parse reads a /proc/<pid>/cgroup file. Every line is
+// ParseCgroup reads a /proc/<pid>/cgroup file. Every line is
 // "hierarchy-ID:controllers:path"; cgroup v2 has the one line "0::path".
 // The first path that names a pod wins: on cgroup v1 every controller's
 // path names the same container.
-func Parse(r io.Reader) (Container, error) {
+func ParseCgroup(r io.Reader) (CgroupContainer, error) {
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 0, 4096), maxCgroupFile)
 	for sc.Scan() {
@@ -73,9 +74,9 @@ func Parse(r io.Reader) (Container, error) {
 		}
 	}
 	if err := sc.Err(); err != nil {
-		return Container{}, fmt.Errorf("read cgroup file: %w", err)
+		return CgroupContainer{}, fmt.Errorf("read cgroup file: %w", err)
 	}
-	return Container{}, ErrNotInPod
+	return CgroupContainer{}, ErrNotInPod
 }
 
 // parsePath finds the pod and container in one cgroup path. The forms:
@@ -87,8 +88,8 @@ func Parse(r io.Reader) (Container, error) {
 //	           ... /crio-<id>.scope, ... /docker-<id>.scope
 //
 // and any prefix before kubepods (a nested runtime, kind's /kubelet.slice).
-func parsePath(path string) (Container, bool) {
-	var c Container
+func parsePath(path string) (CgroupContainer, bool) {
+	var c CgroupContainer
 	for _, seg := range strings.Split(path, "/") {
 		switch {
 		case c.PodUID == "":

@@ -1,12 +1,13 @@
-// Package simhttp is the simulated backend's load control over HTTP:
-// PUT /api/v1/sim/gpus/{gpu} with a JSON sim.Load. Whoever wires the
+// The simulated backend's load control over HTTP:
+// PUT /api/v1/sim/gpus/{gpu} with a JSON Load. Whoever wires the
 // simulated backend registers it on the exporter's API routes, so that the
 // exporter's HTTP surface never links the simulator.
 //
 // Every request is untrusted: a load change is decoded strictly and checked
 // against the simulated GPU before anything changes; a refused one gets a
 // 4xx naming the problem and is counted.
-package simhttp
+
+package sim
 
 import (
 	"encoding/json"
@@ -18,21 +19,20 @@ import (
 
 	"github.com/gin-gonic/gin"
 	"github.com/prometheus/client_golang/prometheus"
-
-	"github.com/gpuscale/gpuscale/pkg/gpu/sim"
 )
 
-// LoadSetter is the simulated backend as the handler sees it.
+// LoadSetter is the simulated backend as the load control sees it (a
+// *Backend).
 type LoadSetter interface {
-	SetLoad(id string, l sim.Load) error
+	SetLoad(id string, l Load) error
 }
 
 // maxLoadBody bounds the body of a load change; the longest valid one is
 // about 100 bytes.
 const maxLoadBody = 4096
 
-// Control serves the load control of one simulated backend.
-type Control struct {
+// LoadControl serves the load control of one simulated backend.
+type LoadControl struct {
 	sim LoadSetter
 	// collect, when set, is called after a load change so that the next
 	// scrape shows it without waiting a full interval.
@@ -40,10 +40,10 @@ type Control struct {
 	rejected *prometheus.CounterVec
 }
 
-// New returns the load control of s. collect may be nil; reg, when not
+// NewLoadControl returns the load control of s. collect may be nil; reg, when not
 // nil, receives the count of refused changes.
-func New(s LoadSetter, collect func(), reg prometheus.Registerer) *Control {
-	c := &Control{sim: s, collect: collect, rejected: prometheus.NewCounterVec(prometheus.CounterOpts{
+func NewLoadControl(s LoadSetter, collect func(), reg prometheus.Registerer) *LoadControl {
+	c := &LoadControl{sim: s, collect: collect, rejected: prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "gpuscale_exporter_sim_load_rejected_total",
 		Help: "Simulated load changes (PUT /api/v1/sim/gpus/{gpu}) refused, by HTTP status: 400 invalid, 404 no such GPU, 413 body too large.",
 	}, []string{"code"})}
@@ -54,11 +54,11 @@ func New(s LoadSetter, collect func(), reg prometheus.Registerer) *Control {
 }
 
 // RegisterRoutes adds PUT /api/v1/sim/gpus/{gpu} to api.
-func (ctl *Control) RegisterRoutes(api gin.IRoutes) {
+func (ctl *LoadControl) RegisterRoutes(api gin.IRoutes) {
 	api.PUT("/api/v1/sim/gpus/:gpu", ctl.put)
 }
 
-func (ctl *Control) put(c *gin.Context) {
+func (ctl *LoadControl) put(c *gin.Context) {
 	reject := func(status int, err error) {
 		ctl.rejected.WithLabelValues(strconv.Itoa(status)).Inc()
 		c.JSON(status, gin.H{"error": err.Error()})
@@ -70,7 +70,7 @@ func (ctl *Control) put(c *gin.Context) {
 	}
 	if err := ctl.sim.SetLoad(c.Param("gpu"), l); err != nil {
 		status := http.StatusBadRequest
-		if errors.Is(err, sim.ErrUnknownGPU) {
+		if errors.Is(err, ErrUnknownGPU) {
 			status = http.StatusNotFound
 		}
 		reject(status, err)
@@ -92,10 +92,10 @@ var (
 // decodeLoad reads a load change strictly: one JSON object of known fields
 // and nothing after it but white space, within maxLoadBody bytes. On error
 // it returns the status to answer with.
-func decodeLoad(w http.ResponseWriter, req *http.Request) (sim.Load, int, error) {
+func decodeLoad(w http.ResponseWriter, req *http.Request) (Load, int, error) {
 	dec := json.NewDecoder(http.MaxBytesReader(w, req.Body, maxLoadBody))
 	dec.DisallowUnknownFields()
-	var l *sim.Load
+	var l *Load
 	err := dec.Decode(&l)
 	if err == nil {
 		// Decode stops after the first value: whatever follows must be
@@ -114,11 +114,11 @@ func decodeLoad(w http.ResponseWriter, req *http.Request) (sim.Load, int, error)
 	var tooLarge *http.MaxBytesError
 	switch {
 	case errors.As(err, &tooLarge):
-		return sim.Load{}, http.StatusRequestEntityTooLarge, fmt.Errorf("invalid body: larger than %d bytes", tooLarge.Limit)
+		return Load{}, http.StatusRequestEntityTooLarge, fmt.Errorf("invalid body: larger than %d bytes", tooLarge.Limit)
 	case errors.Is(err, io.EOF):
 		err = errEmptyBody
 	}
-	return sim.Load{}, http.StatusBadRequest, fmt.Errorf("invalid body: %w", err)
+	return Load{}, http.StatusBadRequest, fmt.Errorf("invalid body: %w", err)
 }
 
 func isSyntaxError(err error) bool {

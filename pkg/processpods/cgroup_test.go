@@ -1,4 +1,4 @@
-package proccgroup
+package processpods
 
 import (
 	"errors"
@@ -18,41 +18,41 @@ func TestParse(t *testing.T) {
 	tests := []struct {
 		name string
 		file string
-		want Container
+		want CgroupContainer
 		err  error
 	}{{
 		name: "cgroup v1, cgroupfs driver, burstable",
 		file: "12:pids:/kubepods/burstable/pod" + uid + "/" + ctr + "\n" +
 			"11:memory:/kubepods/burstable/pod" + uid + "/" + ctr + "\n1:name=systemd:/kubepods/burstable/pod" + uid + "/" + ctr + "\n",
-		want: Container{PodUID: uid, ID: ctr},
+		want: CgroupContainer{PodUID: uid, ID: ctr},
 	}, {
 		name: "cgroup v1, cgroupfs driver, guaranteed",
 		file: "11:memory:/kubepods/pod" + uid + "/" + ctr + "\n",
-		want: Container{PodUID: uid, ID: ctr},
+		want: CgroupContainer{PodUID: uid, ID: ctr},
 	}, {
 		name: "cgroup v2, systemd driver, containerd",
 		file: "0::/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod" + uidSd + ".slice/cri-containerd-" + ctr + ".scope\n",
-		want: Container{PodUID: uid, ID: ctr},
+		want: CgroupContainer{PodUID: uid, ID: ctr},
 	}, {
 		name: "cgroup v2, systemd driver, CRI-O, guaranteed",
 		file: "0::/kubepods.slice/kubepods-pod" + uidSd + ".slice/crio-" + ctr + ".scope\n",
-		want: Container{PodUID: uid, ID: ctr},
+		want: CgroupContainer{PodUID: uid, ID: ctr},
 	}, {
 		name: "cgroup v2, systemd driver, besteffort, under kind's kubelet slice",
 		file: "0::/kubelet.slice/kubelet-kubepods.slice/kubelet-kubepods-besteffort.slice/kubelet-kubepods-besteffort-pod" + uidSd + ".slice/cri-containerd-" + ctr + ".scope\n",
-		want: Container{PodUID: uid, ID: ctr},
+		want: CgroupContainer{PodUID: uid, ID: ctr},
 	}, {
 		name: "cgroup v2, cgroupfs driver",
 		file: "0::/kubepods/besteffort/pod" + uid + "/" + ctr + "\n",
-		want: Container{PodUID: uid, ID: ctr},
+		want: CgroupContainer{PodUID: uid, ID: ctr},
 	}, {
 		name: "cgroup v1 with a hybrid v2 line first",
 		file: "0::/\n4:devices:/kubepods/burstable/pod" + uid + "/" + ctr + "\n",
-		want: Container{PodUID: uid, ID: ctr},
+		want: CgroupContainer{PodUID: uid, ID: ctr},
 	}, {
 		name: "pod cgroup without a container (pause-less sandbox process)",
 		file: "0::/kubepods/burstable/pod" + uid + "\n",
-		want: Container{PodUID: uid},
+		want: CgroupContainer{PodUID: uid},
 	}, {
 		name: "host daemon",
 		file: "0::/system.slice/nvidia-persistenced.service\n",
@@ -76,7 +76,7 @@ func TestParse(t *testing.T) {
 	}}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := Parse(strings.NewReader(tt.file))
+			got, err := ParseCgroup(strings.NewReader(tt.file))
 			if !errors.Is(err, tt.err) || got != tt.want {
 				t.Errorf("Parse = %+v, %v; want %+v, %v", got, err, tt.want, tt.err)
 			}
@@ -98,9 +98,9 @@ func TestReaderContainerOf(t *testing.T) {
 	}
 	write("4242", "0::/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod"+uidSd+".slice/cri-containerd-"+ctr+".scope\n")
 	write("7", "0::/system.slice/sshd.service\n")
-	r := Reader{Root: root}
+	r := CgroupReader{Root: root}
 
-	if c, err := r.ContainerOf(4242); err != nil || c != (Container{PodUID: uid, ID: ctr}) {
+	if c, err := r.ContainerOf(4242); err != nil || c != (CgroupContainer{PodUID: uid, ID: ctr}) {
 		t.Errorf("ContainerOf(4242) = %+v, %v", c, err)
 	}
 	if _, err := r.ContainerOf(7); !errors.Is(err, ErrNotInPod) {

@@ -1,4 +1,4 @@
-package cricontainers
+package processpods
 
 import (
 	"context"
@@ -52,7 +52,7 @@ func TestIndex(t *testing.T) {
 		{Id: "c3", Labels: map[string]string{"app": "not-from-the-kubelet"}},
 	}}
 	sock, stop := serve(t, f)
-	x, err := New(Options{Socket: sock, MaxAge: time.Minute})
+	x, err := NewRuntimeIndex(RuntimeOptions{Socket: sock, MaxAge: time.Minute})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-// Package cricontainers names the pod of every container on the node, from
+// The runtime half: the pod of every container on the node, from
 // the container runtime's CRI ListContainers: the labels the kubelet puts
 // on each container it creates (io.kubernetes.pod.namespace, .pod.name,
 // .pod.uid, .container.name). The exporter needs it to attribute a GPU
@@ -7,7 +7,8 @@
 // The index is refreshed in the background and answered from memory; when
 // refreshes keep failing for longer than MaxAge it answers nothing rather
 // than name pods that may have gone.
-package cricontainers
+
+package processpods
 
 import (
 	"context"
@@ -39,8 +40,8 @@ type Container struct {
 	Namespace, Pod, PodUID, Name string
 }
 
-// Options configures an Index.
-type Options struct {
+// RuntimeOptions configures an RuntimeIndex.
+type RuntimeOptions struct {
 	// Socket is the runtime's CRI socket, for example
 	// /run/containerd/containerd.sock or /var/run/crio/crio.sock.
 	Socket   string
@@ -56,18 +57,18 @@ type snapshot struct {
 	at   time.Time
 }
 
-// Index maps container IDs to their pods. It is safe for concurrent use.
-type Index struct {
-	opts   Options
+// RuntimeIndex maps container IDs to their pods. It is safe for concurrent use.
+type RuntimeIndex struct {
+	opts   RuntimeOptions
 	client runtimeapi.RuntimeServiceClient
 	conn   *grpc.ClientConn
 	cur    atomic.Pointer[snapshot]
 	now    func() time.Time
 }
 
-// New returns an Index over the runtime at opts.Socket. It does not dial;
+// NewRuntimeIndex returns an RuntimeIndex over the runtime at opts.Socket. It does not dial;
 // Refresh does.
-func New(opts Options) (*Index, error) {
+func NewRuntimeIndex(opts RuntimeOptions) (*RuntimeIndex, error) {
 	if opts.Interval <= 0 {
 		opts.Interval = 5 * time.Second
 	}
@@ -87,16 +88,16 @@ func New(opts Options) (*Index, error) {
 	conn, err := grpc.NewClient(target, grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(maxRecvMsgSize)))
 	if err != nil {
-		return nil, fmt.Errorf("cricontainers: %w", err)
+		return nil, fmt.Errorf("processpods: %w", err)
 	}
-	return &Index{opts: opts, conn: conn, client: runtimeapi.NewRuntimeServiceClient(conn), now: time.Now}, nil
+	return &RuntimeIndex{opts: opts, conn: conn, client: runtimeapi.NewRuntimeServiceClient(conn), now: time.Now}, nil
 }
 
 // Close closes the connection.
-func (x *Index) Close() error { return x.conn.Close() }
+func (x *RuntimeIndex) Close() error { return x.conn.Close() }
 
 // Run refreshes the index every Interval until ctx is done.
-func (x *Index) Run(ctx context.Context) {
+func (x *RuntimeIndex) Run(ctx context.Context) {
 	t := time.NewTicker(x.opts.Interval)
 	defer t.Stop()
 	for {
@@ -113,13 +114,13 @@ func (x *Index) Run(ctx context.Context) {
 
 // Refresh lists the runtime's containers once. Containers without the
 // kubelet's labels (not created by the kubelet) are left out.
-func (x *Index) Refresh(ctx context.Context) error {
+func (x *RuntimeIndex) Refresh(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, x.opts.Timeout)
 	defer cancel()
 	start := x.now()
 	resp, err := x.client.ListContainers(ctx, &runtimeapi.ListContainersRequest{})
 	if err != nil {
-		return fmt.Errorf("cricontainers: list containers: %w", err)
+		return fmt.Errorf("processpods: list containers: %w", err)
 	}
 	byID := make(map[string]Container, len(resp.GetContainers()))
 	for _, c := range resp.GetContainers() {
@@ -136,7 +137,7 @@ func (x *Index) Refresh(ctx context.Context) error {
 
 // Lookup returns the container with ID id, from the last refresh no older
 // than MaxAge.
-func (x *Index) Lookup(id string) (Container, bool) {
+func (x *RuntimeIndex) Lookup(id string) (Container, bool) {
 	s := x.cur.Load()
 	if s == nil || x.now().Sub(s.at) > x.opts.MaxAge {
 		return Container{}, false
