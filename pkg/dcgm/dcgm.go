@@ -1,8 +1,11 @@
 // Package dcgm names, once, the series and labels of NVIDIA's dcgm-exporter
 // that gpuscale serves and reads, in both of dcgm-exporter's naming schemas:
 // the exporter renders them, the adapter's ingest and its PromQL defaults
-// read them. It holds names, units and help strings only, no code beyond
-// unit arithmetic, so that readers of the series do not link the exporter.
+// read them. It holds the naming mechanics only (schemas, units, labels, the
+// shape of a field's names), no code beyond unit arithmetic, so that readers
+// of the series do not link the exporter. Which fields there are, with their
+// names and help in each schema, is pkg/gpu's table (gpu.Specs), keyed by
+// the field backends fill.
 //
 // dcgm-exporter renamed its series twice (release notes): 4.8.3 renamed the
 // Hostname label to hostname; 4.9.0 renamed the default and profiling

@@ -2,119 +2,21 @@
 // device (a whole GPU or a MIG instance) and one reading of its fields.
 // Backends (NVML, simulated) fill these types; the exporter's collector turns
 // them into metrics. Nothing here talks to hardware.
+//
+// It also holds the one table of GPU fields (Specs, fields.go): for each
+// field, what the backends read into it, the dcgm-exporter series it fills
+// in each naming schema, and the adapter signal it feeds. The table lives
+// here, not in pkg/dcgm, because its key is the Field every backend writes
+// and every Reading carries; pkg/dcgm stays the naming mechanics (schemas,
+// units, labels) that do not depend on which fields exist, and pkg/gpu
+// imports only it. So both the exporter's side (backends, pkg/metrics) and
+// the adapter's (pkg/ingest, pkg/promsource) read the table without
+// importing each other or anything that talks to hardware.
 package gpu
 
 import (
 	"context"
 )
-
-// Field is one measurable quantity of a device. Readings keep a presence bit
-// per field so that "not supported" is never confused with zero.
-type Field uint8
-
-// The fields every backend may report. Units are those of dcgm-exporter's
-// 4.8 names (pkg/dcgm converts them for the 4.10 names).
-const (
-	FieldGPUUtil                 Field = iota // percent, 0-100
-	FieldMemCopyUtil                          // percent, 0-100
-	FieldFBUsed                               // MiB
-	FieldFBFree                               // MiB
-	FieldFBReserved                           // MiB
-	FieldFBTotal                              // MiB
-	FieldGPUTemp                              // degrees C
-	FieldMemoryTemp                           // degrees C
-	FieldPowerUsage                           // watts
-	FieldPowerLimit                           // watts (enforced limit)
-	FieldEnergy                               // millijoules since driver load (counter)
-	FieldSMClock                              // MHz
-	FieldMemClock                             // MHz
-	FieldLastXID                              // code of the last XID error seen, 0 if none
-	FieldEncUtil                              // percent, 0-100
-	FieldDecUtil                              // percent, 0-100
-	FieldPCIeTxThroughput                     // KB/s over the driver's last 20 ms
-	FieldPCIeRxThroughput                     // KB/s over the driver's last 20 ms
-	FieldPCIeReplay                           // PCIe replays since driver load (counter)
-	FieldNVLinkBandwidth                      // bytes/s, TX plus RX over every link, between two collections
-	FieldRemappedRowsCorrectable              // rows remapped for correctable errors (counter)
-	FieldRemappedRowsUncorrectable
-	FieldRowRemapPending // 1 when a remap waits for a GPU reset
-	FieldRowRemapFailure // 1 when a remap failed
-	FieldVGPULicensed    // 1 licensed, 0 not (vGPU guests only)
-	// Profiling fields (NVML GPM, Hopper and later): ratios from 0 to 1
-	// and byte rates, as dcgm-exporter's DCGM_FI_PROF_* fields.
-	FieldGREngineActive
-	FieldSMActive
-	FieldSMOccupancy
-	FieldTensorActive
-	FieldDRAMActive
-	FieldPCIeTxBytes // bytes/s
-	FieldPCIeRxBytes // bytes/s
-	FieldNVLinkTxBytes
-	FieldNVLinkRxBytes
-	// The fields people alert on, beyond dcgm-exporter's defaults.
-	FieldPowerMgmtLimit   // watts, the configured power management limit
-	FieldECCSBEVolatile   // corrected (single-bit) ECC errors since driver load
-	FieldECCDBEVolatile   // uncorrected (double-bit) ECC errors since driver load
-	FieldECCSBEAggregate  // corrected ECC errors over the GPU's life
-	FieldECCDBEAggregate  // uncorrected ECC errors over the GPU's life
-	FieldRetiredPagesSBE  // pages retired for repeated single-bit errors
-	FieldRetiredPagesDBE  // pages retired for double-bit errors
-	FieldRetiredPending   // 1 when a page waits for retirement at the next reset
-	FieldPowerViolation   // nanoseconds throttled by the power limit (counter)
-	FieldThermalViolation // nanoseconds throttled for temperature
-	FieldSyncBoostViolation
-	FieldBoardLimitViolation
-	FieldLowUtilViolation
-	FieldReliabilityViolation
-	FieldNVLinkCRCFlitErrors // over every link, since driver load
-	FieldNVLinkCRCDataErrors
-	FieldNVLinkReplayErrors
-	FieldNVLinkRecoveryErrors
-	FieldFabricHealthSummary // NVML_GPU_FABRIC_HEALTH_SUMMARY_*: 0 not supported, 1 healthy, 2 unhealthy, 3 limited capacity
-	FieldFabricHealthMask    // NVML_GPU_FABRIC_HEALTH_MASK_* bits
-	FieldFP64Active          // ratio, 0-1 (GPM)
-	FieldFP32Active
-	FieldFP16Active
-	NumFields
-)
-
-// A Reading keeps one presence bit per field in a uint64.
-var _ [64 - NumFields]struct{}
-
-var fieldNames = [NumFields]string{
-	"gpu_util", "mem_copy_util", "fb_used_mib", "fb_free_mib", "fb_reserved_mib",
-	"fb_total_mib", "gpu_temp_c", "memory_temp_c", "power_usage_w", "power_limit_w",
-	"energy_mj", "sm_clock_mhz", "mem_clock_mhz", "last_xid",
-	"enc_util", "dec_util", "pcie_tx_kbps", "pcie_rx_kbps", "pcie_replays",
-	"nvlink_bandwidth_bytes_per_s", "remapped_rows_correctable", "remapped_rows_uncorrectable",
-	"row_remap_pending", "row_remap_failure", "vgpu_licensed",
-	"gr_engine_active", "sm_active", "sm_occupancy", "tensor_active", "dram_active",
-	"pcie_tx_bytes_per_s", "pcie_rx_bytes_per_s", "nvlink_tx_bytes_per_s", "nvlink_rx_bytes_per_s",
-	"power_mgmt_limit_w", "ecc_sbe_volatile", "ecc_dbe_volatile", "ecc_sbe_aggregate", "ecc_dbe_aggregate",
-	"retired_pages_sbe", "retired_pages_dbe", "retired_pages_pending",
-	"power_violation_ns", "thermal_violation_ns", "sync_boost_violation_ns", "board_limit_violation_ns",
-	"low_util_violation_ns", "reliability_violation_ns",
-	"nvlink_crc_flit_errors", "nvlink_crc_data_errors", "nvlink_replay_errors", "nvlink_recovery_errors",
-	"fabric_health_summary", "fabric_health_mask", "fp64_active", "fp32_active", "fp16_active",
-}
-
-// String returns the field's name as used in the exporter's JSON API.
-func (f Field) String() string {
-	if f < NumFields {
-		return fieldNames[f]
-	}
-	return "unknown"
-}
-
-// ParseField returns the field String names.
-func ParseField(name string) (Field, bool) {
-	for f := range NumFields {
-		if fieldNames[f] == name {
-			return f, true
-		}
-	}
-	return 0, false
-}
 
 // MIG describes a MIG instance. A Device with a nil MIG is a whole GPU.
 type MIG struct {

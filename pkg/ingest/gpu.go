@@ -11,11 +11,14 @@
 package ingest
 
 import (
+	"cmp"
 	"fmt"
+	"slices"
 
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/gpuscale/gpuscale/pkg/dcgm"
+	"github.com/gpuscale/gpuscale/pkg/gpu"
 	"github.com/gpuscale/gpuscale/pkg/inference"
 	"github.com/gpuscale/gpuscale/pkg/signal"
 	"github.com/gpuscale/gpuscale/pkg/store"
@@ -23,14 +26,13 @@ import (
 
 const mib = 1 << 20
 
-// device accumulates one device's DCGM fields from one scrape.
+// device accumulates one device's DCGM fields from one scrape: vals[i] is
+// gpuFields[i]'s reading, already scaled to its signal for a mean.
 type device struct {
-	mig                       bool
-	util, used, free, reserve float64
-	power                     float64
-	sm, tensor                float64 // percent
-	// has marks the fields read, bad those rejected.
-	has, bad uint8
+	mig  bool
+	vals [maxGPUFields]float64
+	// has marks the fields read, bad those rejected (bit i: gpuFields[i]).
+	has, bad fieldSet
 	pods     map[store.Key]struct{}
 	// shared marks a GPU whose GPU_UTIL series are each pod's share
 	// (dcgm.GPUShared): utilSum is the device's, podUtil each pod's.
@@ -39,55 +41,99 @@ type device struct {
 	podUtil map[store.Key]float64
 }
 
-const (
-	hasUtil uint8 = 1 << iota
-	hasUsed
-	hasFree
-	hasReserved
-	hasPower
-	hasSM
-	hasTensor
-)
+// fieldSet holds one bit per gpuFields entry.
+type fieldSet uint16
 
-const hasMemory = hasUsed | hasFree | hasReserved
+const maxGPUFields = 16
 
-// fields the GPU signals are computed from, by their 4.8 name, which bit
-// each sets, and the range of one device's reading, in the field's 4.8
-// unit. Each is read under its 4.8 or its 4.10 name (dcgm.Field.Aliases),
-// converted to the 4.8 unit, so that a signal is the same whichever
-// schema the exporter speaks.
-var gpuFields = []struct {
-	name  string
-	bit   uint8
-	check func(float64) error
-}{
-	{dcgm.GPUUtil, hasUtil, signal.GPUUtilization.DeviceRange().Check},
-	{dcgm.FBUsed, hasUsed, checkMiB},
-	{dcgm.FBFree, hasFree, checkMiB},
-	{dcgm.FBReserved, hasReserved, checkMiB},
-	{dcgm.PowerUsage, hasPower, signal.GPUPowerWatts.DeviceRange().Check},
-	{dcgm.ProfSMActive, hasSM, checkRatio(signal.GPUSMActive)},
-	{dcgm.ProfTensorActive, hasTensor, checkRatio(signal.GPUTensorActive)},
+// gpuField is one field the GPU signals are computed from: a gpu.Specs
+// entry with a Feed, the signal it feeds and the check of one device's
+// reading, in the field's 4.8 unit. Each is read under its 4.8 or its
+// 4.10 name (dcgm.Field.Aliases), converted to the 4.8 unit, so that a
+// signal is the same whichever schema the exporter speaks.
+type gpuField struct {
+	field gpu.Field
+	feed  gpu.Feed
+	// sig is the signal the field feeds; for a Part, the signal whose
+	// per-device range checks it (memory parts: gpu_memory_used_bytes).
+	sig     signal.Signal
+	aliases []dcgm.Alias
 }
 
-// aliases are each gpuFields entry's names, the 4.8 one first.
-var aliases = func() [][]dcgm.Alias {
-	out := make([][]dcgm.Alias, len(gpuFields))
-	for i, f := range gpuFields {
-		field, _, ok := dcgm.Lookup(f.name)
-		if !ok {
-			panic("ingest: " + f.name + " is not in package dcgm")
+// check checks one device's reading against its signal's per-device range.
+func (f *gpuField) check(v float64) error { return f.sig.DeviceRange().Check(v * f.feed.Scale) }
+
+// gpuFields are the fields of gpu.Specs that feed a signal, in the order
+// of the signals that check them, a signal's own field before its parts.
+// utilField and memory* index it: utilization on a shared GPU and memory
+// utilization, computed from three fields, are the code below.
+var gpuFields, utilField, memUsed, memFree, memReserved = func() ([]gpuField, int, int, int, int) {
+	var out []gpuField
+	for i := range gpu.Specs {
+		spec := &gpu.Specs[i]
+		if spec.Feed == nil {
+			continue
 		}
-		out[i] = field.Aliases()
+		sig, ok := signalNamed(spec.Feed.Signal)
+		if spec.Feed.Agg == gpu.Part {
+			sig, ok = signal.GPUMemoryUsedBytes, slices.Contains(memoryParts, spec.Field)
+		}
+		if !ok {
+			panic("ingest: " + spec.Name + " feeds " + spec.Feed.Signal + ", which ingest does not compute")
+		}
+		var aliases []dcgm.Alias
+		for j := range spec.DCGM {
+			aliases = append(aliases, spec.DCGM[j].Aliases()...)
+		}
+		out = append(out, gpuField{field: spec.Field, feed: *spec.Feed, sig: sig, aliases: aliases})
 	}
-	return out
+	slices.SortStableFunc(out, func(a, b gpuField) int {
+		part := func(f gpuField) int {
+			if f.feed.Agg == gpu.Part {
+				return 1
+			}
+			return 0
+		}
+		return cmp.Or(cmp.Compare(a.sig, b.sig), cmp.Compare(part(a), part(b)))
+	})
+	if len(out) > maxGPUFields {
+		panic("ingest: more GPU fields than a fieldSet holds")
+	}
+	at := func(f gpu.Field) int {
+		for i := range out {
+			if out[i].field == f {
+				return i
+			}
+		}
+		panic("ingest: " + f.String() + " feeds no signal")
+	}
+	return out, at(gpu.FieldGPUUtil), at(gpu.FieldFBUsed), at(gpu.FieldFBFree), at(gpu.FieldFBReserved)
 }()
+
+// memoryParts are the fields besides the memory used that
+// gpu_memory_utilization is computed from.
+var memoryParts = []gpu.Field{gpu.FieldFBFree, gpu.FieldFBReserved}
+
+// memoryFields are the bits of the memory fields.
+var memoryFields = bit(memUsed) | bit(memFree) | bit(memReserved)
+
+func bit(i int) fieldSet { return 1 << fieldSet(i) }
+
+// signalNamed returns the signal the adapter serves as name.
+func signalNamed(name string) (signal.Signal, bool) {
+	for sig := range signal.NumSignals {
+		if sig.String() == name {
+			return sig, true
+		}
+	}
+	return 0, false
+}
 
 // family returns the family a scrape holds field i under, and the factor
 // to its 4.8 unit: the first of its names the scrape has. An exporter
 // speaks one schema; should a scrape hold both, the 4.8 one is read.
 func family(families map[string]*dto.MetricFamily, i int) (*dto.MetricFamily, string, float64) {
-	for _, a := range aliases[i] {
+	for _, a := range gpuFields[i].aliases {
 		if mf := families[a.Name]; mf != nil {
 			return mf, a.Name, a.ToUnit48
 		}
@@ -95,23 +141,12 @@ func family(families map[string]*dto.MetricFamily, i int) (*dto.MetricFamily, st
 	return nil, "", 0
 }
 
-// checkRatio checks a DCGM profiling ratio (0 to 1) against sig, a percent.
-func checkRatio(sig signal.Signal) func(float64) error {
-	return func(v float64) error { return sig.DeviceRange().Check(v * 100) }
-}
-
-// checkMiB checks a framebuffer reading, in MiB: used, free and reserved
-// are each a part of one device's memory.
-func checkMiB(v float64) error {
-	return signal.GPUMemoryUsedBytes.DeviceRange().Check(v * mib)
-}
-
 // GPUFamilies returns the families GPU reads, in both schemas; a scraper
 // may skip the rest.
 func GPUFamilies() []string {
 	var names []string
-	for _, as := range aliases {
-		for _, a := range as {
+	for _, f := range gpuFields {
+		for _, a := range f.aliases {
 			names = append(names, a.Name)
 		}
 	}
@@ -129,7 +164,8 @@ func GPUFamilies() []string {
 func GPU(families map[string]*dto.MetricFamily) (pods map[store.Key]store.Sample, node store.Sample, rejected []Rejection, err error) {
 	devs := map[string]*device{}
 	seen := newSeriesSet()
-	for i, f := range gpuFields {
+	for i := range gpuFields {
+		f := &gpuFields[i]
 		mf, name, toUnit := family(families, i)
 		if mf == nil {
 			continue
@@ -158,12 +194,12 @@ func GPU(families map[string]*dto.MetricFamily) (pods map[store.Key]store.Sample
 				err = f.check(v)
 			}
 			if err != nil {
-				d.bad |= f.bit
+				d.bad |= bit(i)
 				rejected = append(rejected, rejection(inference.Describe(name, m), err))
 				continue
 			}
-			d.set(f.bit, v)
-			if f.bit == hasUtil {
+			d.set(i, v)
+			if i == utilField {
 				d.utilSum += v
 				if podKey.Name != "" {
 					if d.podUtil == nil {
@@ -188,8 +224,8 @@ func GPU(families map[string]*dto.MetricFamily) (pods map[store.Key]store.Sample
 			d.shared = true
 			// Shares in range each can add up past the device: none of
 			// them is then believed.
-			if err := signal.GPUUtilization.DeviceRange().Check(d.utilSum); err != nil && d.bad&hasUtil == 0 {
-				d.bad |= hasUtil
+			if err := signal.GPUUtilization.DeviceRange().Check(d.utilSum); err != nil && d.bad&bit(utilField) == 0 {
+				d.bad |= bit(utilField)
 				rejected = append(rejected, rejection("the pods' shares of GPU "+key, err))
 			}
 		}
@@ -223,7 +259,7 @@ func (d *device) deviceUtil() float64 {
 	if d.shared {
 		return d.utilSum
 	}
-	return d.util
+	return d.vals[utilField]
 }
 
 // podShare is pod k's utilization of the device: its own share on a
@@ -232,70 +268,56 @@ func (d *device) podShare(k store.Key) float64 {
 	if d.shared {
 		return d.podUtil[k]
 	}
-	return d.util
+	return d.vals[utilField]
 }
 
-func (d *device) set(bit uint8, v float64) {
-	d.has |= bit
-	switch bit {
-	case hasUtil:
-		d.util = v
-	case hasUsed:
-		d.used = v
-	case hasFree:
-		d.free = v
-	case hasReserved:
-		d.reserve = v
-	case hasPower:
-		d.power = v
-	case hasSM:
-		d.sm = v * 100
-	case hasTensor:
-		d.tensor = v * 100
+// set records field i's reading: a mean's scaled to its signal, a sum's
+// and a part's as read (their sums are scaled).
+func (d *device) set(i int, v float64) {
+	d.has |= bit(i)
+	if gpuFields[i].feed.Agg == gpu.Mean {
+		v *= gpuFields[i].feed.Scale
 	}
+	d.vals[i] = v
 }
 
-// aggregate combines devices: utilization is a mean over the devices that
-// report it (MIG instances do not), memory and power are sums. A device
-// whose reading was rejected voids what that reading is part of.
+// aggregate combines devices: a mean is over the devices that report the
+// field (MIG instances report no utilization), a sum over every device.
+// Memory is summed over the devices that report both used and free, so
+// that used and total count the same devices. A device whose reading was
+// rejected voids what that reading is part of.
 type aggregate struct {
-	utilSum            float64
-	utilN              int
-	used, total, power float64
-	memN, powerN       int
-	sm, tensor         float64
-	smN, tensorN       int
-	void               uint8 // has* bits of rejected readings
+	sum         [maxGPUFields]float64
+	n           [maxGPUFields]int
+	used, total float64
+	memN        int
+	void        fieldSet // bits of rejected readings
 }
 
 func (a *aggregate) add(d *device, util float64) {
 	a.void |= d.bad
-	if d.has&hasUtil != 0 {
-		a.utilSum += util
-		a.utilN++
+	for i := range gpuFields {
+		if d.has&bit(i) == 0 || memoryFields&bit(i) != 0 {
+			continue
+		}
+		v := d.vals[i]
+		if i == utilField {
+			v = util
+		}
+		a.sum[i] += v
+		a.n[i]++
 	}
-	if d.has&(hasUsed|hasFree) == hasUsed|hasFree {
-		a.used += d.used
-		a.total += d.used + d.free + d.reserve
+	if d.has&(bit(memUsed)|bit(memFree)) == bit(memUsed)|bit(memFree) {
+		a.used += d.vals[memUsed]
+		a.total += d.vals[memUsed] + d.vals[memFree] + d.vals[memReserved]
 		a.memN++
-	}
-	if d.has&hasPower != 0 {
-		a.power += d.power
-		a.powerN++
-	}
-	if d.has&hasSM != 0 {
-		a.sm += d.sm
-		a.smN++
-	}
-	if d.has&hasTensor != 0 {
-		a.tensor += d.tensor
-		a.tensorN++
 	}
 }
 
 // sample returns the aggregate's signals, of the pod k or, when k is nil,
-// of the node. One that leaves its signal's range (more devices than
-// MaxDevices, each in range) is rejected as what the devices add up to.
+// of the node, in the order of gpuFields. One that leaves its signal's
+// range (more devices than MaxDevices, each in range) is rejected as what
+// the devices add up to.
 func (a *aggregate) sample(rejected *[]Rejection, k *store.Key) store.Sample {
 	var s store.Sample
 	set := func(sig signal.Signal, v float64, n int) {
@@ -309,25 +331,24 @@ func (a *aggregate) sample(rejected *[]Rejection, k *store.Key) store.Sample {
 		}
 		s.Set(sig, v)
 	}
-	if a.utilN > 0 && a.void&hasUtil == 0 {
-		set(signal.GPUUtilization, a.utilSum/float64(a.utilN), a.utilN)
-	}
-	if a.memN > 0 && a.void&hasMemory == 0 {
-		set(signal.GPUMemoryUsedBytes, a.used*mib, a.memN)
-		if a.total > 0 {
-			// used/total first: at most 1 however it rounds, so
-			// the percentage is at most 100.
-			set(signal.GPUMemoryUtilization, 100*(a.used/a.total), a.memN)
+	for i := range gpuFields {
+		f := &gpuFields[i]
+		switch {
+		case i == memUsed:
+			if a.memN > 0 && a.void&memoryFields == 0 {
+				set(signal.GPUMemoryUsedBytes, a.used*mib, a.memN)
+				if a.total > 0 {
+					// used/total first: at most 1 however it rounds, so
+					// the percentage is at most 100.
+					set(signal.GPUMemoryUtilization, 100*(a.used/a.total), a.memN)
+				}
+			}
+		case memoryFields&bit(i) != 0, a.n[i] == 0, a.void&bit(i) != 0:
+		case f.feed.Agg == gpu.Mean:
+			set(f.sig, a.sum[i]/float64(a.n[i]), a.n[i])
+		case f.feed.Agg == gpu.Sum:
+			set(f.sig, a.sum[i]*f.feed.Scale, a.n[i])
 		}
-	}
-	if a.powerN > 0 && a.void&hasPower == 0 {
-		set(signal.GPUPowerWatts, a.power, a.powerN)
-	}
-	if a.smN > 0 && a.void&hasSM == 0 {
-		set(signal.GPUSMActive, a.sm/float64(a.smN), a.smN)
-	}
-	if a.tensorN > 0 && a.void&hasTensor == 0 {
-		set(signal.GPUTensorActive, a.tensor/float64(a.tensorN), a.tensorN)
 	}
 	return s
 }

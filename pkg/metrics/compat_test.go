@@ -11,67 +11,6 @@ import (
 	"github.com/gpuscale/gpuscale/pkg/metrics"
 )
 
-// nvmlSource says where the NVML backend reads each field (pkg/gpu/nvml).
-var nvmlSource = map[gpu.Field]string{
-	gpu.FieldGPUUtil:                   "`nvmlDeviceGetUtilizationRates`; per pod's own share on a shared GPU",
-	gpu.FieldMemCopyUtil:               "`nvmlDeviceGetUtilizationRates`",
-	gpu.FieldEncUtil:                   "`nvmlDeviceGetEncoderUtilization`",
-	gpu.FieldDecUtil:                   "`nvmlDeviceGetDecoderUtilization`",
-	gpu.FieldFBUsed:                    "`nvmlDeviceGetMemoryInfo_v2` (v1 on old drivers), whole MiB; per pod's share on a shared GPU",
-	gpu.FieldFBFree:                    "`nvmlDeviceGetMemoryInfo_v2` (v1), whole MiB",
-	gpu.FieldFBReserved:                "`nvmlDeviceGetMemoryInfo_v2`; absent on drivers with v1 only",
-	gpu.FieldFBTotal:                   "`nvmlDeviceGetMemoryInfo_v2` (v1), whole MiB",
-	gpu.FieldGPUTemp:                   "`nvmlDeviceGetTemperature(GPU)`",
-	gpu.FieldMemoryTemp:                "field value `NVML_FI_DEV_MEMORY_TEMP` (HBM GPUs)",
-	gpu.FieldPowerUsage:                "`nvmlDeviceGetPowerUsage`, mW to W",
-	gpu.FieldPowerLimit:                "`nvmlDeviceGetEnforcedPowerLimit`, mW to W",
-	gpu.FieldPowerMgmtLimit:            "`nvmlDeviceGetPowerManagementLimit`, mW to W",
-	gpu.FieldEnergy:                    "`nvmlDeviceGetTotalEnergyConsumption` (mJ)",
-	gpu.FieldSMClock:                   "`nvmlDeviceGetClockInfo(SM)` (MHz)",
-	gpu.FieldMemClock:                  "`nvmlDeviceGetClockInfo(MEM)` (MHz)",
-	gpu.FieldLastXID:                   "XID critical-error events (`nvmlEventSetWait`): the last code, 0 if none",
-	gpu.FieldPCIeTxThroughput:          "`nvmlDeviceGetPcieThroughput(TX)`, KB/s over 20 ms",
-	gpu.FieldPCIeRxThroughput:          "`nvmlDeviceGetPcieThroughput(RX)`, KB/s over 20 ms",
-	gpu.FieldPCIeReplay:                "`nvmlDeviceGetPcieReplayCounter`",
-	gpu.FieldNVLinkBandwidth:           "field values `NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX` + `_RX`, every link (scope UINT_MAX), KiB counters turned into a rate between collections; absent without NVLink",
-	gpu.FieldRemappedRowsCorrectable:   "`nvmlDeviceGetRemappedRows` (Ampere and later)",
-	gpu.FieldRemappedRowsUncorrectable: "`nvmlDeviceGetRemappedRows`",
-	gpu.FieldRowRemapPending:           "`nvmlDeviceGetRemappedRows`, 1 until the GPU is reset",
-	gpu.FieldRowRemapFailure:           "`nvmlDeviceGetRemappedRows`",
-	gpu.FieldVGPULicensed:              "`nvmlDeviceGetGridLicensableFeatures` in vGPU guests; absent on bare metal and in passthrough",
-	gpu.FieldECCSBEVolatile:            "field value `NVML_FI_DEV_ECC_SBE_VOL_TOTAL`",
-	gpu.FieldECCDBEVolatile:            "field value `NVML_FI_DEV_ECC_DBE_VOL_TOTAL`",
-	gpu.FieldECCSBEAggregate:           "field value `NVML_FI_DEV_ECC_SBE_AGG_TOTAL`",
-	gpu.FieldECCDBEAggregate:           "field value `NVML_FI_DEV_ECC_DBE_AGG_TOTAL`",
-	gpu.FieldRetiredPagesSBE:           "field value `NVML_FI_DEV_RETIRED_SBE` (pre-Ampere page retirement)",
-	gpu.FieldRetiredPagesDBE:           "field value `NVML_FI_DEV_RETIRED_DBE`",
-	gpu.FieldRetiredPending:            "field value `NVML_FI_DEV_RETIRED_PENDING`",
-	gpu.FieldPowerViolation:            "`nvmlDeviceGetViolationStatus(POWER)`, ns",
-	gpu.FieldThermalViolation:          "`nvmlDeviceGetViolationStatus(THERMAL)`, ns",
-	gpu.FieldSyncBoostViolation:        "`nvmlDeviceGetViolationStatus(SYNC_BOOST)`, ns",
-	gpu.FieldBoardLimitViolation:       "`nvmlDeviceGetViolationStatus(BOARD_LIMIT)`, ns",
-	gpu.FieldLowUtilViolation:          "`nvmlDeviceGetViolationStatus(LOW_UTILIZATION)`, ns",
-	gpu.FieldReliabilityViolation:      "`nvmlDeviceGetViolationStatus(RELIABILITY)`, ns",
-	gpu.FieldNVLinkCRCFlitErrors:       "field value `NVML_FI_DEV_NVLINK_CRC_FLIT_ERROR_COUNT_TOTAL`",
-	gpu.FieldNVLinkCRCDataErrors:       "field value `NVML_FI_DEV_NVLINK_CRC_DATA_ERROR_COUNT_TOTAL`",
-	gpu.FieldNVLinkReplayErrors:        "field value `NVML_FI_DEV_NVLINK_REPLAY_ERROR_COUNT_TOTAL`",
-	gpu.FieldNVLinkRecoveryErrors:      "field value `NVML_FI_DEV_NVLINK_RECOVERY_ERROR_COUNT_TOTAL`",
-	gpu.FieldFabricHealthSummary:       "`nvmlDeviceGetGpuFabricInfoV` v3 health summary (NVSwitch fabrics)",
-	gpu.FieldFabricHealthMask:          "`nvmlDeviceGetGpuFabricInfoV` v3 health mask",
-	gpu.FieldGREngineActive:            "GPM `GRAPHICS_UTIL` / 100 (Hopper and later)",
-	gpu.FieldSMActive:                  "GPM `SM_UTIL` / 100",
-	gpu.FieldSMOccupancy:               "GPM `SM_OCCUPANCY` / 100",
-	gpu.FieldTensorActive:              "GPM `ANY_TENSOR_UTIL` / 100",
-	gpu.FieldDRAMActive:                "GPM `DRAM_BW_UTIL` / 100",
-	gpu.FieldFP64Active:                "GPM `FP64_UTIL` / 100",
-	gpu.FieldFP32Active:                "GPM `FP32_UTIL` / 100",
-	gpu.FieldFP16Active:                "GPM `FP16_UTIL` / 100",
-	gpu.FieldPCIeTxBytes:               "GPM `PCIE_TX_PER_SEC`",
-	gpu.FieldPCIeRxBytes:               "GPM `PCIE_RX_PER_SEC`",
-	gpu.FieldNVLinkTxBytes:             "GPM `NVLINK_TOTAL_TX_PER_SEC`",
-	gpu.FieldNVLinkRxBytes:             "GPM `NVLINK_TOTAL_RX_PER_SEC`",
-}
-
 // version is one dcgm-exporter release line of the compatibility tables.
 type version struct {
 	name   string
@@ -140,8 +79,7 @@ func compatTables() string {
 	for _, v := range versions {
 		var defaults, optIns, labelsServed, unservedFields, unservedLabels int
 		var rows strings.Builder
-		for i := range dcgm.Fields {
-			f := &dcgm.Fields[i]
+		for _, f := range gpu.DCGMFields() {
 			kind := rowKind(f, v)
 			if kind == "" {
 				continue
@@ -160,7 +98,7 @@ func compatTables() string {
 			} else {
 				optIns++
 			}
-			fmt.Fprintf(&rows, "| `%s` | %s | %s | %s | %s | %s |\n", name, f.Type, unitText(f.Unit(v.schema)), kind, as, nvmlSource[gf])
+			fmt.Fprintf(&rows, "| `%s` | %s | %s | %s | %s | %s |\n", name, f.Type, unitText(f.Unit(v.schema)), kind, as, gf.Spec().NVML)
 		}
 		optIns++ // DCGM_EXP_XID_ERRORS_COUNT
 		fmt.Fprintf(&rows, "| `%s` | gauge | | opt-in | yes, both schemas | XID critical-error events counted per code within `--xid-count-window` (5m), labels `xid` and `window_size_in_ms` |\n", dcgm.XIDErrorsCount)

@@ -28,98 +28,6 @@ const (
 	LabelXID = dcgm.LabelXID
 )
 
-// gpuUnits are the units of gpu.Field values (package gpu's comments).
-var gpuUnits = func() [gpu.NumFields]dcgm.Unit {
-	var u [gpu.NumFields]dcgm.Unit
-	for f, unit := range map[gpu.Field]dcgm.Unit{
-		gpu.FieldGPUUtil: dcgm.Percent, gpu.FieldMemCopyUtil: dcgm.Percent, gpu.FieldEncUtil: dcgm.Percent, gpu.FieldDecUtil: dcgm.Percent,
-		gpu.FieldFBUsed: dcgm.MiB, gpu.FieldFBFree: dcgm.MiB, gpu.FieldFBReserved: dcgm.MiB, gpu.FieldFBTotal: dcgm.MiB,
-		gpu.FieldGPUTemp: dcgm.Celsius, gpu.FieldMemoryTemp: dcgm.Celsius,
-		gpu.FieldPowerUsage: dcgm.Watts, gpu.FieldPowerLimit: dcgm.Watts, gpu.FieldPowerMgmtLimit: dcgm.Watts,
-		gpu.FieldEnergy: dcgm.Millijoules, gpu.FieldSMClock: dcgm.MHz, gpu.FieldMemClock: dcgm.MHz,
-		gpu.FieldPCIeTxThroughput: dcgm.KBPerSecond, gpu.FieldPCIeRxThroughput: dcgm.KBPerSecond,
-		gpu.FieldNVLinkBandwidth: dcgm.BytesPerSecond,
-		gpu.FieldGREngineActive:  dcgm.Ratio, gpu.FieldSMActive: dcgm.Ratio, gpu.FieldSMOccupancy: dcgm.Ratio,
-		gpu.FieldTensorActive: dcgm.Ratio, gpu.FieldDRAMActive: dcgm.Ratio,
-		gpu.FieldFP64Active: dcgm.Ratio, gpu.FieldFP32Active: dcgm.Ratio, gpu.FieldFP16Active: dcgm.Ratio,
-		gpu.FieldPCIeTxBytes: dcgm.BytesPerSecond, gpu.FieldPCIeRxBytes: dcgm.BytesPerSecond,
-		gpu.FieldNVLinkTxBytes: dcgm.BytesPerSecond, gpu.FieldNVLinkRxBytes: dcgm.BytesPerSecond,
-		gpu.FieldPowerViolation: dcgm.Nanoseconds, gpu.FieldThermalViolation: dcgm.Nanoseconds,
-		gpu.FieldSyncBoostViolation: dcgm.Nanoseconds, gpu.FieldBoardLimitViolation: dcgm.Nanoseconds,
-		gpu.FieldLowUtilViolation: dcgm.Nanoseconds, gpu.FieldReliabilityViolation: dcgm.Nanoseconds,
-	} {
-		u[f] = unit
-	}
-	return u
-}()
-
-// fieldSources maps every gpu.Field onto the dcgm-exporter fields it fills,
-// by their 4.8 name. FB_TOTAL fills two: the MiB field of 4.8 and earlier
-// and 4.9's FB_CAPACITY_BYTES.
-var fieldSources = []struct {
-	field gpu.Field
-	name  string
-}{
-	{gpu.FieldGPUUtil, dcgm.GPUUtil},
-	{gpu.FieldMemCopyUtil, dcgm.MemCopyUtil},
-	{gpu.FieldEncUtil, dcgm.EncUtil},
-	{gpu.FieldDecUtil, dcgm.DecUtil},
-	{gpu.FieldFBUsed, dcgm.FBUsed},
-	{gpu.FieldFBFree, dcgm.FBFree},
-	{gpu.FieldFBReserved, dcgm.FBReserved},
-	{gpu.FieldFBTotal, dcgm.FBTotal},
-	{gpu.FieldFBTotal, dcgm.FBCapacityBytes},
-	{gpu.FieldGPUTemp, dcgm.GPUTemp},
-	{gpu.FieldMemoryTemp, dcgm.MemoryTemp},
-	{gpu.FieldPowerUsage, dcgm.PowerUsage},
-	{gpu.FieldPowerMgmtLimit, dcgm.PowerMgmtLimit},
-	{gpu.FieldPowerLimit, dcgm.EnforcedPowerLimit},
-	{gpu.FieldEnergy, dcgm.TotalEnergyConsumption},
-	{gpu.FieldSMClock, dcgm.SMClock},
-	{gpu.FieldMemClock, dcgm.MemClock},
-	{gpu.FieldLastXID, dcgm.XIDErrors},
-	{gpu.FieldPCIeTxThroughput, dcgm.PCIeTxThroughput},
-	{gpu.FieldPCIeRxThroughput, dcgm.PCIeRxThroughput},
-	{gpu.FieldPCIeReplay, dcgm.PCIeReplayCounter},
-	{gpu.FieldNVLinkBandwidth, dcgm.NVLinkBandwidthTotal},
-	{gpu.FieldRemappedRowsCorrectable, dcgm.CorrectableRemappedRows},
-	{gpu.FieldRemappedRowsUncorrectable, dcgm.UncorrectableRemappedRows},
-	{gpu.FieldRowRemapPending, dcgm.RowRemapPending},
-	{gpu.FieldRowRemapFailure, dcgm.RowRemapFailure},
-	{gpu.FieldVGPULicensed, dcgm.VGPULicenseStatus},
-	{gpu.FieldECCSBEVolatile, dcgm.ECCSBEVolTotal},
-	{gpu.FieldECCDBEVolatile, dcgm.ECCDBEVolTotal},
-	{gpu.FieldECCSBEAggregate, dcgm.ECCSBEAggTotal},
-	{gpu.FieldECCDBEAggregate, dcgm.ECCDBEAggTotal},
-	{gpu.FieldRetiredPagesSBE, dcgm.RetiredSBE},
-	{gpu.FieldRetiredPagesDBE, dcgm.RetiredDBE},
-	{gpu.FieldRetiredPending, dcgm.RetiredPending},
-	{gpu.FieldPowerViolation, dcgm.PowerViolation},
-	{gpu.FieldThermalViolation, dcgm.ThermalViolation},
-	{gpu.FieldSyncBoostViolation, dcgm.SyncBoostViolation},
-	{gpu.FieldBoardLimitViolation, dcgm.BoardLimitViolation},
-	{gpu.FieldLowUtilViolation, dcgm.LowUtilViolation},
-	{gpu.FieldReliabilityViolation, dcgm.ReliabilityViolation},
-	{gpu.FieldNVLinkCRCFlitErrors, dcgm.NVLinkCRCFlitErrors},
-	{gpu.FieldNVLinkCRCDataErrors, dcgm.NVLinkCRCDataErrors},
-	{gpu.FieldNVLinkReplayErrors, dcgm.NVLinkReplayErrors},
-	{gpu.FieldNVLinkRecoveryErrors, dcgm.NVLinkRecoveryErrs},
-	{gpu.FieldFabricHealthSummary, dcgm.FabricHealthSummary},
-	{gpu.FieldFabricHealthMask, dcgm.FabricHealthMask},
-	{gpu.FieldGREngineActive, dcgm.ProfGREngineActive},
-	{gpu.FieldSMActive, dcgm.ProfSMActive},
-	{gpu.FieldSMOccupancy, dcgm.ProfSMOccupancy},
-	{gpu.FieldTensorActive, dcgm.ProfTensorActive},
-	{gpu.FieldDRAMActive, dcgm.ProfDRAMActive},
-	{gpu.FieldFP64Active, dcgm.ProfFP64Active},
-	{gpu.FieldFP32Active, dcgm.ProfFP32Active},
-	{gpu.FieldFP16Active, dcgm.ProfFP16Active},
-	{gpu.FieldPCIeTxBytes, dcgm.ProfPCIeTxBytes},
-	{gpu.FieldPCIeRxBytes, dcgm.ProfPCIeRxBytes},
-	{gpu.FieldNVLinkTxBytes, dcgm.ProfNVLinkTxBytes},
-	{gpu.FieldNVLinkRxBytes, dcgm.ProfNVLinkRxBytes},
-}
-
 // FieldMetric is one dcgm-exporter field a gpu.Field fills in a schema.
 type FieldMetric struct {
 	Field gpu.Field
@@ -132,27 +40,28 @@ type FieldMetric struct {
 }
 
 // DCGMFields returns the GPU field metrics a schema serves, in exposition
-// order (by name).
+// order (by name): every dcgm-exporter field of gpu.Specs that the schema
+// names.
 func DCGMFields(s dcgm.Schema) []FieldMetric {
-	out := make([]FieldMetric, 0, len(fieldSources))
-	for _, src := range fieldSources {
-		f, _, ok := dcgm.Lookup(src.name)
-		if !ok {
-			panic("metrics: " + src.name + " is not in package dcgm")
+	var out []FieldMetric
+	for i := range gpu.Specs {
+		spec := &gpu.Specs[i]
+		for j := range spec.DCGM {
+			f := &spec.DCGM[j]
+			name := f.Name(s)
+			if name == "" {
+				continue // no such series in this schema
+			}
+			k, ok := dcgm.Scale(spec.Unit, f.Unit(s))
+			if !ok {
+				panic("metrics: " + spec.Name + " cannot fill " + name)
+			}
+			typ := dto.MetricType_GAUGE
+			if f.Type == dcgm.Counter {
+				typ = dto.MetricType_COUNTER
+			}
+			out = append(out, FieldMetric{Field: spec.Field, DCGM: f, Name: name, Help: f.HelpText(s), Type: typ, scale: k})
 		}
-		name := f.Name(s)
-		if name == "" {
-			continue // no such series in this schema
-		}
-		k, ok := dcgm.Scale(gpuUnits[src.field], f.Unit(s))
-		if !ok {
-			panic("metrics: " + src.field.String() + " cannot fill " + name)
-		}
-		typ := dto.MetricType_GAUGE
-		if f.Type == dcgm.Counter {
-			typ = dto.MetricType_COUNTER
-		}
-		out = append(out, FieldMetric{Field: src.field, DCGM: f, Name: name, Help: f.HelpText(s), Type: typ, scale: k})
 	}
 	slices.SortFunc(out, func(a, b FieldMetric) int { return cmp.Compare(a.Name, b.Name) })
 	return out

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/gpuscale/gpuscale/pkg/dcgm"
+	"github.com/gpuscale/gpuscale/pkg/gpu"
 )
 
 // Selection is the set of dcgm-exporter fields the exporter serves, as
@@ -70,7 +71,7 @@ func ParseCollectors(r io.Reader) (*Selection, []string, error) {
 		case name == dcgm.LabelDriverVersion || name == dcgm.LabelSystemDriverVersion:
 			// Served on every series whatever the file says.
 		default:
-			if f, _, ok := dcgm.Lookup(name); ok {
+			if f, _, _, ok := gpu.LookupDCGM(name); ok {
 				s.fields[f] = true
 				continue
 			}

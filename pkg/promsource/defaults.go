@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/gpuscale/gpuscale/pkg/dcgm"
+	"github.com/gpuscale/gpuscale/pkg/gpu"
 	"github.com/gpuscale/gpuscale/pkg/provider"
 )
 
@@ -42,14 +43,14 @@ func rate(bucket, modelLabel string) string {
 	return "rate(" + podSel(bucket, modelLabel) + "[{{.Window}}])"
 }
 
+// The GPU fields the GPU half's code names: utilization, whose node query
+// sums a shared GPU's shares, and the memory fields gpu_memory_utilization
+// is computed from. Every other GPU query is a gpu.Specs Feed's (gpuQueries).
 const (
 	gpuUtil = dcgm.GPUUtil
 	fbUsed  = dcgm.FBUsed
 	fbFree  = dcgm.FBFree
 	fbRes   = dcgm.FBReserved
-	power   = dcgm.PowerUsage
-	smAct   = dcgm.ProfSMActive
-	tensor  = dcgm.ProfTensorActive
 	shared  = dcgm.GPUShared
 
 	vllmTTFT   = "vllm:time_to_first_token_seconds_bucket"
@@ -60,9 +61,9 @@ const (
 // converted returns sel(name) in the 4.8 unit of the field whose 4.8 name
 // is name48: the 4.8 series, or the 4.10 one scaled.
 func converted(name48 string, sel func(name string) string) string {
-	f, _, ok := dcgm.Lookup(name48)
+	f, _, _, ok := gpu.LookupDCGM(name48)
 	if !ok {
-		panic("promsource: " + name48 + " is not in package dcgm")
+		panic("promsource: " + name48 + " is not in gpu.Specs")
 	}
 	out := make([]string, 0, 2)
 	for _, a := range f.Aliases() {
@@ -106,7 +107,8 @@ func nodeUtil() string {
 }
 
 // memUtil is used / (used + free + reserved) in percent; a GPU that does
-// not report reserved memory counts it as 0.
+// not report reserved memory counts it as 0. Its fields are the gpu.Part
+// ones and the memory used.
 func memUtil(by string, sel func(string) string) string {
 	return "100 * sum by (" + by + ") (" + sel(fbUsed) + ") / sum by (" + by + ") (" +
 		sel(fbUsed) + " + " + sel(fbFree) + " + (" + sel(fbRes) + " or " + sel(fbFree) + " * 0))"
@@ -174,22 +176,60 @@ func tritonModel(s string) string {
 
 var ttftMetrics = []string{provider.TTFTP50, provider.TTFTP90, provider.TTFTP99}
 
-// DefaultQueries returns the compiled-in templates.
-func DefaultQueries() QueryFile {
-	pod := podGPU
+// factor writes a Feed's Scale: "" for 1, else the number.
+func factor(scale float64) string {
+	if scale == 1 {
+		return ""
+	}
+	return strconv.FormatFloat(scale, 'f', -1, 64)
+}
+
+// gpuQueries adds to f the queries of every gpu.Specs field that feeds a
+// signal: for a mean, its pods' and its nodes' (whole GPUs, each counted
+// once) averages, the factor to the signal's unit first; for a sum, its
+// pods' sum, the factor after. gpu_memory_utilization, made of parts, is
+// memUtil's; a node's utilization is nodeUtil's, which sums a shared
+// GPU's shares.
+func gpuQueries(f QueryFile) {
+	for i := range gpu.Specs {
+		spec := &gpu.Specs[i]
+		feed := spec.Feed
+		if feed == nil {
+			continue
+		}
+		name48 := spec.DCGM[0].Name48
+		k := factor(feed.Scale)
+		switch feed.Agg {
+		case gpu.Mean:
+			if k != "" {
+				k += " * "
+			}
+			f.Pods[feed.Signal] = k + "avg by (namespace, pod) (" + podGPU(name48) + ")"
+			node := `max by (Hostname, UUID) (` + nodeGPU(name48) + `)`
+			if name48 == gpuUtil {
+				node = nodeUtil()
+			}
+			f.Nodes[feed.Signal] = k + "avg by (Hostname) (" + node + ")"
+		case gpu.Sum:
+			if k != "" {
+				k = " * " + k
+			}
+			f.Pods[feed.Signal] = "sum by (namespace, pod) (" + podGPU(name48) + ")" + k
+		}
+	}
 	nodeSel := func(m string) string {
 		// GPU_I_ID="": whole GPUs only, MIG instances are not counted
 		// twice; max by UUID: a GPU shared by pods is one GPU.
 		return `max by (Hostname, UUID) (` + nodeGPU(m) + `)`
 	}
+	f.Pods[provider.GPUMemoryUtilization] = memUtil("namespace, pod", podGPU)
+	f.Nodes[provider.GPUMemoryUtilization] = memUtil("Hostname", nodeSel)
+}
+
+// DefaultQueries returns the compiled-in templates.
+func DefaultQueries() QueryFile {
 	f := QueryFile{
 		Pods: map[string]string{
-			provider.GPUUtilization:       "avg by (namespace, pod) (" + pod(gpuUtil) + ")",
-			provider.GPUMemoryUtilization: memUtil("namespace, pod", pod),
-			provider.GPUMemoryUsedBytes:   "sum by (namespace, pod) (" + pod(fbUsed) + ") * 1048576",
-			provider.GPUPowerWatts:        "sum by (namespace, pod) (" + pod(power) + ")",
-			provider.GPUSMActive:          "100 * avg by (namespace, pod) (" + pod(smAct) + ")",
-			provider.GPUTensorActive:      "100 * avg by (namespace, pod) (" + pod(tensor) + ")",
 			provider.QueueDepth: "sum by (namespace, pod) (" + firstOf(podSel("vllm:num_requests_waiting", "model_name"),
 				podSel("sglang:num_queue_reqs", "model_name"), podSel("tgi_queue_size", "model_name"),
 				podSel("nv_inference_pending_request_count", "model")) + ")",
@@ -199,12 +239,7 @@ func DefaultQueries() QueryFile {
 				podSel("vllm:gpu_cache_usage_perc", "model_name"), podSel("sglang:token_usage", "model_name")) + ")",
 		},
 		Workload: map[string]string{},
-		Nodes: map[string]string{
-			provider.GPUUtilization:       "avg by (Hostname) (" + nodeUtil() + ")",
-			provider.GPUMemoryUtilization: memUtil("Hostname", nodeSel),
-			provider.GPUSMActive:          "100 * avg by (Hostname) (" + nodeSel(smAct) + ")",
-			provider.GPUTensorActive:      "100 * avg by (Hostname) (" + nodeSel(tensor) + ")",
-		},
+		Nodes:    map[string]string{},
 		Models: map[string]string{
 			provider.QueueDepth: "sum by (model_name) (" + firstOf(podSel("vllm:num_requests_waiting", "model_name"),
 				podSel("sglang:num_queue_reqs", "model_name"),
@@ -213,6 +248,7 @@ func DefaultQueries() QueryFile {
 			provider.TTFTP90: ttft("model_name", tritonModel),
 		},
 	}
+	gpuQueries(f)
 	for _, m := range ttftMetrics {
 		f.Pods[m] = ttft("namespace, pod", same)
 		f.Workload[m] = ttft("", same)

@@ -13,6 +13,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/gpuscale/gpuscale/pkg/dcgm"
+	"github.com/gpuscale/gpuscale/pkg/gpu"
 )
 
 // dcgmNames are the dcgm-exporter metrics gpuscale emits in schema s, with
@@ -20,7 +21,7 @@ import (
 // backend, as vGPU guests, reports them all), and DCGM_EXP_XID_ERRORS_COUNT.
 func dcgmNames(s dcgm.Schema) map[string]dto.MetricType {
 	out := map[string]dto.MetricType{dcgm.XIDErrorsCount: dto.MetricType_GAUGE}
-	for _, f := range dcgm.Fields {
+	for _, f := range gpu.DCGMFields() {
 		if n := f.Name(s); n != "" {
 			out[n] = dto.MetricType_GAUGE
 			if f.Type == dcgm.Counter {
@@ -100,7 +101,7 @@ func testMetricNames(t *testing.T, schema dcgm.Schema) {
 		}
 	}
 	defaults := 0
-	for _, f := range dcgm.Fields {
+	for _, f := range gpu.DCGMFields() {
 		if f.Default410 {
 			defaults++
 			if !seen[f.Name(schema)] {

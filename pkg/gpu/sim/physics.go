@@ -197,37 +197,21 @@ func (d *device) readings() []gpu.Reading {
 		r.Err = fmt.Errorf("sim: gpu %d: %w", d.index, errSimulatedFault)
 		return []gpu.Reading{r}
 	}
-	util := d.targetUtil
-	r.Set(gpu.FieldGPUUtil, math.Round(util))
-	r.Set(gpu.FieldMemCopyUtil, math.Round(util*0.6))
-	used := d.usedMiB
+	now := state{util: d.targetUtil, used: d.usedMiB}
 	for _, m := range d.migs {
-		used += m.usedMiB
+		now.used += m.usedMiB
 	}
 	// Free is derived from the rounded used figure so that used, free and
 	// reserved always add up to total, as NVML's do.
-	used = math.Round(used)
-	r.Set(gpu.FieldFBUsed, used)
-	r.Set(gpu.FieldFBReserved, d.spec.reservedMiB)
-	r.Set(gpu.FieldFBTotal, d.spec.memMiB)
-	r.Set(gpu.FieldFBFree, d.spec.memMiB-d.spec.reservedMiB-used)
-	r.Set(gpu.FieldGPUTemp, math.Round(d.tempC))
-	r.Set(gpu.FieldMemoryTemp, math.Round(d.tempC+memTempOverC))
-	r.Set(gpu.FieldPowerUsage, math.Round(d.powerW*1000)/1000)
-	r.Set(gpu.FieldPowerLimit, d.spec.limitW)
-	r.Set(gpu.FieldPowerMgmtLimit, d.spec.limitW)
-	r.Set(gpu.FieldEnergy, math.Round(d.energyMJ))
-	r.Set(gpu.FieldSMClock, d.smClock())
-	r.Set(gpu.FieldMemClock, d.spec.memMHz)
-	r.Set(gpu.FieldLastXID, float64(d.lastXID))
-	setHealthAndProfiling(&r, util)
-	if d.vgpu {
-		r.Set(gpu.FieldVGPULicensed, map[bool]float64{false: 0, true: 1}[d.licensed])
+	now.used = math.Round(now.used)
+	for i := range gpu.Specs {
+		f := gpu.Specs[i].Field
+		if law := physics[f]; law != nil {
+			if v, ok := law(d, &now); ok {
+				r.Set(f, v)
+			}
+		}
 	}
-	r.Set(gpu.FieldNVLinkBandwidth, 2*util*simNVLinkBytesPerPct)
-	r.Set(gpu.FieldPowerViolation, math.Round(d.powerCappedNs))
-	r.Set(gpu.FieldThermalViolation, math.Round(d.thermalNs))
-	r.Set(gpu.FieldLowUtilViolation, math.Round(d.lowUtilNs))
 	r.XIDCounts = make(map[uint64]uint64, len(d.xids))
 	for k, v := range d.xids {
 		r.XIDCounts[k] = v
@@ -266,42 +250,97 @@ const (
 	simNVLinkBytesPerPct = 1e9
 )
 
-// setHealthAndProfiling sets the fields a healthy, unlicensed bare-metal
-// GPU reports beside utilization and memory: no media engines in use, no
-// PCIe replays, row remaps, ECC errors, retired pages or NVLink errors, a
-// healthy fabric, and profiling activity in proportion to the load. A
-// bare-metal GPU has no vGPU licence, so that field is set only for vGPU
-// guests (readings).
-func setHealthAndProfiling(r *gpu.Reading, util float64) {
-	busy := util / 100
-	for f, v := range map[gpu.Field]float64{
-		gpu.FieldEncUtil: 0, gpu.FieldDecUtil: 0, gpu.FieldPCIeReplay: 0,
-		gpu.FieldPCIeTxThroughput:        math.Round(util * simPCIeBytesPerPct / 2 / 1000),
-		gpu.FieldPCIeRxThroughput:        math.Round(util * simPCIeBytesPerPct / 1000),
-		gpu.FieldRemappedRowsCorrectable: 0, gpu.FieldRemappedRowsUncorrectable: 0,
-		gpu.FieldRowRemapPending: 0, gpu.FieldRowRemapFailure: 0,
-		gpu.FieldGREngineActive: busy,
-		gpu.FieldSMActive:       busy * simSMActiveOfBusy,
-		gpu.FieldSMOccupancy:    busy * simOccupancyOfBusy,
-		gpu.FieldTensorActive:   busy * simTensorOfBusy,
-		gpu.FieldDRAMActive:     busy * simDRAMOfBusy,
-		gpu.FieldPCIeTxBytes:    math.Round(util * simPCIeBytesPerPct / 2),
-		gpu.FieldPCIeRxBytes:    math.Round(util * simPCIeBytesPerPct),
-		gpu.FieldNVLinkTxBytes:  math.Round(util * simNVLinkBytesPerPct),
-		gpu.FieldNVLinkRxBytes:  math.Round(util * simNVLinkBytesPerPct),
-		gpu.FieldFP64Active:     busy * simFP64OfBusy,
-		gpu.FieldFP32Active:     busy * simFP32OfBusy,
-		gpu.FieldFP16Active:     busy * simFP16OfBusy,
+// state is what a whole GPU's fields are computed from at one reading.
+type state struct {
+	// util is the utilization in percent; used the framebuffer in use,
+	// the MIG instances' included, in whole MiB.
+	util, used float64
+}
 
-		gpu.FieldECCSBEVolatile: 0, gpu.FieldECCDBEVolatile: 0, gpu.FieldECCSBEAggregate: 0, gpu.FieldECCDBEAggregate: 0,
-		gpu.FieldRetiredPagesSBE: 0, gpu.FieldRetiredPagesDBE: 0, gpu.FieldRetiredPending: 0,
-		gpu.FieldSyncBoostViolation: 0, gpu.FieldBoardLimitViolation: 0, gpu.FieldReliabilityViolation: 0,
-		gpu.FieldNVLinkCRCFlitErrors: 0, gpu.FieldNVLinkCRCDataErrors: 0, gpu.FieldNVLinkReplayErrors: 0,
-		gpu.FieldNVLinkRecoveryErrors: 0,
-		gpu.FieldFabricHealthSummary:  fabricHealthy, gpu.FieldFabricHealthMask: 0,
-	} {
-		r.Set(f, v)
-	}
+// busy is the graphics engine's busy ratio, 0 to 1.
+func (s *state) busy() float64 { return s.util / 100 }
+
+// A law gives one field's value on a whole GPU; false leaves it absent.
+type law func(d *device, s *state) (float64, bool)
+
+// always is a law whose value is always v: a healthy GPU's zero error
+// counts, its fabric's health.
+func always(v float64) law { return func(*device, *state) (float64, bool) { return v, true } }
+
+// physics gives every field of gpu.Specs its simulated value on a whole
+// GPU: a healthy, unlicensed bare-metal GPU's, with power, heat and clocks
+// following the load (advance), no media engines in use, no PCIe replays,
+// row remaps, ECC errors, retired pages or NVLink errors, a healthy
+// fabric, and profiling activity and traffic in proportion to the load. A
+// bare-metal GPU has no vGPU licence, so that field is set only for vGPU
+// guests. A MIG instance's few fields are readings'. TestPhysicsForEveryField
+// fails on a field of gpu.Specs without a law.
+var physics = map[gpu.Field]law{
+	gpu.FieldGPUUtil:     func(_ *device, s *state) (float64, bool) { return math.Round(s.util), true },
+	gpu.FieldMemCopyUtil: func(_ *device, s *state) (float64, bool) { return math.Round(s.util * 0.6), true },
+	gpu.FieldFBUsed:      func(_ *device, s *state) (float64, bool) { return s.used, true },
+	gpu.FieldFBReserved:  func(d *device, _ *state) (float64, bool) { return d.spec.reservedMiB, true },
+	gpu.FieldFBTotal:     func(d *device, _ *state) (float64, bool) { return d.spec.memMiB, true },
+	gpu.FieldFBFree: func(d *device, s *state) (float64, bool) {
+		return d.spec.memMiB - d.spec.reservedMiB - s.used, true
+	},
+	gpu.FieldGPUTemp:        func(d *device, _ *state) (float64, bool) { return math.Round(d.tempC), true },
+	gpu.FieldMemoryTemp:     func(d *device, _ *state) (float64, bool) { return math.Round(d.tempC + memTempOverC), true },
+	gpu.FieldPowerUsage:     func(d *device, _ *state) (float64, bool) { return math.Round(d.powerW*1000) / 1000, true },
+	gpu.FieldPowerLimit:     func(d *device, _ *state) (float64, bool) { return d.spec.limitW, true },
+	gpu.FieldPowerMgmtLimit: func(d *device, _ *state) (float64, bool) { return d.spec.limitW, true },
+	gpu.FieldEnergy:         func(d *device, _ *state) (float64, bool) { return math.Round(d.energyMJ), true },
+	gpu.FieldSMClock:        func(d *device, _ *state) (float64, bool) { return d.smClock(), true },
+	gpu.FieldMemClock:       func(d *device, _ *state) (float64, bool) { return d.spec.memMHz, true },
+	gpu.FieldLastXID:        func(d *device, _ *state) (float64, bool) { return float64(d.lastXID), true },
+	gpu.FieldVGPULicensed: func(d *device, _ *state) (float64, bool) {
+		return map[bool]float64{false: 0, true: 1}[d.licensed], d.vgpu
+	},
+	gpu.FieldNVLinkBandwidth:  func(_ *device, s *state) (float64, bool) { return 2 * s.util * simNVLinkBytesPerPct, true },
+	gpu.FieldPowerViolation:   func(d *device, _ *state) (float64, bool) { return math.Round(d.powerCappedNs), true },
+	gpu.FieldThermalViolation: func(d *device, _ *state) (float64, bool) { return math.Round(d.thermalNs), true },
+	gpu.FieldLowUtilViolation: func(d *device, _ *state) (float64, bool) { return math.Round(d.lowUtilNs), true },
+	gpu.FieldEncUtil:          always(0),
+	gpu.FieldDecUtil:          always(0),
+	gpu.FieldPCIeReplay:       always(0),
+	gpu.FieldPCIeTxThroughput: func(_ *device, s *state) (float64, bool) {
+		return math.Round(s.util * simPCIeBytesPerPct / 2 / 1000), true
+	},
+	gpu.FieldPCIeRxThroughput: func(_ *device, s *state) (float64, bool) {
+		return math.Round(s.util * simPCIeBytesPerPct / 1000), true
+	},
+	gpu.FieldRemappedRowsCorrectable:   always(0),
+	gpu.FieldRemappedRowsUncorrectable: always(0),
+	gpu.FieldRowRemapPending:           always(0),
+	gpu.FieldRowRemapFailure:           always(0),
+	gpu.FieldGREngineActive:            func(_ *device, s *state) (float64, bool) { return s.busy(), true },
+	gpu.FieldSMActive:                  func(_ *device, s *state) (float64, bool) { return s.busy() * simSMActiveOfBusy, true },
+	gpu.FieldSMOccupancy:               func(_ *device, s *state) (float64, bool) { return s.busy() * simOccupancyOfBusy, true },
+	gpu.FieldTensorActive:              func(_ *device, s *state) (float64, bool) { return s.busy() * simTensorOfBusy, true },
+	gpu.FieldDRAMActive:                func(_ *device, s *state) (float64, bool) { return s.busy() * simDRAMOfBusy, true },
+	gpu.FieldFP64Active:                func(_ *device, s *state) (float64, bool) { return s.busy() * simFP64OfBusy, true },
+	gpu.FieldFP32Active:                func(_ *device, s *state) (float64, bool) { return s.busy() * simFP32OfBusy, true },
+	gpu.FieldFP16Active:                func(_ *device, s *state) (float64, bool) { return s.busy() * simFP16OfBusy, true },
+	gpu.FieldPCIeTxBytes:               func(_ *device, s *state) (float64, bool) { return math.Round(s.util * simPCIeBytesPerPct / 2), true },
+	gpu.FieldPCIeRxBytes:               func(_ *device, s *state) (float64, bool) { return math.Round(s.util * simPCIeBytesPerPct), true },
+	gpu.FieldNVLinkTxBytes:             func(_ *device, s *state) (float64, bool) { return math.Round(s.util * simNVLinkBytesPerPct), true },
+	gpu.FieldNVLinkRxBytes:             func(_ *device, s *state) (float64, bool) { return math.Round(s.util * simNVLinkBytesPerPct), true },
+	gpu.FieldECCSBEVolatile:            always(0),
+	gpu.FieldECCDBEVolatile:            always(0),
+	gpu.FieldECCSBEAggregate:           always(0),
+	gpu.FieldECCDBEAggregate:           always(0),
+	gpu.FieldRetiredPagesSBE:           always(0),
+	gpu.FieldRetiredPagesDBE:           always(0),
+	gpu.FieldRetiredPending:            always(0),
+	gpu.FieldSyncBoostViolation:        always(0),
+	gpu.FieldBoardLimitViolation:       always(0),
+	gpu.FieldReliabilityViolation:      always(0),
+	gpu.FieldNVLinkCRCFlitErrors:       always(0),
+	gpu.FieldNVLinkCRCDataErrors:       always(0),
+	gpu.FieldNVLinkReplayErrors:        always(0),
+	gpu.FieldNVLinkRecoveryErrors:      always(0),
+	gpu.FieldFabricHealthSummary:       always(fabricHealthy),
+	gpu.FieldFabricHealthMask:          always(0),
 }
 
 // smClock boosts under load and throttles when the die runs hot.
