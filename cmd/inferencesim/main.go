@@ -22,10 +22,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/pflag"
 
-	"github.com/gpuscale/gpuscale/internal/logformat"
 	"github.com/gpuscale/gpuscale/pkg/buildinfo"
 	"github.com/gpuscale/gpuscale/pkg/dialect"
 	"github.com/gpuscale/gpuscale/pkg/inferencesim"
+	"github.com/gpuscale/gpuscale/pkg/logging"
 )
 
 func main() {
@@ -74,12 +74,12 @@ type options struct {
 	seed            uint64
 	contextTokens   int
 	generatedTokens int
-	log             *logformat.Options
+	log             *logging.Options
 	version         bool
 }
 
 func parseFlags(args []string, stderr io.Writer) (*options, error) {
-	o := &options{log: logformat.New()}
+	o := &options{log: logging.New()}
 	fs := pflag.NewFlagSet("inferencesim", pflag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Var(&o.listen, "listen", "Address to serve one simulated server on; repeat the flag or separate addresses with commas for several independent servers (default 127.0.0.1:8000).")
@@ -124,7 +124,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, ready fun
 		_, err := fmt.Fprintln(stdout, buildinfo.Print("inferencesim"))
 		return err
 	}
-	log, err := o.log.Logger(stderr)
+	log, err := o.log.Setup(stderr)
 	if err != nil {
 		return fmt.Errorf("%w: %w", errUsage, err)
 	}
