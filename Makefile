@@ -42,8 +42,8 @@ build:
 #               internal/autoscalebench (its tests cover the report and the
 #               plots; its concurrent Run is test/autoscale's) run in make
 #               unit: under -race their plotting and replays took 130 s.
-RACE_PKGS := cmd/adapter/app cmd/inferencesim \
-  internal/childproc internal/devenv internal/exporterapp internal/hostile \
+RACE_PKGS := cmd/adapter/app cmd/exporter/app cmd/inferencesim \
+  internal/childproc internal/devenv internal/hostile \
   internal/simworld internal/testlog \
   internal/robustness \
   pkg/capacity pkg/certrotation pkg/processpods pkg/exporter pkg/exporter/httpapi pkg/federation pkg/gather pkg/gpu/nvml pkg/gpu/sim \
@@ -62,7 +62,7 @@ UNIT_PKGS = $$($(GO) list ./... | grep -v -x -F $(foreach p,$(RACE_PKGS) $(E2E_P
 # macOS only where a file is built for macOS and not for Linux
 # (childproc's sysproc_other.go): vetting anything more compiles its
 # dependencies for macOS, once more. staticcheck (hack/tools) likewise.
-CGO_PKGS := ./pkg/gpu/nvml/ ./internal/exporterapp/
+CGO_PKGS := ./pkg/gpu/nvml/ ./cmd/exporter/app/
 DARWIN_VET_PKGS ?= ./internal/childproc/
 
 # Every module's go.mod and go.sum are tidy: the test modules replace the

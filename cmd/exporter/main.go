@@ -1,5 +1,6 @@
 // Command exporter is gpuscale's node agent: a DCGM-compatible GPU exporter
-// with pod attribution, run as a DaemonSet on every GPU node.
+// with pod attribution, run as a DaemonSet on every GPU node. Its wiring is
+// cmd/exporter/app.
 package main
 
 import (
@@ -13,8 +14,7 @@ import (
 
 	"github.com/spf13/pflag"
 
-	"github.com/gpuscale/gpuscale/internal/exporterapp"
-	"github.com/gpuscale/gpuscale/pkg/buildinfo"
+	"github.com/gpuscale/gpuscale/cmd/exporter/app"
 )
 
 // gcPercent replaces Go's default GOGC of 100 unless GOGC is set. The
@@ -28,36 +28,17 @@ func main() {
 	if os.Getenv("GOGC") == "" {
 		debug.SetGCPercent(gcPercent)
 	}
-	o := exporterapp.NewOptions()
-	fs := pflag.NewFlagSet("exporter", pflag.ContinueOnError)
-	o.AddFlags(fs)
-	showVersion := fs.Bool("version", false, "Print the version and exit.")
-	if err := fs.Parse(os.Args[1:]); err != nil {
-		if errors.Is(err, pflag.ErrHelp) {
-			return
-		}
-		fmt.Fprintf(os.Stderr, "exporter: %v\n", err)
-		os.Exit(2)
-	}
-	if *showVersion {
-		fmt.Println(buildinfo.Print("exporter"))
-		return
-	}
-	o.Complete()
-	if err := o.Validate(); err != nil {
-		fmt.Fprintf(os.Stderr, "exporter: invalid flags:\n%v\n", err)
-		os.Exit(2)
-	}
-	log, err := o.Log.Logger(os.Stderr)
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "exporter: %v\n", err)
-		os.Exit(2)
-	}
-
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
-	if err := exporterapp.Run(ctx, o, log, nil); err != nil {
-		log.Error("exporter stopped", "err", err)
+	err := app.NewCommand().Execute(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	switch {
+	case err == nil, errors.Is(err, pflag.ErrHelp):
+	case errors.Is(err, app.ErrUsage):
+		fmt.Fprintf(os.Stderr, "exporter: %v\n", err)
+		stop()
+		os.Exit(2)
+	default:
+		stop()
 		os.Exit(1)
 	}
 }

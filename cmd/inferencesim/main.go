@@ -22,9 +22,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/pflag"
 
-	"github.com/gpuscale/gpuscale/internal/logformat"
 	"github.com/gpuscale/gpuscale/pkg/buildinfo"
+	"github.com/gpuscale/gpuscale/pkg/dialect"
 	"github.com/gpuscale/gpuscale/pkg/inferencesim"
+	"github.com/gpuscale/gpuscale/pkg/logging"
 )
 
 func main() {
@@ -73,16 +74,16 @@ type options struct {
 	seed            uint64
 	contextTokens   int
 	generatedTokens int
-	log             *logformat.Options
+	log             *logging.Options
 	version         bool
 }
 
 func parseFlags(args []string, stderr io.Writer) (*options, error) {
-	o := &options{log: logformat.New()}
+	o := &options{log: logging.New()}
 	fs := pflag.NewFlagSet("inferencesim", pflag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Var(&o.listen, "listen", "Address to serve one simulated server on; repeat the flag or separate addresses with commas for several independent servers (default 127.0.0.1:8000).")
-	fs.StringVar(&o.dialect, "dialect", string(inferencesim.VLLM), "Metric dialect: vllm, sglang, tgi or triton.")
+	fs.StringVar(&o.dialect, "dialect", string(inferencesim.VLLM), "Metric dialect: "+dialect.Enumerate(func(e *dialect.Engine) string { return string(e.Name) })+".")
 	fs.StringVar(&o.model, "model", inferencesim.DefaultModel, "Served model name, as the model label shows it.")
 	fs.Float64Var(&o.rate, "rate", 0, "Initial Poisson arrival rate of each server, in requests per second.")
 	fs.Uint64Var(&o.seed, "seed", 1, "Seed of the first server's load; the server on the n-th address (from 0) uses seed+n.")
@@ -123,7 +124,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, ready fun
 		_, err := fmt.Fprintln(stdout, buildinfo.Print("inferencesim"))
 		return err
 	}
-	log, err := o.log.Logger(stderr)
+	log, err := o.log.Setup(stderr)
 	if err != nil {
 		return fmt.Errorf("%w: %w", errUsage, err)
 	}

@@ -7,7 +7,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/gpuscale/gpuscale/internal/exporterapp"
+	"github.com/gpuscale/gpuscale/cmd/exporter/app"
 )
 
 // exporterRun is the in-process exporter of one exporter pod.
@@ -36,7 +36,7 @@ type exporterConfig struct {
 // sim.GPUUUID(node, i). A failure to start (address in use) ends the run;
 // the next reconcile replaces it.
 func startExporter(log *slog.Logger, c exporterConfig) *exporterRun {
-	o := exporterapp.NewOptions()
+	o := app.NewOptions()
 	o.Backend = "sim"
 	o.SimGPUs = c.gpus
 	o.Hostname = c.node
@@ -51,7 +51,7 @@ func startExporter(log *slog.Logger, c exporterConfig) *exporterRun {
 	go func() {
 		defer close(r.done)
 		defer r.up.Store(false)
-		if err := exporterapp.Run(ctx, o, log, func(net.Addr) { r.up.Store(true) }); err != nil {
+		if err := app.Run(ctx, o, log, func(net.Addr) { r.up.Store(true) }); err != nil {
 			log.Warn("exporter stopped", "err", err)
 		}
 	}()

@@ -46,7 +46,7 @@ func TestMain(m *testing.M) {
 // leakedGoroutines waits up to timeout for the goroutines of the packages
 // under test to end and returns the stacks of those that did not.
 func leakedGoroutines(timeout time.Duration) string {
-	suspects := []string{"simworld.", "inferencesim.", "internal/exporterapp.", "pkg/exporter.",
+	suspects := []string{"simworld.", "inferencesim.", "cmd/exporter/app.", "pkg/exporter.",
 		"podresources.", "client-go/tools/cache.", "google.golang.org/grpc.", "net/http.(*persistConn)"}
 	deadline := time.Now().Add(timeout)
 	for {

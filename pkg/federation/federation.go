@@ -10,13 +10,13 @@ package federation
 
 import (
 	"context"
+	"log/slog"
 	"sync"
 	"time"
 
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/klog/v2"
 	"k8s.io/metrics/pkg/apis/custom_metrics"
 	"k8s.io/metrics/pkg/apis/external_metrics"
 	cmprovider "sigs.k8s.io/custom-metrics-apiserver/pkg/provider"
@@ -28,6 +28,7 @@ type Provider struct {
 	local         cmprovider.MetricsProvider
 	backend       *Backend
 	metrics       *Metrics
+	log           *slog.Logger
 	customNames   map[string]bool
 	externalNames map[string]bool
 	// ownCustom and ownExternal are the local provider's lists, which are
@@ -44,12 +45,15 @@ type Provider struct {
 
 var _ cmprovider.MetricsProvider = (*Provider)(nil)
 
-// New wraps local; metrics may be nil.
-func New(local cmprovider.MetricsProvider, backend *Backend, metrics *Metrics) *Provider {
+// New wraps local; metrics may be nil, and log (nil: slog's default).
+func New(local cmprovider.MetricsProvider, backend *Backend, metrics *Metrics, log *slog.Logger) *Provider {
 	if metrics == nil {
 		metrics = NewMetrics()
 	}
-	p := &Provider{local: local, backend: backend, metrics: metrics,
+	if log == nil {
+		log = slog.Default()
+	}
+	p := &Provider{local: local, backend: backend, metrics: metrics, log: log,
 		customNames: map[string]bool{}, externalNames: map[string]bool{},
 		ownCustom: local.ListAllMetrics(), ownExternal: local.ListAllExternalMetrics()}
 	for _, m := range p.ownCustom {
@@ -102,10 +106,11 @@ func (p *Provider) settle(api string, err error, update func() int) {
 	if err != nil {
 		p.metrics.discoveryUp.WithLabelValues(api).Set(0)
 		p.metrics.discoveryFailures.WithLabelValues(api).Inc()
-		klog.ErrorS(err, "Discovery of the forward backend's metrics failed; listing only gpuscale's own until it succeeds", "api", api, "backend", p.backend.url)
+		p.log.Error("Discovery of the forward backend's metrics failed; listing only gpuscale's own until it succeeds", "err", err, "api", api, "backend", p.backend.url)
 	} else {
 		p.metrics.discoveryUp.WithLabelValues(api).Set(1)
-		klog.V(4).InfoS("Discovered the forward backend's metrics", "api", api, "backend", p.backend.url, "metrics", n)
+		// klog's V(4), as it was logged before pkg/logging: -v=4 shows it.
+		p.log.Log(context.Background(), slog.Level(-4), "Discovered the forward backend's metrics", "api", api, "backend", p.backend.url, "metrics", n)
 	}
 	p.metrics.discovered.WithLabelValues(api).Set(float64(n))
 }
@@ -115,7 +120,7 @@ func (p *Provider) observe(api string, start time.Time, err error) {
 	p.metrics.requests.WithLabelValues(api, resultOf(err)).Inc()
 	p.metrics.duration.WithLabelValues(api).Observe(time.Since(start).Seconds())
 	if err != nil {
-		klog.V(2).InfoS("Forwarded metric request failed", "api", api, "backend", p.backend.url, "err", err)
+		p.log.Log(context.Background(), slog.Level(-2), "Forwarded metric request failed", "api", api, "backend", p.backend.url, "err", err)
 	}
 }
 

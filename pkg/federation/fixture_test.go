@@ -72,7 +72,7 @@ func newFixture(t testing.TB, timeout time.Duration) *fixture {
 		t.Fatal(err)
 	}
 	f := &fixture{backend: b, local: &localProvider{}, metrics: federation.NewMetrics()}
-	f.p = federation.New(f.local, backend, f.metrics)
+	f.p = federation.New(f.local, backend, f.metrics, nil)
 	return f
 }
 

@@ -27,7 +27,7 @@ func TestTLSIsVerified(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			p := federation.New(&localProvider{}, backend, nil)
+			p := federation.New(&localProvider{}, backend, nil, nil)
 			_, err = p.GetExternalMetric(asAlice(), "ns1", labels.Everything(), cmprovider.ExternalMetricInfo{Metric: "x"})
 			if !apierrors.IsServiceUnavailable(err) || !strings.Contains(err.Error(), "certificate") {
 				t.Fatalf("err = %v, want a certificate error", err)

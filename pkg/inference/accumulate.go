@@ -7,6 +7,7 @@ import (
 
 	dto "github.com/prometheus/client_model/go"
 
+	"github.com/gpuscale/gpuscale/pkg/dialect"
 	"github.com/gpuscale/gpuscale/pkg/histogram"
 	"github.com/gpuscale/gpuscale/pkg/signal"
 )
@@ -104,17 +105,18 @@ func (a *accumulator) value(t *total, sig signal.Signal, family string, mean boo
 	return &v
 }
 
-func (a *accumulator) signals(m *mapping, kvFamily, itlFamily string) *Signals {
+// signals are the accumulated series, read from r's families.
+func (a *accumulator) signals(r *read) *Signals {
 	s := &Signals{
 		Dialect:            a.dialect,
-		QueueDepth:         a.value(&a.queue, signal.QueueDepth, m.queue, false),
-		Running:            a.value(&a.running, signal.RequestsRunning, m.running, false),
-		KVCacheUtilization: a.value(&a.kv, signal.KVCacheUtilization, kvFamily, true),
+		QueueDepth:         a.value(&a.queue, signal.QueueDepth, r.family[dialect.Queue], false),
+		Running:            a.value(&a.running, signal.RequestsRunning, r.family[dialect.Running], false),
+		KVCacheUtilization: a.value(&a.kv, signal.KVCacheUtilization, r.family[dialect.KVCache], true),
 		Warnings:           a.warnings,
 	}
-	s.TTFT = a.merged(&a.ttft, m.ttft)
-	s.Prefill = a.merged(&a.prefill, m.prefill)
-	s.ITL = a.merged(&a.itl, itlFamily)
+	s.TTFT = a.merged(&a.ttft, r.family[dialect.TTFT])
+	s.Prefill = a.merged(&a.prefill, r.family[dialect.Prefill])
+	s.ITL = a.merged(&a.itl, r.family[dialect.ITL])
 	s.Rejected = a.rejected
 	models := make([]string, 0, len(a.models))
 	size := 0

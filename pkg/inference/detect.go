@@ -7,6 +7,7 @@ import (
 
 	dto "github.com/prometheus/client_model/go"
 
+	"github.com/gpuscale/gpuscale/pkg/dialect"
 	"github.com/gpuscale/gpuscale/pkg/histogram"
 	"github.com/gpuscale/gpuscale/pkg/signal"
 )
@@ -33,9 +34,10 @@ func Detect(families map[string]*dto.MetricFamily) (*Signals, error) {
 	if err != nil {
 		return nil, err
 	}
-	acc := newAccumulator(m.dialect, warnings)
-	eachSeries(m, families, func(string) *accumulator { return acc })
-	return acc.signals(m, firstPresent(families, m.kvCache), firstPresent(families, m.itl)), nil
+	acc := newAccumulator(m.Name, warnings)
+	r := present(m, families)
+	eachSeries(r, families, func(string) *accumulator { return acc })
+	return acc.signals(r), nil
 }
 
 // DetectByModel is Detect split by model: one Signals per model name, for
@@ -49,17 +51,18 @@ func DetectByModel(families map[string]*dto.MetricFamily) (map[string]*Signals, 
 		return nil, err
 	}
 	accs := map[string]*accumulator{}
-	eachSeries(m, families, func(model string) *accumulator {
+	r := present(m, families)
+	eachSeries(r, families, func(model string) *accumulator {
 		acc, ok := accs[model]
 		if !ok {
-			acc = newAccumulator(m.dialect, warnings)
+			acc = newAccumulator(m.Name, warnings)
 			accs[model] = acc
 		}
 		return acc
 	})
 	out := make(map[string]*Signals, len(accs))
 	for model, acc := range accs {
-		out[model] = acc.signals(m, firstPresent(families, m.kvCache), firstPresent(families, m.itl))
+		out[model] = acc.signals(r)
 	}
 	return out, nil
 }
@@ -70,58 +73,81 @@ func match(families map[string]*dto.MetricFamily) (*mapping, []string, error) {
 	var found []*mapping
 	for i := range mappings {
 		for name := range families {
-			if strings.HasPrefix(name, mappings[i].prefix) {
+			if strings.HasPrefix(name, mappings[i].Prefix) {
 				found = append(found, &mappings[i])
 				break
 			}
 		}
 	}
 	if len(found) == 0 {
-		return nil, nil, fmt.Errorf("%w: no vllm:*, sglang:*, tgi_* or nv_inference_* metrics in the scrape (nor a router's: %s*)",
-			ErrUnknownDialect, strings.Join(routerPrefixes(), "*, "))
+		return nil, nil, fmt.Errorf("%w: no %s metrics in the scrape (nor a router's: %s*)",
+			ErrUnknownDialect, knownPrefixes, strings.Join(routerPrefixes(), "*, "))
 	}
 	var warnings []string
 	for _, other := range found[1:] {
-		warnings = append(warnings, fmt.Sprintf("%s metrics present too; reading the scrape as %s", other.dialect, found[0].dialect))
+		warnings = append(warnings, fmt.Sprintf("%s metrics present too; reading the scrape as %s", other.Name, found[0].Name))
 	}
 	return found[0], append(warnings, ttftFamilyWarnings(found[0], families)...), nil
 }
 
 // ttftFamilyWarnings explains a TTFT histogram that is there but unusable.
 func ttftFamilyWarnings(m *mapping, families map[string]*dto.MetricFamily) []string {
-	if m.ttft == "" {
-		return nil
-	}
-	mf, ok := families[m.ttft]
-	if !ok {
-		if _, ok := families[m.ttft+"_bucket"]; ok {
-			return []string{m.ttft + "_bucket exposed without a histogram TYPE line; TTFT ignored"}
+	ttft := m.Families(dialect.TTFT)
+	name := firstPresent(families, ttft)
+	if name == "" {
+		for _, n := range ttft {
+			if _, ok := families[n+"_bucket"]; ok {
+				return []string{n + "_bucket exposed without a histogram TYPE line; TTFT ignored"}
+			}
 		}
 		return nil
 	}
-	if t := mf.GetType(); t != dto.MetricType_HISTOGRAM {
-		return []string{fmt.Sprintf("%s is a %s, not a histogram; TTFT ignored", m.ttft, t)}
+	if t := families[name].GetType(); t != dto.MetricType_HISTOGRAM {
+		return []string{fmt.Sprintf("%s is a %s, not a histogram; TTFT ignored", name, t)}
 	}
 	return nil
 }
 
-// eachSeries feeds every series of m's families to the accumulator that
+// knownPrefixes are the engines' prefixes, for the error naming them.
+var knownPrefixes = dialect.Enumerate(func(e *dialect.Engine) string { return e.Prefix + "*" })
+
+// present is, per signal, the first of m's families that the scrape has,
+// "" when none: the one family a signal is read from.
+func present(m *mapping, families map[string]*dto.MetricFamily) *read {
+	r := &read{m: m}
+	for _, s := range dialect.Signals() {
+		r.family[s] = firstPresent(families, m.Families(s))
+	}
+	return r
+}
+
+// read is what Detect reads of one scrape of engine m: per signal the
+// family present and the factor to the signal's unit.
+type read struct {
+	m      *mapping
+	family [dialect.NumSignals]string
+}
+
+func (r *read) scale(s dialect.Signal) float64 { return r.m.Reads[s].Scale }
+
+// eachSeries feeds every series of r's families to the accumulator that
 // route returns for its model.
-func eachSeries(m *mapping, families map[string]*dto.MetricFamily, route func(model string) *accumulator) {
+func eachSeries(r *read, families map[string]*dto.MetricFamily, route func(model string) *accumulator) {
+	m := r.m
 	gauges := []struct {
 		name  string
 		sig   signal.Signal
 		scale float64
 		total func(*accumulator) *total
 	}{
-		{m.queue, signal.QueueDepth, 1, func(a *accumulator) *total { return &a.queue }},
-		{m.running, signal.RequestsRunning, 1, func(a *accumulator) *total { return &a.running }},
-		{firstPresent(families, m.kvCache), signal.KVCacheUtilization, m.kvScale, func(a *accumulator) *total { return &a.kv }},
+		{r.family[dialect.Queue], signal.QueueDepth, r.scale(dialect.Queue), func(a *accumulator) *total { return &a.queue }},
+		{r.family[dialect.Running], signal.RequestsRunning, r.scale(dialect.Running), func(a *accumulator) *total { return &a.running }},
+		{r.family[dialect.KVCache], signal.KVCacheUtilization, r.scale(dialect.KVCache), func(a *accumulator) *total { return &a.kv }},
 	}
 	for _, g := range gauges {
 		mf := families[g.name]
 		for _, metric := range mf.GetMetric() {
-			model := modelOf(metric, m.modelLabels)
+			model := modelOf(metric, m.ModelLabels)
 			acc := route(model)
 			v, err := gaugeValue(mf, metric)
 			if err == nil {
@@ -139,9 +165,16 @@ func eachSeries(m *mapping, families map[string]*dto.MetricFamily, route func(mo
 			acc.seen(model)
 		}
 	}
-	eachHistogram(families, m.ttft, m.ttftScale, m.modelLabels, route, func(a *accumulator) *histograms { return &a.ttft })
-	eachHistogram(families, m.prefill, 1, m.modelLabels, route, func(a *accumulator) *histograms { return &a.prefill })
-	eachHistogram(families, firstPresent(families, m.itl), 1, m.modelLabels, route, func(a *accumulator) *histograms { return &a.itl })
+	for _, h := range []struct {
+		sig  dialect.Signal
+		into func(*accumulator) *histograms
+	}{
+		{dialect.TTFT, func(a *accumulator) *histograms { return &a.ttft }},
+		{dialect.Prefill, func(a *accumulator) *histograms { return &a.prefill }},
+		{dialect.ITL, func(a *accumulator) *histograms { return &a.itl }},
+	} {
+		eachHistogram(families, r.family[h.sig], r.scale(h.sig), m.ModelLabels, route, h.into)
+	}
 }
 
 // eachHistogram feeds the series of one histogram family, scaled to

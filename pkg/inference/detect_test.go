@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 
+	"github.com/gpuscale/gpuscale/pkg/dialect"
 	"github.com/gpuscale/gpuscale/pkg/histogram"
 )
 
@@ -237,9 +238,11 @@ func TestFamiliesNameWhatDetectReads(t *testing.T) {
 		has[n] = true
 	}
 	for _, m := range mappings {
-		for _, n := range append([]string{m.queue, m.running, m.ttft}, m.kvCache...) {
-			if n != "" && !has[n] {
-				t.Errorf("%s: %s is read but not in Families()", m.dialect, n)
+		for _, s := range dialect.Signals() {
+			for _, n := range m.Families(s) {
+				if !has[n] {
+					t.Errorf("%s: %s is read but not in Families()", m.Name, n)
+				}
 			}
 		}
 	}

@@ -8,6 +8,7 @@ package inference
 import (
 	"errors"
 
+	"github.com/gpuscale/gpuscale/pkg/dialect"
 	"github.com/gpuscale/gpuscale/pkg/histogram"
 )
 
@@ -33,15 +34,16 @@ const (
 // past MaxModelName or MaxServerModelNames.
 var ErrModelName = errors.New("model name too long")
 
-// Dialect names an inference server's metric vocabulary.
-type Dialect string
+// Dialect names an inference server's metric vocabulary: an engine's of
+// the dialect table (pkg/dialect), or a router's (router.go).
+type Dialect = dialect.Name
 
-// Known dialects.
+// The engines' dialects.
 const (
-	VLLM   Dialect = "vllm"
-	SGLang Dialect = "sglang"
-	TGI    Dialect = "tgi"
-	Triton Dialect = "triton"
+	VLLM   = dialect.VLLM
+	SGLang = dialect.SGLang
+	TGI    = dialect.TGI
+	Triton = dialect.Triton
 )
 
 // Signals are what one scrape of one inference server says, in common units.

@@ -2,25 +2,29 @@ package inferencesim
 
 import (
 	"fmt"
+	"maps"
 	"math"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/gpuscale/gpuscale/pkg/dialect"
 )
 
-// Dialect names the inference server whose metrics a Server exposes.
-type Dialect string
+// Dialect names the inference server whose metrics a Server exposes: an
+// engine of the dialect table (pkg/dialect).
+type Dialect = dialect.Name
 
 // The dialects a Server can speak.
 const (
-	VLLM   Dialect = "vllm"
-	SGLang Dialect = "sglang"
-	TGI    Dialect = "tgi"
-	Triton Dialect = "triton"
+	VLLM   = dialect.VLLM
+	SGLang = dialect.SGLang
+	TGI    = dialect.TGI
+	Triton = dialect.Triton
 )
 
-// Dialects lists every supported dialect.
-var Dialects = []Dialect{VLLM, SGLang, TGI, Triton}
+// Dialects lists every supported dialect: the table's engines.
+var Dialects = dialect.Names()
 
 // ParseDialect returns the dialect named s.
 func ParseDialect(s string) (Dialect, error) {
@@ -29,39 +33,50 @@ func ParseDialect(s string) (Dialect, error) {
 			return d, nil
 		}
 	}
-	return "", fmt.Errorf("inferencesim: unknown dialect %q (want vllm, sglang, tgi or triton)", s)
+	return "", fmt.Errorf("inferencesim: unknown dialect %q (want %s)", s, dialectNames)
 }
 
-// Default TTFT bucket layouts, each in its server's unit, copied from the
-// servers' sources (see docs/inferencesim.md).
+var dialectNames = dialect.Enumerate(func(e *dialect.Engine) string { return string(e.Name) })
+
+// Bucket layouts of the families the simulator serves beside the signals',
+// in the layouts of the signals' families that the servers share them with
+// (see docs/inferencesim.md).
 var (
-	// vllm/v1/metrics/loggers.py, histogram_time_to_first_token.
-	vllmTTFTBuckets = []float64{0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5,
-		0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0, 160.0, 640.0, 2560.0}
-	// python/sglang/srt/metrics/collector.py, bucket_time_to_first_token.
-	sglangTTFTBuckets = []float64{0.1, 0.2, 0.4, 0.6, 0.8, 1, 2, 4, 6, 8, 10, 20, 40, 60, 80, 100, 200, 400}
-	// triton core src/metric_model_reporter.h, histogram_options_ for
-	// first_response_histogram, in milliseconds.
-	tritonTTFTBucketsMs = []float64{100, 500, 2000, 5000}
 	// text-generation-inference router: 35 geometric buckets from
 	// 0.0001*1.5 s for every metric whose name ends in "duration".
-	tgiDurationBuckets = prometheus.ExponentialBuckets(0.0001*1.5, 1.5, 35)
+	tgiDurationBuckets = buckets(dialect.TGI, dialect.ITL)
 	// python/sglang/srt/metrics/collector.py, inter_token_latency_seconds.
-	sglangITLBuckets = []float64{0.002, 0.004, 0.006, 0.008, 0.010, 0.015, 0.020, 0.025, 0.030, 0.035,
-		0.040, 0.060, 0.080, 0.100, 0.200, 0.400, 0.600, 0.800, 1.000, 2.000, 4.000, 6.000, 8.000}
+	sglangITLBuckets = buckets(dialect.SGLang, dialect.ITL)
 )
 
+// buckets are the table's bucket layout of d's family of s.
+func buckets(d dialect.Name, s dialect.Signal) []float64 {
+	e, ok := dialect.Lookup(d)
+	if !ok || len(e.Reads[s].Buckets) == 0 {
+		panic(fmt.Sprintf("inferencesim: the dialect table has no %s buckets for %s", s, d))
+	}
+	return e.Reads[s].Buckets
+}
+
 // exposition is one dialect's metric families on a server's private
-// registry. Families a dialect lacks stay nil.
+// registry: the signals' families, as the dialect table names them, and
+// those each server carries besides (extras). Families a dialect lacks stay
+// nil.
 type exposition struct {
 	waiting, running, kvUsage prometheus.Gauge
+	kvScale                   float64 // the engine's KV-cache fraction to the family's unit
 
 	ttft      prometheus.Histogram
 	ttftScale float64 // seconds to the histogram's unit
-	queueTime prometheus.Histogram
-	// itl observes every token gap (SGLang); tpot each request's mean
-	// gap (TGI). vLLM's are in requests.
-	itl, tpot prometheus.Histogram
+	// prefill observes each finished request's time in prefill.
+	prefill      prometheus.Histogram
+	prefillScale float64
+	// itl observes every token gap, or with itlPerRequest each finished
+	// request's mean gap (TGI's TPOT).
+	itl           prometheus.Histogram
+	itlScale      float64
+	itlPerRequest bool
+	queueTime     prometheus.Histogram
 
 	success, promptTokens, genTokens, preemptions, inferences prometheus.Counter
 	// successVec, when set, is registered in place of success, which is
@@ -72,19 +87,30 @@ type exposition struct {
 	requests *vllmRequestStats
 }
 
+// extras add to an exposition the families a server carries beside its
+// signals', with the server's labels: counters the demo's dashboards show,
+// histograms that make a scrape as large as a real one. A dialect without
+// extras serves its signals only.
+var extras = map[Dialect]func(x *exposition, labels prometheus.Labels){
+	VLLM:   vllmExtras,
+	SGLang: sglangExtras,
+	TGI:    tgiExtras,
+	Triton: tritonExtras,
+}
+
 func newExposition(d Dialect, model string, ttftBuckets []float64, reg prometheus.Registerer) (*exposition, error) {
-	var x *exposition
-	switch d {
-	case VLLM:
-		x = vllmExposition(model, ttftBuckets)
-	case SGLang:
-		x = sglangExposition(model, ttftBuckets)
-	case TGI:
-		x = tgiExposition()
-	case Triton:
-		x = tritonExposition(model, ttftBuckets)
-	default:
+	e, ok := dialect.Lookup(d)
+	if !ok {
 		return nil, fmt.Errorf("inferencesim: unknown dialect %q", d)
+	}
+	labels := prometheus.Labels{}
+	if len(e.ModelLabels) > 0 {
+		labels[e.ModelLabels[0]] = model
+	}
+	maps.Copy(labels, e.Labels)
+	x := signalFamilies(e, labels, ttftBuckets)
+	if add := extras[d]; add != nil {
+		add(x, labels)
 	}
 	for _, c := range x.collectors() {
 		if err := reg.Register(c); err != nil {
@@ -94,8 +120,39 @@ func newExposition(d Dialect, model string, ttftBuckets []float64, reg prometheu
 	return x, nil
 }
 
-func vllmExposition(model string, buckets []float64) *exposition {
-	labels := prometheus.Labels{"model_name": model, "engine": "0"}
+// signalFamilies are the engine's signals under the current name of each
+// (a deprecated name a server still exports is an extra), with its help,
+// its default buckets (ttftBuckets, when set, for TTFT) and in its unit.
+func signalFamilies(e *dialect.Engine, labels prometheus.Labels, ttftBuckets []float64) *exposition {
+	x := &exposition{}
+	gaugeOf := func(s dialect.Signal) prometheus.Gauge {
+		r, ok := e.Reads[s]
+		if !ok {
+			return nil
+		}
+		return gauge(r.Families[0], r.Help, labels)
+	}
+	// histogramOf also returns the factor from seconds to the family's
+	// unit: the inverse of the table's, exactly 1000 for milliseconds.
+	histogramOf := func(s dialect.Signal, override []float64) (prometheus.Histogram, float64) {
+		r, ok := e.Reads[s]
+		if !ok {
+			return nil, 0
+		}
+		return histogram(r.Families[0], r.Help, labels, orDefault(override, r.Buckets)), 1 / r.Scale
+	}
+	x.waiting, x.running, x.kvUsage = gaugeOf(dialect.Queue), gaugeOf(dialect.Running), gaugeOf(dialect.KVCache)
+	if x.kvUsage != nil {
+		x.kvScale = dialect.Fraction / e.Reads[dialect.KVCache].Scale
+	}
+	x.ttft, x.ttftScale = histogramOf(dialect.TTFT, ttftBuckets)
+	x.prefill, x.prefillScale = histogramOf(dialect.Prefill, nil)
+	x.itl, x.itlScale = histogramOf(dialect.ITL, nil)
+	x.itlPerRequest = e.Reads[dialect.ITL].PerRequestMean
+	return x
+}
+
+func vllmExtras(x *exposition, labels prometheus.Labels) {
 	success := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "vllm:request_success_total", Help: "Count of successfully processed requests.", ConstLabels: labels,
 	}, []string{"finished_reason"})
@@ -103,66 +160,33 @@ func vllmExposition(model string, buckets []float64) *exposition {
 	// requests always end on a stop token.
 	success.WithLabelValues("length")
 	success.WithLabelValues("abort")
-	return &exposition{
-		waiting: gauge("vllm:num_requests_waiting", "Number of requests waiting to be processed.", labels),
-		running: gauge("vllm:num_requests_running", "Number of requests in model execution batches.", labels),
-		kvUsage: gauge("vllm:kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage.", labels),
-		ttft: histogram("vllm:time_to_first_token_seconds", "Histogram of time to first token in seconds.",
-			labels, orDefault(buckets, vllmTTFTBuckets)),
-		ttftScale:    1,
-		success:      success.WithLabelValues("stop"),
-		successVec:   success,
-		aborted:      success.WithLabelValues("abort"),
-		promptTokens: counter("vllm:prompt_tokens_total", "Number of prefill tokens processed.", labels),
-		genTokens:    counter("vllm:generation_tokens_total", "Number of generation tokens processed.", labels),
-		preemptions:  counter("vllm:num_preemptions_total", "Cumulative number of preemption from the engine.", labels),
-		requests:     newVLLMRequestStats(labels),
-	}
+	x.success = success.WithLabelValues("stop")
+	x.successVec = success
+	x.aborted = success.WithLabelValues("abort")
+	x.promptTokens = counter("vllm:prompt_tokens_total", "Number of prefill tokens processed.", labels)
+	x.genTokens = counter("vllm:generation_tokens_total", "Number of generation tokens processed.", labels)
+	x.preemptions = counter("vllm:num_preemptions_total", "Cumulative number of preemption from the engine.", labels)
+	x.requests = newVLLMRequestStats(labels)
 }
 
-func sglangExposition(model string, buckets []float64) *exposition {
-	labels := prometheus.Labels{"model_name": model}
-	return &exposition{
-		waiting: gauge("sglang:num_queue_reqs", "The number of requests in the waiting queue.", labels),
-		running: gauge("sglang:num_running_reqs", "The number of running requests.", labels),
-		kvUsage: gauge("sglang:token_usage", "The token usage.", labels),
-		ttft: histogram("sglang:time_to_first_token_seconds", "Histogram of time to first token in seconds.",
-			labels, orDefault(buckets, sglangTTFTBuckets)),
-		ttftScale:    1,
-		itl:          histogram("sglang:inter_token_latency_seconds", "Histogram of inter-token latency in seconds.", labels, sglangITLBuckets),
-		success:      counter("sglang:num_requests_total", "Number of requests processed.", labels),
-		promptTokens: counter("sglang:prompt_tokens_total", "Number of prefill tokens processed.", labels),
-		genTokens:    counter("sglang:generation_tokens_total", "Number of generation tokens processed.", labels),
-	}
+func sglangExtras(x *exposition, labels prometheus.Labels) {
+	x.success = counter("sglang:num_requests_total", "Number of requests processed.", labels)
+	x.promptTokens = counter("sglang:prompt_tokens_total", "Number of prefill tokens processed.", labels)
+	x.genTokens = counter("sglang:generation_tokens_total", "Number of generation tokens processed.", labels)
 }
 
-// tgiExposition has no TTFT: TGI reports how long a request queued, not
-// when its first token left.
-func tgiExposition() *exposition {
-	return &exposition{
-		waiting:   gauge("tgi_queue_size", "Current queue size.", nil),
-		running:   gauge("tgi_batch_current_size", "Current batch size.", nil),
-		queueTime: histogram("tgi_request_queue_duration", "Time spent in the queue per request, in seconds.", nil, tgiDurationBuckets),
-		tpot:      histogram("tgi_request_mean_time_per_token_duration", "Mean time per token per request, in seconds.", nil, tgiDurationBuckets),
-		success:   counter("tgi_request_success", "Number of successful requests.", nil),
-	}
+// tgiExtras: TGI reports how long a request queued, not when its first
+// token left (so it has no TTFT).
+func tgiExtras(x *exposition, labels prometheus.Labels) {
+	x.queueTime = histogram("tgi_request_queue_duration", "Time spent in the queue per request, in seconds.", labels, tgiDurationBuckets)
+	x.success = counter("tgi_request_success", "Number of successful requests.", labels)
 }
 
-// tritonExposition reports the first response in milliseconds, as Triton's
-// histogram_latencies option does.
-func tritonExposition(model string, buckets []float64) *exposition {
-	labels := prometheus.Labels{"model": model, "version": "1"}
-	return &exposition{
-		waiting: gauge("nv_inference_pending_request_count",
-			"Instantaneous number of pending requests awaiting execution per-model.", labels),
-		ttft: histogram("nv_inference_first_response_histogram_ms",
-			"Duration from request to first response in milliseconds", labels, orDefault(buckets, tritonTTFTBucketsMs)),
-		ttftScale: 1000,
-		success: counter("nv_inference_request_success",
-			"Number of successful inference requests, all batch sizes", labels),
-		inferences: counter("nv_inference_count",
-			"Number of inferences performed (does not include cached requests)", labels),
-	}
+func tritonExtras(x *exposition, labels prometheus.Labels) {
+	x.success = counter("nv_inference_request_success",
+		"Number of successful inference requests, all batch sizes", labels)
+	x.inferences = counter("nv_inference_count",
+		"Number of inferences performed (does not include cached requests)", labels)
 }
 
 func (x *exposition) collectors() []prometheus.Collector {
@@ -171,7 +195,7 @@ func (x *exposition) collectors() []prometheus.Collector {
 		success = x.successVec
 	}
 	var out []prometheus.Collector
-	for _, c := range []prometheus.Collector{x.waiting, x.running, x.kvUsage, x.ttft, x.queueTime, x.itl, x.tpot,
+	for _, c := range []prometheus.Collector{x.waiting, x.running, x.kvUsage, x.ttft, x.prefill, x.queueTime, x.itl,
 		success, x.promptTokens, x.genTokens, x.preemptions, x.inferences} {
 		if c != nil {
 			out = append(out, c)
@@ -187,9 +211,12 @@ func (x *exposition) observeFinished(c Completion) {
 	if x.requests != nil {
 		x.requests.finished(c)
 	}
-	if x.tpot != nil && c.GeneratedTokens > 1 {
+	if x.prefill != nil {
+		x.prefill.Observe((c.FirstToken - c.Queued).Seconds() * x.prefillScale)
+	}
+	if x.itl != nil && x.itlPerRequest && c.GeneratedTokens > 1 {
 		// TGI: the request's decode time over its generated tokens.
-		x.tpot.Observe((c.Total - c.FirstToken).Seconds() / float64(c.GeneratedTokens-1))
+		x.itl.Observe((c.Total - c.FirstToken).Seconds() / float64(c.GeneratedTokens-1) * x.itlScale)
 	}
 }
 
@@ -197,8 +224,8 @@ func (x *exposition) observeToken(gap time.Duration) {
 	if x.requests != nil {
 		x.requests.token(gap)
 	}
-	if x.itl != nil {
-		x.itl.Observe(gap.Seconds())
+	if x.itl != nil && !x.itlPerRequest {
+		x.itl.Observe(gap.Seconds() * x.itlScale)
 	}
 }
 
@@ -219,7 +246,7 @@ func (x *exposition) observeQueue(d time.Duration) {
 func (x *exposition) update(prev, cur Stats) {
 	set(x.waiting, float64(cur.Waiting))
 	set(x.running, float64(cur.Running))
-	set(x.kvUsage, cur.KVCacheUsage)
+	set(x.kvUsage, cur.KVCacheUsage*x.kvScale)
 	add(x.success, cur.Completed-prev.Completed)
 	add(x.inferences, cur.Completed-prev.Completed)
 	add(x.promptTokens, cur.PromptTokens-prev.PromptTokens)

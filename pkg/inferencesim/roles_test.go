@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gpuscale/gpuscale/pkg/dialect"
 	"github.com/gpuscale/gpuscale/pkg/inference"
 )
 
@@ -70,8 +71,9 @@ func TestTokenHookGaps(t *testing.T) {
 }
 
 // TestITLExposedPerDialect: what each simulated dialect exposes is what
-// the adapter reads as ITL (pkg/inference): every token gap for vLLM and
-// SGLang, each multi-token request's mean gap for TGI, nothing for Triton.
+// the adapter reads as ITL (pkg/inference), as the dialect table says:
+// every token gap for vLLM and SGLang, each multi-token request's mean gap
+// for TGI (PerRequestMean), nothing for Triton (no ITL family).
 func TestITLExposedPerDialect(t *testing.T) {
 	for _, d := range Dialects {
 		t.Run(string(d), func(t *testing.T) {
@@ -83,15 +85,16 @@ func TestITLExposedPerDialect(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			switch d {
-			case Triton:
+			e, _ := dialect.Lookup(d)
+			switch {
+			case !e.Has(dialect.ITL):
 				if sig.ITL != nil {
-					t.Fatalf("Triton has an ITL: %+v", sig.ITL)
+					t.Fatalf("%s has an ITL: %+v", d, sig.ITL)
 				}
 				return
-			case TGI:
+			case e.Reads[dialect.ITL].PerRequestMean:
 				if sig.ITL == nil || sig.ITL.Count != float64(st.Completed) {
-					t.Fatalf("TGI ITL %+v, want one observation per completed request (%d)", sig.ITL, st.Completed)
+					t.Fatalf("%s ITL %+v, want one observation per completed request (%d)", d, sig.ITL, st.Completed)
 				}
 				return
 			}

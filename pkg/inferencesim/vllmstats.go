@@ -5,16 +5,19 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/gpuscale/gpuscale/pkg/dialect"
 )
 
 // Bucket layouts of vLLM's per-request histograms (vllm/v1/metrics/
 // loggers.py), so that a simulated vLLM exposition is as large, and as
 // costly to scrape, as a real one.
+// The request latencies share the layout of vllm:request_prefill_time_seconds,
+// the token latencies that of vllm:inter_token_latency_seconds: the dialect
+// table's.
 var (
-	vllmRequestLatencyBuckets = []float64{0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0,
-		40.0, 50.0, 60.0, 120.0, 240.0, 480.0, 960.0, 1920.0, 7680.0}
-	vllmTokenLatencyBuckets = []float64{0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75,
-		1.0, 2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0}
+	vllmRequestLatencyBuckets = buckets(dialect.VLLM, dialect.Prefill)
+	vllmTokenLatencyBuckets   = buckets(dialect.VLLM, dialect.ITL)
 	// build_1_2_5_buckets up to a 32k-token max_model_len.
 	vllmTokenCountBuckets = []float64{1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10000, 20000}
 	vllmParamsNBuckets    = []float64{1, 2, 5, 10, 20}
@@ -25,15 +28,16 @@ var (
 func VLLMRequestLatencyBuckets() []float64 { return slices.Clone(vllmRequestLatencyBuckets) }
 
 // vllmRequestStats are the request-level histograms vLLM keeps beside its
-// TTFT: what the adapter does not read, but every real scrape carries.
+// signals' (TTFT, prefill, inter-token latency): what the adapter does not
+// read, but every real scrape carries.
 type vllmRequestStats struct {
-	e2e, queue, inference, prefill, decode prometheus.Histogram
-	perOutputToken, interToken             prometheus.Histogram
-	promptTokens, genTokens, maxTokens     prometheus.Histogram
-	maxGenTokens, paramsN                  prometheus.Histogram
-	prefixQueries                          prometheus.Counter
-	prefixHits                             prometheus.Counter
-	cacheConfig                            prometheus.Gauge
+	e2e, queue, inference, decode      prometheus.Histogram
+	perOutputToken                     prometheus.Histogram
+	promptTokens, genTokens, maxTokens prometheus.Histogram
+	maxGenTokens, paramsN              prometheus.Histogram
+	prefixQueries                      prometheus.Counter
+	prefixHits                         prometheus.Counter
+	cacheConfig                        prometheus.Gauge
 }
 
 func newVLLMRequestStats(labels prometheus.Labels) *vllmRequestStats {
@@ -43,10 +47,8 @@ func newVLLMRequestStats(labels prometheus.Labels) *vllmRequestStats {
 		e2e:            histogram("vllm:e2e_request_latency_seconds", "Histogram of e2e request latency in seconds.", labels, vllmRequestLatencyBuckets),
 		queue:          histogram("vllm:request_queue_time_seconds", "Histogram of time spent in WAITING phase for request.", labels, vllmRequestLatencyBuckets),
 		inference:      histogram("vllm:request_inference_time_seconds", "Histogram of time spent in RUNNING phase for request.", labels, vllmRequestLatencyBuckets),
-		prefill:        histogram("vllm:request_prefill_time_seconds", "Histogram of time spent in PREFILL phase for request.", labels, vllmRequestLatencyBuckets),
 		decode:         histogram("vllm:request_decode_time_seconds", "Histogram of time spent in DECODE phase for request.", labels, vllmRequestLatencyBuckets),
 		perOutputToken: histogram("vllm:time_per_output_token_seconds", "Histogram of time per output token in seconds.", labels, vllmTokenLatencyBuckets),
-		interToken:     histogram("vllm:inter_token_latency_seconds", "Histogram of inter-token latency in seconds.", labels, vllmTokenLatencyBuckets),
 		promptTokens:   histogram("vllm:request_prompt_tokens", "Number of prefill tokens processed.", labels, vllmTokenCountBuckets),
 		genTokens:      histogram("vllm:request_generation_tokens", "Number of generation tokens processed.", labels, vllmTokenCountBuckets),
 		maxTokens:      histogram("vllm:request_params_max_tokens", "Histogram of the max_tokens request parameter.", labels, vllmTokenCountBuckets),
@@ -61,15 +63,14 @@ func newVLLMRequestStats(labels prometheus.Labels) *vllmRequestStats {
 }
 
 func (v *vllmRequestStats) collectors() []prometheus.Collector {
-	return []prometheus.Collector{v.e2e, v.queue, v.inference, v.prefill, v.decode, v.perOutputToken, v.interToken,
+	return []prometheus.Collector{v.e2e, v.queue, v.inference, v.decode, v.perOutputToken,
 		v.promptTokens, v.genTokens, v.maxTokens, v.maxGenTokens, v.paramsN, v.prefixQueries, v.prefixHits, v.cacheConfig}
 }
 
 // token records the gap before an output token, as vLLM does for every
-// token after a request's first, under both of its names (0.11 exports the
-// deprecated one beside the new).
+// token after a request's first, under the deprecated name that 0.11
+// exports beside the signal's (inter_token_latency_seconds).
 func (v *vllmRequestStats) token(gap time.Duration) {
-	v.interToken.Observe(gap.Seconds())
 	v.perOutputToken.Observe(gap.Seconds())
 }
 
@@ -78,7 +79,6 @@ func (v *vllmRequestStats) finished(c Completion) {
 	v.e2e.Observe(c.Total.Seconds())
 	v.queue.Observe(c.Queued.Seconds())
 	v.inference.Observe((c.Total - c.Queued).Seconds())
-	v.prefill.Observe((c.FirstToken - c.Queued).Seconds())
 	v.decode.Observe((c.Total - c.FirstToken).Seconds())
 	v.promptTokens.Observe(float64(c.ContextTokens))
 	v.genTokens.Observe(float64(c.GeneratedTokens))

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/gpuscale/gpuscale/pkg/dcgm"
+	"github.com/gpuscale/gpuscale/pkg/dialect"
 	"github.com/gpuscale/gpuscale/pkg/gpu"
 	"github.com/gpuscale/gpuscale/pkg/provider"
 )
@@ -52,10 +53,6 @@ const (
 	fbFree  = dcgm.FBFree
 	fbRes   = dcgm.FBReserved
 	shared  = dcgm.GPUShared
-
-	vllmTTFT   = "vllm:time_to_first_token_seconds_bucket"
-	sglangTTFT = "sglang:time_to_first_token_seconds_bucket"
-	tritonTTFT = "nv_inference_first_response_histogram_ms_bucket"
 )
 
 // converted returns sel(name) in the 4.8 unit of the field whose 4.8 name
@@ -114,47 +111,6 @@ func memUtil(by string, sel func(string) string) string {
 		sel(fbUsed) + " + " + sel(fbFree) + " + (" + sel(fbRes) + " or " + sel(fbFree) + " * 0))"
 }
 
-// ttft is the TTFT quantile grouped by the labels in by: vLLM and SGLang
-// buckets in seconds merged, else Triton's in milliseconds divided by 1000
-// (its le bounds are milliseconds, so they cannot be merged with the others);
-// wrapTriton may relabel Triton's rate (label_replace).
-func ttft(by string, wrapTriton func(string) string) string {
-	if by != "" {
-		by += ", "
-	}
-	return "histogram_quantile({{.Quantile}}, sum by (" + by + "le) (" +
-		firstOf(rate(vllmTTFT, "model_name"), rate(sglangTTFT, "model_name")) + ")) or " +
-		"histogram_quantile({{.Quantile}}, sum by (" + by + "le) (" + wrapTriton(rate(tritonTTFT, "model")) + ")) / 1000"
-}
-
-func same(s string) string { return s }
-
-// The inter-token latency histograms, in seconds, each dialect's first
-// present family first (pkg/inference reads the same, in the same order):
-// vLLM 0.11 exports one set of observations under both of its names.
-const (
-	vllmITL       = "vllm:inter_token_latency_seconds_bucket"
-	vllmTPOT      = "vllm:time_per_output_token_seconds_bucket"
-	sglangITL     = "sglang:inter_token_latency_seconds_bucket"
-	sglangTPOT    = "sglang:time_per_output_token_seconds_bucket"
-	tgiTimePerTok = "tgi_request_mean_time_per_token_duration_bucket"
-)
-
-// itl is the ITL quantile grouped by the labels in by: every dialect's
-// buckets are in seconds, so one histogram_quantile takes them all, each
-// pod's from its first family present. TGI serves one unnamed model, so a
-// model selector leaves it out, as it does for its queue.
-func itl(by string) string {
-	if by != "" {
-		by += ", "
-	}
-	return "histogram_quantile({{.Quantile}}, sum by (" + by + "le) (" +
-		firstOf(rate(vllmITL, "model_name"), rate(vllmTPOT, "model_name"), rate(sglangITL, "model_name"),
-			rate(sglangTPOT, "model_name"), rate(tgiTimePerTok, "model_name")) + "))"
-}
-
-var itlMetrics = []string{provider.ITLP50, provider.ITLP90, provider.ITLP99}
-
 // The requests routers hold per model (the embedded source's router
 // dialects, pkg/inference/router.go): they count towards a model's queue,
 // and are all of it while the model has no server.
@@ -166,15 +122,13 @@ const (
 // routerHeld is a router's held requests with their model label copied to
 // model_name.
 func routerHeld(metric, modelLabel string) string {
-	return `label_replace(` + podSel(metric, modelLabel) + `, "model_name", "$1", "` + modelLabel + `", "(.+)")`
+	return toModelName(podSel(metric, modelLabel), modelLabel)
 }
 
-// tritonModel copies Triton's model label to model_name.
-func tritonModel(s string) string {
-	return `label_replace(` + s + `, "model_name", "$1", "model", "(.+)")`
-}
-
-var ttftMetrics = []string{provider.TTFTP50, provider.TTFTP90, provider.TTFTP99}
+var (
+	ttftMetrics = []string{provider.TTFTP50, provider.TTFTP90, provider.TTFTP99}
+	itlMetrics  = []string{provider.ITLP50, provider.ITLP90, provider.ITLP99}
+)
 
 // factor writes a Feed's Scale: "" for 1, else the number.
 func factor(scale float64) string {
@@ -230,33 +184,27 @@ func gpuQueries(f QueryFile) {
 func DefaultQueries() QueryFile {
 	f := QueryFile{
 		Pods: map[string]string{
-			provider.QueueDepth: "sum by (namespace, pod) (" + firstOf(podSel("vllm:num_requests_waiting", "model_name"),
-				podSel("sglang:num_queue_reqs", "model_name"), podSel("tgi_queue_size", "model_name"),
-				podSel("nv_inference_pending_request_count", "model")) + ")",
-			provider.RequestsRunning: "sum by (namespace, pod) (" + firstOf(podSel("vllm:num_requests_running", "model_name"),
-				podSel("sglang:num_running_reqs", "model_name"), podSel("tgi_batch_current_size", "model_name")) + ")",
-			provider.KVCacheUtilization: "100 * avg by (namespace, pod) (" + firstOf(podSel("vllm:kv_cache_usage_perc", "model_name"),
-				podSel("vllm:gpu_cache_usage_perc", "model_name"), podSel("sglang:token_usage", "model_name")) + ")",
+			provider.QueueDepth:         engineGauge("sum", "namespace, pod", dialect.Queue, false),
+			provider.RequestsRunning:    engineGauge("sum", "namespace, pod", dialect.Running, false),
+			provider.KVCacheUtilization: engineGauge("avg", "namespace, pod", dialect.KVCache, false),
 		},
 		Workload: map[string]string{},
 		Nodes:    map[string]string{},
 		Models: map[string]string{
-			provider.QueueDepth: "sum by (model_name) (" + firstOf(podSel("vllm:num_requests_waiting", "model_name"),
-				podSel("sglang:num_queue_reqs", "model_name"),
-				tritonModel(podSel("nv_inference_pending_request_count", "model")),
-				routerHeld(eppQueue, "target_model_name"), routerHeld(dynamoQueued, "model")) + ")",
-			provider.TTFTP90: ttft("model_name", tritonModel),
+			provider.QueueDepth: engineGauge("sum", "model_name", dialect.Queue, true,
+				routerHeld(eppQueue, "target_model_name"), routerHeld(dynamoQueued, "model")),
+			provider.TTFTP90: engineQuantile(dialect.TTFT, "model_name", true),
 		},
 	}
 	gpuQueries(f)
 	for _, m := range ttftMetrics {
-		f.Pods[m] = ttft("namespace, pod", same)
-		f.Workload[m] = ttft("", same)
+		f.Pods[m] = engineQuantile(dialect.TTFT, "namespace, pod", false)
+		f.Workload[m] = engineQuantile(dialect.TTFT, "", false)
 	}
 	for _, m := range itlMetrics {
-		f.Pods[m] = itl("namespace, pod")
-		f.Workload[m] = itl("")
+		f.Pods[m] = engineQuantile(dialect.ITL, "namespace, pod", false)
+		f.Workload[m] = engineQuantile(dialect.ITL, "", false)
 	}
-	f.Models[provider.ITLP90] = itl("model_name")
+	f.Models[provider.ITLP90] = engineQuantile(dialect.ITL, "model_name", true)
 	return f
 }

@@ -224,6 +224,10 @@ func TestChartRenders(t *testing.T) {
 					t.Errorf("adapter args %v lack %s", a, want)
 				}
 			}
+			// component-base's flag, not the deprecated --scale-down-lease-namespace.
+			if !slices.ContainsFunc(a, func(s string) bool { return strings.HasPrefix(s, "--leader-elect-resource-namespace=") }) {
+				t.Errorf("adapter args %v lack --leader-elect-resource-namespace", a)
+			}
 		}},
 		{"extra env and volumes", []string{"-f", filepath.Join(chartDir, "ci/all-on-values.yaml")}, func(t *testing.T, objs []object) {
 			dep := named(t, objs, "Deployment", "-adapter")

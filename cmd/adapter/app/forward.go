@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/url"
 	"time"
 
@@ -63,7 +64,7 @@ func (o *ForwardOptions) validate() []error {
 
 // wrap returns local itself when federation is off, else a provider that
 // forwards every other name, and the loop that refreshes its discovery.
-func (o *ForwardOptions) wrap(local cmprovider.MetricsProvider) (cmprovider.MetricsProvider, func(context.Context), error) {
+func (o *ForwardOptions) wrap(local cmprovider.MetricsProvider, log *slog.Logger) (cmprovider.MetricsProvider, func(context.Context), error) {
 	if !o.enabled() {
 		return local, nil, nil
 	}
@@ -74,6 +75,6 @@ func (o *ForwardOptions) wrap(local cmprovider.MetricsProvider) (cmprovider.Metr
 	}
 	metrics := federation.NewMetrics()
 	legacyregistry.RawMustRegister(metrics.Collectors()...)
-	p := federation.New(local, backend, metrics)
+	p := federation.New(local, backend, metrics, log)
 	return p, func(ctx context.Context) { p.Run(ctx, o.DiscoveryInterval) }, nil
 }

@@ -1,6 +1,7 @@
 package app
 
 import (
+	"io"
 	"strings"
 	"testing"
 
@@ -26,7 +27,7 @@ func TestLoggingFlags(t *testing.T) {
 		if err := fs.Parse(tc.args); err != nil {
 			t.Fatal(err)
 		}
-		err := ApplyLogging(c)
+		_, err := ApplyLogging(c, io.Discard)
 		if tc.wantErr != "" {
 			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
 				t.Errorf("%v: %v, want %q", tc.args, err, tc.wantErr)

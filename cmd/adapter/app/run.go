@@ -8,11 +8,10 @@ import (
 	"sync/atomic"
 
 	"github.com/KimMachineGun/automemlimit/memlimit"
-	"github.com/go-logr/logr"
+	"github.com/spf13/pflag"
 	"k8s.io/apiserver/pkg/server/healthz"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/component-base/metrics/legacyregistry"
-	"k8s.io/klog/v2"
 	basecmd "sigs.k8s.io/custom-metrics-apiserver/pkg/cmd"
 
 	"github.com/gpuscale/gpuscale/pkg/capacity"
@@ -25,12 +24,17 @@ import (
 type Adapter struct {
 	basecmd.AdapterBase
 	Options *Options
+	// Log is the adapter's logger (ApplyLogging's); nil: slog's default.
+	Log *slog.Logger
 }
 
 // NewAdapter returns an adapter with its flags installed.
 func NewAdapter() *Adapter {
 	a := &Adapter{Options: NewOptions()}
 	a.Name = "gpuscale-adapter"
+	// A flag set of its own rather than pflag.CommandLine: errors come
+	// back to Command.Execute, and each NewAdapter has its flags.
+	a.FlagSet = pflag.NewFlagSet(a.Name, pflag.ContinueOnError)
 	a.InstallFlags()
 	a.Options.AddFlags(a.Flags())
 	return a
@@ -45,7 +49,10 @@ func (a *Adapter) Run(ctx context.Context) error {
 	if err := o.Validate(); err != nil {
 		return fmt.Errorf("invalid flags: %w", err)
 	}
-	log := slog.New(logr.ToSlogHandler(klog.Background()))
+	log := a.Log
+	if log == nil {
+		log = slog.Default()
+	}
 	setMemoryLimit(ctx, o.MemoryLimitRatio, memlimit.FromCgroup, log)
 
 	factory, err := a.Informers()
@@ -90,13 +97,13 @@ func (a *Adapter) Run(ctx context.Context) error {
 	if err := p.TrackPods(pods.Informer()); err != nil {
 		return err
 	}
-	runScaleDown, err := a.scaleDownController(pods, nodes, src.values, log)
+	runScaleDown, leaderHealthz, err := a.scaleDownController(pods, nodes, src.values, log)
 	if err != nil {
 		return err
 	}
 	// Federation (off by default): names gpuscale does not serve go to
 	// --forward-to.
-	served, runForward, err := o.Forward.wrap(p)
+	served, runForward, err := o.Forward.wrap(p, log.With("component", "federation"))
 	if err != nil {
 		return err
 	}
@@ -128,6 +135,14 @@ func (a *Adapter) Run(ctx context.Context) error {
 		return nil
 	})); err != nil {
 		return fmt.Errorf("readyz check: %w", err)
+	}
+	// A leader that stopped renewing its lease fails /livez (and is
+	// restarted); /readyz is left alone, so that losing the lease never
+	// stops the metrics API.
+	if leaderHealthz != nil {
+		if err := server.GenericAPIServer.AddLivezChecks(0, leaderHealthz); err != nil {
+			return fmt.Errorf("livez check: %w", err)
+		}
 	}
 	if err := serveCerts(certs, server.GenericAPIServer, func() { server.GenericAPIServer.SecureServingInfo.Cert = certs.Serving() }); err != nil {
 		return fmt.Errorf("certificates: %w", err)

@@ -17,27 +17,30 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/leaderelection"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
+	componentbaseconfig "k8s.io/component-base/config"
+	componentbaseoptions "k8s.io/component-base/config/options"
 	"k8s.io/component-base/metrics/legacyregistry"
 
 	"github.com/gpuscale/gpuscale/pkg/scaledown"
 )
 
 // scaleDownLease is the Lease the adapter replicas elect the scale-down
-// controller's leader with.
+// controller's leader with (--leader-elect-resource-name's default).
 const scaleDownLease = "gpuscale-scale-down"
 
-// Leader election timings: client-go's usual values.
-const (
-	leaseDuration = 15 * time.Second
-	renewDeadline = 10 * time.Second
-	retryPeriod   = 2 * time.Second
-)
+// leaderHealthzTimeout is how long past its renew deadline a leader that
+// has not renewed its lease still counts as live (/livez): client-go's
+// healthz adaptor, with kube-controller-manager's 20s.
+const leaderHealthzTimeout = 20 * time.Second
 
 // ScaleDownOptions are the scale-down controller's flags. Thresholds and
 // timers mirror the cluster autoscaler's flags of the same names.
 type ScaleDownOptions struct {
-	Enabled                 bool
-	LeaseNamespace          string
+	Enabled bool
+	// LeaderElection is component-base's configuration, with its standard
+	// flags (--leader-elect, --leader-elect-lease-duration, ...); the
+	// replicas elect the one that runs the controller.
+	LeaderElection          componentbaseconfig.LeaderElectionConfiguration
 	Resync                  time.Duration
 	IdleTime                time.Duration
 	PatchQPS                float64
@@ -50,14 +53,27 @@ type ScaleDownOptions struct {
 // controller.
 func defaultScaleDownOptions() ScaleDownOptions {
 	d := scaledown.Defaults()
-	return ScaleDownOptions{LeaseNamespace: "gpuscale", Resync: d.Resync, IdleTime: d.IdleTime,
+	// client-go's usual timings, as kube-controller-manager's defaults.
+	le := componentbaseconfig.LeaderElectionConfiguration{
+		LeaderElect:       true,
+		LeaseDuration:     metav1.Duration{Duration: 15 * time.Second},
+		RenewDeadline:     metav1.Duration{Duration: 10 * time.Second},
+		RetryPeriod:       metav1.Duration{Duration: 2 * time.Second},
+		ResourceLock:      resourcelock.LeasesResourceLock,
+		ResourceName:      scaleDownLease,
+		ResourceNamespace: "gpuscale",
+	}
+	return ScaleDownOptions{LeaderElection: le, Resync: d.Resync, IdleTime: d.IdleTime,
 		PatchQPS: d.PatchQPS, PatchBurst: d.PatchBurst, GPUUtilizationThreshold: d.GPUUtilizationThreshold, UnneededTime: d.UnneededTime}
 }
 
 // AddFlags registers the options.
 func (o *ScaleDownOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.BoolVar(&o.Enabled, "scale-down-controller", o.Enabled, "Run the scale-down controller: deletion costs that empty whole GPU nodes and safe-to-evict protection of serving replicas, for pods labelled gpuscale.io/scale-down=managed. Leader-elected.")
-	fs.StringVar(&o.LeaseNamespace, "scale-down-lease-namespace", o.LeaseNamespace, "Namespace of the scale-down controller's leader-election Lease ("+scaleDownLease+").")
+	componentbaseoptions.BindLeaderElectionFlags(&o.LeaderElection, fs)
+	// The flag before component-base's: kept for existing deployments.
+	fs.StringVar(&o.LeaderElection.ResourceNamespace, "scale-down-lease-namespace", o.LeaderElection.ResourceNamespace, "Namespace of the scale-down controller's leader-election Lease.")
+	_ = fs.MarkDeprecated("scale-down-lease-namespace", "use --leader-elect-resource-namespace")
 	fs.DurationVar(&o.Resync, "scale-down-resync", o.Resync, "How often the scale-down controller reconciles without events.")
 	fs.DurationVar(&o.IdleTime, "scale-down-idle-time", o.IdleTime, "How long a managed replica must be idle (no queued or running requests) before its safe-to-evict=false is cleared.")
 	fs.Float64Var(&o.PatchQPS, "scale-down-patch-qps", o.PatchQPS, "Pod annotation patches per second the scale-down controller may send.")
@@ -83,23 +99,24 @@ func (o *ScaleDownOptions) validate() []error {
 	if o.UnneededTime <= 0 {
 		errs = append(errs, fmt.Errorf("--scale-down-unneeded-time must be positive, got %v", o.UnneededTime))
 	}
-	if o.Enabled && o.LeaseNamespace == "" {
-		errs = append(errs, errors.New("--scale-down-lease-namespace must be set with --scale-down-controller"))
+	if o.Enabled && o.LeaderElection.LeaderElect {
+		errs = append(errs, validateLeaderElection(&o.LeaderElection)...)
 	}
 	return errs
 }
 
 // scaleDownController builds the controller on the adapter's informers and
 // metric values (either --source), registers its event handlers and metrics, and returns what runs
-// it under leader election; nil when --scale-down-controller is off.
-func (a *Adapter) scaleDownController(pods coreinformers.PodInformer, nodes coreinformers.NodeInformer, loads scaledown.Loads, log *slog.Logger) (func(context.Context), error) {
+// it under leader election, with client-go's healthz adaptor of that
+// election (nil with --leader-elect=false); nil when --scale-down-controller is off.
+func (a *Adapter) scaleDownController(pods coreinformers.PodInformer, nodes coreinformers.NodeInformer, loads scaledown.Loads, log *slog.Logger) (func(context.Context), *leaderelection.HealthzAdaptor, error) {
 	o := a.Options
 	if !o.ScaleDown.Enabled {
-		return nil, nil
+		return nil, nil, nil
 	}
 	cfg, err := a.ClientConfig()
 	if err != nil {
-		return nil, fmt.Errorf("scale-down controller: %w", err)
+		return nil, nil, fmt.Errorf("scale-down controller: %w", err)
 	}
 	// Its own client: the patch rate limit is the controller's, not
 	// client-go's default 5 QPS shared with everything else.
@@ -108,7 +125,7 @@ func (a *Adapter) scaleDownController(pods coreinformers.PodInformer, nodes core
 	cfg.UserAgent = "gpuscale-adapter/scale-down"
 	client, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
-		return nil, fmt.Errorf("scale-down controller: client: %w", err)
+		return nil, nil, fmt.Errorf("scale-down controller: client: %w", err)
 	}
 	sd := o.ScaleDown
 	c, err := scaledown.New(scaledown.Config{
@@ -118,24 +135,60 @@ func (a *Adapter) scaleDownController(pods coreinformers.PodInformer, nodes core
 		Logger: log.With("component", "scale-down"),
 	})
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if _, err := pods.Informer().AddEventHandler(c.PodHandler()); err != nil {
-		return nil, fmt.Errorf("scale-down controller: pod handler: %w", err)
+		return nil, nil, fmt.Errorf("scale-down controller: pod handler: %w", err)
 	}
 	if _, err := nodes.Informer().AddEventHandler(c.NodeHandler()); err != nil {
-		return nil, fmt.Errorf("scale-down controller: node handler: %w", err)
+		return nil, nil, fmt.Errorf("scale-down controller: node handler: %w", err)
 	}
 	legacyregistry.RawMustRegister(c.Collector())
-	id := leaderIdentity()
-	lock := &resourcelock.LeaseLock{
-		LeaseMeta:  metav1.ObjectMeta{Name: scaleDownLease, Namespace: sd.LeaseNamespace},
-		Client:     client.CoordinationV1(),
-		LockConfig: resourcelock.ResourceLockConfig{Identity: id},
+	le := sd.LeaderElection
+	if !le.LeaderElect {
+		log.Info("leader election off: this replica runs the scale-down controller", "component", "scale-down")
+		return c.Run, nil, nil
 	}
+	id := leaderIdentity()
+	lock, err := resourcelock.New(le.ResourceLock, le.ResourceNamespace, le.ResourceName, client.CoreV1(), client.CoordinationV1(),
+		resourcelock.ResourceLockConfig{Identity: id})
+	if err != nil {
+		return nil, nil, fmt.Errorf("scale-down controller: leader election: %w", err)
+	}
+	watchdog := leaderelection.NewLeaderHealthzAdaptor(leaderHealthzTimeout)
 	return func(ctx context.Context) {
-		runLeaderElected(ctx, lock, c.Run, log.With("component", "scale-down", "identity", id))
-	}, nil
+		runLeaderElected(ctx, electionConfig(le, lock, watchdog), c.Run, log.With("component", "scale-down", "identity", id))
+	}, watchdog, nil
+}
+
+// electionConfig is client-go's configuration from component-base's; the
+// callbacks are runLeaderElected's.
+func electionConfig(le componentbaseconfig.LeaderElectionConfiguration, lock resourcelock.Interface, watchdog *leaderelection.HealthzAdaptor) leaderelection.LeaderElectionConfig {
+	c := leaderelection.LeaderElectionConfig{
+		Lock: lock, Name: le.ResourceName, ReleaseOnCancel: true,
+		LeaseDuration: le.LeaseDuration.Duration, RenewDeadline: le.RenewDeadline.Duration, RetryPeriod: le.RetryPeriod.Duration,
+	}
+	if watchdog != nil {
+		c.WatchDog = watchdog
+	}
+	return c
+}
+
+// validateLeaderElection checks what client-go would refuse, with the
+// flags' names.
+func validateLeaderElection(le *componentbaseconfig.LeaderElectionConfiguration) []error {
+	var errs []error
+	if le.ResourceNamespace == "" || le.ResourceName == "" {
+		errs = append(errs, errors.New("--leader-elect-resource-namespace (--scale-down-lease-namespace) and --leader-elect-resource-name must be set with --scale-down-controller"))
+	}
+	if le.ResourceLock != resourcelock.LeasesResourceLock {
+		errs = append(errs, fmt.Errorf("--leader-elect-resource-lock must be %s, got %q", resourcelock.LeasesResourceLock, le.ResourceLock))
+	}
+	if le.RetryPeriod.Duration <= 0 || le.RenewDeadline.Duration <= le.RetryPeriod.Duration || le.LeaseDuration.Duration <= le.RenewDeadline.Duration {
+		errs = append(errs, fmt.Errorf("leader election needs 0 < --leader-elect-retry-period (%v) < --leader-elect-renew-deadline (%v) < --leader-elect-lease-duration (%v)",
+			le.RetryPeriod.Duration, le.RenewDeadline.Duration, le.LeaseDuration.Duration))
+	}
+	return errs
 }
 
 // leaderIdentity is the pod's name (POD_NAME, or the hostname a pod gets)
@@ -151,24 +204,21 @@ func leaderIdentity() string {
 // runLeaderElected runs run while this process holds the lease, and
 // campaigns again whenever it loses it, until ctx is done. Losing the
 // lease stops only the controller, never the metrics API.
-func runLeaderElected(ctx context.Context, lock resourcelock.Interface, run func(context.Context), log *slog.Logger) {
+func runLeaderElected(ctx context.Context, cfg leaderelection.LeaderElectionConfig, run func(context.Context), log *slog.Logger) {
 	// A new term's loop starts only once the last term's has returned.
 	var term sync.Mutex
+	cfg.Callbacks = leaderelection.LeaderCallbacks{
+		OnStartedLeading: func(ctx context.Context) {
+			term.Lock()
+			defer term.Unlock()
+			log.Info("acquired the scale-down lease")
+			run(ctx)
+		},
+		OnStoppedLeading: func() { log.Info("not leading the scale-down controller") },
+		OnNewLeader:      func(id string) { log.Info("scale-down leader", "leader", id) },
+	}
 	for ctx.Err() == nil {
-		le, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
-			Lock: lock, Name: scaleDownLease, ReleaseOnCancel: true,
-			LeaseDuration: leaseDuration, RenewDeadline: renewDeadline, RetryPeriod: retryPeriod,
-			Callbacks: leaderelection.LeaderCallbacks{
-				OnStartedLeading: func(ctx context.Context) {
-					term.Lock()
-					defer term.Unlock()
-					log.Info("acquired the scale-down lease")
-					run(ctx)
-				},
-				OnStoppedLeading: func() { log.Info("not leading the scale-down controller") },
-				OnNewLeader:      func(id string) { log.Info("scale-down leader", "leader", id) },
-			},
-		})
+		le, err := leaderelection.NewLeaderElector(cfg)
 		if err != nil {
 			log.Error("scale-down leader election; the controller does not run", "err", err)
 			return
@@ -176,7 +226,7 @@ func runLeaderElected(ctx context.Context, lock resourcelock.Interface, run func
 		le.Run(ctx)
 		select {
 		case <-ctx.Done():
-		case <-time.After(retryPeriod):
+		case <-time.After(cfg.RetryPeriod):
 		}
 	}
 }

@@ -31,6 +31,10 @@ func TestScaleDownOptionsValidate(t *testing.T) {
 		{[]string{"--scale-down-unneeded-time=0s"}, "--scale-down-unneeded-time"},
 		{[]string{"--scale-down-idle-time=-1s"}, "--scale-down-idle-time"},
 		{[]string{"--scale-down-controller", "--scale-down-lease-namespace="}, "lease-namespace"},
+		{[]string{"--scale-down-controller", "--leader-elect-resource-namespace="}, "--leader-elect-resource-namespace"},
+		{[]string{"--scale-down-controller", "--leader-elect-resource-lock=configmaps"}, "--leader-elect-resource-lock"},
+		{[]string{"--scale-down-controller", "--leader-elect-renew-deadline=20s"}, "--leader-elect-renew-deadline"},
+		{[]string{"--scale-down-controller", "--leader-elect=false", "--leader-elect-resource-namespace="}, ""},
 	}
 	for _, tc := range cases {
 		o := NewOptions()
@@ -56,8 +60,12 @@ func TestLeaderElectionHandsOver(t *testing.T) {
 	var leaders []string
 	start := func(id string) context.CancelFunc {
 		ctx, cancel := context.WithCancel(context.Background())
-		lock := &resourcelock.LeaseLock{LeaseMeta: metav1.ObjectMeta{Name: scaleDownLease, Namespace: "gpuscale"},
-			Client: client.CoordinationV1(), LockConfig: resourcelock.ResourceLockConfig{Identity: id}}
+		le := defaultScaleDownOptions().LeaderElection
+		lock, err := resourcelock.New(le.ResourceLock, le.ResourceNamespace, le.ResourceName, client.CoreV1(), client.CoordinationV1(),
+			resourcelock.ResourceLockConfig{Identity: id})
+		if err != nil {
+			t.Fatal(err)
+		}
 		run := func(ctx context.Context) {
 			if running.Add(1) != 1 {
 				t.Errorf("%s leads while another does", id)
@@ -68,7 +76,7 @@ func TestLeaderElectionHandsOver(t *testing.T) {
 			<-ctx.Done()
 			running.Add(-1)
 		}
-		go runLeaderElected(ctx, lock, run, discardLogger())
+		go runLeaderElected(ctx, electionConfig(le, lock, nil), run, discardLogger())
 		return cancel
 	}
 	stops := map[string]context.CancelFunc{"a": start("a"), "b": start("b")}
@@ -91,7 +99,7 @@ func TestLeaderElectionHandsOver(t *testing.T) {
 func waitLeader(t *testing.T, mu *sync.Mutex, leaders *[]string, n int) string {
 	t.Helper()
 	var got string
-	err := wait.PollUntilContextTimeout(context.Background(), 20*time.Millisecond, 3*leaseDuration, true, func(context.Context) (bool, error) {
+	err := wait.PollUntilContextTimeout(context.Background(), 20*time.Millisecond, 3*defaultScaleDownOptions().LeaderElection.LeaseDuration.Duration, true, func(context.Context) (bool, error) {
 		mu.Lock()
 		defer mu.Unlock()
 		if len(*leaders) >= n {

@@ -218,7 +218,7 @@ two renders are the same bytes. */}}
 {{- end }}
 {{- if .Values.scaleDown.enabled }}
 - --scale-down-controller
-- --scale-down-lease-namespace={{ include "gpuscale.namespace" . }}
+- --leader-elect-resource-namespace={{ include "gpuscale.namespace" . }}
 {{- range .Values.scaleDown.extraArgs }}
 - {{ . }}
 {{- end }}

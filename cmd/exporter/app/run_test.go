@@ -1,4 +1,4 @@
-package exporterapp_test
+package app_test
 
 import (
 	"context"
@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gpuscale/gpuscale/internal/exporterapp"
+	"github.com/gpuscale/gpuscale/cmd/exporter/app"
 )
 
 // TestRunAttributesPods runs the whole exporter against a real gRPC
@@ -144,7 +144,7 @@ func TestRunWithoutPodAttribution(t *testing.T) {
 // no driver: the exporter listens, stays alive (healthz 200) but unready
 // (readyz 503) while it retries, counts the failures, and stops cleanly.
 func TestRunNVMLWithoutDriver(t *testing.T) {
-	o := exporterapp.NewOptions()
+	o := app.NewOptions()
 	o.Backend = "nvml"
 	o.PodResourcesSocket = ""
 	o.ListenAddress = "127.0.0.1:0"
@@ -184,18 +184,18 @@ func TestRunStartupErrors(t *testing.T) {
 	defer busy.Close()
 	tests := []struct {
 		name    string
-		mutate  func(o *exporterapp.Options)
+		mutate  func(o *app.Options)
 		wantErr string
 	}{
-		{"bad MIG layout", func(o *exporterapp.Options) { o.SimMIGProfiles = "9g.90gb" }, "MIG layout"},
-		{"address in use", func(o *exporterapp.Options) { o.ListenAddress = busy.Addr().String() }, "listen on"},
-		{"missing web config", func(o *exporterapp.Options) { o.WebConfigFile = "/nonexistent/web.yml" }, "web.yml"},
+		{"bad MIG layout", func(o *app.Options) { o.SimMIGProfiles = "9g.90gb" }, "MIG layout"},
+		{"address in use", func(o *app.Options) { o.ListenAddress = busy.Addr().String() }, "listen on"},
+		{"missing web config", func(o *app.Options) { o.WebConfigFile = "/nonexistent/web.yml" }, "web.yml"},
 	}
 	for _, tc := range tests {
 		o := simOptions("")
 		tc.mutate(o)
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		err := exporterapp.Run(ctx, o, testLogger(t), nil)
+		err := app.Run(ctx, o, testLogger(t), nil)
 		cancel()
 		if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
 			t.Errorf("%s: Run = %v, want an error mentioning %q", tc.name, err, tc.wantErr)

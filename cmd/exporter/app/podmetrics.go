@@ -1,4 +1,4 @@
-package exporterapp
+package app
 
 import (
 	"github.com/prometheus/client_golang/prometheus"

@@ -1,4 +1,4 @@
-package exporterapp
+package app
 
 import (
 	"context"

@@ -1,4 +1,4 @@
-package exporterapp_test
+package app_test
 
 import (
 	"context"
@@ -22,7 +22,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	podresourcesv1 "k8s.io/kubelet/pkg/apis/podresources/v1"
 
-	"github.com/gpuscale/gpuscale/internal/exporterapp"
+	"github.com/gpuscale/gpuscale/cmd/exporter/app"
 	"github.com/gpuscale/gpuscale/internal/testlog"
 )
 
@@ -38,8 +38,8 @@ func testLogger(t *testing.T) *slog.Logger {
 }
 
 // simOptions are flags for a simulated exporter on a free loopback port.
-func simOptions(socket string) *exporterapp.Options {
-	o := exporterapp.NewOptions()
+func simOptions(socket string) *app.Options {
+	o := app.NewOptions()
 	o.Backend = "sim"
 	o.SimGPUs = 3
 	o.Hostname = "node-test"
@@ -51,7 +51,7 @@ func simOptions(socket string) *exporterapp.Options {
 	return o
 }
 
-// exporterProc is a running exporterapp.Run.
+// exporterProc is a running app.Run.
 type exporterProc struct {
 	addr   string
 	cancel context.CancelFunc
@@ -60,13 +60,13 @@ type exporterProc struct {
 
 // start runs the exporter until the test ends; the test fails if Run does
 // not then return nil.
-func start(t *testing.T, o *exporterapp.Options) *exporterProc {
+func start(t *testing.T, o *app.Options) *exporterProc {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	p := &exporterProc{cancel: cancel, done: make(chan error, 1)}
 	addrc := make(chan net.Addr, 1)
 	log := testLogger(t)
-	go func() { p.done <- exporterapp.Run(ctx, o, log, func(a net.Addr) { addrc <- a }) }()
+	go func() { p.done <- app.Run(ctx, o, log, func(a net.Addr) { addrc <- a }) }()
 	select {
 	case a := <-addrc:
 		p.addr = a.String()

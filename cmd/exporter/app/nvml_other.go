@@ -1,6 +1,6 @@
 //go:build !(linux && cgo)
 
-package exporterapp
+package app
 
 import (
 	"errors"

@@ -1,6 +1,6 @@
-// Package exporterapp wires the exporter's flags to its components: the GPU
+// Package app wires the exporter's flags to its components: the GPU
 // backend, pod attribution, the collection loop and the HTTP server.
-package exporterapp
+package app
 
 import (
 	"errors"
@@ -12,8 +12,8 @@ import (
 
 	"github.com/spf13/pflag"
 
-	"github.com/gpuscale/gpuscale/internal/logformat"
 	"github.com/gpuscale/gpuscale/pkg/dcgm"
+	"github.com/gpuscale/gpuscale/pkg/logging"
 )
 
 // Options are the exporter's command-line settings.
@@ -53,7 +53,7 @@ type Options struct {
 	ListenAddress string
 	WebConfigFile string
 	// Log is --logging-format and --log.level.
-	Log *logformat.Options
+	Log *logging.Options
 
 	// ReadHeaderTimeout, ReadTimeout and WriteTimeout bound how long one
 	// client can hold a connection and its goroutine: a client that sends
@@ -90,7 +90,7 @@ func NewOptions() *Options {
 		DCGMSchema:           DefaultDCGMSchema,
 		XIDCountWindow:       5 * time.Minute,
 		ListenAddress:        ":9400",
-		Log:                  logformat.New(),
+		Log:                  logging.New(),
 		ReadHeaderTimeout:    5 * time.Second,
 		ReadTimeout:          10 * time.Second,
 		WriteTimeout:         30 * time.Second,

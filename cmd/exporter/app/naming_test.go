@@ -1,4 +1,4 @@
-package exporterapp_test
+package app_test
 
 import (
 	"fmt"
