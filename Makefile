@@ -34,24 +34,24 @@ build:
 #   RACE_PKGS   packages with concurrency of their own (goroutines, servers,
 #               informers, state shared between requests): once, under the
 #               race detector, which needs cgo (and so also runs go-nvml's
-#               cgo backend, pkg/gpu/nvml).
+#               cgo backend, pkg/exporter/backend/nvml).
 #   E2E_PKGS    a real control plane and KEDA: make e2e.
 #   IMAGE_PKGS  the images run as the chart runs them: make test-images.
 #   the rest    once, in make unit.
-#               internal/offlinereplay (virtual time, one goroutine) and
-#               internal/autoscalebench (its tests cover the report and the
+#               internal/bench/offlinereplay (virtual time, one goroutine) and
+#               internal/bench/autoscalebench (its tests cover the report and the
 #               plots; its concurrent Run is test/autoscale's) run in make
 #               unit: under -race their plotting and replays took 130 s.
 RACE_PKGS := cmd/adapter/app cmd/exporter/app cmd/inferencesim \
-  internal/childproc internal/devenv internal/hostile \
-  internal/simworld internal/testlog \
-  internal/robustness \
-  pkg/capacity pkg/certrotation pkg/processpods pkg/exporter pkg/exporter/httpapi pkg/federation pkg/gather pkg/gpu/nvml pkg/gpu/sim \
-  pkg/inferencesim pkg/kedascaler pkg/podresources pkg/promsource pkg/promsource/promapi pkg/provider pkg/scaledown \
-  pkg/scrape pkg/store pkg/storesource
+  internal/harness/childproc internal/harness/devenv internal/harness/hostile \
+  internal/harness/simworld internal/harness/testlog \
+  internal/bench/robustness \
+  pkg/signal/capacity pkg/adapter/certrotation pkg/exporter/processpods pkg/exporter pkg/exporter/httpapi pkg/adapter/federation pkg/adapter/gather pkg/exporter/backend/nvml pkg/exporter/backend/sim \
+  pkg/inferencesim pkg/adapter/kedascaler pkg/exporter/podresources pkg/adapter/promsource pkg/adapter/promsource/promapi pkg/provider pkg/scaledown \
+  pkg/adapter/scrape pkg/adapter/store pkg/adapter/storesource
 # test/keda also needs KEDA's build: it runs last, so the others run while
 # a cold KEDA build compiles (they mostly wait on timers).
-E2E_CORE_PKGS := internal/localcluster test/e2e test/autoscale
+E2E_CORE_PKGS := internal/harness/localcluster test/e2e test/autoscale
 E2E_KEDA_PKGS := test/keda
 E2E_PKGS := $(E2E_CORE_PKGS) $(E2E_KEDA_PKGS)
 IMAGE_PKGS := test/containers
@@ -62,8 +62,8 @@ UNIT_PKGS = $$($(GO) list ./... | grep -v -x -F $(foreach p,$(RACE_PKGS) $(E2E_P
 # macOS only where a file is built for macOS and not for Linux
 # (childproc's sysproc_other.go): vetting anything more compiles its
 # dependencies for macOS, once more. staticcheck (hack/tools) likewise.
-CGO_PKGS := ./pkg/gpu/nvml/ ./cmd/exporter/app/
-DARWIN_VET_PKGS ?= ./internal/childproc/
+CGO_PKGS := ./pkg/exporter/backend/nvml/ ./cmd/exporter/app/
+DARWIN_VET_PKGS ?= ./internal/harness/childproc/
 
 # Every module's go.mod and go.sum are tidy: the test modules replace the
 # main module with this checkout, so a change to its requirements needs

@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
-# Regenerates pkg/kedascaler/externalscaler's Go code from KEDA's
+# Regenerates pkg/adapter/kedascaler/externalscaler's Go code from KEDA's
 # externalscaler.proto (copied from github.com/kedacore/keda/v2@v2.21.0,
 # Apache-2.0; the copy is checked against the module here). Needs protoc
 # (Debian: apt-get install -y protobuf-compiler); protoc-gen-go and
 # protoc-gen-go-grpc are built from the Go module proxy, at the versions
 # below (protoc-gen-go at go.mod's google.golang.org/protobuf), and cached.
 #
-#   hack/gen-kedascaler.sh        regenerate pkg/kedascaler/externalscaler
+#   hack/gen-kedascaler.sh        regenerate pkg/adapter/kedascaler/externalscaler
 #   hack/gen-kedascaler.sh DIR    write the generated files into DIR instead
 #                                 (hack/verify-generated.sh diffs them)
 set -euo pipefail
@@ -18,7 +18,7 @@ protoc_gen_go_grpc_version=v1.6.2
 protobuf_version=$(cd "$root" && go list -m -f '{{.Version}}' google.golang.org/protobuf)
 cache=${GPUSCALE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/gpuscale}
 plugins="$cache/bin/protoc-plugins-go-$protobuf_version-grpc-$protoc_gen_go_grpc_version"
-src="$root/pkg/kedascaler/externalscaler"
+src="$root/pkg/adapter/kedascaler/externalscaler"
 proto="$src/externalscaler.proto"
 out=${1:-$src}
 mkdir -p "$out"
@@ -35,7 +35,7 @@ if ! diff <(sed '1,/^$/d' "$proto") "$upstream/pkg/scalers/externalscaler/extern
   exit 1
 fi
 
-pkg=github.com/gpuscale/gpuscale/pkg/kedascaler/externalscaler
+pkg=github.com/gpuscale/gpuscale/pkg/adapter/kedascaler/externalscaler
 PATH="$plugins:$PATH" protoc -I "$src" \
   --go_out="$out" --go_opt=paths=source_relative --go_opt="Mexternalscaler.proto=$pkg;externalscaler" \
   --go-grpc_out="$out" --go-grpc_opt=paths=source_relative --go-grpc_opt="Mexternalscaler.proto=$pkg;externalscaler" \

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Fails when generated files are out of date with their sources:
-#   - pkg/kedascaler/externalscaler/*.pb.go with the copy of KEDA's
+#   - pkg/adapter/kedascaler/externalscaler/*.pb.go with the copy of KEDA's
 #     externalscaler.proto beside them (hack/gen-kedascaler.sh regenerates
 #     them into a temporary folder here, and checks the copy against
 #     KEDA's module);
@@ -21,7 +21,7 @@ failed=0
 # The committed code names the protoc that made it; another protoc makes
 # other code (and another header), so say which to install rather than
 # report a diff.
-want_protoc=$(sed -n 's|^// \tprotoc  *v\(.*\)$|\1|p' "$root/pkg/kedascaler/externalscaler/externalscaler.pb.go")
+want_protoc=$(sed -n 's|^// \tprotoc  *v\(.*\)$|\1|p' "$root/pkg/adapter/kedascaler/externalscaler/externalscaler.pb.go")
 if ! command -v protoc >/dev/null; then
   echo "verify-generated: protoc not found: apt-get install -y protobuf-compiler (protoc $want_protoc made the committed code)" >&2
   exit 1
@@ -34,15 +34,15 @@ fi
 
 "$root/hack/gen-kedascaler.sh" "$tmp/externalscaler" >/dev/null
 for f in "$tmp"/externalscaler/*.pb.go; do
-  committed="$root/pkg/kedascaler/externalscaler/$(basename "$f")"
+  committed="$root/pkg/adapter/kedascaler/externalscaler/$(basename "$f")"
   if ! diff -u "$committed" "$f"; then
     echo "verify-generated: ${committed#"$root"/} is out of date with externalscaler.proto: run hack/gen-kedascaler.sh and commit the result" >&2
     failed=1
   fi
 done
-extra=$(comm -23 <(cd "$root/pkg/kedascaler/externalscaler" && ls -- *.pb.go) <(cd "$tmp/externalscaler" && ls -- *.pb.go))
+extra=$(comm -23 <(cd "$root/pkg/adapter/kedascaler/externalscaler" && ls -- *.pb.go) <(cd "$tmp/externalscaler" && ls -- *.pb.go))
 if [[ -n "$extra" ]]; then
-  echo "verify-generated: pkg/kedascaler/externalscaler holds generated files the proto no longer makes: $extra" >&2
+  echo "verify-generated: pkg/adapter/kedascaler/externalscaler holds generated files the proto no longer makes: $extra" >&2
   failed=1
 fi
 

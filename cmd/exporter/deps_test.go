@@ -35,12 +35,12 @@ func TestImportsPointOneWay(t *testing.T) {
 	const mod = "github.com/gpuscale/gpuscale/"
 	for _, line := range goList(t, "-f", `{{.ImportPath}}:{{join .Imports ","}}`, mod+"pkg/...") {
 		pkg, imports, _ := strings.Cut(line, ":")
-		if strings.HasPrefix(pkg, mod+"pkg/gpu/sim") {
+		if strings.HasPrefix(pkg, mod+"pkg/exporter/backend/sim") {
 			continue
 		}
 		for _, imp := range strings.Split(imports, ",") {
 			if strings.HasPrefix(imp, mod+"cmd/") || strings.HasPrefix(imp, mod+"internal/") ||
-				imp == mod+"pkg/gpu/sim" || strings.HasPrefix(imp, mod+"pkg/gpu/sim/") {
+				imp == mod+"pkg/exporter/backend/sim" || strings.HasPrefix(imp, mod+"pkg/exporter/backend/sim/") {
 				t.Errorf("%s imports %s", pkg, imp)
 			}
 		}

@@ -16,9 +16,9 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/gpuscale/gpuscale/internal/autoscalebench"
-	"github.com/gpuscale/gpuscale/internal/devenv"
-	"github.com/gpuscale/gpuscale/internal/trace"
+	"github.com/gpuscale/gpuscale/internal/bench/autoscalebench"
+	"github.com/gpuscale/gpuscale/internal/harness/devenv"
+	"github.com/gpuscale/gpuscale/internal/bench/trace"
 )
 
 func main() {

@@ -13,7 +13,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/gpuscale/gpuscale/internal/hostile"
+	"github.com/gpuscale/gpuscale/internal/harness/hostile"
 )
 
 // hostilePod is a bench pod, annotated for scraping like any inference

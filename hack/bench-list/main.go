@@ -21,7 +21,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/gpuscale/gpuscale/internal/devenv"
+	"github.com/gpuscale/gpuscale/internal/harness/devenv"
 )
 
 func main() {
@@ -49,7 +49,7 @@ func run() error {
 		kcmArgs  = flag.String("controller-manager-args", "", "Comma-separated extra kube-controller-manager flags, e.g. --kube-api-qps=200,--kube-api-burst=300.")
 	)
 	flag.IntVar(&fleet.HostilePerKind, "soak-hostile-per-kind", 10, "With --soak, pods of each of the first round's hostile kinds.")
-	flag.IntVar(&fleet.TenantNamespaces, "soak-tenant-namespaces", 4, "With --soak, namespaces of the second round's tenant kinds (internal/hostile.TenantKinds).")
+	flag.IntVar(&fleet.TenantNamespaces, "soak-tenant-namespaces", 4, "With --soak, namespaces of the second round's tenant kinds (internal/harness/hostile.TenantKinds).")
 	flag.IntVar(&fleet.TenantPods, "soak-tenant-pods", 2000, "With --soak, pods in each tenant namespace: four of each kind at the per-scrape limits, the rest keeping all they may.")
 	flag.IntVar(&fleet.HangAfterAnswer, "soak-hang-after-answer", 512, "With --soak, pods that answer once and then hang.")
 	flag.IntVar(&fleet.Selectors, "soak-selectors", 1024, "With --soak, distinct label selectors asked of the healthy namespace once the fleet is up.")

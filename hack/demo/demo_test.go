@@ -12,7 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	"sigs.k8s.io/yaml"
 
-	"github.com/gpuscale/gpuscale/pkg/recommend"
+	"github.com/gpuscale/gpuscale/pkg/signal/recommend"
 )
 
 // TestDemoRunsTheREADMEsHPA: the demo's HPA scales on what the README's

@@ -1,4 +1,4 @@
-// Command gen-trace writes a synthetic workload (internal/workload) in the
+// Command gen-trace writes a synthetic workload (internal/bench/workload) in the
 // Azure trace's CSV format: the project's two synthetic traces, or a shape
 // of the robustness family. The output is fixed by the seed, so the
 // committed files can be regenerated and checked:
@@ -14,7 +14,7 @@ import (
 	"os"
 	"sort"
 
-	"github.com/gpuscale/gpuscale/internal/workload"
+	"github.com/gpuscale/gpuscale/internal/bench/workload"
 )
 
 // DefaultSeed is the seed the committed traces use.

@@ -1,7 +1,7 @@
 // Command offline-replay replays traces under emulated autoscaling policies
-// in virtual time (internal/offlinereplay): an hour in seconds, to design
+// in virtual time (internal/bench/offlinereplay): an hour in seconds, to design
 // autoscaling signals, sweep their choices and check them on a family of
-// traffic shapes (internal/robustness). What a policy achieves on a real
+// traffic shapes (internal/bench/robustness). What a policy achieves on a real
 // cluster is measured by make bench-autoscale, with the real HPA
 // controller and adapter; this tool reproduces its figures to within a
 // minute or two (docs/autoscaling.md).
@@ -24,12 +24,12 @@ import (
 	"strings"
 	"time"
 
-	"github.com/gpuscale/gpuscale/internal/autoscalebench"
-	"github.com/gpuscale/gpuscale/internal/offlinereplay"
-	"github.com/gpuscale/gpuscale/internal/robustness"
-	"github.com/gpuscale/gpuscale/internal/trace"
-	"github.com/gpuscale/gpuscale/internal/workload"
-	"github.com/gpuscale/gpuscale/pkg/capacity"
+	"github.com/gpuscale/gpuscale/internal/bench/autoscalebench"
+	"github.com/gpuscale/gpuscale/internal/bench/offlinereplay"
+	"github.com/gpuscale/gpuscale/internal/bench/robustness"
+	"github.com/gpuscale/gpuscale/internal/bench/trace"
+	"github.com/gpuscale/gpuscale/internal/bench/workload"
+	"github.com/gpuscale/gpuscale/pkg/signal/capacity"
 )
 
 type flags struct {

@@ -13,11 +13,11 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/gpuscale/gpuscale/internal/cpumeter"
-	"github.com/gpuscale/gpuscale/pkg/dcgm"
+	"github.com/gpuscale/gpuscale/internal/harness/cpumeter"
+	"github.com/gpuscale/gpuscale/pkg/gpu/dcgm"
 	"github.com/gpuscale/gpuscale/pkg/exporter"
 	"github.com/gpuscale/gpuscale/pkg/exporter/httpapi"
-	"github.com/gpuscale/gpuscale/pkg/gpu/sim"
+	"github.com/gpuscale/gpuscale/pkg/exporter/backend/sim"
 	"github.com/gpuscale/gpuscale/pkg/metrics"
 )
 

@@ -3,7 +3,7 @@ package gpu
 import (
 	"fmt"
 
-	"github.com/gpuscale/gpuscale/pkg/dcgm"
+	"github.com/gpuscale/gpuscale/pkg/gpu/dcgm"
 )
 
 // Field is one measurable quantity of a device. Readings keep a presence bit
@@ -95,7 +95,7 @@ type Spec struct {
 	Unit dcgm.Unit
 	// NVML says where the NVML backend reads the field and how it is
 	// converted to Unit (docs/dcgm-compatibility.md's NVML column). The
-	// call itself sits in pkg/gpu/nvml, keyed by the field, since it needs
+	// call itself sits in pkg/exporter/backend/nvml, keyed by the field, since it needs
 	// cgo.
 	NVML string
 	// DCGM are the dcgm-exporter series the field fills, with their names,
@@ -108,7 +108,7 @@ type Spec struct {
 }
 
 // Feed is how the adapter reads a field into one of its signals, through
-// its own scrape (pkg/ingest) and through PromQL (pkg/promsource).
+// its own scrape (pkg/adapter/ingest) and through PromQL (pkg/adapter/promsource).
 type Feed struct {
 	// Signal is the signal's name, as the adapter serves it
 	// ("gpu_utilization"). A device's reading times Scale must lie in the
@@ -132,7 +132,7 @@ const (
 	// Part is one part of a signal computed from several fields: the
 	// framebuffer's free and reserved memory, which with the memory used
 	// make gpu_memory_utilization. The code that computes the signal names
-	// its parts (pkg/ingest, pkg/promsource), and their tests check that
+	// its parts (pkg/adapter/ingest, pkg/adapter/promsource), and their tests check that
 	// it names every Part.
 	Part
 )

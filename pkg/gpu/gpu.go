@@ -6,11 +6,11 @@
 // It also holds the one table of GPU fields (Specs, fields.go): for each
 // field, what the backends read into it, the dcgm-exporter series it fills
 // in each naming schema, and the adapter signal it feeds. The table lives
-// here, not in pkg/dcgm, because its key is the Field every backend writes
-// and every Reading carries; pkg/dcgm stays the naming mechanics (schemas,
+// here, not in pkg/gpu/dcgm, because its key is the Field every backend writes
+// and every Reading carries; pkg/gpu/dcgm stays the naming mechanics (schemas,
 // units, labels) that do not depend on which fields exist, and pkg/gpu
 // imports only it. So both the exporter's side (backends, pkg/metrics) and
-// the adapter's (pkg/ingest, pkg/promsource) read the table without
+// the adapter's (pkg/adapter/ingest, pkg/adapter/promsource) read the table without
 // importing each other or anything that talks to hardware.
 package gpu
 

@@ -10,7 +10,7 @@ import (
 	"time"
 )
 
-// The bench pods of hack/bench-list and pkg/gather's scrape benchmark:
+// The bench pods of hack/bench-list and pkg/adapter/gather's scrape benchmark:
 // thousands of cheap vLLM-shaped targets, each writing the four families
 // the adapter reads from its index and a clock, followed by the rest of a
 // loaded simulated vLLM's exposition, which every real scrape carries and

@@ -8,11 +8,11 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/gpuscale/gpuscale/pkg/dialect"
+	"github.com/gpuscale/gpuscale/pkg/signal/dialect"
 )
 
 // Dialect names the inference server whose metrics a Server exposes: an
-// engine of the dialect table (pkg/dialect).
+// engine of the dialect table (pkg/signal/dialect).
 type Dialect = dialect.Name
 
 // The dialects a Server can speak.

@@ -4,8 +4,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gpuscale/gpuscale/pkg/dialect"
-	"github.com/gpuscale/gpuscale/pkg/inference"
+	"github.com/gpuscale/gpuscale/pkg/signal/dialect"
+	"github.com/gpuscale/gpuscale/pkg/adapter/inference"
 )
 
 // TestKVReadyRequestDecodesAtOnce: a request whose KV arrives computed
@@ -71,7 +71,7 @@ func TestTokenHookGaps(t *testing.T) {
 }
 
 // TestITLExposedPerDialect: what each simulated dialect exposes is what
-// the adapter reads as ITL (pkg/inference), as the dialect table says:
+// the adapter reads as ITL (pkg/adapter/inference), as the dialect table says:
 // every token gap for vLLM and SGLang, each multi-token request's mean gap
 // for TGI (PerRequestMean), nothing for Triton (no ITL family).
 func TestITLExposedPerDialect(t *testing.T) {

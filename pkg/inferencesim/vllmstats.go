@@ -6,7 +6,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/gpuscale/gpuscale/pkg/dialect"
+	"github.com/gpuscale/gpuscale/pkg/signal/dialect"
 )
 
 // Bucket layouts of vLLM's per-request histograms (vllm/v1/metrics/

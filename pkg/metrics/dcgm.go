@@ -2,7 +2,7 @@
 // gpuscale exports or serves, beside the code that fills them.
 //
 // The exporter's GPU series use NVIDIA dcgm-exporter's names, units and
-// labels, in either of its naming schemas (pkg/dcgm), so dashboards and
+// labels, in either of its naming schemas (pkg/gpu/dcgm), so dashboards and
 // alert rules written for dcgm-exporter keep working against gpuscale.
 package metrics
 
@@ -16,7 +16,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/gpuscale/gpuscale/pkg/dcgm"
+	"github.com/gpuscale/gpuscale/pkg/gpu/dcgm"
 	"github.com/gpuscale/gpuscale/pkg/gpu"
 )
 

@@ -19,14 +19,14 @@ import (
 	"k8s.io/metrics/pkg/apis/external_metrics"
 	cmprovider "sigs.k8s.io/custom-metrics-apiserver/pkg/provider"
 
-	"github.com/gpuscale/gpuscale/pkg/capacity"
-	"github.com/gpuscale/gpuscale/pkg/histogram"
-	"github.com/gpuscale/gpuscale/pkg/recommend"
+	"github.com/gpuscale/gpuscale/pkg/signal/capacity"
+	"github.com/gpuscale/gpuscale/pkg/signal/histogram"
+	"github.com/gpuscale/gpuscale/pkg/signal/recommend"
 )
 
 // CapacityUtilization is the demand expected over a workload's start-up
 // horizon over what its Ready replicas serve within the objective
-// (pkg/capacity). Served for Deployments and StatefulSets, and per model
+// (pkg/signal/capacity). Served for Deployments and StatefulSets, and per model
 // as an external metric; an HPA targets it with value 1.
 const CapacityUtilization = "inference_capacity_utilization"
 

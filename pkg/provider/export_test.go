@@ -3,7 +3,7 @@ package provider
 import "k8s.io/apimachinery/pkg/labels"
 
 // What the external tests (package provider_test, which may import
-// pkg/storesource) need of the provider's insides.
+// pkg/adapter/storesource) need of the provider's insides.
 
 // MaxPodSets is maxPodSets, MaxPodSetsPerNamespace maxPodSetsPerNamespace.
 const (

@@ -6,7 +6,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
 
-	"github.com/gpuscale/gpuscale/pkg/podgroup"
+	"github.com/gpuscale/gpuscale/pkg/kube/podgroup"
 	"github.com/gpuscale/gpuscale/pkg/signal"
 )
 

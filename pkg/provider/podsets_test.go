@@ -21,8 +21,8 @@ import (
 
 	"github.com/gpuscale/gpuscale/pkg/provider"
 	"github.com/gpuscale/gpuscale/pkg/signal"
-	"github.com/gpuscale/gpuscale/pkg/store"
-	"github.com/gpuscale/gpuscale/pkg/storesource"
+	"github.com/gpuscale/gpuscale/pkg/adapter/store"
+	"github.com/gpuscale/gpuscale/pkg/adapter/storesource"
 )
 
 // listed returns the names a Pods list answers, sorted; nil for NotFound.

@@ -6,7 +6,7 @@
 //
 // The contract with a source is signals, not storage: a Metric says what it
 // is in the vocabulary of pkg/signal (Signal, Source, Hist), which both
-// sources share, and this package never imports pkg/store. It needs nothing
+// sources share, and this package never imports pkg/adapter/store. It needs nothing
 // of storage: no store key or sample crosses Values, since each source turns
 // the pods it is given into its own keys (the store's namespace/name keys,
 // PromQL's label matchers), so there is nothing for this package to declare
@@ -41,7 +41,7 @@ type Observer interface {
 // Config wires a Provider.
 type Config struct {
 	// Values is where values come from: the embedded store
-	// (pkg/storesource) or Prometheus (pkg/promsource). Required.
+	// (pkg/adapter/storesource) or Prometheus (pkg/adapter/promsource). Required.
 	Values       Values
 	Pods         corelisters.PodLister
 	Nodes        corelisters.NodeLister

@@ -4,7 +4,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/selection"
 
-	"github.com/gpuscale/gpuscale/pkg/capacity"
+	"github.com/gpuscale/gpuscale/pkg/signal/capacity"
 )
 
 // Role is a pod's part in prefill/decode disaggregation: a model served by

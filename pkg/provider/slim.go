@@ -3,11 +3,11 @@ package provider
 import (
 	corev1 "k8s.io/api/core/v1"
 
-	"github.com/gpuscale/gpuscale/pkg/podslim"
+	"github.com/gpuscale/gpuscale/pkg/kube/podslim"
 )
 
 // KeepPodFields keeps what the provider reads of a pod in the adapter's
-// slim informer cache (pkg/podslim): labels for the selectors, readiness
+// slim informer cache (pkg/kube/podslim): labels for the selectors, readiness
 // (podReady), the resource version that tells a change from a resync, the
 // UID the capacity signal follows each server's counters by, and
 // the creation and Ready times the capacity signal measures start-up from.

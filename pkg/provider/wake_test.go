@@ -15,7 +15,7 @@ import (
 
 	"github.com/gpuscale/gpuscale/pkg/provider"
 	"github.com/gpuscale/gpuscale/pkg/signal"
-	"github.com/gpuscale/gpuscale/pkg/store"
+	"github.com/gpuscale/gpuscale/pkg/adapter/store"
 )
 
 func (f *fixture) putRouter(ns, name string, at time.Time, held map[string]float64) {

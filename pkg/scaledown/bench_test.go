@@ -16,8 +16,8 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/gpuscale/gpuscale/pkg/signal"
-	"github.com/gpuscale/gpuscale/pkg/store"
-	"github.com/gpuscale/gpuscale/pkg/storesource"
+	"github.com/gpuscale/gpuscale/pkg/adapter/store"
+	"github.com/gpuscale/gpuscale/pkg/adapter/storesource"
 )
 
 // BenchmarkReconcileChurn1000: 1,000 managed one-GPU pods on 125 nodes of

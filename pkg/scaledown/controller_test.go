@@ -19,7 +19,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/gpuscale/gpuscale/pkg/provider"
-	"github.com/gpuscale/gpuscale/pkg/storesource"
+	"github.com/gpuscale/gpuscale/pkg/adapter/storesource"
 )
 
 // nodesWith returns a node per entry holding that many one-GPU pods, all

@@ -9,7 +9,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
-	"github.com/gpuscale/gpuscale/pkg/podgroup"
+	"github.com/gpuscale/gpuscale/pkg/kube/podgroup"
 )
 
 // replica is what an HPA removes as one: a pod, or a LeaderWorkerSet group

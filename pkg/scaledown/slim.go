@@ -3,7 +3,7 @@ package scaledown
 import (
 	corev1 "k8s.io/api/core/v1"
 
-	"github.com/gpuscale/gpuscale/pkg/podslim"
+	"github.com/gpuscale/gpuscale/pkg/kube/podslim"
 )
 
 // keptAnnotations are the pod annotations the controller reads: its own
@@ -12,7 +12,7 @@ var keptAnnotations = map[string]bool{DeletionCostAnnotation: true, SafeToEvictA
 	ProtectedAnnotation: true, MirrorPodAnnotation: true}
 
 // KeepPodFields returns what the controller reads of a pod, for the
-// adapter's slim informer cache (pkg/podslim), with GPUs requested as res:
+// adapter's slim informer cache (pkg/kube/podslim), with GPUs requested as res:
 // the opt-in label, identity, controller, placement and phase, the
 // annotations it reads and writes, and each container's request of res.
 func KeepPodFields(res corev1.ResourceName) podslim.Keep {

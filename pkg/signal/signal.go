@@ -2,8 +2,8 @@
 // shares: the scalar signals and latency histograms it serves, where each
 // comes from (Source), the physical range of each (Range, the Max* bounds)
 // and the checks a scraped value or histogram must pass to be served
-// (Check, CheckTTFT). The parsers (pkg/inference, pkg/ingest), the store
-// that keeps samples (pkg/store) and the metrics API (pkg/provider) all
+// (Check, CheckTTFT). The parsers (pkg/adapter/inference, pkg/adapter/ingest), the store
+// that keeps samples (pkg/adapter/store) and the metrics API (pkg/provider) all
 // speak it, and it imports none of them: the provider's contract is
 // signals, not the storage one of its sources keeps them in.
 package signal
@@ -13,7 +13,7 @@ import (
 	"fmt"
 	"math"
 
-	"github.com/gpuscale/gpuscale/pkg/histogram"
+	"github.com/gpuscale/gpuscale/pkg/signal/histogram"
 )
 
 // Signal is one scalar the adapter serves.
@@ -141,7 +141,7 @@ type declaration struct {
 // metrics API's catalog knows of it (pkg/provider derives its entries from
 // this table). A new signal is a constant above, a line here, and what
 // fills it: for a GPU signal, a Feed on its field's gpu.Specs entry; for an
-// inference signal, the dialects' code (pkg/inference). TestSignalsDeclared
+// inference signal, the dialects' code (pkg/adapter/inference). TestSignalsDeclared
 // fails on a line missing, provider's TestEverySignalServed on a signal not
 // served, ingest's TestEverySignalFilled on one no scrape fills. The lines
 // are positional so that the compiler refuses one that leaves a column out.

@@ -17,9 +17,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gpuscale/gpuscale/internal/autoscalebench"
-	"github.com/gpuscale/gpuscale/internal/devenv"
-	"github.com/gpuscale/gpuscale/internal/trace"
+	"github.com/gpuscale/gpuscale/internal/bench/autoscalebench"
+	"github.com/gpuscale/gpuscale/internal/harness/devenv"
+	"github.com/gpuscale/gpuscale/internal/bench/trace"
 )
 
 // The slice: three minutes of the synthetic code-completion workload, as

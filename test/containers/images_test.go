@@ -23,8 +23,8 @@ import (
 	"k8s.io/client-go/rest"
 	cmv1beta2 "k8s.io/metrics/pkg/apis/custom_metrics/v1beta2"
 
-	"github.com/gpuscale/gpuscale/internal/devenv"
-	"github.com/gpuscale/gpuscale/internal/testenv"
+	"github.com/gpuscale/gpuscale/internal/harness/devenv"
+	"github.com/gpuscale/gpuscale/internal/harness/testenv"
 )
 
 // TestVersion: every image's entrypoint answers --version with the version

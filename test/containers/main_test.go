@@ -2,7 +2,7 @@
 // chart runs them: it renders deploy/helm/gpuscale with `helm template`,
 // takes each container's image, command, args, user, read-only root,
 // capabilities, mounts and probes from the rendered objects and runs it
-// under podman, against the real local control plane (internal/devenv)
+// under podman, against the real local control plane (internal/harness/devenv)
 // for the adapter. Each place where this machine forces the test away from
 // the rendered pod is a named deviation with its reason, next to the code
 // that makes it.
@@ -31,7 +31,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 
-	"github.com/gpuscale/gpuscale/internal/devenv"
+	"github.com/gpuscale/gpuscale/internal/harness/devenv"
 )
 
 const (

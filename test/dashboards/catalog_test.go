@@ -7,7 +7,7 @@ import (
 
 	dto "github.com/prometheus/client_model/go"
 
-	"github.com/gpuscale/gpuscale/pkg/dcgm"
+	"github.com/gpuscale/gpuscale/pkg/gpu/dcgm"
 	"github.com/gpuscale/gpuscale/pkg/metrics"
 )
 
@@ -39,17 +39,17 @@ var ownMetrics = []ownMetric{
 	{"gpuscale_exporter_field_errors_total", counter, "pkg/exporter"},
 
 	{"gpuscale_adapter_metric_requests_total", counter, "pkg/provider"},
-	{"gpuscale_adapter_metric_fresh_pods", gauge, "pkg/storesource"},
-	{"gpuscale_adapter_metric_newest_sample_age_seconds", gauge, "pkg/storesource"},
-	{"gpuscale_adapter_scrape_errors_total", counter, "pkg/gather"},
-	{"gpuscale_adapter_rejected_values_total", counter, "pkg/gather"},
-	{"gpuscale_adapter_scrape_last_success_timestamp_seconds", gauge, "pkg/gather"},
-	{"gpuscale_adapter_scrape_duration_seconds", histogram, "pkg/gather"},
-	{"gpuscale_adapter_targets", gauge, "pkg/gather"},
-	{"gpuscale_adapter_inference_scrapes_total", counter, "pkg/gather"},
-	{"gpuscale_adapter_scrape_cycle_duration_seconds", histogram, "pkg/gather"},
-	{"gpuscale_adapter_misconfigured_targets", gauge, "pkg/gather"},
-	{"gpuscale_adapter_gpu_attributions_rejected_total", counter, "pkg/gather"},
+	{"gpuscale_adapter_metric_fresh_pods", gauge, "pkg/adapter/storesource"},
+	{"gpuscale_adapter_metric_newest_sample_age_seconds", gauge, "pkg/adapter/storesource"},
+	{"gpuscale_adapter_scrape_errors_total", counter, "pkg/adapter/gather"},
+	{"gpuscale_adapter_rejected_values_total", counter, "pkg/adapter/gather"},
+	{"gpuscale_adapter_scrape_last_success_timestamp_seconds", gauge, "pkg/adapter/gather"},
+	{"gpuscale_adapter_scrape_duration_seconds", histogram, "pkg/adapter/gather"},
+	{"gpuscale_adapter_targets", gauge, "pkg/adapter/gather"},
+	{"gpuscale_adapter_inference_scrapes_total", counter, "pkg/adapter/gather"},
+	{"gpuscale_adapter_scrape_cycle_duration_seconds", histogram, "pkg/adapter/gather"},
+	{"gpuscale_adapter_misconfigured_targets", gauge, "pkg/adapter/gather"},
+	{"gpuscale_adapter_gpu_attributions_rejected_total", counter, "pkg/adapter/gather"},
 
 	{"gpuscale_scaledown_node_gpu_utilization", gauge, "pkg/scaledown"},
 	{"gpuscale_scaledown_node_gpu_pods", gauge, "pkg/scaledown"},
@@ -67,7 +67,7 @@ var ownMetrics = []ownMetric{
 }
 
 // inferenceMetrics are the inference servers' own names the dashboards use.
-// gpuscale does not define them, but it reads them (pkg/inference) or
+// gpuscale does not define them, but it reads them (pkg/adapter/inference) or
 // simulates them (pkg/inferencesim): TestInferenceMetricsKnown finds each
 // there, so the dashboards stay on the names gpuscale is tested against.
 var inferenceMetrics = map[string]kind{
@@ -179,8 +179,8 @@ func TestOwnMetricsDefined(t *testing.T) {
 
 func TestInferenceMetricsKnown(t *testing.T) {
 	// The engines' families are named once, in the dialect table that
-	// pkg/inference reads and pkg/inferencesim serves.
-	lits := stringLiterals(t, "pkg/dialect", "pkg/inference", "pkg/inferencesim")
+	// pkg/adapter/inference reads and pkg/inferencesim serves.
+	lits := stringLiterals(t, "pkg/signal/dialect", "pkg/adapter/inference", "pkg/inferencesim")
 	var missing []string
 	for n := range inferenceMetrics {
 		if !lits[n] {
@@ -189,7 +189,7 @@ func TestInferenceMetricsKnown(t *testing.T) {
 	}
 	sort.Strings(missing)
 	for _, n := range missing {
-		t.Errorf("%s is neither in the dialect table (pkg/dialect) nor read by pkg/inference nor simulated by pkg/inferencesim: a name gpuscale does not know", n)
+		t.Errorf("%s is neither in the dialect table (pkg/signal/dialect) nor read by pkg/adapter/inference nor simulated by pkg/inferencesim: a name gpuscale does not know", n)
 	}
 }
 

@@ -20,19 +20,19 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
-	"github.com/gpuscale/gpuscale/pkg/ingest"
+	"github.com/gpuscale/gpuscale/pkg/adapter/ingest"
 	"github.com/gpuscale/gpuscale/pkg/signal"
-	"github.com/gpuscale/gpuscale/pkg/store"
+	"github.com/gpuscale/gpuscale/pkg/adapter/store"
 )
 
 // queryParams are the adapter's PromQL template parameters
-// (pkg/promsource.Params), for the GPU queries.
+// (pkg/adapter/promsource.Params), for the GPU queries.
 type queryParams struct{ Namespace, PodRegex, NodeRegex, Window, Quantile string }
 
 func (queryParams) ModelMatch(string) string { return "" }
 
 // defaultQueries reads the adapter's default PromQL templates from
-// docs/metrics.md, which pkg/promsource's TestDocsListDefaults keeps equal
+// docs/metrics.md, which pkg/adapter/promsource's TestDocsListDefaults keeps equal
 // to the compiled-in ones (this module does without the adapter's
 // dependencies).
 func defaultQueries(t *testing.T) map[string]map[string]*template.Template {
@@ -68,7 +68,7 @@ func renderQuery(t *testing.T, tmpl *template.Template, p queryParams) string {
 	return b.String()
 }
 
-// gpuSources are one GPU node's state (pkg/ingest/fixtures_test.go) as each
+// gpuSources are one GPU node's state (pkg/adapter/ingest/fixtures_test.go) as each
 // exporter serves it: gpuscale's in both --dcgm-schema modes, and
 // dcgm-exporter 4.8.2 (Hostname), 4.8.4 (hostname, no driver label) and
 // 4.10.0 (DCGM 4.7's names and units).
@@ -85,7 +85,7 @@ var gpuSources = []struct{ name, file string }{
 func loadGPUSource(t *testing.T, file string, base time.Time) (storage.Storage, *os.File) {
 	t.Helper()
 	st := teststorage.New(t)
-	f, err := os.Open(filepath.Join(repoRoot, "pkg/ingest/testdata", file))
+	f, err := os.Open(filepath.Join(repoRoot, "pkg/adapter/ingest/testdata", file))
 	if err != nil {
 		t.Fatal(err)
 	}

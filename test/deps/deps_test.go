@@ -22,7 +22,22 @@ const module = "github.com/gpuscale/gpuscale/"
 // exporter's simulated GPU backend. The backend is a product feature
 // (--backend=sim), but only the exporter's composition root picks it:
 // no other product package may depend on either.
-var simulator = []string{"pkg/inferencesim", "pkg/gpu/sim"}
+var simulator = []string{"pkg/inferencesim", "pkg/exporter/backend/sim"}
+
+// pipelines are the three pipelines' folders under pkg/. Everything else
+// under pkg/ is the contract (pkg/provider) or the vocabulary the
+// pipelines share (signals, GPU fields, DCGM names, pods), beneath them.
+var pipelines = []string{"pkg/exporter", "pkg/adapter", "pkg/scaledown"}
+
+// pipelineOf returns the pipeline folder p lies in, or "" for none.
+func pipelineOf(p string) string {
+	for _, pl := range pipelines {
+		if under(p, pl) {
+			return pl
+		}
+	}
+	return ""
+}
 
 // knownExceptions are violations tolerated while a fix is under way; each
 // is "importer -> imported". The check fails on any other violation, and
@@ -32,7 +47,7 @@ var knownExceptions = []string{
 	// simulated node) through the exporter's wiring, cmd/exporter/app.Run.
 	// The fix is a pkg/ package that composes the exporter from a config,
 	// which both the binary and the simulated world call.
-	"internal/simworld -> cmd/exporter/app",
+	"internal/harness/simworld -> cmd/exporter/app",
 }
 
 type pkg struct {
@@ -91,12 +106,32 @@ var rules = []rule{
 		},
 	},
 	{
+		// The tree is the pipelines: the exporter, the adapter and
+		// scale-down each stand on the contract and the shared
+		// vocabulary, never on one another.
+		name:    "one pipeline depends on another",
+		applies: func(p string) bool { return under(p, pipelines...) },
+		forbidden: func(p, dep string) bool {
+			return under(dep, pipelines...) && !under(dep, pipelineOf(p))
+		},
+	},
+	{
+		// The contract (pkg/provider) and the vocabulary beneath it are
+		// what the pipelines share; a pipeline inside them would pull
+		// that pipeline into every binary.
+		name:    "the contract or the shared vocabulary depends on a pipeline",
+		applies: func(p string) bool { return under(p, "pkg") && pipelineOf(p) == "" },
+		forbidden: func(_, dep string) bool {
+			return under(dep, pipelines...)
+		},
+	},
+	{
 		// The seam that lets scale-down run with --source=prometheus.
 		name:    "scale-down imports the store rather than reading provider.Values",
 		applies: func(p string) bool { return under(p, "pkg/scaledown") },
 		direct:  true,
 		forbidden: func(_, dep string) bool {
-			return under(dep, "pkg/store", "pkg/storesource", "pkg/promsource")
+			return under(dep, "pkg/adapter/store", "pkg/adapter/storesource", "pkg/adapter/promsource")
 		},
 	},
 	{
@@ -104,9 +139,9 @@ var rules = []rule{
 		// inference parser speak pkg/signal, which both sources share, so
 		// neither ties the PromQL source to the store's samples.
 		name:    "the metrics API or the inference parser depends on the store",
-		applies: func(p string) bool { return under(p, "pkg/provider", "pkg/inference") },
+		applies: func(p string) bool { return under(p, "pkg/provider", "pkg/adapter/inference") },
 		forbidden: func(_, dep string) bool {
-			return under(dep, "pkg/store")
+			return under(dep, "pkg/adapter/store")
 		},
 	},
 	{
@@ -206,38 +241,47 @@ func TestRules(t *testing.T) {
 		pkg  pkg
 		want []string
 	}{
-		{"product on product", pkg{ImportPath: m("pkg/storesource"), Imports: []string{m("pkg/store")}, Deps: []string{m("pkg/store"), "fmt"}}, nil},
-		{"product on harness, transitively", pkg{ImportPath: m("pkg/provider"), Deps: []string{m("internal/simworld")}},
-			[]string{"pkg/provider -> internal/simworld"}},
-		{"product on a binary", pkg{ImportPath: m("pkg/gather"), Imports: []string{m("cmd/adapter/app")}, Deps: []string{m("cmd/adapter/app")}},
-			[]string{"pkg/gather -> cmd/adapter/app"}},
+		{"product on product", pkg{ImportPath: m("pkg/adapter/storesource"), Imports: []string{m("pkg/adapter/store")}, Deps: []string{m("pkg/adapter/store"), "fmt"}}, nil},
+		{"product on harness, transitively", pkg{ImportPath: m("pkg/provider"), Deps: []string{m("internal/harness/simworld")}},
+			[]string{"pkg/provider -> internal/harness/simworld"}},
+		{"product on a binary", pkg{ImportPath: m("pkg/adapter/gather"), Imports: []string{m("cmd/adapter/app")}, Deps: []string{m("cmd/adapter/app")}},
+			[]string{"pkg/adapter/gather -> cmd/adapter/app"}},
 		{"product on the simulator", pkg{ImportPath: m("pkg/exporter"), Deps: []string{m("pkg/inferencesim")}},
 			[]string{"pkg/exporter -> pkg/inferencesim"}},
-		{"simulator on its own parts", pkg{ImportPath: m("pkg/gpu/sim"), Deps: []string{m("pkg/gpu")}}, nil},
-		{"adapter on the simulator", pkg{ImportPath: m("cmd/adapter/app"), Deps: []string{m("pkg/gpu/sim")}},
-			[]string{"cmd/adapter/app -> pkg/gpu/sim"}},
-		{"exporter on its sim backend", pkg{ImportPath: m("cmd/exporter/app"), Imports: []string{m("pkg/gpu/sim")}, Deps: []string{m("pkg/gpu/sim")}}, nil},
+		{"simulator on its own parts", pkg{ImportPath: m("pkg/exporter/backend/sim"), Deps: []string{m("pkg/gpu")}}, nil},
+		{"adapter on the simulator", pkg{ImportPath: m("cmd/adapter/app"), Deps: []string{m("pkg/exporter/backend/sim")}},
+			[]string{"cmd/adapter/app -> pkg/exporter/backend/sim"}},
+		{"exporter on its sim backend", pkg{ImportPath: m("cmd/exporter/app"), Imports: []string{m("pkg/exporter/backend/sim")}, Deps: []string{m("pkg/exporter/backend/sim")}}, nil},
 		{"exporter on the inference simulator", pkg{ImportPath: m("cmd/exporter/app"), Deps: []string{m("pkg/inferencesim")}},
 			[]string{"cmd/exporter/app -> pkg/inferencesim"}},
-		{"exporter on a test harness", pkg{ImportPath: m("cmd/exporter/app"), Deps: []string{m("internal/testenv")}},
-			[]string{"cmd/exporter/app -> internal/testenv"}},
+		{"exporter on a test harness", pkg{ImportPath: m("cmd/exporter/app"), Deps: []string{m("internal/harness/testenv")}},
+			[]string{"cmd/exporter/app -> internal/harness/testenv"}},
 		{"exporter binary on its own packages", pkg{ImportPath: m("cmd/exporter"), Imports: []string{m("cmd/exporter/app")}, Deps: []string{m("cmd/exporter/app")}}, nil},
 		{"adapter binary on its own packages", pkg{ImportPath: m("cmd/adapter"), Imports: []string{m("cmd/adapter/app")}, Deps: []string{m("cmd/adapter/app")}}, nil},
 		{"one binary on another's packages", pkg{ImportPath: m("cmd/adapter/app"), Imports: []string{m("cmd/exporter/app")}},
 			[]string{"cmd/adapter/app -> cmd/exporter/app"}},
-		{"harness on a binary's packages", pkg{ImportPath: m("internal/devenv"), Imports: []string{m("cmd/adapter/app")}},
-			[]string{"internal/devenv -> cmd/adapter/app"}},
-		{"harness on the exporter's packages", pkg{ImportPath: m("internal/simworld"), Imports: []string{m("cmd/exporter/app")}},
-			[]string{"internal/simworld -> cmd/exporter/app"}},
-		{"harness on a binary's packages, only transitively", pkg{ImportPath: m("internal/devenv"), Deps: []string{m("cmd/adapter/app")}}, nil},
-		{"scale-down importing the store", pkg{ImportPath: m("pkg/scaledown"), Imports: []string{m("pkg/store")}, Deps: []string{m("pkg/store")}},
-			[]string{"pkg/scaledown -> pkg/store"}},
-		{"scale-down on the store through provider", pkg{ImportPath: m("pkg/scaledown"), Imports: []string{m("pkg/provider")}, Deps: []string{m("pkg/provider"), m("pkg/store")}}, nil},
-		{"the metrics API on the store, transitively", pkg{ImportPath: m("pkg/provider"), Deps: []string{m("pkg/signal"), m("pkg/store")}},
-			[]string{"pkg/provider -> pkg/store"}},
-		{"the inference parser on the store", pkg{ImportPath: m("pkg/inference"), Imports: []string{m("pkg/store")}, Deps: []string{m("pkg/store")}},
-			[]string{"pkg/inference -> pkg/store"}},
-		{"the metrics API on the signals", pkg{ImportPath: m("pkg/provider"), Imports: []string{m("pkg/signal")}, Deps: []string{m("pkg/signal"), m("pkg/histogram")}}, nil},
+		{"harness on a binary's packages", pkg{ImportPath: m("internal/harness/devenv"), Imports: []string{m("cmd/adapter/app")}},
+			[]string{"internal/harness/devenv -> cmd/adapter/app"}},
+		{"harness on the exporter's packages", pkg{ImportPath: m("internal/harness/simworld"), Imports: []string{m("cmd/exporter/app")}},
+			[]string{"internal/harness/simworld -> cmd/exporter/app"}},
+		{"harness on a binary's packages, only transitively", pkg{ImportPath: m("internal/harness/devenv"), Deps: []string{m("cmd/adapter/app")}}, nil},
+		{"scale-down importing the store", pkg{ImportPath: m("pkg/scaledown"), Imports: []string{m("pkg/adapter/store")}, Deps: []string{m("pkg/adapter/store")}},
+			[]string{"pkg/scaledown -> pkg/adapter/store"}},
+		{"scale-down on the vocabulary through provider", pkg{ImportPath: m("pkg/scaledown"), Imports: []string{m("pkg/provider")}, Deps: []string{m("pkg/provider"), m("pkg/signal")}}, nil},
+		{"scale-down on the store through provider", pkg{ImportPath: m("pkg/scaledown"), Imports: []string{m("pkg/provider")}, Deps: []string{m("pkg/provider"), m("pkg/adapter/store")}},
+			[]string{"pkg/scaledown -> pkg/adapter/store"}},
+		{"a pipeline on its own stages", pkg{ImportPath: m("pkg/adapter/gather"), Imports: []string{m("pkg/adapter/store")}, Deps: []string{m("pkg/adapter/store"), m("pkg/signal")}}, nil},
+		{"one pipeline on another", pkg{ImportPath: m("pkg/adapter/gather"), Imports: []string{m("pkg/exporter/processpods")}, Deps: []string{m("pkg/exporter/processpods")}},
+			[]string{"pkg/adapter/gather -> pkg/exporter/processpods"}},
+		{"the vocabulary on a pipeline", pkg{ImportPath: m("pkg/signal/capacity"), Deps: []string{m("pkg/adapter/store")}},
+			[]string{"pkg/signal/capacity -> pkg/adapter/store"}},
+		{"the contract on a pipeline, transitively", pkg{ImportPath: m("pkg/provider"), Deps: []string{m("pkg/signal"), m("pkg/exporter")}},
+			[]string{"pkg/provider -> pkg/exporter"}},
+		{"the metrics API on the store, transitively", pkg{ImportPath: m("pkg/provider"), Deps: []string{m("pkg/signal"), m("pkg/adapter/store")}},
+			[]string{"pkg/provider -> pkg/adapter/store"}},
+		{"the inference parser on the store", pkg{ImportPath: m("pkg/adapter/inference"), Imports: []string{m("pkg/adapter/store")}, Deps: []string{m("pkg/adapter/store")}},
+			[]string{"pkg/adapter/inference -> pkg/adapter/store"}},
+		{"the metrics API on the signals", pkg{ImportPath: m("pkg/provider"), Imports: []string{m("pkg/signal")}, Deps: []string{m("pkg/signal"), m("pkg/signal/histogram")}}, nil},
 		{"other modules", pkg{ImportPath: "k8s.io/client-go/kubernetes", Deps: []string{m("cmd/adapter/app")}}, nil},
 	}
 	for _, tt := range tests {

@@ -14,8 +14,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
-	"github.com/gpuscale/gpuscale/internal/devenv"
-	"github.com/gpuscale/gpuscale/internal/testenv"
+	"github.com/gpuscale/gpuscale/internal/harness/devenv"
+	"github.com/gpuscale/gpuscale/internal/harness/testenv"
 	"github.com/gpuscale/gpuscale/pkg/scaledown"
 )
 

@@ -11,7 +11,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/gpuscale/gpuscale/internal/testenv"
+	"github.com/gpuscale/gpuscale/internal/harness/testenv"
 )
 
 // TestRawURLShapes: every URL shape the adapter serves answers through the

@@ -21,9 +21,9 @@ import (
 	"k8s.io/client-go/rest"
 	cmv1beta2 "k8s.io/metrics/pkg/apis/custom_metrics/v1beta2"
 
-	"github.com/gpuscale/gpuscale/internal/devenv"
-	"github.com/gpuscale/gpuscale/internal/testenv"
-	pb "github.com/gpuscale/gpuscale/pkg/kedascaler/externalscaler"
+	"github.com/gpuscale/gpuscale/internal/harness/devenv"
+	"github.com/gpuscale/gpuscale/internal/harness/testenv"
+	pb "github.com/gpuscale/gpuscale/pkg/adapter/kedascaler/externalscaler"
 )
 
 // Short enough that the CA changes within the test, long enough that a

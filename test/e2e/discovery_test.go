@@ -9,8 +9,8 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/gpuscale/gpuscale/internal/devenv"
-	"github.com/gpuscale/gpuscale/internal/testenv"
+	"github.com/gpuscale/gpuscale/internal/harness/devenv"
+	"github.com/gpuscale/gpuscale/internal/harness/testenv"
 )
 
 // TestPrometheusAnnotationsOptIn: pods that carry only prometheus.io/*

@@ -20,8 +20,8 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
-	"github.com/gpuscale/gpuscale/internal/testenv"
-	"github.com/gpuscale/gpuscale/pkg/federation"
+	"github.com/gpuscale/gpuscale/internal/harness/testenv"
+	"github.com/gpuscale/gpuscale/pkg/adapter/federation"
 )
 
 // federationArgs are the suite adapter's flags plus federation with the

@@ -18,10 +18,10 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/gpuscale/gpuscale/internal/devenv"
-	"github.com/gpuscale/gpuscale/internal/leaderworkerset"
-	"github.com/gpuscale/gpuscale/internal/testenv"
-	"github.com/gpuscale/gpuscale/pkg/podgroup"
+	"github.com/gpuscale/gpuscale/internal/harness/devenv"
+	"github.com/gpuscale/gpuscale/internal/harness/leaderworkerset"
+	"github.com/gpuscale/gpuscale/internal/harness/testenv"
+	"github.com/gpuscale/gpuscale/pkg/kube/podgroup"
 	"github.com/gpuscale/gpuscale/pkg/scaledown"
 )
 

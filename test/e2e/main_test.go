@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gpuscale/gpuscale/internal/devenv"
+	"github.com/gpuscale/gpuscale/internal/harness/devenv"
 )
 
 // Timings the suite runs with: short, so the suite fits in minutes, and

@@ -16,8 +16,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gpuscale/gpuscale/internal/childproc"
-	"github.com/gpuscale/gpuscale/internal/testenv"
+	"github.com/gpuscale/gpuscale/internal/harness/childproc"
+	"github.com/gpuscale/gpuscale/internal/harness/testenv"
 )
 
 // testAdapter is custom-metrics-apiserver's own test adapter (its fake

@@ -1,7 +1,7 @@
 // Package hostile_test is the hostile-target suite: the adapter's real
 // discovery, scraper, ingest and store against real HTTP servers on
 // loopback addresses that do what a hostile tenant or a broken fleet does
-// (internal/hostile), beside healthy inference servers and exporters.
+// (internal/harness/hostile), beside healthy inference servers and exporters.
 // Every healthy target must stay fresh and exact; nothing a hostile one
 // serves may be stored; every refusal is counted under its reason.
 package hostile_test
@@ -27,12 +27,12 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 
-	"github.com/gpuscale/gpuscale/internal/hostile"
-	"github.com/gpuscale/gpuscale/pkg/discovery"
-	"github.com/gpuscale/gpuscale/pkg/gather"
-	"github.com/gpuscale/gpuscale/pkg/scrape"
+	"github.com/gpuscale/gpuscale/internal/harness/hostile"
+	"github.com/gpuscale/gpuscale/pkg/adapter/discovery"
+	"github.com/gpuscale/gpuscale/pkg/adapter/gather"
+	"github.com/gpuscale/gpuscale/pkg/adapter/scrape"
 	"github.com/gpuscale/gpuscale/pkg/signal"
-	"github.com/gpuscale/gpuscale/pkg/store"
+	"github.com/gpuscale/gpuscale/pkg/adapter/store"
 )
 
 const (

@@ -13,16 +13,16 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
 
-	"github.com/gpuscale/gpuscale/internal/hostile"
-	"github.com/gpuscale/gpuscale/pkg/discovery"
-	"github.com/gpuscale/gpuscale/pkg/gather"
-	"github.com/gpuscale/gpuscale/pkg/scrape"
+	"github.com/gpuscale/gpuscale/internal/harness/hostile"
+	"github.com/gpuscale/gpuscale/pkg/adapter/discovery"
+	"github.com/gpuscale/gpuscale/pkg/adapter/gather"
+	"github.com/gpuscale/gpuscale/pkg/adapter/scrape"
 	"github.com/gpuscale/gpuscale/pkg/signal"
-	"github.com/gpuscale/gpuscale/pkg/store"
+	"github.com/gpuscale/gpuscale/pkg/adapter/store"
 )
 
 // The second round: what a tenant's pods can serve within every per-scrape
-// limit (internal/hostile.TenantKinds), through the real discovery,
+// limit (internal/harness/hostile.TenantKinds), through the real discovery,
 // scraper, ingest and store, at the adapter's defaults (64 workers, a scrape
 // timeout of 80% of the interval, the cycle ending at the interval).
 
@@ -193,7 +193,7 @@ func TestTenantKinds(t *testing.T) {
 		t.Errorf("histogram-buckets: %v histograms rejected, want 2 a scrape", n)
 	}
 	// capacity-inputs: every value in range, stored as such (the capacity
-	// signal holds its slots to what a server holds: pkg/capacity).
+	// signal holds its slots to what a server holds: pkg/signal/capacity).
 	if s, ok := latest("capacity-inputs"); !ok {
 		t.Error("capacity-inputs: its in-range values were not stored")
 	} else if v, _ := s.Get(signal.RequestsRunning); v != 1000 {

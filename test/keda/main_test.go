@@ -18,9 +18,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gpuscale/gpuscale/internal/devenv"
-	"github.com/gpuscale/gpuscale/internal/kedaenv"
-	"github.com/gpuscale/gpuscale/internal/testenv"
+	"github.com/gpuscale/gpuscale/internal/harness/devenv"
+	"github.com/gpuscale/gpuscale/internal/harness/kedaenv"
+	"github.com/gpuscale/gpuscale/internal/harness/testenv"
 )
 
 // Timings: short, so the scenario fits in a couple of minutes.

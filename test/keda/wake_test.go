@@ -7,10 +7,10 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/gpuscale/gpuscale/internal/devenv"
-	"github.com/gpuscale/gpuscale/internal/localcluster"
-	"github.com/gpuscale/gpuscale/internal/simworld"
-	"github.com/gpuscale/gpuscale/internal/testenv"
+	"github.com/gpuscale/gpuscale/internal/harness/devenv"
+	"github.com/gpuscale/gpuscale/internal/harness/localcluster"
+	"github.com/gpuscale/gpuscale/internal/harness/simworld"
+	"github.com/gpuscale/gpuscale/internal/harness/testenv"
 	"github.com/gpuscale/gpuscale/pkg/inferencesim"
 )
 

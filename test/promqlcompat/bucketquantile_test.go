@@ -6,7 +6,7 @@ import (
 
 	"github.com/prometheus/prometheus/promql"
 
-	"github.com/gpuscale/gpuscale/pkg/histogram"
+	"github.com/gpuscale/gpuscale/pkg/signal/histogram"
 )
 
 // FuzzBucketQuantile compares histogram.Quantile with PromQL's own

@@ -13,16 +13,16 @@ import (
 	"github.com/prometheus/prometheus/promql/promqltest"
 	"github.com/prometheus/prometheus/storage"
 
-	"github.com/gpuscale/gpuscale/pkg/histogram"
+	"github.com/gpuscale/gpuscale/pkg/signal/histogram"
 	"github.com/gpuscale/gpuscale/pkg/signal"
-	"github.com/gpuscale/gpuscale/pkg/store"
+	"github.com/gpuscale/gpuscale/pkg/adapter/store"
 )
 
 const window = time.Minute
 
 // TestQuantileMatchesPromQL loads randomized TTFT series into Prometheus's
 // query engine and checks histogram_quantile(q, rate(ttft_bucket[1m])) at
-// several instants against pkg/histogram:
+// several instants against pkg/signal/histogram:
 //
 //   - Quantile(q, ExtrapolatedIncrease(...)) must always match;
 //   - Quantile(q, WindowIncrease(samples in (T-1m, T])) must match whenever

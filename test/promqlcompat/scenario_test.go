@@ -8,7 +8,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/gpuscale/gpuscale/pkg/histogram"
+	"github.com/gpuscale/gpuscale/pkg/signal/histogram"
 )
 
 var inf = math.Inf(+1)
@@ -31,7 +31,7 @@ var layouts = []layout{
 }
 
 // itlLayouts are the servers' inter-token latency bucket layouts, in
-// seconds, with a typical gap in each (pkg/inference reads these families).
+// seconds, with a typical gap in each (pkg/adapter/inference reads these families).
 var itlLayouts = []layout{
 	// vllm/v1/metrics/loggers.py, inter_token_latency_seconds.
 	{"vllm-itl", []float64{0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0}, 1, 0.06},

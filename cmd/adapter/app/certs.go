@@ -15,12 +15,12 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/gpuscale/gpuscale/pkg/certrotation"
+	"github.com/gpuscale/gpuscale/pkg/adapter/certrotation"
 )
 
 // CertOptions make the adapter keep its own serving certificate (and KEDA's
 // client certificate) at runtime, in a Secret, renewed before expiry, with
-// the CA bundle written into its APIServices (pkg/certrotation).
+// the CA bundle written into its APIServices (pkg/adapter/certrotation).
 type CertOptions struct {
 	Secret        string
 	Namespace     string

@@ -10,7 +10,7 @@ import (
 	"k8s.io/component-base/metrics/legacyregistry"
 
 	"github.com/gpuscale/gpuscale/pkg/tokenfile"
-	"github.com/gpuscale/gpuscale/pkg/tokensecret"
+	"github.com/gpuscale/gpuscale/pkg/adapter/tokensecret"
 )
 
 // The exporters' reserved lane (their --web.reserved-token-file): the

@@ -22,7 +22,7 @@ func TestValidateExporterToken(t *testing.T) {
 
 // TestExporterTokenFileAbsentAtStart: the Secret volume is optional and
 // empty until the Secret exists; the adapter starts all the same, and
-// sends no token (pkg/gather's TestExporterTokenFollowsItsFile follows
+// sends no token (pkg/adapter/gather's TestExporterTokenFollowsItsFile follows
 // the file from there).
 func TestExporterTokenFileAbsentAtStart(t *testing.T) {
 	o := NewOptions()

@@ -12,7 +12,7 @@ import (
 	"k8s.io/component-base/metrics/legacyregistry"
 	cmprovider "sigs.k8s.io/custom-metrics-apiserver/pkg/provider"
 
-	"github.com/gpuscale/gpuscale/pkg/federation"
+	"github.com/gpuscale/gpuscale/pkg/adapter/federation"
 )
 
 // ForwardOptions configure federation: metric names gpuscale does not

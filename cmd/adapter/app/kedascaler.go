@@ -13,8 +13,8 @@ import (
 	"k8s.io/apiserver/pkg/authorization/authorizer"
 	"k8s.io/component-base/metrics/legacyregistry"
 
-	"github.com/gpuscale/gpuscale/pkg/certrotation"
-	"github.com/gpuscale/gpuscale/pkg/kedascaler"
+	"github.com/gpuscale/gpuscale/pkg/adapter/certrotation"
+	"github.com/gpuscale/gpuscale/pkg/adapter/kedascaler"
 )
 
 // KEDAScalerOptions configure the KEDA external scaler port (docs/keda.md).

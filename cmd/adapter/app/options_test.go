@@ -11,8 +11,8 @@ import (
 
 	"github.com/spf13/pflag"
 
-	"github.com/gpuscale/gpuscale/pkg/discovery"
-	"github.com/gpuscale/gpuscale/pkg/promsource"
+	"github.com/gpuscale/gpuscale/pkg/adapter/discovery"
+	"github.com/gpuscale/gpuscale/pkg/adapter/promsource"
 )
 
 func TestValidateSource(t *testing.T) {

@@ -14,7 +14,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
-	"github.com/gpuscale/gpuscale/pkg/recommend"
+	"github.com/gpuscale/gpuscale/pkg/signal/recommend"
 	"github.com/gpuscale/gpuscale/pkg/scaledown"
 )
 

@@ -10,9 +10,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/gpuscale/gpuscale/pkg/discovery"
-	"github.com/gpuscale/gpuscale/pkg/histogram"
-	"github.com/gpuscale/gpuscale/pkg/recommend"
+	"github.com/gpuscale/gpuscale/pkg/adapter/discovery"
+	"github.com/gpuscale/gpuscale/pkg/signal/histogram"
+	"github.com/gpuscale/gpuscale/pkg/signal/recommend"
 )
 
 // maxExposition bounds what `adapter recommend` reads of one pod's

@@ -14,8 +14,8 @@ import (
 	"k8s.io/component-base/metrics/legacyregistry"
 	basecmd "sigs.k8s.io/custom-metrics-apiserver/pkg/cmd"
 
-	"github.com/gpuscale/gpuscale/pkg/capacity"
-	"github.com/gpuscale/gpuscale/pkg/discovery"
+	"github.com/gpuscale/gpuscale/pkg/signal/capacity"
+	"github.com/gpuscale/gpuscale/pkg/adapter/discovery"
 	"github.com/gpuscale/gpuscale/pkg/provider"
 )
 

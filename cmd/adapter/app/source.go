@@ -14,13 +14,13 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/component-base/metrics/legacyregistry"
 
-	"github.com/gpuscale/gpuscale/pkg/discovery"
-	"github.com/gpuscale/gpuscale/pkg/gather"
-	"github.com/gpuscale/gpuscale/pkg/promsource"
+	"github.com/gpuscale/gpuscale/pkg/adapter/discovery"
+	"github.com/gpuscale/gpuscale/pkg/adapter/gather"
+	"github.com/gpuscale/gpuscale/pkg/adapter/promsource"
 	"github.com/gpuscale/gpuscale/pkg/provider"
-	"github.com/gpuscale/gpuscale/pkg/scrape"
-	"github.com/gpuscale/gpuscale/pkg/store"
-	"github.com/gpuscale/gpuscale/pkg/storesource"
+	"github.com/gpuscale/gpuscale/pkg/adapter/scrape"
+	"github.com/gpuscale/gpuscale/pkg/adapter/store"
+	"github.com/gpuscale/gpuscale/pkg/adapter/storesource"
 )
 
 // source is where the provider's values come from, per --source.

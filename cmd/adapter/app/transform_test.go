@@ -8,8 +8,8 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/gpuscale/gpuscale/pkg/gather"
-	"github.com/gpuscale/gpuscale/pkg/podslim"
+	"github.com/gpuscale/gpuscale/pkg/adapter/gather"
+	"github.com/gpuscale/gpuscale/pkg/kube/podslim"
 	"github.com/gpuscale/gpuscale/pkg/provider"
 	"github.com/gpuscale/gpuscale/pkg/scaledown"
 )

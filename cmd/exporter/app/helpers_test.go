@@ -23,7 +23,7 @@ import (
 	podresourcesv1 "k8s.io/kubelet/pkg/apis/podresources/v1"
 
 	"github.com/gpuscale/gpuscale/cmd/exporter/app"
-	"github.com/gpuscale/gpuscale/internal/testlog"
+	"github.com/gpuscale/gpuscale/internal/harness/testlog"
 )
 
 func testLogger(t *testing.T) *slog.Logger {

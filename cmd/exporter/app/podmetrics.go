@@ -3,7 +3,7 @@ package app
 import (
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/gpuscale/gpuscale/pkg/podresources"
+	"github.com/gpuscale/gpuscale/pkg/exporter/podresources"
 )
 
 var (

@@ -12,7 +12,7 @@ import (
 
 	"golang.org/x/crypto/bcrypt"
 
-	"github.com/gpuscale/gpuscale/internal/testpki"
+	"github.com/gpuscale/gpuscale/internal/harness/testpki"
 )
 
 // serving writes a certificate for 127.0.0.1 and its key into dir and

@@ -10,7 +10,7 @@ import (
 	"testing"
 
 	"github.com/gpuscale/gpuscale/pkg/gpu"
-	"github.com/gpuscale/gpuscale/pkg/gpu/sim"
+	"github.com/gpuscale/gpuscale/pkg/exporter/backend/sim"
 )
 
 // FuzzSimPut sends arbitrary bodies to arbitrary GPU ids through the real

@@ -15,7 +15,7 @@ import (
 
 	"github.com/gpuscale/gpuscale/pkg/exporter"
 	"github.com/gpuscale/gpuscale/pkg/exporter/httpapi"
-	"github.com/gpuscale/gpuscale/pkg/gpu/sim"
+	"github.com/gpuscale/gpuscale/pkg/exporter/backend/sim"
 )
 
 // smallBuffers is a listener whose connections have a 4 KiB send buffer,

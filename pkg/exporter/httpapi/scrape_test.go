@@ -13,7 +13,7 @@ import (
 
 	"github.com/gpuscale/gpuscale/pkg/exporter"
 	"github.com/gpuscale/gpuscale/pkg/exporter/httpapi"
-	"github.com/gpuscale/gpuscale/pkg/gpu/sim"
+	"github.com/gpuscale/gpuscale/pkg/exporter/backend/sim"
 )
 
 func TestMetricsGzip(t *testing.T) {

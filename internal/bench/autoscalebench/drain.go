@@ -1,0 +1,65 @@
+package autoscalebench
+
+import (
+	"fmt"
+	"math"
+	"sort"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/gpuscale/gpuscale/internal/bench/trace"
+	"github.com/gpuscale/gpuscale/pkg/signal/histogram"
+	"github.com/gpuscale/gpuscale/pkg/inferencesim"
+	"github.com/gpuscale/gpuscale/pkg/signal/recommend"
+)
+
+// AbortSuffix after a policy's name (capacity+abort) runs that policy a
+// second time, in its own namespace, on replicas whose pod template lacks
+// the drain: today's template, where a removed replica's vLLM aborts every
+// request it holds at SIGTERM. Every other run's replicas drain.
+const AbortSuffix = "+abort"
+
+// splitPolicy returns the policy a run's name runs, and whether its
+// replicas drain.
+func splitPolicy(name string) (policy string, drain bool) {
+	base, abort := strings.CutSuffix(name, AbortSuffix)
+	return base, !abort
+}
+
+// streamDrain is what `adapter recommend` prints for the slice's replicas:
+// the preStop sleep and grace period that cover the longest stream, as a
+// vLLM request-duration histogram of the slice's requests on n replicas
+// shows it (simulated offline, as StaticNeed sizes the static policy).
+func streamDrain(reqs []trace.Request, p inferencesim.Profile, n int) (recommend.Drain, error) {
+	bounds := append(inferencesim.VLLMRequestLatencyBuckets(), math.Inf(1))
+	h := &histogram.Histogram{Bounds: bounds, Counts: make([]float64, len(bounds))}
+	observe := func(c inferencesim.Completion) {
+		s := c.Total.Seconds()
+		for i := sort.SearchFloat64s(bounds, s); i < len(bounds); i++ {
+			h.Counts[i]++
+		}
+		h.Count++
+		h.Sum += s
+	}
+	if _, err := simulate(reqs, p, max(n, 1), observe); err != nil {
+		return recommend.Drain{}, err
+	}
+	d := recommend.RecommendDrain(h, recommend.DefaultAutoscaler())
+	if d.PreStop <= 0 {
+		return d, fmt.Errorf("autoscalebench: no stream length measured: %v", d.Warnings)
+	}
+	return d, nil
+}
+
+// drainPod puts d on the template's inference container in wall time:
+// the bench divides every timer by the speedup, rounding up so that the
+// drain covers at least what was recommended.
+func drainPod(tmpl *corev1.PodTemplateSpec, d recommend.Drain, speedup float64) {
+	wall := func(t time.Duration) int64 { return int64(math.Ceil(t.Seconds() / speedup)) }
+	preStop := wall(d.PreStop)
+	grace := max(wall(d.Grace), preStop+1)
+	tmpl.Spec.TerminationGracePeriodSeconds = &grace
+	tmpl.Spec.Containers[0].Lifecycle = &corev1.Lifecycle{PreStop: &corev1.LifecycleHandler{Sleep: &corev1.SleepAction{Seconds: preStop}}}
+}

@@ -1,0 +1,100 @@
+package offlinereplay_test
+
+import (
+	"math"
+	"testing"
+	"time"
+
+	"github.com/gpuscale/gpuscale/internal/bench/offlinereplay"
+	"github.com/gpuscale/gpuscale/internal/bench/trace"
+	"github.com/gpuscale/gpuscale/internal/bench/workload"
+	"github.com/gpuscale/gpuscale/pkg/inferencesim"
+)
+
+// TestDisaggregatedGoal is issue #29's goal on the whole disaggregated
+// workload (workload.Disaggregated, 45 minutes, in virtual time): the
+// per-role policy meets the TTFT and the ITL objectives in at least 90% of
+// the minutes static provisioning meets, at no more than 80% of static's
+// GPU-hours, and beats the single-pool policy on the bill while meeting
+// at least as many minutes.
+func TestDisaggregatedGoal(t *testing.T) {
+	b := offlinereplay.NewDisaggBench(workload.Disaggregated().Generate(2026), 2*time.Second, 150*time.Millisecond)
+	static, out, err := b.Run()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("\n%s", offlinereplay.DisaggTable(static, out))
+	by := map[string]offlinereplay.DisaggOutcome{}
+	for _, o := range out {
+		by[o.Policy] = o
+	}
+	st, role, single := by[offlinereplay.DisaggStatic], by[offlinereplay.DisaggPerRole], by[offlinereplay.DisaggSinglePool]
+	if st.Result.MinutesMet == 0 || role.Policy == "" || single.Policy == "" {
+		t.Fatalf("outcomes: %+v", out)
+	}
+	if 10*role.Result.MinutesMet < 9*st.Result.MinutesMet {
+		t.Errorf("per-role met both objectives in %d minutes, under 90%% of static's %d", role.Result.MinutesMet, st.Result.MinutesMet)
+	}
+	if role.Share > 0.8 {
+		t.Errorf("per-role billed %.2f GPU-hours, %.0f%% of static's %.2f (want <= 80%%)", role.GPUHours, 100*role.Share, st.GPUHours)
+	}
+	if role.GPUHours >= single.GPUHours || role.Result.MinutesMet < single.Result.MinutesMet {
+		t.Errorf("per-role: %d minutes for %.2f GPU-hours; single-pool: %d for %.2f (want fewer GPU-hours and no fewer minutes)",
+			role.Result.MinutesMet, role.GPUHours, single.Result.MinutesMet, single.GPUHours)
+	}
+	if role.Result.ITLMet < role.Result.TTFTMet || role.Result.Unserved != 0 {
+		t.Errorf("per-role: ITL met in %d minutes, TTFT in %d, %d unserved", role.Result.ITLMet, role.Result.TTFTMet, role.Result.Unserved)
+	}
+}
+
+// TestRunDisaggKVTransfer: a request's time to first token is its prefill,
+// its KV cache's transfer and its first decode step; a decode replica
+// pulls one cache at a time, so a second request handed to it at once
+// waits for the first's cache.
+func TestRunDisaggKVTransfer(t *testing.T) {
+	const tokens = 1000
+	slow := offlinereplay.KVTransfer{BytesPerToken: 1000, BytesPerSecond: 1e6} // a millisecond a token
+	perCache := time.Duration(tokens) * time.Millisecond
+	for _, tc := range []struct {
+		name     string
+		requests int
+		// The p90's increase over an instant transfer: a cache's time
+		// for one request; for the later of two, its own cache's after
+		// the first's, less the time the prefill finished it after the
+		// first (within the one prefill batch).
+		least, most time.Duration
+	}{
+		{"one request", 1, perCache - 5*time.Millisecond, perCache + 5*time.Millisecond},
+		{"two at once, one link", 2, perCache + 5*time.Millisecond, 2*perCache + 5*time.Millisecond},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var reqs []trace.Request
+			for range tc.requests {
+				reqs = append(reqs, trace.Request{At: 100 * time.Millisecond, ContextTokens: tokens, GeneratedTokens: 20})
+			}
+			run := func(k offlinereplay.KVTransfer) offlinereplay.DisaggResult {
+				r, err := offlinereplay.RunDisagg(offlinereplay.DisaggConfig{Requests: reqs, Profile: inferencesim.L4Profile(),
+					SLO: 10 * time.Second, ITLSLO: time.Second, Transfer: k, Initial: [2]int{1, 1},
+					Scrape: 5 * time.Second, Sync: 15 * time.Second})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if r.Unserved != 0 || len(r.P90) != 1 || math.IsNaN(r.P90[0]) {
+					t.Fatalf("result %+v", r)
+				}
+				return r
+			}
+			instant, over := run(offlinereplay.KVTransfer{}), run(slow)
+			got := time.Duration((over.P90[0] - instant.P90[0]) * float64(time.Second))
+			if got < tc.least || got > tc.most {
+				t.Errorf("TTFT p90 %.3fs with the transfer, %.3fs without: %v more, want %v to %v", over.P90[0], instant.P90[0], got, tc.least, tc.most)
+			}
+			if over.PrefillP90[0] != instant.PrefillP90[0] || over.PrefillP90[0] <= 0 {
+				t.Errorf("prefill part %v with the transfer, %v without: the transfer is after the prefill", over.PrefillP90[0], instant.PrefillP90[0])
+			}
+			if over.ITLP90[0] <= 0 || over.ITLMet != 1 {
+				t.Errorf("ITL p90 %v, minutes within the ITL objective %d", over.ITLP90[0], over.ITLMet)
+			}
+		})
+	}
+}

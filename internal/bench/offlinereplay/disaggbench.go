@@ -1,0 +1,109 @@
+package offlinereplay
+
+import (
+	"fmt"
+	"math"
+	"strings"
+	"time"
+
+	"github.com/gpuscale/gpuscale/internal/bench/trace"
+	"github.com/gpuscale/gpuscale/pkg/signal/capacity"
+	"github.com/gpuscale/gpuscale/pkg/inferencesim"
+)
+
+// DisaggBench is the disaggregated workload's comparison: static
+// provisioning of both pools sized in hindsight (StaticDisagg), and each
+// autoscaled policy starting from InitialPools.
+type DisaggBench struct {
+	// Config is the replay's setup; its Initial, Behavior and Policy are
+	// set per policy.
+	Config DisaggConfig
+	// Limit bounds static's pools; every autoscaled pool may reach twice
+	// static's.
+	Limit int
+	// InitialPools are the autoscaled policies' replicas at the start.
+	InitialPools [numPools]int
+	Policies     []string
+}
+
+// NewDisaggBench is the bench's setup for reqs: the L4 profile, the bench's
+// start-up (a minute's model load after 3 s of scheduling), scrape
+// interval, HPA sync and grace, and KV caches over 25 Gb/s (DefaultKVTransfer),
+// judged at TTFT p90 slo and ITL p90 itl.
+func NewDisaggBench(reqs []trace.Request, slo, itl time.Duration) DisaggBench {
+	return DisaggBench{
+		Config: DisaggConfig{Requests: reqs, Profile: inferencesim.L4Profile(), SLO: slo, ITLSLO: itl,
+			ModelLoad: time.Minute, StartDelay: 3 * time.Second, Grace: 30 * time.Second, Transfer: DefaultKVTransfer(),
+			Scrape: 5 * time.Second, Sync: 15 * time.Second, SyncPhase: 7 * time.Second},
+		Limit: 20, InitialPools: [numPools]int{2, 3}, Policies: DisaggPolicies,
+	}
+}
+
+// DisaggOutcome is one policy's run.
+type DisaggOutcome struct {
+	Policy string
+	Result DisaggResult
+	// GPUHours is the bill of both pools; Share its ratio to static's.
+	GPUHours, Share float64
+}
+
+// Run runs every policy; the first outcome is static's, whatever
+// Policies says, and static's pools are the sizes it found.
+func (b DisaggBench) Run() (static [numPools]int, out []DisaggOutcome, err error) {
+	static, st, err := StaticDisagg(b.Config, b.Limit)
+	if err != nil {
+		return static, nil, err
+	}
+	out = append(out, DisaggOutcome{Policy: DisaggStatic, Result: st, GPUHours: st.ReplicaSeconds / 3600, Share: 1})
+	cc := capacity.DefaultConfig()
+	cc.Objective, cc.Window, cc.ITLObjective = b.Config.SLO, time.Minute, b.Config.ITLSLO
+	for _, name := range b.Policies {
+		if name == DisaggStatic {
+			continue
+		}
+		// The behavior is `adapter recommend`'s for the model's load
+		// time, as the robustness replay gives the recommended policy.
+		pol, beh, err := NewDisaggPolicy(name, DisaggOptions{Capacity: cc, Startup: b.Config.ModelLoad,
+			MaxReplicas: [numPools]int{2 * static[Prefill], 2 * static[Decode]}})
+		if err != nil {
+			return static, nil, err
+		}
+		c := b.Config
+		c.Policy, c.Behavior, c.Initial = pol, beh, b.InitialPools
+		r, err := RunDisagg(c)
+		if err != nil {
+			return static, nil, fmt.Errorf("%s: %w", name, err)
+		}
+		out = append(out, DisaggOutcome{Policy: name, Result: r, GPUHours: r.ReplicaSeconds / 3600, Share: r.ReplicaSeconds / st.ReplicaSeconds})
+	}
+	return static, out, nil
+}
+
+// DisaggTable is out as a markdown table.
+func DisaggTable(static [numPools]int, out []DisaggOutcome) string {
+	var b strings.Builder
+	b.WriteString("| policy | minutes met (TTFT and ITL) | TTFT met | ITL met | GPU-hours (prefill + decode) | of static's | peak replicas (prefill, decode) | unserved |\n")
+	b.WriteString("|---|---:|---:|---:|---:|---:|---:|---:|\n")
+	for _, o := range out {
+		r := o.Result
+		name := o.Policy
+		if name == DisaggStatic {
+			name = fmt.Sprintf("static (%d prefill, %d decode)", static[Prefill], static[Decode])
+		}
+		fmt.Fprintf(&b, "| %s | %d/%d | %d | %d | %.2f (%.2f + %.2f) | %.0f%% | %d, %d | %d |\n", name, r.MinutesMet, minutesWith(r),
+			r.TTFTMet, r.ITLMet, o.GPUHours, r.PoolSeconds[Prefill]/3600, r.PoolSeconds[Decode]/3600, 100*o.Share,
+			r.PoolPeak[Prefill], r.PoolPeak[Decode], r.Unserved)
+	}
+	return b.String()
+}
+
+// minutesWith counts r's minutes with arrivals.
+func minutesWith(r DisaggResult) int {
+	n := 0
+	for _, p := range r.P90 {
+		if !math.IsNaN(p) {
+			n++
+		}
+	}
+	return n
+}

@@ -1,0 +1,150 @@
+package offlinereplay
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/gpuscale/gpuscale/pkg/signal/capacity"
+	"github.com/gpuscale/gpuscale/pkg/provider"
+)
+
+// The disaggregated workload's policies (DisaggPolicies).
+const (
+	// DisaggStatic keeps each pool at its static size.
+	DisaggStatic = "static"
+	// DisaggPerRole is each pool's HPA on its role's capacity signal
+	// (inference_capacity_utilization of a Deployment whose pods carry a
+	// role): the prefill pool's from its prefill times within the TTFT
+	// objective, the decode pool's from its KV caches and its token gaps
+	// within the ITL objective.
+	DisaggPerRole = "per-role"
+	// DisaggSinglePool is the model's one capacity signal, as for a
+	// model served by one pool (the External inference_capacity_
+	// utilization of the model, no role): every pod of both pools read
+	// as one pool, both pools' HPAs on that value. What a model gets
+	// from gpuscale when its pods carry no role label.
+	DisaggSinglePool = "single-pool"
+)
+
+// DisaggPolicies are the disaggregated workload's policies, in report
+// order.
+var DisaggPolicies = []string{DisaggStatic, DisaggSinglePool, DisaggPerRole}
+
+// DisaggOptions configure the disaggregated policies.
+type DisaggOptions struct {
+	// Capacity is the capacity signal's configuration (its TTFT and ITL
+	// objectives, window, quantile), as the adapter's flags give it.
+	Capacity    capacity.Config
+	Startup     time.Duration
+	MaxReplicas [numPools]int
+	// Parts, when set, is called with every capacity estimate.
+	Parts func(now time.Time, pool string, e capacity.Estimate)
+}
+
+// NewDisaggPolicy returns the named policy and each pool's HPA behavior:
+// `adapter recommend`'s for the start-up time, as for the single-pool
+// workload's recommended policy.
+func NewDisaggPolicy(name string, o DisaggOptions) (DisaggPolicy, [numPools]Behavior, error) {
+	var b [numPools]Behavior
+	for pl := range numPools {
+		b[pl] = Recommended(o.Startup, 1, o.MaxReplicas[pl])
+	}
+	switch name {
+	case DisaggStatic:
+		return nil, [numPools]Behavior{}, nil
+	case DisaggPerRole:
+		p := &perRole{parts: o.Parts, objective: o.Capacity.Objective, window: o.Capacity.Window}
+		p.est[Prefill] = capacity.New(provider.RoleCapacityConfig(o.Capacity, provider.RolePrefill), nil)
+		p.est[Decode] = capacity.New(provider.RoleCapacityConfig(o.Capacity, provider.RoleDecode), nil)
+		return p, b, nil
+	case DisaggSinglePool:
+		return &singlePool{est: capacity.New(o.Capacity, nil), parts: o.Parts}, b, nil
+	}
+	return nil, b, fmt.Errorf("unknown disaggregated policy %q (known: %s)", name, strings.Join(DisaggPolicies, ", "))
+}
+
+// capacityPods is what the adapter hands the estimator of a pool's pods:
+// a decode pool's without prefill times, a prefill pool's without token
+// gaps (provider.capacityPods); role-blind, everything.
+func capacityPods(v View, role provider.Role) []capacity.Pod {
+	pods := make([]capacity.Pod, 0, len(v.Pods))
+	for _, p := range v.Pods {
+		cp := capacity.Pod{Ready: p.Ready, Loading: p.Loading}
+		if p.Ready {
+			cp.Startup = p.ReadyAt.Sub(p.Created)
+			if p.Data {
+				cp.Data, cp.Running, cp.Waiting, cp.KVPercent = true, float64(p.Running), float64(p.Waiting), 100*p.KVUsage
+				cp.UID = p.Name
+				if role != provider.RoleDecode {
+					cp.Prefill = p.Prefill
+				}
+				if role != provider.RolePrefill {
+					cp.ITL = p.ITL
+				}
+			}
+		}
+		pods = append(pods, cp)
+	}
+	return pods
+}
+
+// perRole estimates each pool on its role's signal, an Object metric at
+// value 1 on each pool's HPA.
+type perRole struct {
+	est       [numPools]*capacity.Estimator
+	parts     func(time.Time, string, capacity.Estimate)
+	objective time.Duration
+	window    time.Duration
+	decodeTTF ttftWindow
+}
+
+func (p *perRole) Recommend(v DisaggView) (want [numPools]int, ok [numPools]bool) {
+	roles := [numPools]provider.Role{provider.RolePrefill, provider.RoleDecode}
+	// The prefill pool's share of the objective: what the decode pool's
+	// time to first token (the cache's transfer, a wait, the first
+	// step) leaves of it.
+	p.decodeTTF.window = p.window
+	objective := p.objective
+	if d, ok := p.decodeTTF.quantile(v.Pools[Decode], 0.5); ok {
+		objective = max(p.objective-time.Duration(d*float64(time.Second)), p.objective/2)
+	}
+	for pl := range numPools {
+		within := p.objective
+		if Pool(pl) == Prefill {
+			within = objective
+		}
+		est, err := p.est[pl].EstimateWithin(capacity.Key{Namespace: "replay", Target: "deployment/llm-" + Pool(pl).String()}, v.Now, capacityPods(v.Pools[pl], roles[pl]), within)
+		if err != nil {
+			continue
+		}
+		if p.parts != nil {
+			p.parts(v.Now, Pool(pl).String(), est)
+		}
+		want[pl], ok[pl] = objectValue(v.Pools[pl], est.Utilization, 1), true
+	}
+	return want, ok
+}
+
+// singlePool reads both pools as the one pool of a model without roles:
+// one estimate over every pod, whose utilization (the replicas needed over
+// every Ready replica) both pools' HPAs scale by.
+type singlePool struct {
+	est   *capacity.Estimator
+	parts func(time.Time, string, capacity.Estimate)
+}
+
+func (p *singlePool) Recommend(v DisaggView) (want [numPools]int, ok [numPools]bool) {
+	all := View{Now: v.Now, Pods: append(append([]PodView(nil), v.Pools[Prefill].Pods...), v.Pools[Decode].Pods...)}
+	est, err := p.est.Estimate(capacity.Key{Namespace: "replay", Target: "model/llm"}, v.Now, capacityPods(all, provider.RoleNone))
+	if err != nil {
+		return want, ok
+	}
+	if p.parts != nil {
+		p.parts(v.Now, "model", est)
+	}
+	for pl := range numPools {
+		want[pl], ok[pl] = objectValue(v.Pools[pl], est.Utilization, 1), true
+	}
+	return want, ok
+}

@@ -1,0 +1,375 @@
+package offlinereplay
+
+import (
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+	"time"
+
+	autoscalingv2 "k8s.io/api/autoscaling/v2"
+
+	"github.com/gpuscale/gpuscale/internal/bench/autoscalebench"
+	"github.com/gpuscale/gpuscale/pkg/signal/capacity"
+	"github.com/gpuscale/gpuscale/pkg/signal/histogram"
+	"github.com/gpuscale/gpuscale/pkg/signal/recommend"
+)
+
+// Policies the replay has beyond the bench's (autoscalebench.Policies).
+const (
+	// PolicyRecommended is the README's first example HPA: what a user
+	// who follows it runs (autoscalebench.Recommended).
+	PolicyRecommended = autoscalebench.PolicyRecommended
+	// PolicyClairvoyant knows each minute's need in advance and asks for
+	// it one start-up ahead: the bound no causal policy can beat.
+	PolicyClairvoyant = "clairvoyant"
+	// PolicySchedule asks for a fixed count from a fixed time.
+	PolicySchedule = "schedule"
+)
+
+// AllPolicies are every policy the replay emulates, in report order: the
+// bench's, then the recommended one and the clairvoyant reference.
+func AllPolicies() []string {
+	return append(append([]string(nil), autoscalebench.Policies...), PolicyRecommended, PolicyClairvoyant)
+}
+
+// hpaTolerance is the HPA controller's default tolerance.
+const hpaTolerance = 0.1
+
+// PolicyOptions are what a policy is configured from; the zero values,
+// except where said, are the bench's.
+type PolicyOptions struct {
+	// Targets are the bench's HPA targets; Targets.TTFT is the SLO and
+	// Targets.ModelLoad the start-up time `adapter recommend` measures.
+	Targets autoscalebench.Targets
+	// Objective and Window are the capacity signal's TTFT objective (0:
+	// the SLO) and prefill-time window (0: a minute); DownWindow, when not
+	// 0, replaces the scale-down window `adapter recommend` gives it.
+	Objective, Window, DownWindow time.Duration
+	// DownPercent and DownPeriod, when DownPercent is not 0, replace the
+	// scale-down rate `adapter recommend` gives the capacity policy.
+	DownPercent int
+	DownPeriod  time.Duration
+	// TTFTWindow is the adapter's --ttft-window (0: a minute).
+	TTFTWindow time.Duration
+	// MaxReplicas bounds every autoscaled policy.
+	MaxReplicas int
+	// Schedule is the schedule policy's DURATION:N.
+	Schedule string
+	// Need is, for the clairvoyant reference, each trace minute's need
+	// (MinuteNeed).
+	Need []int
+	// Parts, when set, is called with every capacity estimate.
+	Parts func(time.Time, capacity.Estimate)
+	// Capacity, when set, changes the capacity policy's estimator
+	// configuration after the defaults, the objective and the window
+	// (sweeps of its options).
+	Capacity func(*capacity.Config)
+}
+
+func (o PolicyOptions) ttftWindow() time.Duration {
+	if o.TTFTWindow > 0 {
+		return o.TTFTWindow
+	}
+	return time.Minute
+}
+
+// NewPolicy returns the named policy and the HPA behavior it runs with, as
+// the bench configures it.
+func NewPolicy(name string, o PolicyOptions) (Policy, Behavior, error) {
+	maxR, t := o.MaxReplicas, o.Targets
+	switch name {
+	case autoscalebench.PolicyStatic:
+		return nil, Behavior{}, nil
+	case autoscalebench.PolicyGPUUtilization:
+		return podsAverage{target: t.GPUUtilization, value: func(p PodView) float64 { return p.GPUUtilization }}, DefaultBehavior(1, maxR), nil
+	case autoscalebench.PolicyQueueDepth:
+		return podsAverage{target: t.QueueDepth, value: waiting}, DefaultBehavior(1, maxR), nil
+	case autoscalebench.PolicyQueueDepthRecommended:
+		return podsAverage{target: t.QueueDepth, value: waiting}, Recommended(t.ModelLoad, 1, maxR), nil
+	case autoscalebench.PolicyRunningRequests:
+		return podsAverage{target: t.RequestsRunning, value: running}, DefaultBehavior(1, maxR), nil
+	case autoscalebench.PolicyTTFT:
+		return &ttftP90{target: t.TTFT.Seconds(), window: o.ttftWindow()}, DefaultBehavior(1, maxR), nil
+	case autoscalebench.PolicyLLMD:
+		// The law sets the Deployment's scale itself, its own scale-down
+		// window included: no HPA between.
+		return &llmd{slo: t.TTFT.Seconds(), window: o.ttftWindow(), maxR: maxR}, Unlimited(1, maxR), nil
+	case autoscalebench.Recommended, PolicyRecommended:
+		cfg := capacity.DefaultConfig()
+		cfg.Objective, cfg.Window = t.TTFT, time.Minute
+		if o.Objective > 0 {
+			cfg.Objective = o.Objective
+		}
+		if o.Window > 0 {
+			cfg.Window = o.Window
+		}
+		if o.Capacity != nil {
+			o.Capacity(&cfg)
+		}
+		b := Recommended(t.ModelLoad, 1, maxR)
+		if o.DownWindow > 0 {
+			b.DownWindow = o.DownWindow
+		}
+		if o.DownPercent > 0 {
+			b.DownPercent, b.DownPeriod = o.DownPercent, o.DownPeriod
+		}
+		return &capacityPolicy{est: capacity.New(cfg, nil), parts: o.Parts}, b, nil
+	case PolicyClairvoyant:
+		if len(o.Need) == 0 {
+			return nil, Behavior{}, fmt.Errorf("%s needs each minute's need", name)
+		}
+		return clairvoyant{need: o.Need, lead: t.ModelLoad}, Unlimited(1, maxR), nil
+	case PolicySchedule:
+		at, n, ok := strings.Cut(o.Schedule, ":")
+		d, err := time.ParseDuration(at)
+		if err != nil || !ok {
+			return nil, Behavior{}, fmt.Errorf("--schedule %q: want DURATION:N", o.Schedule)
+		}
+		k, err := strconv.Atoi(n)
+		if err != nil {
+			return nil, Behavior{}, fmt.Errorf("--schedule %q: %w", o.Schedule, err)
+		}
+		b := DefaultBehavior(1, max(k, maxR))
+		b.UpPods, b.DownWindow = k, time.Hour
+		return scheduled{at: d, n: k}, b, nil
+	}
+	return nil, Behavior{}, fmt.Errorf("unknown policy %q (known: %s, %s)", name, strings.Join(AllPolicies(), ", "), PolicySchedule)
+}
+
+// Unlimited is a behavior with no stabilization and no rate limits: a
+// controller that sets the Deployment's scale itself.
+func Unlimited(minR, maxR int) Behavior {
+	return Behavior{UpPods: 1 << 20, UpPeriod: time.Second, DownPercent: 100, DownPeriod: time.Second, MinReplicas: minR, MaxReplicas: maxR}
+}
+
+// Recommended is the behavior `adapter recommend` gives for a start-up
+// time, as the bench's recommended policies use it.
+func Recommended(startup time.Duration, minR, maxR int) Behavior {
+	rec := recommend.Recommend(recommend.Workload{Startup: []time.Duration{startup}, GPUsPerPod: 1, GPUsPerNode: 8}, recommend.DefaultAutoscaler())
+	b := Behavior{MinReplicas: minR, MaxReplicas: maxR}
+	up, down := rec.Behavior.ScaleUp, rec.Behavior.ScaleDown
+	b.UpWindow = time.Duration(*up.StabilizationWindowSeconds) * time.Second
+	b.DownWindow = time.Duration(*down.StabilizationWindowSeconds) * time.Second
+	b.UpPods, b.UpPercent, b.UpPeriod = rates(up.Policies)
+	b.DownPods, b.DownPercent, b.DownPeriod = rates(down.Policies)
+	return b
+}
+
+// rates reads an HPA's rate policies: pods and percent per period.
+func rates(policies []autoscalingv2.HPAScalingPolicy) (pods, percent int, period time.Duration) {
+	for _, p := range policies {
+		period = time.Duration(p.PeriodSeconds) * time.Second
+		if p.Type == autoscalingv2.PodsScalingPolicy {
+			pods = int(p.Value)
+		} else {
+			percent = int(p.Value)
+		}
+	}
+	return pods, percent, period
+}
+
+func waiting(p PodView) float64 { return float64(p.Waiting) }
+func running(p PodView) float64 { return float64(p.Running) }
+
+// podsAverage is a Pods metric at an averageValue, with the controller's
+// handling of pods without a value: when scaling up they count as 0, so
+// the ratio is taken over them too.
+type podsAverage struct {
+	target float64
+	value  func(PodView) float64
+}
+
+func (p podsAverage) Recommend(v View) (int, bool) {
+	sum, n, missing := 0.0, 0, 0
+	for _, pod := range v.Pods {
+		if pod.Ready && pod.Data {
+			sum += p.value(pod)
+			n++
+		} else {
+			missing++
+		}
+	}
+	if n == 0 {
+		return 0, false
+	}
+	ratio := sum / float64(n) / p.target
+	if ratio > 1 && missing > 0 {
+		if ratio = sum / float64(n+missing) / p.target; ratio <= 1+hpaTolerance {
+			return v.Spec, true
+		}
+		return int(math.Ceil(ratio * float64(n+missing))), true
+	}
+	if math.Abs(ratio-1) <= hpaTolerance {
+		return v.Spec, true
+	}
+	return int(math.Ceil(ratio * float64(n))), true
+}
+
+// objectValue is an Object metric at a value: the ratio of the value to
+// the target times the Ready pods, within the controller's tolerance.
+func objectValue(v View, value, target float64) int {
+	ratio := value / target
+	if math.Abs(ratio-1) <= hpaTolerance {
+		return v.Spec
+	}
+	return int(math.Ceil(ratio * float64(v.Ready())))
+}
+
+// ttftWindow keeps each pod's TTFT histograms over the adapter's window and
+// gives the Deployment's TTFT p90 over it, as the adapter computes it: the
+// increase of each pod's histogram over the window, merged, and the
+// quantile histogram_quantile would give.
+type ttftWindow struct {
+	window time.Duration
+	seen   map[string][]timedHist
+}
+
+type timedHist struct {
+	at time.Time
+	h  *histogram.Histogram
+}
+
+// p90 records v's histograms and returns the p90 over the window, ok false
+// when no request got its first token in it.
+func (w *ttftWindow) p90(v View) (float64, bool) { return w.quantile(v, 0.9) }
+
+// quantile is p90 at the quantile q.
+func (w *ttftWindow) quantile(v View, q float64) (float64, bool) {
+	if w.seen == nil {
+		w.seen = map[string][]timedHist{}
+	}
+	var parts []*histogram.Histogram
+	live := map[string]bool{}
+	for _, p := range v.Pods {
+		if !p.Ready || !p.Data || p.TTFT == nil {
+			continue
+		}
+		live[p.Name] = true
+		hs := append(w.seen[p.Name], timedHist{v.Now, p.TTFT})
+		for len(hs) > 1 && v.Now.Sub(hs[1].at) >= w.window {
+			hs = hs[1:]
+		}
+		w.seen[p.Name] = hs
+		if inc, err := histogram.Increase(hs[0].h, p.TTFT); err == nil && len(hs) > 1 {
+			parts = append(parts, inc)
+		} else if len(hs) == 1 {
+			parts = append(parts, p.TTFT) // a new pod: everything it served is within the window
+		}
+	}
+	for name := range w.seen {
+		if !live[name] {
+			delete(w.seen, name)
+		}
+	}
+	if len(parts) == 0 {
+		return 0, false
+	}
+	m, err := histogram.Merge(parts...)
+	if err != nil || m.Count <= 0 {
+		return 0, false
+	}
+	x := histogram.Quantile(q, m)
+	if math.IsNaN(x) || math.IsInf(x, 0) {
+		return 0, false
+	}
+	return x, true
+}
+
+// ttftP90 is an Object metric: the Deployment's TTFT p90 at the SLO as
+// its value.
+type ttftP90 struct {
+	target float64
+	window time.Duration
+	w      ttftWindow
+}
+
+func (p *ttftP90) Recommend(v View) (int, bool) {
+	p.w.window = p.window
+	q, ok := p.w.p90(v)
+	if !ok {
+		return 0, false
+	}
+	return objectValue(v, q, p.target), true
+}
+
+// llmd is the bench's reference, llm-d's SLO-aware control law
+// (autoscalebench.LLMDLaw) on the Deployment's TTFT p90 over the SLO,
+// reading 0 with no traffic.
+type llmd struct {
+	slo    float64
+	window time.Duration
+	maxR   int
+	w      ttftWindow
+	law    autoscalebench.LLMDLaw
+}
+
+func (p *llmd) Recommend(v View) (int, bool) {
+	p.w.window = p.window
+	q, _ := p.w.p90(v)
+	at := v.Now.Sub(origin)
+	return p.law.Step(at, q/p.slo, v.Spec, v.Ready(), 1, p.maxR), true
+}
+
+// capacityPolicy is an Object metric at value 1 on the adapter's capacity
+// estimator, fed what the adapter reads of each pod.
+type capacityPolicy struct {
+	est *capacity.Estimator
+	// parts, when set, is called with every estimate.
+	parts func(now time.Time, e capacity.Estimate)
+}
+
+func (c *capacityPolicy) Recommend(v View) (int, bool) {
+	pods := make([]capacity.Pod, 0, len(v.Pods))
+	for _, p := range v.Pods {
+		cp := capacity.Pod{Ready: p.Ready, Loading: p.Loading}
+		if p.Ready {
+			cp.Startup, cp.ReadyAt = p.ReadyAt.Sub(p.Created), p.ReadyAt
+			if p.Data {
+				cp.Data, cp.Running, cp.Waiting, cp.KVPercent = true, float64(p.Running), float64(p.Waiting), 100*p.KVUsage
+				cp.UID, cp.Prefill, cp.TTFT = p.Name, p.Prefill, p.TTFT
+			}
+		}
+		pods = append(pods, cp)
+	}
+	est, err := c.est.Estimate(capacity.Key{Namespace: "replay", Target: "deployment/llm"}, v.Now, pods)
+	if err != nil {
+		return 0, false
+	}
+	if c.parts != nil {
+		c.parts(v.Now, est)
+	}
+	return objectValue(v, est.Utilization, 1), true
+}
+
+// clairvoyant asks at each sync for the most any minute needs from now
+// until a start-up (lead) and one sync from now: replicas asked for now
+// are Ready by then, so each minute finds what it needs already loaded.
+type clairvoyant struct {
+	need []int
+	lead time.Duration
+}
+
+func (c clairvoyant) Recommend(v View) (int, bool) {
+	now := v.Now.Sub(origin)
+	from, to := int(now/time.Minute), int((now+c.lead+30*time.Second)/time.Minute)
+	want := 1
+	for m := from; m <= to && m < len(c.need); m++ {
+		want = max(want, c.need[m])
+	}
+	return want, true
+}
+
+// scheduled asks for n replicas from at on: a policy that knows the
+// future, to bound what any policy could do.
+type scheduled struct {
+	at time.Duration
+	n  int
+}
+
+func (s scheduled) Recommend(v View) (int, bool) {
+	if v.Now.Sub(origin) >= s.at {
+		return s.n, true
+	}
+	return v.Spec, true
+}

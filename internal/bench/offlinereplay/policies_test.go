@@ -1,0 +1,106 @@
+package offlinereplay
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gpuscale/gpuscale/internal/bench/autoscalebench"
+)
+
+func TestNewPolicy(t *testing.T) {
+	base := PolicyOptions{Schedule: "37s:9", MaxReplicas: 18, Need: []int{1, 2},
+		Targets: autoscalebench.Targets{GPUUtilization: 70, QueueDepth: 1, RequestsRunning: 16, TTFT: time.Second, ModelLoad: time.Minute}}
+	tests := []struct {
+		name       string
+		policy     string
+		edit       func(*PolicyOptions)
+		wantTarget float64
+		wantDown   time.Duration
+		wantErr    string
+	}{
+		{name: "running-requests at the bench's target", policy: "running-requests", wantTarget: 16, wantDown: 300 * time.Second},
+		{name: "running-requests at a swept target", policy: "running-requests", edit: func(o *PolicyOptions) { o.Targets.RequestsRunning = 17 }, wantTarget: 17, wantDown: 300 * time.Second},
+		{name: "queue depth", policy: "queue-depth", wantTarget: 1, wantDown: 300 * time.Second},
+		{name: "queue depth, recommended behavior", policy: "queue-depth-recommended", wantTarget: 1, wantDown: time.Minute},
+		{name: "GPU utilization", policy: "gpu-utilization", wantTarget: 70, wantDown: 300 * time.Second},
+		{name: "TTFT p90", policy: "ttft-p90", wantDown: 300 * time.Second},
+		{name: "llm-d sets the scale itself", policy: "llm-d-slo", wantDown: 0},
+		{name: "capacity with the recommended window", policy: "capacity", wantDown: time.Minute},
+		{name: "recommended", policy: "recommended", wantDown: time.Minute},
+		{name: "capacity with a swept window", policy: "capacity", edit: func(o *PolicyOptions) { o.DownWindow = 5 * time.Minute }, wantDown: 5 * time.Minute},
+		{name: "clairvoyant", policy: "clairvoyant", wantDown: 0},
+		{name: "clairvoyant without needs", policy: "clairvoyant", edit: func(o *PolicyOptions) { o.Need = nil }, wantErr: "needs each minute's need"},
+		{name: "a schedule without its count", policy: "schedule", edit: func(o *PolicyOptions) { o.Schedule = "37s" }, wantErr: "want DURATION:N"},
+		{name: "an unknown policy", policy: "queue-size", wantErr: "unknown policy"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			o := base
+			if tt.edit != nil {
+				tt.edit(&o)
+			}
+			p, b, err := NewPolicy(tt.policy, o)
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("NewPolicy(%q) error %v, want one containing %q", tt.policy, err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("NewPolicy(%q): %v", tt.policy, err)
+			}
+			if b.DownWindow != tt.wantDown {
+				t.Errorf("scale-down window %v, want %v", b.DownWindow, tt.wantDown)
+			}
+			if b.MaxReplicas != o.MaxReplicas {
+				t.Errorf("max replicas %d, want %d", b.MaxReplicas, o.MaxReplicas)
+			}
+			if pa, ok := p.(podsAverage); ok && pa.target != tt.wantTarget {
+				t.Errorf("target %v, want %v", pa.target, tt.wantTarget)
+			}
+		})
+	}
+}
+
+// TestClairvoyantLeadsByAStartup: the reference asks at each sync for the
+// most any minute needs until its replicas would be Ready.
+func TestClairvoyantLeadsByAStartup(t *testing.T) {
+	c := clairvoyant{need: []int{2, 2, 7, 3, 1}, lead: time.Minute}
+	for _, tc := range []struct {
+		at   time.Duration
+		want int
+	}{
+		{0, 2}, {29 * time.Second, 2}, {31 * time.Second, 7}, {2*time.Minute + 59*time.Second, 7},
+		{3 * time.Minute, 3}, {4 * time.Minute, 1}, {10 * time.Minute, 1},
+	} {
+		if got, ok := c.Recommend(View{Now: origin.Add(tc.at)}); !ok || got != tc.want {
+			t.Errorf("at %v: %d, want %d", tc.at, got, tc.want)
+		}
+	}
+}
+
+// TestPodsAverageCountsMissingPodsWhenScalingUp: as the HPA controller
+// does, pods without a value count as 0 when the others ask for more.
+func TestPodsAverageCountsMissingPodsWhenScalingUp(t *testing.T) {
+	p := podsAverage{target: 1, value: waiting}
+	ready := func(w int) PodView { return PodView{Ready: true, Data: true, Waiting: w} }
+	for _, tc := range []struct {
+		name string
+		pods []PodView
+		spec int
+		want int
+	}{
+		{"within tolerance", []PodView{ready(1), ready(1)}, 2, 2},
+		{"up", []PodView{ready(4), ready(2)}, 2, 6},
+		{"up, a loading pod counted as 0", []PodView{ready(4), ready(2), {Loading: true}}, 3, 6},
+		{"up absorbed by the loading pod", []PodView{ready(2), ready(1), {Loading: true}}, 3, 3},
+		{"down", []PodView{ready(0), ready(1), ready(0), ready(0)}, 4, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got, ok := p.Recommend(View{Pods: tc.pods, Spec: tc.spec}); !ok || got != tc.want {
+				t.Errorf("Recommend = %d, %v; want %d", got, ok, tc.want)
+			}
+		})
+	}
+}

@@ -1,0 +1,122 @@
+package robustness
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gpuscale/gpuscale/internal/bench/autoscalebench"
+	"github.com/gpuscale/gpuscale/internal/bench/offlinereplay"
+	"github.com/gpuscale/gpuscale/internal/bench/trace"
+	"github.com/gpuscale/gpuscale/pkg/inferencesim"
+)
+
+func outcome(policy string, met, minutes int, static, clair float64, unserved, events int) Outcome {
+	return Outcome{Policy: policy, Result: offlinereplay.Result{MinutesMet: met, Unserved: unserved}, Minutes: minutes,
+		StaticFraction: static, ClairvoyantFraction: clair, ScaleEvents: events}
+}
+
+func TestGoals(t *testing.T) {
+	rep := func(name string, bursty bool, rec Outcome) Report {
+		return Report{Workload: Workload{Name: name, Bursty: bursty}, Outcomes: []Outcome{
+			outcome(autoscalebench.PolicyStatic, 40, 40, 1, 2, 0, 0), rec,
+			outcome(offlinereplay.PolicyClairvoyant, 40, 40, 0.5, 1, 0, 10)}}
+	}
+	reports := []Report{
+		rep("fine", false, outcome("rec", 38, 40, 0.9, 1.2, 0, 10)),
+		rep("bursty and dear", true, outcome("rec", 40, 40, 0.85, 1.2, 0, 10)),
+		rep("misses", false, outcome("rec", 30, 40, 0.7, 1.2, 2, 10)),
+	}
+	failed := map[string]bool{}
+	for _, c := range Goals(reports, "rec") {
+		if !c.Met {
+			failed[c.Workload+": "+c.Goal] = true
+		}
+	}
+	for _, want := range []string{
+		"bursty and dear: GPU-hours <= 80% of static's (bursty)",
+		"misses: nothing unserved",
+		"misses: SLO minutes >= 90% of static's",
+	} {
+		if !failed[want] {
+			t.Errorf("goal %q not failed; failed: %v", want, failed)
+		}
+	}
+	if len(failed) != 3 {
+		t.Errorf("failed %v; want exactly the three above (median 1.2x at 95%%, 30 events in 120 minutes pass)", failed)
+	}
+}
+
+func TestChooseSLO(t *testing.T) {
+	var reqs []trace.Request
+	for i := range 600 { // 2 requests/s of 6,000-token prompts: 1.5 s of prefill each
+		reqs = append(reqs, trace.Request{At: time.Duration(i) * 500 * time.Millisecond, ContextTokens: 6000, GeneratedTokens: 20})
+	}
+	slo, static, met, err := ChooseSLO(Workload{Requests: reqs}, inferencesim.L4Profile())
+	if err != nil || slo != 2*time.Second || static < 1 || met != 5 {
+		t.Errorf("ChooseSLO = %v, %d replicas meeting %d minutes, %v; want 2s (1s is below a prefill), every minute", slo, static, met, err)
+	}
+	slo, _, _, err = ChooseSLO(Workload{Requests: reqs, SLO: 5 * time.Second}, inferencesim.L4Profile())
+	if err != nil || slo != 5*time.Second {
+		t.Errorf("a workload's own SLO: %v, %v", slo, err)
+	}
+}
+
+func TestUpdateDocs(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "doc.md")
+	if err := os.WriteFile(path, []byte("before\n"+BeginMarker+"\nold table\n"+EndMarker+"\nafter\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := UpdateDocs(path, "new table\n"); err != nil {
+		t.Fatal(err)
+	}
+	b, _ := os.ReadFile(path)
+	if got, want := string(b), "before\n"+BeginMarker+"\nnew table\n"+EndMarker+"\nafter\n"; got != want {
+		t.Errorf("got %q, want %q", got, want)
+	}
+	if err := os.WriteFile(path, []byte("no markers\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := UpdateDocs(path, "x"); err == nil || !strings.Contains(err.Error(), "markers") {
+		t.Errorf("a file without markers: %v", err)
+	}
+}
+
+func TestCountGoals(t *testing.T) {
+	rep := func(name string, bursty bool, rec Outcome) Report {
+		return Report{Workload: Workload{Name: name, Bursty: bursty}, Outcomes: []Outcome{
+			outcome(autoscalebench.PolicyStatic, 40, 40, 1, 2, 0, 0), rec}}
+	}
+	reports := []Report{
+		rep("fine", false, outcome("rec", 38, 40, 0.9, 1.2, 0, 10)),
+		rep("bursty, over 80%", true, outcome("rec", 40, 40, 0.85, 1.2, 0, 7)),
+		rep("bursty, over static", true, outcome("rec", 40, 40, 1.1, 1.2, 0, 3)),
+		rep("short and unserved", false, outcome("rec", 35, 40, 0.7, 1.2, 2, 5)),
+		rep("dear", false, outcome("rec", 36, 40, 1.01, 1.2, 0, 5)),
+		{Workload: Workload{Name: "no recommended outcome"}, Outcomes: []Outcome{outcome(autoscalebench.PolicyStatic, 40, 40, 1, 2, 0, 0)}},
+	}
+	got := CountGoals(reports, "rec")
+	want := Counts{MinutesShort: 1, CostOver: 2, BurstyOver: 2, Bursty: 2, Workloads: 5, Unserved: 1, Events: 30, EventMinutes: 200}
+	if got != want {
+		t.Fatalf("CountGoals = %+v\nwant %+v", got, want)
+	}
+	for _, tc := range []struct {
+		name            string
+		c               Counts
+		noWorse, better bool
+	}{
+		{"the same", want, true, false},
+		{"fewer events", func() Counts { c := want; c.Events--; return c }(), true, true},
+		{"fewer short, one more over static", func() Counts { c := want; c.MinutesShort--; c.CostOver++; return c }(), false, false},
+		{"more unserved", func() Counts { c := want; c.Unserved++; return c }(), false, false},
+	} {
+		if tc.c.NoWorse(want) != tc.noWorse || tc.c.Better(want) != tc.better {
+			t.Errorf("%s: NoWorse %v Better %v, want %v and %v", tc.name, tc.c.NoWorse(want), tc.c.Better(want), tc.noWorse, tc.better)
+		}
+	}
+	if s := want.String(); s != "| 1 | 2 | 2 of 2 | 1 | 30 |" {
+		t.Errorf("String = %q", s)
+	}
+}

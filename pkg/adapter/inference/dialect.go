@@ -1,0 +1,28 @@
+package inference
+
+import "github.com/gpuscale/gpuscale/pkg/signal/dialect"
+
+// mapping is one engine's entry in the dialect table (pkg/signal/dialect): the
+// families of its signals, their units and its model labels, in detection
+// priority. Detect reads an engine through it and through nothing else, so
+// that the PromQL defaults and the simulator, which read the same table,
+// agree with it.
+type mapping = dialect.Engine
+
+// mappings are the engines in detection priority.
+var mappings = dialect.Engines
+
+// Families returns what Detect reads of a scrape: the families of every
+// dialect's signals, and the dialects' prefixes, of which
+// Detect needs one family to tell the dialect when none of the signals is
+// there. A scraper may skip everything else.
+func Families() (names, prefixes []string) {
+	for i := range mappings {
+		m := &mappings[i]
+		prefixes = append(prefixes, m.Prefix)
+		for _, s := range dialect.Signals() {
+			names = append(names, m.Families(s)...)
+		}
+	}
+	return names, prefixes
+}

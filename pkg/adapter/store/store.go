@@ -1,0 +1,720 @@
+// Package store keeps the adapter's recent samples in memory: for every pod
+// and node, a bounded window of what its scrapes said. Writers are the
+// scrape pipeline; readers are the metrics API. Nothing here knows about
+// HTTP or Kubernetes objects.
+//
+// What a sample holds is pkg/signal's vocabulary (the signals, their
+// sources and latency histograms, and the checks a value must pass); this
+// package keeps only the storage: windows of samples per object and source,
+// the routers' held counts, and the lookups the API reads them through.
+package store
+
+import (
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/gpuscale/gpuscale/pkg/signal/histogram"
+	"github.com/gpuscale/gpuscale/pkg/signal"
+)
+
+// Sample is one scrape's worth of signals for one object.
+type Sample struct {
+	Time    time.Time
+	values  [signal.NumSignals]float64
+	present uint16
+	// TTFT is the cumulative time-to-first-token histogram, if the server
+	// has one. PutPod drops one that fails CheckTTFT.
+	TTFT *histogram.Histogram
+	// ITL is the cumulative inter-token latency histogram in seconds, if
+	// the server has one; kept and checked as TTFT is.
+	ITL *histogram.Histogram
+	// Prefill is the cumulative histogram of finished requests' time in
+	// prefill, in seconds, if the server has one. Only the newest sample's
+	// is read (by the capacity signal), so the window keeps none.
+	Prefill *histogram.Histogram
+	// Model is the served model, for per-model external metrics.
+	Model string
+}
+
+// Hist returns the sample's histogram of kind h, nil if it has none.
+func (s *Sample) Hist(h signal.Hist) *histogram.Histogram {
+	switch h {
+	case signal.HistTTFT:
+		return s.TTFT
+	case signal.HistITL:
+		return s.ITL
+	}
+	return nil
+}
+
+// histPlace is what a window's histogram increase needs of a sample besides
+// its histogram, so that the increase over any window comes from its two
+// end samples (histogram.IncreaseBetween) rather than from all of them.
+type histPlace struct {
+	// seq numbers the window's samples that have a histogram of the kind.
+	seq uint32
+	// layout numbers the bucket layouts the window has seen: an increase
+	// across two layouts is meaningless.
+	layout uint32
+	// resets are the series' running reset totals at this sample.
+	resets *histogram.Resets
+}
+
+// Set records a signal's value.
+func (s *Sample) Set(sig signal.Signal, v float64) {
+	s.values[sig] = v
+	s.present |= 1 << sig
+}
+
+// dropInvalid removes the values and the histograms that fail their
+// checks. Checked once here, so that the window's arithmetic need not check
+// on every API call.
+func (s *Sample) dropInvalid() {
+	for sig := signal.Signal(0); sig < signal.NumSignals; sig++ {
+		if v, ok := s.Get(sig); ok && sig.Check(v) != nil {
+			s.present &^= 1 << sig
+			s.values[sig] = 0
+		}
+	}
+	if s.TTFT != nil && signal.CheckTTFT(s.TTFT) != nil {
+		s.TTFT = nil
+	}
+	if s.Prefill != nil && signal.CheckTTFT(s.Prefill) != nil {
+		s.Prefill = nil
+	}
+	if s.ITL != nil && signal.CheckTTFT(s.ITL) != nil {
+		s.ITL = nil
+	}
+}
+
+// Get returns a signal's value and whether the sample has it.
+func (s *Sample) Get(sig signal.Signal) (float64, bool) {
+	if sig >= signal.NumSignals || s.present&(1<<sig) == 0 {
+		return 0, false
+	}
+	return s.values[sig], true
+}
+
+// Key identifies a pod ("namespace/name") or a node ("name").
+type Key struct{ Namespace, Name string }
+
+// window is a ring of what an object's samples from one source leave
+// behind, oldest first. Scalar signals are read from the newest sample only
+// (objects.latest), so the window keeps of each sample just what a
+// histogram increase reads: 56 bytes, which at 10,000 pods and 25 samples
+// each is 13 MiB a source, besides the histograms.
+type window struct {
+	buf   []point
+	start int
+	n     int
+	// seq and layouts are the last histPlace numbers handed out, per
+	// kind.
+	seq, layouts [signal.NumHists]uint32
+	// step is the time between the two newest samples.
+	step time.Duration
+}
+
+// point is a window's record of one sample.
+type point struct {
+	// time is the sample's, in Unix nanoseconds.
+	time int64
+	// hists are the sample's histograms by kind.
+	hists [signal.NumHists]histPoint
+}
+
+// histPoint is one histogram of a point.
+type histPoint struct {
+	// h is the histogram, nil when the sample had none or it is past
+	// retention.
+	h     *packedHist
+	place histPlace
+}
+
+func (p *point) Time() time.Time { return time.Unix(0, p.time) }
+
+// place stores h as p's histogram of kind k, the successor in its series
+// of the window's newest point with one.
+func (w *window) place(p *point, k signal.Hist, h *histogram.Histogram) {
+	w.seq[k]++
+	hp := &p.hists[k]
+	hp.place = histPlace{seq: w.seq[k]}
+	for i := w.n - 1; i >= 0; i-- {
+		prev := &w.at(i).hists[k]
+		if prev.h == nil {
+			continue
+		}
+		var scratch histogram.Histogram
+		if prevH := prev.h.unpack(&scratch); histogram.SameBounds(prevH, h) {
+			// Every scrape parses the bounds afresh; keeping one copy
+			// per series saves a third of a window's memory (23
+			// bounds of vLLM's layout in every sample).
+			h.Bounds = prevH.Bounds
+			hp.place.layout = prev.place.layout
+			hp.place.resets = histogram.NextResets(prev.place.resets, prevH, h)
+			hp.h = pack(h, prev.h.base)
+			return
+		}
+		break
+	}
+	w.layouts[k]++
+	hp.place.layout = w.layouts[k]
+	hp.h = pack(h, nil)
+}
+
+func (w *window) push(p point, capacity int) {
+	if w.buf == nil {
+		w.buf = make([]point, capacity)
+	}
+	if w.n > 0 {
+		w.step = time.Duration(p.time - w.newest().time)
+	}
+	if w.n < len(w.buf) {
+		w.buf[(w.start+w.n)%len(w.buf)] = p
+		w.n++
+		return
+	}
+	w.buf[w.start] = p
+	w.start = (w.start + 1) % len(w.buf)
+}
+
+func (w *window) at(i int) *point { return &w.buf[(w.start+i)%len(w.buf)] }
+
+func (w *window) newest() *point {
+	if w.n == 0 {
+		return nil
+	}
+	return w.at(w.n - 1)
+}
+
+// run returns the first and last samples with a histogram of kind k in
+// (from, to], false unless there are two such. Samples are in time order
+// (put drops any that is not newer), so the window's samples are one run.
+func (w *window) run(k signal.Hist, from, to time.Time) (first, last int, ok bool) {
+	first, last = w.firstAfter(from.UnixNano()), w.n-1
+	for end := to.UnixNano(); last >= first && (w.at(last).time > end || w.at(last).hists[k].h == nil); {
+		last--
+	}
+	for first < last && w.at(first).hists[k].h == nil {
+		first++
+	}
+	return first, last, first < last
+}
+
+// firstAfter returns the index of the oldest sample after t, w.n if none.
+// Scrapes come at a steady interval, so it starts where the last interval
+// puts t and walks from there: at 10,000 pods each sample read is a cache
+// miss, and a binary search's scattered reads were a third of a TTFT
+// list's time; this reads one or two neighbours.
+func (w *window) firstAfter(t int64) int {
+	if w.n == 0 || w.at(w.n-1).time <= t {
+		return w.n
+	}
+	i := w.n - 1
+	if w.step > 0 {
+		i = max(0, i-int(time.Duration(w.at(i).time-t)/w.step))
+	}
+	for i > 0 && w.at(i-1).time > t {
+		i--
+	}
+	for w.at(i).time <= t {
+		i++
+	}
+	return i
+}
+
+type entry struct {
+	windows [signal.NumSources]window
+}
+
+// objects holds the pods of one namespace, or the nodes. Each object has a
+// slot, and each source's newest samples sit in one array by slot rather
+// than in the objects' entries: a Pods-metric list over thousands of pods
+// then reads one compact array instead of one scattered heap object per
+// pod, each a cache miss at that size.
+type objects struct {
+	slots   map[string]int32
+	names   []string // by slot
+	entries []*entry // by slot
+	latest  [signal.NumSources][]Sample
+	// gen counts changes of membership (an object added or removed, so
+	// slots moved); a Lookup resolved at another gen is resolved again.
+	gen uint64
+}
+
+func newObjects() *objects { return &objects{slots: map[string]int32{}} }
+
+// lookup returns the slot of name, or -1.
+func (o *objects) lookup(name string) int {
+	if o == nil {
+		return -1
+	}
+	i, ok := o.slots[name]
+	if !ok {
+		return -1
+	}
+	return int(i)
+}
+
+// slot returns the slot of name, adding the object if it is new.
+func (o *objects) slot(name string) int {
+	if i, ok := o.slots[name]; ok {
+		return int(i)
+	}
+	i := len(o.names)
+	o.gen++
+	o.slots[name] = int32(i)
+	o.names = append(o.names, name)
+	o.entries = append(o.entries, &entry{})
+	for src := range o.latest {
+		o.latest[src] = append(o.latest[src], Sample{})
+	}
+	return i
+}
+
+// remove drops the object in slot i; the last object takes its slot.
+func (o *objects) remove(i int) {
+	last := len(o.names) - 1
+	o.gen++
+	delete(o.slots, o.names[i])
+	if i != last {
+		o.slots[o.names[last]] = int32(i)
+		o.names[i], o.entries[i] = o.names[last], o.entries[last]
+		for src := range o.latest {
+			o.latest[src][i] = o.latest[src][last]
+		}
+	}
+	// Clear the vacated tail so that it holds no histogram or name.
+	o.names[last], o.entries[last] = "", nil
+	o.names, o.entries = o.names[:last], o.entries[:last]
+	for src := range o.latest {
+		o.latest[src][last] = Sample{}
+		o.latest[src] = o.latest[src][:last]
+	}
+}
+
+func (o *objects) put(name string, src signal.Source, smp Sample, keep retention) {
+	i := o.slot(name)
+	if put(&o.entries[i].windows[src], smp, keep) {
+		o.latest[src][i] = smp
+	}
+}
+
+// fresh returns the newest sample of slot i from src, nil unless it is no
+// older than maxAge at now.
+func (o *objects) fresh(i int, src signal.Source, now time.Time, maxAge time.Duration) *Sample {
+	if i < 0 {
+		return nil
+	}
+	if smp := &o.latest[src][i]; isFresh(smp, now, maxAge) {
+		return smp
+	}
+	return nil
+}
+
+func isFresh(smp *Sample, now time.Time, maxAge time.Duration) bool {
+	return !smp.Time.IsZero() && now.Sub(smp.Time) <= maxAge
+}
+
+// Store is safe for concurrent use. Writers hold the lock for one Put;
+// readers for one lookup, so API calls never wait on a scrape cycle.
+type Store struct {
+	keep retention
+	mu   sync.RWMutex
+	// pods is indexed by namespace: a Pods-metric request walks one
+	// namespace.
+	pods  map[string]*objects
+	nodes *objects
+	// routers holds the newest sample of each router pod, by namespace
+	// and pod name (routers.go); heldModels counts their models by
+	// namespace, heldTotal in all.
+	routers    map[string]map[string]RouterSample
+	heldModels map[string]int
+	heldTotal  int
+}
+
+// retention is how much of its history a window keeps.
+type retention struct {
+	// samples is the window's capacity.
+	samples int
+	// ttft, when positive, is how far back from the newest sample the
+	// latency histograms (TTFT, ITL) are kept; older samples keep their
+	// scalars only.
+	ttft time.Duration
+}
+
+// Option configures a Store.
+type Option func(*retention)
+
+// WithTTFTRetention drops the latency histograms (TTFT and ITL) of every
+// sample more than d older than its window's newest: no window of length d
+// or less, evaluated at or after the newest sample, reaches them. The
+// histograms are most of a window's memory, and the window is usually
+// longer than the TTFT window, which ITL quantiles share.
+func WithTTFTRetention(d time.Duration) Option {
+	return func(r *retention) { r.ttft = d }
+}
+
+// New returns a store keeping at most capacity samples per object and
+// source (the window length divided by the scrape interval, plus one).
+func New(capacity int, opts ...Option) *Store {
+	keep := retention{samples: max(capacity, 2)}
+	for _, o := range opts {
+		o(&keep)
+	}
+	return &Store{keep: keep, pods: map[string]*objects{}, nodes: newObjects(), routers: map[string]map[string]RouterSample{}, heldModels: map[string]int{}}
+}
+
+// PutPod appends a pod's sample. Samples must arrive in time order per
+// pod and source; an older one is dropped. The store keeps smp.TTFT, and
+// may point its Bounds at an equal earlier sample's: the caller must not
+// modify it afterwards.
+//
+// A value that fails its signal's Check, and a TTFT histogram that fails
+// CheckTTFT, are dropped: ingest rejects and counts them before they get
+// here, and the store holds nothing it could not serve.
+func (s *Store) PutPod(k Key, src signal.Source, smp Sample) {
+	smp.dropInvalid()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	ns := s.pods[k.Namespace]
+	if ns == nil {
+		ns = newObjects()
+		s.pods[k.Namespace] = ns
+	}
+	ns.put(k.Name, src, smp, s.keep)
+}
+
+// PutNode appends a node's GPU sample, dropping invalid values as PutPod
+// does.
+func (s *Store) PutNode(name string, smp Sample) {
+	smp.dropInvalid()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.nodes.put(name, signal.SourceGPU, smp, s.keep)
+}
+
+// put appends smp unless it is not newer than the window's newest.
+func put(w *window, smp Sample, keep retention) bool {
+	p := point{time: smp.Time.UnixNano()}
+	if last := w.newest(); last != nil && p.time <= last.time {
+		return false
+	}
+	for k := range signal.NumHists {
+		if h := smp.Hist(k); h != nil {
+			w.place(&p, k, h)
+		}
+	}
+	w.push(p, keep.samples)
+	if keep.ttft > 0 {
+		w.dropTTFTBefore(p.time - int64(keep.ttft))
+	}
+	return true
+}
+
+// dropTTFTBefore drops the latency histograms of the points at or before
+// t, never the newest's.
+func (w *window) dropTTFTBefore(t int64) {
+	for i := 0; i < w.n-1; i++ {
+		p := w.at(i)
+		if p.time > t {
+			return
+		}
+		for k := range p.hists {
+			p.hists[k].h, p.hists[k].place.resets = nil, nil
+		}
+	}
+}
+
+// Latest returns the newest sample of a pod from a source, if it is no
+// older than maxAge at now. The copy is safe to keep.
+func (s *Store) Latest(k Key, src signal.Source, now time.Time, maxAge time.Duration) (Sample, bool) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	ns := s.pods[k.Namespace]
+	if smp := ns.fresh(ns.lookup(k.Name), src, now, maxAge); smp != nil {
+		return *smp, true
+	}
+	return Sample{}, false
+}
+
+// Lookup is a list of pods of one namespace, resolved to their places in
+// the store. A caller that asks about the same pods again and again (the
+// HPA's list call, every 15 seconds, for pods that rarely change) keeps its
+// Lookup, and the store resolves the names again only after the namespace
+// has gained or lost a pod, instead of one map lookup per pod per call.
+// A Lookup is safe for concurrent use.
+type Lookup struct {
+	namespace string
+	names     []string
+	resolved  atomic.Pointer[resolved]
+}
+
+// resolved is a Lookup's slots as of one membership generation of one
+// namespace's objects.
+type resolved struct {
+	objs  *objects
+	gen   uint64
+	slots []int32 // -1 where the store has no such pod
+}
+
+// NewLookup returns a Lookup of names in namespace. names must not be
+// modified afterwards.
+func NewLookup(namespace string, names []string) *Lookup {
+	return &Lookup{namespace: namespace, names: names}
+}
+
+// Len returns the number of names looked up.
+func (l *Lookup) Len() int { return len(l.names) }
+
+// slots returns the slots of l's names in ns. The caller holds the
+// store's lock (read or write), so ns cannot change meanwhile.
+func (l *Lookup) slots(ns *objects) []int32 {
+	if r := l.resolved.Load(); r != nil && r.objs == ns && r.gen == ns.gen {
+		return r.slots
+	}
+	slots := make([]int32, len(l.names))
+	for i, name := range l.names {
+		j, ok := ns.slots[name]
+		if !ok {
+			j = -1
+		}
+		slots[i] = j
+	}
+	l.resolved.Store(&resolved{objs: ns, gen: ns.gen, slots: slots})
+	return slots
+}
+
+// LatestEach calls fn(i, sample) for every name i of l that has a fresh
+// newest sample from src, all under one read lock: the Pods-metric path
+// over thousands of pods. fn must be quick and must not keep smp.
+func (s *Store) LatestEach(l *Lookup, src signal.Source, now time.Time, maxAge time.Duration, fn func(i int, smp *Sample)) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	ns := s.pods[l.namespace]
+	if ns == nil {
+		return
+	}
+	latest := ns.latest[src]
+	for i, j := range l.slots(ns) {
+		if j < 0 {
+			continue
+		}
+		if smp := &latest[j]; isFresh(smp, now, maxAge) {
+			fn(i, smp)
+		}
+	}
+}
+
+// LatestNode is Latest for a node's GPU sample.
+func (s *Store) LatestNode(name string, now time.Time, maxAge time.Duration) (Sample, bool) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if smp := s.nodes.fresh(s.nodes.lookup(name), signal.SourceGPU, now, maxAge); smp != nil {
+		return *smp, true
+	}
+	return Sample{}, false
+}
+
+// entry returns a pod's entry, nil if the store has none. The caller holds
+// the lock.
+func (s *Store) entry(k Key) *entry {
+	ns := s.pods[k.Namespace]
+	if i := ns.lookup(k.Name); i >= 0 {
+		return ns.entries[i]
+	}
+	return nil
+}
+
+// TTFTIncrease returns increase(ttft_bucket[win]) of a pod evaluated at
+// now, exactly as PromQL computes it over the samples taken in
+// (now-win, now] (reset-aware, extrapolated per bucket to the window's
+// edges): what rate() feeds histogram_quantile, up to the division by the
+// window, which cancels in the quantile. It reports false when the newest sample is older than
+// maxAge (a dead server's last histograms are never served), when fewer
+// than two samples fall in the window, or when the bucket layout changed
+// inside it.
+func (s *Store) TTFTIncrease(k Key, now time.Time, win, maxAge time.Duration) (*histogram.Histogram, bool) {
+	return s.HistIncrease(k, signal.HistTTFT, now, win, maxAge)
+}
+
+// HistIncrease is TTFTIncrease for the histogram of kind h.
+func (s *Store) HistIncrease(k Key, h signal.Hist, now time.Time, win, maxAge time.Duration) (*histogram.Histogram, bool) {
+	if h >= signal.NumHists {
+		return nil, false
+	}
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	e := s.entry(k)
+	if e == nil {
+		return nil, false
+	}
+	return e.histIncrease(h, now, win, maxAge, nil)
+}
+
+// histScratch is where a list of histogram increases unpacks each window's
+// end histograms and computes its increase, one pod after another.
+type histScratch struct {
+	first, last, increase histogram.Histogram
+}
+
+// TTFTEachIn calls fn(i, newest, increase) for every name i from lo to
+// hi-1 of l whose TTFT increase TTFTIncrease would give, all under one read
+// lock: the Pods-metric list of a TTFT quantile, or a share of it, so that
+// a long list can be split among goroutines, each with its own call and
+// fn. newest is the pod's newest inference sample. increase is a scratch
+// histogram overwritten for the next pod: fn must not keep it, nor newest.
+func (s *Store) TTFTEachIn(l *Lookup, lo, hi int, now time.Time, win, maxAge time.Duration, fn func(i int, newest *Sample, increase *histogram.Histogram)) {
+	s.HistEachIn(l, signal.HistTTFT, lo, hi, now, win, maxAge, fn)
+}
+
+// HistEachIn is TTFTEachIn for the histogram of kind h.
+func (s *Store) HistEachIn(l *Lookup, h signal.Hist, lo, hi int, now time.Time, win, maxAge time.Duration, fn func(i int, newest *Sample, increase *histogram.Histogram)) {
+	if h >= signal.NumHists {
+		return
+	}
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	ns := s.pods[l.namespace]
+	if ns == nil {
+		return
+	}
+	var scratch histScratch
+	slots := l.slots(ns)
+	for i := lo; i < hi; i++ {
+		j := slots[i]
+		if j < 0 {
+			continue
+		}
+		if inc, ok := ns.entries[j].histIncrease(h, now, win, maxAge, &scratch); ok {
+			fn(i, &ns.latest[signal.SourceInference][j], inc)
+		}
+	}
+}
+
+// histIncrease is HistIncrease of one entry, worked out in scratch, or in
+// new histograms when scratch is nil. The caller holds the read lock.
+func (e *entry) histIncrease(k signal.Hist, now time.Time, win, maxAge time.Duration, scratch *histScratch) (*histogram.Histogram, bool) {
+	w := &e.windows[signal.SourceInference]
+	if n := w.newest(); n == nil || now.Sub(n.Time()) > maxAge {
+		return nil, false
+	}
+	first, last, ok := w.run(k, now.Add(-win), now)
+	if !ok {
+		return nil, false
+	}
+	fp, lp := w.at(first), w.at(last)
+	f, l := &fp.hists[k], &lp.hists[k]
+	if f.place.layout != l.place.layout {
+		return nil, false // the buckets changed inside the window
+	}
+	keep := scratch == nil
+	if keep {
+		scratch = &histScratch{}
+	}
+	fh, lh, out := f.h.unpack(&scratch.first), l.h.unpack(&scratch.last), &scratch.increase
+	histogram.IncreaseBetween(out, fh, lh, f.place.resets, l.place.resets)
+	n := int(l.place.seq - f.place.seq + 1)
+	histogram.ExtrapolateInto(out, out, fh, fp.Time(), lp.Time(), n, now, win)
+	if keep {
+		out.Bounds = slices.Clone(out.Bounds) // the caller keeps it; not the stored sample's
+	}
+	return out, true
+}
+
+// Forget drops pods and nodes whose newest sample of every source is older
+// than maxAge, so deleted pods do not hold memory.
+func (s *Store) Forget(now time.Time, maxAge time.Duration) (pods, nodes int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for nsName, ns := range s.pods {
+		pods += ns.forget(now, maxAge)
+		if len(ns.names) == 0 {
+			delete(s.pods, nsName)
+		}
+	}
+	pods += s.forgetRoutersLocked(now, maxAge)
+	return pods, s.nodes.forget(now, maxAge)
+}
+
+func (o *objects) forget(now time.Time, maxAge time.Duration) int {
+	n := 0
+	// Downwards: the object that moves into a freed slot is one already
+	// kept.
+	for i := len(o.entries) - 1; i >= 0; i-- {
+		if stale(o.entries[i], now, maxAge) {
+			o.remove(i)
+			n++
+		}
+	}
+	return n
+}
+
+func stale(e *entry, now time.Time, maxAge time.Duration) bool {
+	for i := range e.windows {
+		if n := e.windows[i].newest(); n != nil && now.Sub(n.Time()) <= maxAge {
+			return false
+		}
+	}
+	return true
+}
+
+// Len returns the number of pods and nodes held.
+func (s *Store) Len() (pods, nodes int) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	for _, ns := range s.pods {
+		pods += len(ns.names)
+	}
+	return pods, len(s.nodes.names)
+}
+
+// Coverage describes how much fresh data the store holds for one signal.
+type Coverage struct {
+	// Fresh is the number of objects whose newest sample has the signal
+	// and is no older than maxAge.
+	Fresh int
+	// Newest is the time of the newest such sample (zero if none).
+	Newest time.Time
+}
+
+// PodCoverage reports, per signal, how many pods have a fresh value. The
+// coverage of histogram kind h is reported under NumSignals+h (pods whose
+// fresh sample carries one): TTFT's under NumSignals.
+func (s *Store) PodCoverage(now time.Time, maxAge time.Duration) [int(signal.NumSignals) + int(signal.NumHists)]Coverage {
+	var out [int(signal.NumSignals) + int(signal.NumHists)]Coverage
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	for _, ns := range s.pods {
+		for src := range ns.latest {
+			for i := range ns.latest[src] {
+				cover(&out, &ns.latest[src][i], now, maxAge)
+			}
+		}
+	}
+	return out
+}
+
+func cover(out *[int(signal.NumSignals) + int(signal.NumHists)]Coverage, n *Sample, now time.Time, maxAge time.Duration) {
+	if !isFresh(n, now, maxAge) {
+		return
+	}
+	for sig := signal.Signal(0); sig < signal.NumSignals; sig++ {
+		if _, ok := n.Get(sig); ok {
+			out[sig].add(n.Time)
+		}
+	}
+	for k := range signal.NumHists {
+		if n.Hist(k) != nil {
+			out[int(signal.NumSignals)+int(k)].add(n.Time)
+		}
+	}
+}
+
+func (c *Coverage) add(t time.Time) {
+	c.Fresh++
+	if t.After(c.Newest) {
+		c.Newest = t
+	}
+}

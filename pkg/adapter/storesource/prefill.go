@@ -1,0 +1,64 @@
+package storesource
+
+import (
+	"context"
+
+	"k8s.io/apimachinery/pkg/labels"
+
+	"github.com/gpuscale/gpuscale/pkg/signal/histogram"
+	"github.com/gpuscale/gpuscale/pkg/provider"
+	"github.com/gpuscale/gpuscale/pkg/signal"
+	"github.com/gpuscale/gpuscale/pkg/adapter/store"
+)
+
+var (
+	_ provider.PrefillHistograms = (*Source)(nil)
+	_ provider.TTFTHistograms    = (*Source)(nil)
+	_ provider.ITLHistograms     = (*Source)(nil)
+)
+
+// PodPrefill implements provider.PrefillHistograms: each pod's newest
+// cumulative prefill-time histogram, nil where its newest inference sample
+// is stale, serves another model than sel names, or has none.
+func (s *Source) PodPrefill(_ context.Context, set *provider.PodSet, sel labels.Selector) ([]*histogram.Histogram, error) {
+	return s.newest(set, sel, func(smp *store.Sample) *histogram.Histogram { return smp.Prefill }), nil
+}
+
+// PodTTFT implements provider.TTFTHistograms as PodPrefill does, with the
+// cumulative time-to-first-token histograms.
+func (s *Source) PodTTFT(_ context.Context, set *provider.PodSet, sel labels.Selector) ([]*histogram.Histogram, error) {
+	return s.newest(set, sel, func(smp *store.Sample) *histogram.Histogram { return smp.TTFT }), nil
+}
+
+// PodITL implements provider.ITLHistograms as PodPrefill does, with the
+// cumulative inter-token latency histograms.
+func (s *Source) PodITL(_ context.Context, set *provider.PodSet, sel labels.Selector) ([]*histogram.Histogram, error) {
+	return s.newest(set, sel, func(smp *store.Sample) *histogram.Histogram { return smp.ITL }), nil
+}
+
+// newest is each pod's histogram of the kind of, from its newest fresh
+// inference sample serving a model sel matches; nil where there is none.
+func (s *Source) newest(set *provider.PodSet, sel labels.Selector, of func(*store.Sample) *histogram.Histogram) []*histogram.Histogram {
+	now := s.now()
+	out := make([]*histogram.Histogram, len(set.Pods))
+	mm := newModelMatcher(sel)
+	keep := func(i int, smp *store.Sample) {
+		if mm.matches(smp.Model) {
+			out[i] = of(smp)
+		}
+	}
+	if set.Namespace != "" {
+		// One store pass under one lock, with the pods' places shared
+		// with the Pods reads of the same set (the capacity signal's
+		// three inputs).
+		lookup := provider.Memo(set, s.lookup, func() *store.Lookup { return store.NewLookup(set.Namespace, set.Names()) })
+		s.st.LatestEach(lookup, signal.SourceInference, now, s.maxStaleness, keep)
+		return out
+	}
+	for i, pod := range set.Pods {
+		if smp, ok := s.st.Latest(store.Key{Namespace: pod.Namespace, Name: pod.Name}, signal.SourceInference, now, s.maxStaleness); ok {
+			keep(i, &smp)
+		}
+	}
+	return out
+}
