@@ -23,9 +23,9 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/gpuscale/gpuscale/pkg/buildinfo"
-	"github.com/gpuscale/gpuscale/pkg/signal/dialect"
 	"github.com/gpuscale/gpuscale/pkg/inferencesim"
 	"github.com/gpuscale/gpuscale/pkg/logging"
+	"github.com/gpuscale/gpuscale/pkg/signal/dialect"
 )
 
 func main() {

@@ -17,8 +17,8 @@ import (
 	"time"
 
 	"github.com/gpuscale/gpuscale/internal/bench/autoscalebench"
-	"github.com/gpuscale/gpuscale/internal/harness/devenv"
 	"github.com/gpuscale/gpuscale/internal/bench/trace"
+	"github.com/gpuscale/gpuscale/internal/harness/devenv"
 )
 
 func main() {

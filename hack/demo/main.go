@@ -28,8 +28,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/gpuscale/gpuscale/internal/harness/devenv"
-	"github.com/gpuscale/gpuscale/pkg/signal/recommend"
 	"github.com/gpuscale/gpuscale/pkg/scaledown"
+	"github.com/gpuscale/gpuscale/pkg/signal/recommend"
 )
 
 const (

@@ -8,8 +8,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	clocktesting "k8s.io/utils/clock/testing"
 
-	"github.com/gpuscale/gpuscale/pkg/gpu/dcgm"
 	"github.com/gpuscale/gpuscale/pkg/gpu"
+	"github.com/gpuscale/gpuscale/pkg/gpu/dcgm"
 )
 
 // TestXIDErrorsCountWindow: DCGM_EXP_XID_ERRORS_COUNT counts each code's

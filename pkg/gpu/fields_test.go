@@ -3,8 +3,8 @@ package gpu_test
 import (
 	"testing"
 
-	"github.com/gpuscale/gpuscale/pkg/gpu/dcgm"
 	"github.com/gpuscale/gpuscale/pkg/gpu"
+	"github.com/gpuscale/gpuscale/pkg/gpu/dcgm"
 )
 
 // TestSpecs walks the field table: every field has one entry, and every

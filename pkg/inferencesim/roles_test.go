@@ -4,8 +4,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gpuscale/gpuscale/pkg/signal/dialect"
 	"github.com/gpuscale/gpuscale/pkg/adapter/inference"
+	"github.com/gpuscale/gpuscale/pkg/signal/dialect"
 )
 
 // TestKVReadyRequestDecodesAtOnce: a request whose KV arrives computed

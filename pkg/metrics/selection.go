@@ -6,8 +6,8 @@ import (
 	"io"
 	"strings"
 
-	"github.com/gpuscale/gpuscale/pkg/gpu/dcgm"
 	"github.com/gpuscale/gpuscale/pkg/gpu"
+	"github.com/gpuscale/gpuscale/pkg/gpu/dcgm"
 )
 
 // Selection is the set of dcgm-exporter fields the exporter serves, as

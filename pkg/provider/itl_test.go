@@ -13,10 +13,10 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	cmprovider "sigs.k8s.io/custom-metrics-apiserver/pkg/provider"
 
-	"github.com/gpuscale/gpuscale/pkg/signal/histogram"
+	"github.com/gpuscale/gpuscale/pkg/adapter/store"
 	"github.com/gpuscale/gpuscale/pkg/provider"
 	"github.com/gpuscale/gpuscale/pkg/signal"
-	"github.com/gpuscale/gpuscale/pkg/adapter/store"
+	"github.com/gpuscale/gpuscale/pkg/signal/histogram"
 )
 
 // TestITLServedLikeTTFT: the ITL quantiles are served per pod, for a

@@ -15,10 +15,10 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	cmprovider "sigs.k8s.io/custom-metrics-apiserver/pkg/provider"
 
-	"github.com/gpuscale/gpuscale/pkg/signal/capacity"
+	"github.com/gpuscale/gpuscale/pkg/adapter/store"
 	"github.com/gpuscale/gpuscale/pkg/provider"
 	"github.com/gpuscale/gpuscale/pkg/signal"
-	"github.com/gpuscale/gpuscale/pkg/adapter/store"
+	"github.com/gpuscale/gpuscale/pkg/signal/capacity"
 )
 
 func TestRoleOf(t *testing.T) {

@@ -13,9 +13,9 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	cmprovider "sigs.k8s.io/custom-metrics-apiserver/pkg/provider"
 
+	"github.com/gpuscale/gpuscale/pkg/adapter/store"
 	"github.com/gpuscale/gpuscale/pkg/provider"
 	"github.com/gpuscale/gpuscale/pkg/signal"
-	"github.com/gpuscale/gpuscale/pkg/adapter/store"
 )
 
 func (f *fixture) putRouter(ns, name string, at time.Time, held map[string]float64) {

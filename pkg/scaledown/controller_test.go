@@ -18,8 +18,8 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/utils/clock"
 
-	"github.com/gpuscale/gpuscale/pkg/provider"
 	"github.com/gpuscale/gpuscale/pkg/adapter/storesource"
+	"github.com/gpuscale/gpuscale/pkg/provider"
 )
 
 // nodesWith returns a node per entry holding that many one-GPU pods, all

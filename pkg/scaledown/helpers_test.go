@@ -20,10 +20,10 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 	clocktesting "k8s.io/utils/clock/testing"
 
-	"github.com/gpuscale/gpuscale/pkg/kube/podslim"
-	"github.com/gpuscale/gpuscale/pkg/signal"
 	"github.com/gpuscale/gpuscale/pkg/adapter/store"
 	"github.com/gpuscale/gpuscale/pkg/adapter/storesource"
+	"github.com/gpuscale/gpuscale/pkg/kube/podslim"
+	"github.com/gpuscale/gpuscale/pkg/signal"
 )
 
 var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)

@@ -11,9 +11,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 
+	"github.com/gpuscale/gpuscale/pkg/adapter/store"
 	"github.com/gpuscale/gpuscale/pkg/kube/podgroup"
 	"github.com/gpuscale/gpuscale/pkg/signal"
-	"github.com/gpuscale/gpuscale/pkg/adapter/store"
 )
 
 // setLoadKV is setLoad with the KV cache in use, in percent.

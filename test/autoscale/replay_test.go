@@ -18,8 +18,8 @@ import (
 	"time"
 
 	"github.com/gpuscale/gpuscale/internal/bench/autoscalebench"
-	"github.com/gpuscale/gpuscale/internal/harness/devenv"
 	"github.com/gpuscale/gpuscale/internal/bench/trace"
+	"github.com/gpuscale/gpuscale/internal/harness/devenv"
 )
 
 // The slice: three minutes of the synthetic code-completion workload, as

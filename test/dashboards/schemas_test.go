@@ -21,8 +21,8 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/gpuscale/gpuscale/pkg/adapter/ingest"
-	"github.com/gpuscale/gpuscale/pkg/signal"
 	"github.com/gpuscale/gpuscale/pkg/adapter/store"
+	"github.com/gpuscale/gpuscale/pkg/signal"
 )
 
 // queryParams are the adapter's PromQL template parameters

@@ -31,8 +31,8 @@ import (
 	"github.com/gpuscale/gpuscale/pkg/adapter/discovery"
 	"github.com/gpuscale/gpuscale/pkg/adapter/gather"
 	"github.com/gpuscale/gpuscale/pkg/adapter/scrape"
-	"github.com/gpuscale/gpuscale/pkg/signal"
 	"github.com/gpuscale/gpuscale/pkg/adapter/store"
+	"github.com/gpuscale/gpuscale/pkg/signal"
 )
 
 const (

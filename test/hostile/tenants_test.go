@@ -17,8 +17,8 @@ import (
 	"github.com/gpuscale/gpuscale/pkg/adapter/discovery"
 	"github.com/gpuscale/gpuscale/pkg/adapter/gather"
 	"github.com/gpuscale/gpuscale/pkg/adapter/scrape"
-	"github.com/gpuscale/gpuscale/pkg/signal"
 	"github.com/gpuscale/gpuscale/pkg/adapter/store"
+	"github.com/gpuscale/gpuscale/pkg/signal"
 )
 
 // The second round: what a tenant's pods can serve within every per-scrape

@@ -9,8 +9,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/component-base/metrics/legacyregistry"
 
-	"github.com/gpuscale/gpuscale/pkg/tokenfile"
 	"github.com/gpuscale/gpuscale/pkg/adapter/tokensecret"
+	"github.com/gpuscale/gpuscale/pkg/tokenfile"
 )
 
 // The exporters' reserved lane (their --web.reserved-token-file): the

@@ -13,9 +13,9 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/cache"
 
-	"github.com/gpuscale/gpuscale/pkg/signal/histogram"
-	"github.com/gpuscale/gpuscale/pkg/signal"
 	"github.com/gpuscale/gpuscale/pkg/adapter/store"
+	"github.com/gpuscale/gpuscale/pkg/signal"
+	"github.com/gpuscale/gpuscale/pkg/signal/histogram"
 )
 
 // vLLM's TTFT bucket layout. Each sample gets its own copy, as each scrape

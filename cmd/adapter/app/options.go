@@ -13,10 +13,10 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/validation"
 
-	"github.com/gpuscale/gpuscale/pkg/signal/capacity"
 	"github.com/gpuscale/gpuscale/pkg/adapter/discovery"
 	"github.com/gpuscale/gpuscale/pkg/adapter/kedascaler"
 	"github.com/gpuscale/gpuscale/pkg/adapter/scrape"
+	"github.com/gpuscale/gpuscale/pkg/signal/capacity"
 )
 
 // Options are the adapter's own flags; the API server's (TLS, delegated

@@ -14,8 +14,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
-	"github.com/gpuscale/gpuscale/pkg/signal/recommend"
 	"github.com/gpuscale/gpuscale/pkg/scaledown"
+	"github.com/gpuscale/gpuscale/pkg/signal/recommend"
 )
 
 // RecommendOptions are the flags of `adapter recommend`.

@@ -14,9 +14,9 @@ import (
 	"k8s.io/component-base/metrics/legacyregistry"
 	basecmd "sigs.k8s.io/custom-metrics-apiserver/pkg/cmd"
 
-	"github.com/gpuscale/gpuscale/pkg/signal/capacity"
 	"github.com/gpuscale/gpuscale/pkg/adapter/discovery"
 	"github.com/gpuscale/gpuscale/pkg/provider"
+	"github.com/gpuscale/gpuscale/pkg/signal/capacity"
 )
 
 // Adapter is the gpuscale metrics adapter: custom-metrics-apiserver's

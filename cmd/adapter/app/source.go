@@ -17,10 +17,10 @@ import (
 	"github.com/gpuscale/gpuscale/pkg/adapter/discovery"
 	"github.com/gpuscale/gpuscale/pkg/adapter/gather"
 	"github.com/gpuscale/gpuscale/pkg/adapter/promsource"
-	"github.com/gpuscale/gpuscale/pkg/provider"
 	"github.com/gpuscale/gpuscale/pkg/adapter/scrape"
 	"github.com/gpuscale/gpuscale/pkg/adapter/store"
 	"github.com/gpuscale/gpuscale/pkg/adapter/storesource"
+	"github.com/gpuscale/gpuscale/pkg/provider"
 )
 
 // source is where the provider's values come from, per --source.

@@ -7,8 +7,8 @@ import (
 
 	gonvml "github.com/NVIDIA/go-nvml/pkg/nvml"
 
-	"github.com/gpuscale/gpuscale/pkg/gpu"
 	"github.com/gpuscale/gpuscale/pkg/exporter/backend/nvml"
+	"github.com/gpuscale/gpuscale/pkg/gpu"
 )
 
 // newNVMLBackend reads the GPUs through NVML (go-nvml's cgo bindings).

@@ -13,8 +13,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	clocktesting "k8s.io/utils/clock/testing"
 
-	"github.com/gpuscale/gpuscale/pkg/gpu"
 	"github.com/gpuscale/gpuscale/pkg/exporter/backend/sim"
+	"github.com/gpuscale/gpuscale/pkg/gpu"
 )
 
 // waitForWaiter blocks until the opener sleeps on the fake clock.

@@ -17,15 +17,15 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/gpuscale/gpuscale/pkg/buildinfo"
-	"github.com/gpuscale/gpuscale/pkg/gpu/dcgm"
 	"github.com/gpuscale/gpuscale/pkg/exporter"
+	"github.com/gpuscale/gpuscale/pkg/exporter/backend/sim"
 	"github.com/gpuscale/gpuscale/pkg/exporter/httpapi"
 	"github.com/gpuscale/gpuscale/pkg/exporter/podmeta"
-	"github.com/gpuscale/gpuscale/pkg/gpu"
-	"github.com/gpuscale/gpuscale/pkg/exporter/backend/sim"
-	"github.com/gpuscale/gpuscale/pkg/metrics"
 	"github.com/gpuscale/gpuscale/pkg/exporter/podresources"
 	"github.com/gpuscale/gpuscale/pkg/exporter/processpods"
+	"github.com/gpuscale/gpuscale/pkg/gpu"
+	"github.com/gpuscale/gpuscale/pkg/gpu/dcgm"
+	"github.com/gpuscale/gpuscale/pkg/metrics"
 	"github.com/gpuscale/gpuscale/pkg/tokenfile"
 )
 

@@ -10,8 +10,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/gpuscale/gpuscale/internal/bench/trace"
-	"github.com/gpuscale/gpuscale/pkg/signal/histogram"
 	"github.com/gpuscale/gpuscale/pkg/inferencesim"
+	"github.com/gpuscale/gpuscale/pkg/signal/histogram"
 	"github.com/gpuscale/gpuscale/pkg/signal/recommend"
 )
 

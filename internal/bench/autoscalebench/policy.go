@@ -17,8 +17,8 @@ import (
 	"github.com/gpuscale/gpuscale/internal/harness/localcluster"
 	"github.com/gpuscale/gpuscale/pkg/inferencesim"
 	"github.com/gpuscale/gpuscale/pkg/provider"
-	"github.com/gpuscale/gpuscale/pkg/signal/recommend"
 	"github.com/gpuscale/gpuscale/pkg/scaledown"
+	"github.com/gpuscale/gpuscale/pkg/signal/recommend"
 )
 
 // workloadName is the Deployment (and its app label) in every policy's

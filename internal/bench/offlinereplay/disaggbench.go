@@ -7,8 +7,8 @@ import (
 	"time"
 
 	"github.com/gpuscale/gpuscale/internal/bench/trace"
-	"github.com/gpuscale/gpuscale/pkg/signal/capacity"
 	"github.com/gpuscale/gpuscale/pkg/inferencesim"
+	"github.com/gpuscale/gpuscale/pkg/signal/capacity"
 )
 
 // DisaggBench is the disaggregated workload's comparison: static

@@ -5,8 +5,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/gpuscale/gpuscale/pkg/signal/capacity"
 	"github.com/gpuscale/gpuscale/pkg/provider"
+	"github.com/gpuscale/gpuscale/pkg/signal/capacity"
 )
 
 // The disaggregated workload's policies (DisaggPolicies).

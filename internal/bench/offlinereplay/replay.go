@@ -23,8 +23,8 @@ import (
 
 	"github.com/gpuscale/gpuscale/internal/bench/autoscalebench"
 	"github.com/gpuscale/gpuscale/internal/bench/trace"
-	"github.com/gpuscale/gpuscale/pkg/signal/histogram"
 	"github.com/gpuscale/gpuscale/pkg/inferencesim"
+	"github.com/gpuscale/gpuscale/pkg/signal/histogram"
 )
 
 // PodView is what a policy sees of one pod at an HPA sync.

@@ -24,15 +24,15 @@ import (
 
 	"github.com/gpuscale/gpuscale/internal/harness/testlog"
 	"github.com/gpuscale/gpuscale/pkg/adapter/discovery"
+	"github.com/gpuscale/gpuscale/pkg/adapter/scrape"
+	"github.com/gpuscale/gpuscale/pkg/adapter/store"
 	"github.com/gpuscale/gpuscale/pkg/exporter"
-	"github.com/gpuscale/gpuscale/pkg/exporter/httpapi"
 	"github.com/gpuscale/gpuscale/pkg/exporter/backend/sim"
-	"github.com/gpuscale/gpuscale/pkg/signal/histogram"
+	"github.com/gpuscale/gpuscale/pkg/exporter/httpapi"
 	"github.com/gpuscale/gpuscale/pkg/inferencesim"
 	"github.com/gpuscale/gpuscale/pkg/metrics"
-	"github.com/gpuscale/gpuscale/pkg/adapter/scrape"
 	"github.com/gpuscale/gpuscale/pkg/signal"
-	"github.com/gpuscale/gpuscale/pkg/adapter/store"
+	"github.com/gpuscale/gpuscale/pkg/signal/histogram"
 )
 
 type podList []*corev1.Pod

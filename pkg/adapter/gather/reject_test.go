@@ -10,8 +10,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/gpuscale/gpuscale/pkg/adapter/scrape"
-	"github.com/gpuscale/gpuscale/pkg/signal"
 	"github.com/gpuscale/gpuscale/pkg/adapter/store"
+	"github.com/gpuscale/gpuscale/pkg/signal"
 )
 
 // text serves body as the classic text format.

@@ -14,8 +14,8 @@ import (
 	"github.com/gpuscale/gpuscale/pkg/adapter/inference"
 	"github.com/gpuscale/gpuscale/pkg/adapter/ingest"
 	"github.com/gpuscale/gpuscale/pkg/adapter/scrape"
-	"github.com/gpuscale/gpuscale/pkg/signal"
 	"github.com/gpuscale/gpuscale/pkg/adapter/store"
+	"github.com/gpuscale/gpuscale/pkg/signal"
 )
 
 // TestRouterTargets: an annotated router pod is scraped like an inference

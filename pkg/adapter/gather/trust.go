@@ -7,10 +7,10 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	corev1 "k8s.io/api/core/v1"
 
-	"github.com/gpuscale/gpuscale/pkg/gpu/dcgm"
 	"github.com/gpuscale/gpuscale/pkg/adapter/discovery"
 	"github.com/gpuscale/gpuscale/pkg/adapter/ingest"
 	"github.com/gpuscale/gpuscale/pkg/adapter/store"
+	"github.com/gpuscale/gpuscale/pkg/gpu/dcgm"
 )
 
 // An exporter speaks for the GPUs of its own node, and for the pods the

@@ -16,10 +16,10 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/gpuscale/gpuscale/pkg/adapter/discovery"
-	"github.com/gpuscale/gpuscale/pkg/kube/podslim"
 	"github.com/gpuscale/gpuscale/pkg/adapter/scrape"
-	"github.com/gpuscale/gpuscale/pkg/signal"
 	"github.com/gpuscale/gpuscale/pkg/adapter/store"
+	"github.com/gpuscale/gpuscale/pkg/kube/podslim"
+	"github.com/gpuscale/gpuscale/pkg/signal"
 )
 
 // The exporter DaemonSet of these tests.

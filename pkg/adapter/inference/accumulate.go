@@ -7,9 +7,9 @@ import (
 
 	dto "github.com/prometheus/client_model/go"
 
+	"github.com/gpuscale/gpuscale/pkg/signal"
 	"github.com/gpuscale/gpuscale/pkg/signal/dialect"
 	"github.com/gpuscale/gpuscale/pkg/signal/histogram"
-	"github.com/gpuscale/gpuscale/pkg/signal"
 )
 
 // accumulator gathers the series of one Signals.

@@ -10,11 +10,11 @@ import (
 
 	"github.com/prometheus/common/expfmt"
 
-	"github.com/gpuscale/gpuscale/pkg/gpu/dcgm"
+	"github.com/gpuscale/gpuscale/pkg/adapter/store"
 	"github.com/gpuscale/gpuscale/pkg/gpu"
+	"github.com/gpuscale/gpuscale/pkg/gpu/dcgm"
 	"github.com/gpuscale/gpuscale/pkg/metrics"
 	"github.com/gpuscale/gpuscale/pkg/signal"
-	"github.com/gpuscale/gpuscale/pkg/adapter/store"
 )
 
 var updateFixtures = flag.Bool("update", false, "rewrite testdata/gpuscale-*.prom")

@@ -17,11 +17,11 @@ import (
 
 	dto "github.com/prometheus/client_model/go"
 
-	"github.com/gpuscale/gpuscale/pkg/gpu/dcgm"
-	"github.com/gpuscale/gpuscale/pkg/gpu"
 	"github.com/gpuscale/gpuscale/pkg/adapter/inference"
-	"github.com/gpuscale/gpuscale/pkg/signal"
 	"github.com/gpuscale/gpuscale/pkg/adapter/store"
+	"github.com/gpuscale/gpuscale/pkg/gpu"
+	"github.com/gpuscale/gpuscale/pkg/gpu/dcgm"
+	"github.com/gpuscale/gpuscale/pkg/signal"
 )
 
 const mib = 1 << 20

@@ -6,10 +6,10 @@ import (
 
 	dto "github.com/prometheus/client_model/go"
 
-	"github.com/gpuscale/gpuscale/pkg/signal/histogram"
 	"github.com/gpuscale/gpuscale/pkg/adapter/inference"
-	"github.com/gpuscale/gpuscale/pkg/signal"
 	"github.com/gpuscale/gpuscale/pkg/adapter/store"
+	"github.com/gpuscale/gpuscale/pkg/signal"
+	"github.com/gpuscale/gpuscale/pkg/signal/histogram"
 )
 
 // inferenceFamilies are the families Inference reads, checked for

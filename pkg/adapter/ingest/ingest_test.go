@@ -10,8 +10,8 @@ import (
 	"github.com/prometheus/common/model"
 
 	"github.com/gpuscale/gpuscale/pkg/adapter/inference"
-	"github.com/gpuscale/gpuscale/pkg/signal"
 	"github.com/gpuscale/gpuscale/pkg/adapter/store"
+	"github.com/gpuscale/gpuscale/pkg/signal"
 )
 
 const exposition = `

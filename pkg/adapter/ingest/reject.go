@@ -10,9 +10,9 @@ import (
 
 	dto "github.com/prometheus/client_model/go"
 
-	"github.com/gpuscale/gpuscale/pkg/signal/histogram"
 	"github.com/gpuscale/gpuscale/pkg/adapter/inference"
 	"github.com/gpuscale/gpuscale/pkg/signal"
+	"github.com/gpuscale/gpuscale/pkg/signal/histogram"
 )
 
 // Reasons a value is rejected while the rest of its scrape is stored. They

@@ -3,8 +3,8 @@ package ingest
 import (
 	"testing"
 
-	"github.com/gpuscale/gpuscale/pkg/signal"
 	"github.com/gpuscale/gpuscale/pkg/adapter/store"
+	"github.com/gpuscale/gpuscale/pkg/signal"
 )
 
 func TestGPUSharedUsesEachPodsShare(t *testing.T) {

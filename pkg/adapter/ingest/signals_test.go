@@ -4,11 +4,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gpuscale/gpuscale/pkg/gpu/dcgm"
+	"github.com/gpuscale/gpuscale/pkg/adapter/store"
 	"github.com/gpuscale/gpuscale/pkg/gpu"
+	"github.com/gpuscale/gpuscale/pkg/gpu/dcgm"
 	"github.com/gpuscale/gpuscale/pkg/inferencesim"
 	"github.com/gpuscale/gpuscale/pkg/signal"
-	"github.com/gpuscale/gpuscale/pkg/adapter/store"
 )
 
 // TestEverySignalFilled walks pkg/signal's table: every GPU signal is

@@ -4,9 +4,9 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/gpuscale/gpuscale/pkg/gpu/dcgm"
-	"github.com/gpuscale/gpuscale/pkg/gpu"
 	"github.com/gpuscale/gpuscale/pkg/adapter/store"
+	"github.com/gpuscale/gpuscale/pkg/gpu"
+	"github.com/gpuscale/gpuscale/pkg/gpu/dcgm"
 )
 
 // TestIngestEveryFeed walks gpu.Specs: every field that feeds a signal is

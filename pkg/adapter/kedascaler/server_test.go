@@ -12,11 +12,11 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/gpuscale/gpuscale/internal/harness/testenv"
-	"github.com/gpuscale/gpuscale/pkg/signal/capacity"
 	"github.com/gpuscale/gpuscale/pkg/adapter/kedascaler"
 	pb "github.com/gpuscale/gpuscale/pkg/adapter/kedascaler/externalscaler"
-	"github.com/gpuscale/gpuscale/pkg/signal"
 	"github.com/gpuscale/gpuscale/pkg/adapter/store"
+	"github.com/gpuscale/gpuscale/pkg/signal"
+	"github.com/gpuscale/gpuscale/pkg/signal/capacity"
 )
 
 // fixture: the scaler over the real provider, served with mTLS on

@@ -17,10 +17,10 @@ import (
 	"k8s.io/client-go/tools/cache"
 	cmprovider "sigs.k8s.io/custom-metrics-apiserver/pkg/provider"
 
-	"github.com/gpuscale/gpuscale/pkg/provider"
-	"github.com/gpuscale/gpuscale/pkg/signal"
 	"github.com/gpuscale/gpuscale/pkg/adapter/store"
 	"github.com/gpuscale/gpuscale/pkg/adapter/storesource"
+	"github.com/gpuscale/gpuscale/pkg/provider"
+	"github.com/gpuscale/gpuscale/pkg/signal"
 )
 
 // TestProviderRulesBothSources runs the provider's shared rules over the

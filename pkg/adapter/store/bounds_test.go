@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gpuscale/gpuscale/pkg/signal/histogram"
 	"github.com/gpuscale/gpuscale/pkg/signal"
+	"github.com/gpuscale/gpuscale/pkg/signal/histogram"
 )
 
 // TestRouterModelsAreBounded: the counts routers hold are kept up to

@@ -5,8 +5,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gpuscale/gpuscale/pkg/signal/histogram"
 	"github.com/gpuscale/gpuscale/pkg/signal"
+	"github.com/gpuscale/gpuscale/pkg/signal/histogram"
 )
 
 // TestHistogramKindsKeptApart: a pod's TTFT and ITL histograms, of

@@ -5,10 +5,10 @@ import (
 
 	"k8s.io/apimachinery/pkg/labels"
 
-	"github.com/gpuscale/gpuscale/pkg/signal/histogram"
+	"github.com/gpuscale/gpuscale/pkg/adapter/store"
 	"github.com/gpuscale/gpuscale/pkg/provider"
 	"github.com/gpuscale/gpuscale/pkg/signal"
-	"github.com/gpuscale/gpuscale/pkg/adapter/store"
+	"github.com/gpuscale/gpuscale/pkg/signal/histogram"
 )
 
 var (

@@ -9,8 +9,8 @@ import (
 	"net/http/httptest"
 	"testing"
 
-	"github.com/gpuscale/gpuscale/pkg/gpu"
 	"github.com/gpuscale/gpuscale/pkg/exporter/backend/sim"
+	"github.com/gpuscale/gpuscale/pkg/gpu"
 )
 
 // FuzzSimPut sends arbitrary bodies to arbitrary GPU ids through the real

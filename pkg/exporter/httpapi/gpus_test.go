@@ -10,9 +10,9 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/gpuscale/gpuscale/pkg/exporter/backend/sim"
 	"github.com/gpuscale/gpuscale/pkg/exporter/httpapi"
 	"github.com/gpuscale/gpuscale/pkg/gpu"
-	"github.com/gpuscale/gpuscale/pkg/exporter/backend/sim"
 )
 
 // TestGPUsJSONShape decodes into generic maps so that the field names and

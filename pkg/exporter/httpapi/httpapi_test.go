@@ -16,9 +16,9 @@ import (
 	"github.com/prometheus/common/model"
 
 	"github.com/gpuscale/gpuscale/pkg/exporter"
+	"github.com/gpuscale/gpuscale/pkg/exporter/backend/sim"
 	"github.com/gpuscale/gpuscale/pkg/exporter/httpapi"
 	"github.com/gpuscale/gpuscale/pkg/gpu"
-	"github.com/gpuscale/gpuscale/pkg/exporter/backend/sim"
 	"github.com/gpuscale/gpuscale/pkg/metrics"
 )
 

@@ -14,8 +14,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/gpuscale/gpuscale/pkg/exporter"
-	"github.com/gpuscale/gpuscale/pkg/exporter/httpapi"
 	"github.com/gpuscale/gpuscale/pkg/exporter/backend/sim"
+	"github.com/gpuscale/gpuscale/pkg/exporter/httpapi"
 )
 
 // smallBuffers is a listener whose connections have a 4 KiB send buffer,

@@ -12,8 +12,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/gpuscale/gpuscale/pkg/exporter"
-	"github.com/gpuscale/gpuscale/pkg/exporter/httpapi"
 	"github.com/gpuscale/gpuscale/pkg/exporter/backend/sim"
+	"github.com/gpuscale/gpuscale/pkg/exporter/httpapi"
 )
 
 func TestMetricsGzip(t *testing.T) {

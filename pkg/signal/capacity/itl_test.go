@@ -8,9 +8,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gpuscale/gpuscale/pkg/inferencesim"
 	"github.com/gpuscale/gpuscale/pkg/signal/capacity"
 	"github.com/gpuscale/gpuscale/pkg/signal/histogram"
-	"github.com/gpuscale/gpuscale/pkg/inferencesim"
 )
 
 // vLLM's inter-token latency buckets (inter_token_latency_seconds).

@@ -19,12 +19,12 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 
+	"github.com/gpuscale/gpuscale/pkg/adapter/inference"
+	"github.com/gpuscale/gpuscale/pkg/adapter/promsource"
+	"github.com/gpuscale/gpuscale/pkg/inferencesim"
+	"github.com/gpuscale/gpuscale/pkg/provider"
 	"github.com/gpuscale/gpuscale/pkg/signal/dialect"
 	"github.com/gpuscale/gpuscale/pkg/signal/histogram"
-	"github.com/gpuscale/gpuscale/pkg/adapter/inference"
-	"github.com/gpuscale/gpuscale/pkg/inferencesim"
-	"github.com/gpuscale/gpuscale/pkg/adapter/promsource"
-	"github.com/gpuscale/gpuscale/pkg/provider"
 )
 
 // TestSimulatorIsDetectedAndParsed: for every dialect, the simulator's
