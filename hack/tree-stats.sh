@@ -22,12 +22,12 @@ go list -f '{{.ImportPath}}|{{join .Imports " "}}|{{join .GoFiles " "}}|{{.Dir}}
     count[top]++; total += lines; pkgs++; imports += own
     if (own > maxown) { maxown = own; maxownpkg = path }
     if (lines > maxlines) { maxlines = lines; maxpkg = path }
-    depth = gsub(/\//, "/", path)
-    if (top != "cmd" && depth == 1) first[top]++
+    split(path, seg, "/")
+    if (top != "cmd" && !((top "/" seg[2]) in folder)) { folder[top "/" seg[2]] = 1; first[top]++ }
   }
   END {
     printf "packages: %d (cmd %d, pkg %d, internal %d)\n", pkgs, count["cmd"], count["pkg"], count["internal"]
-    printf "directly under pkg/: %d, directly under internal/: %d\n", first["pkg"], first["internal"]
+    printf "folders directly under pkg/: %d, under internal/: %d\n", first["pkg"], first["internal"]
     printf "own imports per package: mean %.1f, most %d (%s)\n", imports / pkgs, maxown, maxownpkg
     printf "largest package: %s, %d of %d non-test lines (%.1f%%)\n", maxpkg, maxlines, total, 100 * maxlines / total
   }'
