@@ -42,7 +42,7 @@ func TestScaleDownCutsNoStream(t *testing.T) {
 	setup := robustness.DefaultSetup()
 	for _, tt := range tests {
 		t.Run(tt.trace+"/"+tt.policy, func(t *testing.T) {
-			tr, err := trace.ReadFile("../../test/traces/" + tt.trace)
+			tr, err := trace.ReadFile("../../../test/traces/" + tt.trace)
 			if err != nil {
 				t.Fatal(err)
 			}

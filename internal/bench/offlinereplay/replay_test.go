@@ -63,7 +63,7 @@ func TestHPADecide(t *testing.T) {
 // offline sizing, so the fewest replicas StaticNeed finds meet as many
 // minutes here.
 func TestStaticAgreesWithStaticNeed(t *testing.T) {
-	tr, err := trace.ReadFile("../../test/traces/azure-llm-inference-2023-conv.csv")
+	tr, err := trace.ReadFile("../../../test/traces/azure-llm-inference-2023-conv.csv")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -97,7 +97,7 @@ func TestSlice(t *testing.T) {
 // TestReadAzureTrace reads the real trace the autoscaling benchmark
 // replays.
 func TestReadAzureTrace(t *testing.T) {
-	tr, err := ReadFile("../../test/traces/azure-llm-inference-2023-conv.csv")
+	tr, err := ReadFile("../../../test/traces/azure-llm-inference-2023-conv.csv")
 	if err != nil {
 		t.Fatal(err)
 	}

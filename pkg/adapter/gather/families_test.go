@@ -86,7 +86,7 @@ func TestReadFamiliesKeepWhatIngestReads(t *testing.T) {
 		})
 	}
 	t.Run("exporter", func(t *testing.T) {
-		all, read := scrapeBoth(t, s, readFile(t, filepath.Join("..", "metrics", "testdata", "node.golden")), discovery.KindExporter)
+		all, read := scrapeBoth(t, s, readFile(t, filepath.Join("..", "..", "metrics", "testdata", "node.golden")), discovery.KindExporter)
 		if len(read) >= len(all) {
 			t.Errorf("parsed %d families of %d", len(read), len(all))
 		}

@@ -23,7 +23,7 @@ func BenchmarkInferenceVLLM(b *testing.B) {
 }
 
 func BenchmarkGPUNode(b *testing.B) {
-	in, err := os.ReadFile(filepath.Join("..", "metrics", "testdata", "node.golden"))
+	in, err := os.ReadFile(filepath.Join("..", "..", "metrics", "testdata", "node.golden"))
 	if err != nil {
 		b.Fatal(err)
 	}

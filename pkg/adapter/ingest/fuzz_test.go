@@ -18,7 +18,7 @@ import (
 // panic, only its own errors, every value it returns finite and in its
 // signal's range, every rejection with a known reason.
 func FuzzGPU(f *testing.F) {
-	golden, err := os.ReadFile(filepath.Join("..", "metrics", "testdata", "node.golden"))
+	golden, err := os.ReadFile(filepath.Join("..", "..", "metrics", "testdata", "node.golden"))
 	if err != nil {
 		f.Fatal(err)
 	}

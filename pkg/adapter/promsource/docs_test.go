@@ -15,7 +15,7 @@ import (
 // queries equal to DefaultQueries (the p50 and p99 TTFT templates are the
 // p90 one and are not repeated there).
 func TestDocsListDefaults(t *testing.T) {
-	raw, err := os.ReadFile("../../docs/metrics.md")
+	raw, err := os.ReadFile("../../../docs/metrics.md")
 	if err != nil {
 		t.Fatal(err)
 	}
