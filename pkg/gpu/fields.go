@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/gpuscale/gpuscale/pkg/gpu/dcgm"
+	"github.com/gpuscale/gpuscale/pkg/signal"
 )
 
 // Field is one measurable quantity of a device. Readings keep a presence bit
@@ -110,10 +111,9 @@ type Spec struct {
 // Feed is how the adapter reads a field into one of its signals, through
 // its own scrape (pkg/adapter/ingest) and through PromQL (pkg/adapter/promsource).
 type Feed struct {
-	// Signal is the signal's name, as the adapter serves it
-	// ("gpu_utilization"). A device's reading times Scale must lie in the
-	// signal's per-device range.
-	Signal string
+	// Signal is the signal the field feeds (a SourceGPU one). A device's
+	// reading times Scale must lie in the signal's per-device range.
+	Signal signal.Signal
 	// Agg is how the devices of a pod or a node combine.
 	Agg Agg
 	// Scale converts a value in Unit to the signal's unit.
@@ -194,7 +194,7 @@ var Specs = []Spec{
 		}},
 	{Field: FieldPowerUsage, Name: "power_usage_w", Unit: dcgm.Watts,
 		NVML: "`nvmlDeviceGetPowerUsage`, mW to W",
-		Feed: &Feed{Signal: "gpu_power_watts", Agg: Sum, Scale: 1},
+		Feed: &Feed{Signal: signal.GPUPowerWatts, Agg: Sum, Scale: 1},
 		DCGM: []dcgm.Field{
 			{Name48: dcgm.PowerUsage, Name410: dcgm.BoardPowerWatts, Unit48: dcgm.Watts, Unit410: dcgm.Watts, Type: dcgm.Gauge,
 				Help: "Power draw (in %s).", Default48: true, Default410: true},
@@ -213,7 +213,7 @@ var Specs = []Spec{
 		}},
 	{Field: FieldGPUUtil, Name: "gpu_util", Unit: dcgm.Percent,
 		NVML: "`nvmlDeviceGetUtilizationRates`; per pod's own share on a shared GPU",
-		Feed: &Feed{Signal: "gpu_utilization", Agg: Mean, Scale: 1},
+		Feed: &Feed{Signal: signal.GPUUtilization, Agg: Mean, Scale: 1},
 		DCGM: []dcgm.Field{
 			{Name48: dcgm.GPUUtil, Name410: dcgm.GPUUtilRatio, Unit48: dcgm.Percent, Unit410: dcgm.Ratio, Type: dcgm.Gauge,
 				Help: "GPU utilization (in %s).", Default48: true, Default410: true},
@@ -244,21 +244,21 @@ var Specs = []Spec{
 		}},
 	{Field: FieldFBFree, Name: "fb_free_mib", Unit: dcgm.MiB,
 		NVML: "`nvmlDeviceGetMemoryInfo_v2` (v1), whole MiB",
-		Feed: &Feed{Signal: "gpu_memory_utilization", Agg: Part, Scale: 1 << 20},
+		Feed: &Feed{Signal: signal.GPUMemoryUtilization, Agg: Part, Scale: 1 << 20},
 		DCGM: []dcgm.Field{
 			{Name48: dcgm.FBFree, Name410: dcgm.FBFreeBytes, Unit48: dcgm.MiB, Unit410: dcgm.Bytes, Type: dcgm.Gauge,
 				Help: "Framebuffer memory free (in %s).", Default48: true, Default410: true},
 		}},
 	{Field: FieldFBUsed, Name: "fb_used_mib", Unit: dcgm.MiB,
 		NVML: "`nvmlDeviceGetMemoryInfo_v2` (v1 on old drivers), whole MiB; per pod's share on a shared GPU",
-		Feed: &Feed{Signal: "gpu_memory_used_bytes", Agg: Sum, Scale: 1 << 20},
+		Feed: &Feed{Signal: signal.GPUMemoryUsedBytes, Agg: Sum, Scale: 1 << 20},
 		DCGM: []dcgm.Field{
 			{Name48: dcgm.FBUsed, Name410: dcgm.FBUsedBytes, Unit48: dcgm.MiB, Unit410: dcgm.Bytes, Type: dcgm.Gauge,
 				Help: "Framebuffer memory used (in %s).", Default48: true, Default410: true},
 		}},
 	{Field: FieldFBReserved, Name: "fb_reserved_mib", Unit: dcgm.MiB,
 		NVML: "`nvmlDeviceGetMemoryInfo_v2`; absent on drivers with v1 only",
-		Feed: &Feed{Signal: "gpu_memory_utilization", Agg: Part, Scale: 1 << 20},
+		Feed: &Feed{Signal: signal.GPUMemoryUtilization, Agg: Part, Scale: 1 << 20},
 		DCGM: []dcgm.Field{
 			{Name48: dcgm.FBReserved, Name410: dcgm.FBReservedBytes, Unit48: dcgm.MiB, Unit410: dcgm.Bytes, Type: dcgm.Gauge,
 				Help: "Framebuffer memory reserved (in %s).", Default48: true, Default410: true},
@@ -309,7 +309,7 @@ var Specs = []Spec{
 		}},
 	{Field: FieldTensorActive, Name: "tensor_active", Unit: dcgm.Ratio,
 		NVML: "GPM `ANY_TENSOR_UTIL` / 100",
-		Feed: &Feed{Signal: "gpu_tensor_active", Agg: Mean, Scale: 100},
+		Feed: &Feed{Signal: signal.GPUTensorActive, Agg: Mean, Scale: 100},
 		DCGM: []dcgm.Field{
 			{Name48: dcgm.ProfTensorActive, Name410: dcgm.ProfTensorUtilRate, Unit48: dcgm.Ratio, Unit410: dcgm.Ratio, Type: dcgm.Gauge,
 				Help: "Ratio of cycles the tensor (HMMA) pipe is active.", Default48: true, Default410: true},
@@ -437,7 +437,7 @@ var Specs = []Spec{
 		}},
 	{Field: FieldSMActive, Name: "sm_active", Unit: dcgm.Ratio,
 		NVML: "GPM `SM_UTIL` / 100",
-		Feed: &Feed{Signal: "gpu_sm_active", Agg: Mean, Scale: 100},
+		Feed: &Feed{Signal: signal.GPUSMActive, Agg: Mean, Scale: 100},
 		DCGM: []dcgm.Field{
 			{Name48: dcgm.ProfSMActive, Name410: dcgm.ProfSMUtilRatio, Unit48: dcgm.Ratio, Unit410: dcgm.Ratio, Type: dcgm.Gauge,
 				Help: "The ratio of cycles an SM has at least 1 warp assigned."},

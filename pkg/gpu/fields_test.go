@@ -5,6 +5,7 @@ import (
 
 	"github.com/gpuscale/gpuscale/pkg/gpu"
 	"github.com/gpuscale/gpuscale/pkg/gpu/dcgm"
+	"github.com/gpuscale/gpuscale/pkg/signal"
 )
 
 // TestSpecs walks the field table: every field has one entry, and every
@@ -62,7 +63,7 @@ func TestSpecs(t *testing.T) {
 			}
 		}
 		if f := s.Feed; f != nil {
-			if f.Signal == "" || f.Scale <= 0 || (f.Agg != gpu.Mean && f.Agg != gpu.Sum && f.Agg != gpu.Part) {
+			if f.Signal >= signal.NumSignals || f.Signal.Source() != signal.SourceGPU || f.Scale <= 0 || (f.Agg != gpu.Mean && f.Agg != gpu.Sum && f.Agg != gpu.Part) {
 				t.Errorf("field %s: feed %+v needs a signal, a positive scale and an aggregation", s.Name, *f)
 			}
 		}

@@ -8,9 +8,10 @@
 // in each naming schema, and the adapter signal it feeds. The table lives
 // here, not in pkg/gpu/dcgm, because its key is the Field every backend writes
 // and every Reading carries; pkg/gpu/dcgm stays the naming mechanics (schemas,
-// units, labels) that do not depend on which fields exist, and pkg/gpu
-// imports only it. So both the exporter's side (backends, pkg/metrics) and
-// the adapter's (pkg/adapter/ingest, pkg/adapter/promsource) read the table without
+// units, labels) that do not depend on which fields exist. pkg/gpu imports
+// only it and the signal vocabulary (pkg/signal, which a Feed names), so
+// both the exporter's side (backends, pkg/metrics) and the adapter's
+// (pkg/adapter/ingest, pkg/adapter/promsource) read the table without
 // importing each other or anything that talks to hardware.
 package gpu
 

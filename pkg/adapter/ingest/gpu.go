@@ -74,12 +74,12 @@ var gpuFields, utilField, memUsed, memFree, memReserved = func() ([]gpuField, in
 		if spec.Feed == nil {
 			continue
 		}
-		sig, ok := signalNamed(spec.Feed.Signal)
+		sig, ok := spec.Feed.Signal, spec.Feed.Signal < signal.NumSignals && spec.Feed.Signal.Source() == signal.SourceGPU
 		if spec.Feed.Agg == gpu.Part {
 			sig, ok = signal.GPUMemoryUsedBytes, slices.Contains(memoryParts, spec.Field)
 		}
 		if !ok {
-			panic("ingest: " + spec.Name + " feeds " + spec.Feed.Signal + ", which ingest does not compute")
+			panic("ingest: " + spec.Name + " feeds " + spec.Feed.Signal.String() + ", which is no GPU signal")
 		}
 		var aliases []dcgm.Alias
 		for j := range spec.DCGM {
@@ -118,16 +118,6 @@ var memoryParts = []gpu.Field{gpu.FieldFBFree, gpu.FieldFBReserved}
 var memoryFields = bit(memUsed) | bit(memFree) | bit(memReserved)
 
 func bit(i int) fieldSet { return 1 << fieldSet(i) }
-
-// signalNamed returns the signal the adapter serves as name.
-func signalNamed(name string) (signal.Signal, bool) {
-	for sig := range signal.NumSignals {
-		if sig.String() == name {
-			return sig, true
-		}
-	}
-	return 0, false
-}
 
 // family returns the family a scrape holds field i under, and the factor
 // to its 4.8 unit: the first of its names the scrape has. An exporter

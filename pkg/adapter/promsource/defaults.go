@@ -158,17 +158,17 @@ func gpuQueries(f QueryFile) {
 			if k != "" {
 				k += " * "
 			}
-			f.Pods[feed.Signal] = k + "avg by (namespace, pod) (" + podGPU(name48) + ")"
+			f.Pods[feed.Signal.Served()] = k + "avg by (namespace, pod) (" + podGPU(name48) + ")"
 			node := `max by (Hostname, UUID) (` + nodeGPU(name48) + `)`
 			if name48 == gpuUtil {
 				node = nodeUtil()
 			}
-			f.Nodes[feed.Signal] = k + "avg by (Hostname) (" + node + ")"
+			f.Nodes[feed.Signal.Served()] = k + "avg by (Hostname) (" + node + ")"
 		case gpu.Sum:
 			if k != "" {
 				k = " * " + k
 			}
-			f.Pods[feed.Signal] = "sum by (namespace, pod) (" + podGPU(name48) + ")" + k
+			f.Pods[feed.Signal.Served()] = "sum by (namespace, pod) (" + podGPU(name48) + ")" + k
 		}
 	}
 	nodeSel := func(m string) string {

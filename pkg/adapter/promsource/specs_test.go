@@ -17,12 +17,12 @@ func TestDefaultQueriesReadEveryFeed(t *testing.T) {
 		if s.Feed == nil {
 			continue
 		}
-		if _, ok := provider.MetricByName(s.Feed.Signal); !ok {
+		if _, ok := provider.MetricByName(s.Feed.Signal.Served()); !ok {
 			t.Errorf("field %s feeds %s, which the provider does not serve", s.Name, s.Feed.Signal)
 		}
-		queries := map[string]string{"pods": q.Pods[s.Feed.Signal]}
+		queries := map[string]string{"pods": q.Pods[s.Feed.Signal.Served()]}
 		if s.Feed.Agg == gpu.Mean {
-			queries["nodes"] = q.Nodes[s.Feed.Signal]
+			queries["nodes"] = q.Nodes[s.Feed.Signal.Served()]
 		}
 		for kind, text := range queries {
 			if text == "" {
