@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"net/http"
@@ -121,7 +122,13 @@ func (b *bench) hpas(ctx context.Context, n int, sync, measure time.Duration) (h
 		return r, err
 	}
 	b.log.Info("measuring the HPAs", "for", measure)
+	// A CPU profile of the first half says where the requests' CPU goes.
+	profile := make(chan error, 1)
+	go func() { profile <- b.saveProfile(ctx, "cpu-hpas.pb.gz", measure/2) }()
 	if r.WithHPAsCPU, err = cpuRate(ctx, pid, measure); err != nil {
+		return r, errors.Join(err, <-profile)
+	}
+	if err := <-profile; err != nil {
 		return r, err
 	}
 	after, err := b.snapshot(ctx, kcm)
