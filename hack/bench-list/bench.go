@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -28,7 +27,6 @@ import (
 	"github.com/gpuscale/gpuscale/internal/harness/devenv"
 	"github.com/gpuscale/gpuscale/internal/harness/localcluster"
 	"github.com/gpuscale/gpuscale/pkg/adapter/discovery"
-	"github.com/gpuscale/gpuscale/pkg/inferencesim"
 )
 
 const (
@@ -54,9 +52,8 @@ type bench struct {
 	// dir receives the adapter's heap profiles.
 	dir string
 
-	listeners []net.Listener
-	// rest is the part of every pod's exposition that is the same for all.
-	rest []byte
+	// servers serve the pods' metrics (podserver.go).
+	servers []*podServer
 }
 
 func newBench(env *devenv.Env, log *slog.Logger, window time.Duration, dir string) (*bench, error) {
@@ -72,9 +69,10 @@ func newBench(env *devenv.Env, log *slog.Logger, window time.Duration, dir strin
 }
 
 func (b *bench) close() {
-	for _, l := range b.listeners {
-		_ = l.Close()
+	for _, s := range b.servers {
+		s.stop()
 	}
+	b.servers = nil
 }
 
 // result is what one namespace size measured.
@@ -128,7 +126,7 @@ func (b *bench) measure(ctx context.Context, n int, metrics []string, requests i
 	}
 	ready := time.Since(created)
 	b.log.Info("pods Ready", "namespace", ns, "pods", n, "after", ready)
-	if err := b.serve(pods); err != nil {
+	if err := b.serve(ctx, pods); err != nil {
 		return nil, err
 	}
 	serving := time.Now()
@@ -389,29 +387,16 @@ func isReady(p *corev1.Pod) bool {
 	return false
 }
 
-// serve listens on every pod's IP and answers its scrapes with a vLLM
-// exposition: gauges fixed per pod, a TTFT histogram whose counts grow
-// with time, so that TTFT quantiles have an increase to work on, and the
-// rest of a real vLLM's families. Connections are kept alive, as vLLM's
-// server does; the adapter bounds how many it keeps.
-func (b *bench) serve(pods []corev1.Pod) error {
-	if b.rest == nil {
-		rest, err := inferencesim.BenchPodRest()
-		if err != nil {
-			return err
-		}
-		b.rest = rest
-	}
+// serve answers every pod's scrapes with a vLLM exposition: gauges fixed
+// per pod, a TTFT histogram whose counts grow with time, so that TTFT
+// quantiles have an increase to work on, and the rest of a real vLLM's
+// families (inferencesim.BenchPodHandler), from pod servers.
+func (b *bench) serve(ctx context.Context, pods []corev1.Pod) error {
+	served := make([]servedPod, len(pods))
 	for i := range pods {
-		l, err := net.Listen("tcp", net.JoinHostPort(pods[i].Status.PodIP, strconv.Itoa(metricsPort)))
-		if err != nil {
-			return fmt.Errorf("listen for pod %s: %w", pods[i].Name, err)
-		}
-		b.listeners = append(b.listeners, l)
-		srv := &http.Server{Handler: inferencesim.BenchPodHandler(i, b.start, b.rest), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: time.Minute}
-		go func() { _ = srv.Serve(l) }()
+		served[i] = servedPod{Addr: podAddr(pods[i].Status.PodIP), Index: i}
 	}
-	return nil
+	return b.servePods(ctx, served)
 }
 
 // waitFull waits until the list of the pods sel selects names all n.

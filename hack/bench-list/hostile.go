@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
-	"strconv"
 	"sync"
 	"time"
 
@@ -25,6 +23,10 @@ func hostilePod(ns, kind string, i int) *corev1.Pod {
 	return p
 }
 
+// firstRound is the first round's hostile kinds as the bench serves them:
+// redirects to a closed port, gzip bombs of 256 MiB.
+func firstRound() ([]hostile.Kind, error) { return hostile.Kinds("http://127.0.0.1:1/", 256<<20) }
+
 // createHostile creates perKind pods of every kind in ns, waits for them
 // to be Ready, and serves each kind's misbehaviour on its pod IPs.
 func (b *bench) createHostile(ctx context.Context, ns string, kinds []hostile.Kind, perKind int) error {
@@ -34,12 +36,13 @@ func (b *bench) createHostile(ctx context.Context, ns string, kinds []hostile.Ki
 			plan = append(plan, k.Name)
 		}
 	}
-	return b.createPlanned(ctx, ns, kinds, plan)
+	return b.createPlanned(ctx, ns, plan)
 }
 
 // createPlanned creates a pod of kind plan[i] for each i in ns, waits for
-// them to be Ready, and serves each pod's kind on its pod IP.
-func (b *bench) createPlanned(ctx context.Context, ns string, kinds []hostile.Kind, plan []string) error {
+// them to be Ready, and serves each pod's kind on its pod IP from pod
+// servers (podserver.go), which build the kinds by name.
+func (b *bench) createPlanned(ctx context.Context, ns string, plan []string) error {
 	if _, err := b.client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
 		return err
 	}
@@ -52,19 +55,11 @@ func (b *bench) createPlanned(ctx context.Context, ns string, kinds []hostile.Ki
 	if err != nil {
 		return err
 	}
-	byKind := make(map[string]hostile.Kind, len(kinds))
-	for _, k := range kinds {
-		byKind[k.Name] = k
+	served := make([]servedPod, len(pods))
+	for i, p := range pods {
+		served[i] = servedPod{Addr: podAddr(p.Status.PodIP), Index: i, Kind: p.Labels["hostile"]}
 	}
-	for _, p := range pods {
-		l, err := net.Listen("tcp", net.JoinHostPort(p.Status.PodIP, strconv.Itoa(metricsPort)))
-		if err != nil {
-			return fmt.Errorf("listen for pod %s: %w", p.Name, err)
-		}
-		b.listeners = append(b.listeners, l)
-		go hostile.Serve(l, byKind[p.Labels["hostile"]])
-	}
-	return nil
+	return b.servePods(ctx, served)
 }
 
 // tenantPlan is what one tenant namespace of n pods serves: four pods of

@@ -90,7 +90,7 @@ func (b *bench) hpas(ctx context.Context, n int, sync, measure time.Duration) (h
 	if err != nil {
 		return r, err
 	}
-	if err := b.serve(pods); err != nil {
+	if err := b.serve(ctx, pods); err != nil {
 		return r, err
 	}
 	if err := b.waitFull(ctx, hpaNamespace, "inference_queue_depth", "bench="+appLabel, n); err != nil {

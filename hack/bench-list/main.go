@@ -26,6 +26,13 @@ import (
 )
 
 func main() {
+	if os.Getenv(podServerEnv) == "1" {
+		if err := runPodServer(os.Stdin, os.Stdout); err != nil {
+			fmt.Fprintln(os.Stderr, "bench-list pod server:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	if err := run(); err != nil {
 		fmt.Fprintln(os.Stderr, "bench-list:", err)
 		os.Exit(1)
@@ -66,14 +73,15 @@ func run() error {
 		}
 		ns = append(ns, n)
 	}
-	// This process holds a listening socket per pod and the server side
-	// of every connection the adapter keeps alive to one
-	// (scrape.DefaultMaxIdleConns), besides its own clients' (fdSlack).
+	// The pods are served by child processes (podserver.go), which raise
+	// their own limit. The adapter, a child too, inherits this one: it
+	// keeps a connection to every pod, up to scrape.DefaultMaxIdleConns,
+	// besides its clients and informers (fdSlack).
 	pods := sum(ns)
 	if *soakFor > 0 {
 		pods = slices.Max(ns) + fleet.pods()
 	}
-	if err := raiseFileLimit(pods + min(pods, scrape.DefaultMaxIdleConns) + fdSlack); err != nil {
+	if err := raiseFileLimit(min(pods, scrape.DefaultMaxIdleConns) + fdSlack); err != nil {
 		return err
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
@@ -171,10 +179,8 @@ func sum(ns []int) int {
 	return t
 }
 
-// fdSlack is the open files the bench needs besides its pods' sockets: the
-// control plane's clients, the timed requests, logs and profiles. Under a
-// hard limit of 20,000, 9,000 pods ran and 10,000 ran out of files in
-// accept.
+// fdSlack is the open files a process needs besides its pods' sockets: the
+// control plane's clients, the timed requests, logs and profiles.
 const fdSlack = 1024
 
 // raiseFileLimit lifts RLIMIT_NOFILE to at least n (root may raise the

@@ -18,8 +18,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
-	"github.com/gpuscale/gpuscale/internal/harness/hostile"
 )
 
 // soakSample is what one look at the adapter found.
@@ -112,7 +110,7 @@ func (b *bench) soak(ctx context.Context, n int, fleet soakFleet, interval, d, s
 	if err != nil {
 		return nil, err
 	}
-	if err := b.serve(pods); err != nil {
+	if err := b.serve(ctx, pods); err != nil {
 		return nil, err
 	}
 	if err := b.waitFull(ctx, soakHealthyNS, "inference_queue_depth", "app="+appLabel, n); err != nil {
@@ -174,7 +172,7 @@ func (b *bench) soak(ctx context.Context, n int, fleet soakFleet, interval, d, s
 // createFleet creates and serves the fleet's namespaces.
 func (b *bench) createFleet(ctx context.Context, fleet soakFleet) error {
 	if fleet.HostilePerKind > 0 {
-		kinds, err := hostile.Kinds("http://127.0.0.1:1/", 256<<20)
+		kinds, err := firstRound()
 		if err != nil {
 			return err
 		}
@@ -185,9 +183,8 @@ func (b *bench) createFleet(ctx context.Context, fleet soakFleet) error {
 			return err
 		}
 	}
-	tenants := hostile.TenantKinds()
 	for i := range fleet.TenantNamespaces {
-		if err := b.createPlanned(ctx, fmt.Sprint(soakTenantNS, i), tenants, tenantPlan(fleet.TenantPods)); err != nil {
+		if err := b.createPlanned(ctx, fmt.Sprint(soakTenantNS, i), tenantPlan(fleet.TenantPods)); err != nil {
 			return err
 		}
 		b.log.Info("tenant namespace served", "namespace", fmt.Sprint(soakTenantNS, i), "pods", fleet.TenantPods)
@@ -197,7 +194,7 @@ func (b *bench) createFleet(ctx context.Context, fleet soakFleet) error {
 		for i := range plan {
 			plan[i] = "hang-after-answer"
 		}
-		if err := b.createPlanned(ctx, soakHangNS, tenants, plan); err != nil {
+		if err := b.createPlanned(ctx, soakHangNS, plan); err != nil {
 			return err
 		}
 	}
