@@ -54,6 +54,9 @@ type bench struct {
 
 	// servers serve the pods' metrics (podserver.go).
 	servers []*podServer
+	// memLimit is the adapter's memory cgroup's limit, 0 if it has none
+	// (--adapter-memory-limit).
+	memLimit int64
 }
 
 func newBench(env *devenv.Env, log *slog.Logger, window time.Duration, dir string) (*bench, error) {

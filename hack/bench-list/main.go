@@ -21,6 +21,9 @@ import (
 	"syscall"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/resource"
+	"sigs.k8s.io/yaml"
+
 	"github.com/gpuscale/gpuscale/internal/harness/devenv"
 	"github.com/gpuscale/gpuscale/pkg/adapter/scrape"
 )
@@ -47,6 +50,7 @@ func run() error {
 		interval = flag.Duration("scrape-interval", 30*time.Second, "The adapter's --scrape-interval: long, so that scrape cycles disturb the timed requests little.")
 		window   = flag.Duration("window", 2*time.Minute, "How long the timed requests wait for the adapter's history of every pod (its --ttft-window of samples) to fill.")
 		adEnv    = flag.String("adapter-env", "", "Comma-separated NAME=value environment of the adapter, e.g. GOMEMLIMIT=270MiB.")
+		adMem    = flag.String("adapter-memory-limit", "", "Run the adapter in a memory cgroup of its own with this limit (a quantity, e.g. 512Mi, or \"chart\" for the chart's adapter.resources.limits.memory), as its container is limited: the kernel kills it past the limit, and it sets its Go soft limit from it. Needs root and a writable cgroup file system.")
 		adBin    = flag.String("adapter-binary", "", "An adapter binary to measure instead of building this tree's, e.g. another branch's for a before/after.")
 		out      = flag.String("out", "_output/bench-list", "Directory for the environment's logs and report.md.")
 		soakFor  = flag.Duration("soak", 0, "Instead of timing lists, keep the largest --pods size and a hostile fleet scraped this long, and report the adapter's memory, scrape cycles and the healthy pods' staleness (make soak).")
@@ -110,8 +114,13 @@ func run() error {
 	if *kcmArgs != "" {
 		cmArgs = strings.Split(*kcmArgs, ",")
 	}
+	memLimit, err := adapterMemoryLimit(*adMem)
+	if err != nil {
+		return err
+	}
 	env, err := devenv.Up(ctx, devenv.Options{Dir: filepath.Join(dir, "env"), Nodes: 1, Logger: log, AdapterEnv: adapterEnv, AdapterBinary: *adBin,
-		HPASyncPeriod: *hpaSync, ControllerManagerArgs: cmArgs,
+		AdapterMemoryLimit: memLimit,
+		HPASyncPeriod:      *hpaSync, ControllerManagerArgs: cmArgs,
 		AdapterArgs: []string{"--scrape-interval=" + interval.String(), "--max-staleness=" + staleness.String(),
 			"--ttft-window=" + ttft.String(),
 			// Each size is one namespace, past the default per-namespace cap.
@@ -126,6 +135,7 @@ func run() error {
 		return err
 	}
 	defer b.close()
+	b.memLimit = memLimit
 	if *soakFor > 0 {
 		rep, err := b.soak(ctx, slices.Max(ns), fleet, *interval, *soakFor, 10*time.Second)
 		if err != nil {
@@ -169,6 +179,44 @@ func run() error {
 	}
 	fmt.Println("report:", report)
 	return nil
+}
+
+// chartValues is the chart's values file, relative to the module's root
+// (make runs this from there).
+const chartValues = "deploy/helm/gpuscale/values.yaml"
+
+// adapterMemoryLimit is the --adapter-memory-limit flag in bytes: 0 for
+// none, the chart's adapter limit for "chart".
+func adapterMemoryLimit(flag string) (int64, error) {
+	if flag == "" {
+		return 0, nil
+	}
+	if flag == "chart" {
+		raw, err := os.ReadFile(chartValues)
+		if err != nil {
+			return 0, fmt.Errorf("--adapter-memory-limit=chart: %w", err)
+		}
+		var values struct {
+			Adapter struct {
+				Resources struct {
+					Limits struct {
+						Memory string `json:"memory"`
+					} `json:"limits"`
+				} `json:"resources"`
+			} `json:"adapter"`
+		}
+		if err := yaml.Unmarshal(raw, &values); err != nil {
+			return 0, fmt.Errorf("--adapter-memory-limit=chart: %s: %w", chartValues, err)
+		}
+		if flag = values.Adapter.Resources.Limits.Memory; flag == "" {
+			return 0, fmt.Errorf("--adapter-memory-limit=chart: %s sets no adapter.resources.limits.memory", chartValues)
+		}
+	}
+	q, err := resource.ParseQuantity(flag)
+	if err != nil || q.Value() <= 0 {
+		return 0, fmt.Errorf("--adapter-memory-limit: %q is not a memory size: %v", flag, err)
+	}
+	return q.Value(), nil
 }
 
 func sum(ns []int) int {

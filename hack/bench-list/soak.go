@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"os"
@@ -81,6 +82,10 @@ type soakReport struct {
 	// lists named; HostileMax is the largest value served for a hostile pod.
 	HealthyListed, HostileListed int
 	HostileMax                   float64
+	// MemoryLimit is the adapter's memory cgroup's limit (0: none),
+	// MemoryPeak the most the cgroup held and OOMKills how often the
+	// kernel killed the adapter for passing the limit.
+	MemoryLimit, MemoryPeak, OOMKills int64
 }
 
 const (
@@ -136,7 +141,7 @@ func (b *bench) soak(ctx context.Context, n int, fleet soakFleet, interval, d, s
 	for {
 		s, err := b.lookAtAdapter(ctx, start)
 		if err != nil {
-			return nil, err
+			return nil, errors.Join(err, b.killedForMemory())
 		}
 		if fleet.TenantNamespaces > 0 {
 			if s.CapacityHostile, err = b.capacityRead(ctx, soakTenantNS+"0", "m"); err != nil {
@@ -159,6 +164,12 @@ func (b *bench) soak(ctx context.Context, n int, fleet soakFleet, interval, d, s
 		case <-tick.C:
 		}
 	}
+	if b.memLimit > 0 {
+		rep.MemoryLimit = b.memLimit
+		if rep.MemoryPeak, rep.OOMKills, err = b.env.AdapterMemory(); err != nil {
+			return nil, err
+		}
+	}
 	rep.CycleP99 = bucketQuantile(0.99, rep.Samples[0].cycleBuckets, rep.Samples[len(rep.Samples)-1].cycleBuckets)
 	if rep.HealthyListed, _, err = b.listValues(ctx, soakHealthyNS); err != nil {
 		return nil, err
@@ -167,6 +178,19 @@ func (b *bench) soak(ctx context.Context, n int, fleet soakFleet, interval, d, s
 		return nil, err
 	}
 	return rep, nil
+}
+
+// killedForMemory says whether the kernel killed the adapter for passing
+// its memory limit: the reason a look at it failed, if so.
+func (b *bench) killedForMemory() error {
+	if b.memLimit == 0 {
+		return nil
+	}
+	_, kills, err := b.env.AdapterMemory()
+	if err != nil || kills == 0 {
+		return err
+	}
+	return fmt.Errorf("the kernel killed the adapter %d times for passing its memory limit of %d MiB", kills, b.memLimit>>20)
 }
 
 // createFleet creates and serves the fleet's namespaces.
@@ -354,6 +378,10 @@ func (r *soakReport) write(dir string) (string, error) {
 		"(in %v, RSS %.0f MiB after). Load average when it ended: %s.\n\n",
 		r.Interval, r.For/time.Duration(max(1, len(r.Samples)-1)), len(r.Samples), r.Fleet.HostilePerKind,
 		r.Fleet.TenantNamespaces, r.Fleet.TenantPods, r.Fleet.HangAfterAnswer, r.Fleet.Selectors, r.SelectorFlood.Round(time.Second), r.SelectorFloodRSS, loadAverage())
+	if r.MemoryLimit > 0 {
+		fmt.Fprintf(&md, "The adapter ran in a memory cgroup limited to %d MiB, as its container is: the cgroup's peak was %.0f MiB (RSS and the page cache charged to it), with %d OOM kills.\n\n",
+			r.MemoryLimit>>20, float64(r.MemoryPeak)/(1<<20), r.OOMKills)
+	}
 	fmt.Fprintf(&md, "| peak RSS | worst healthy staleness | scrape cycles | cycle mean | cycle p99 (bucket bound) | healthy pods listed | hostile pods listed | largest hostile value served |\n|---|---|---|---|---|---|---|---|\n")
 	fmt.Fprintf(&md, "| %.0f MiB | %v | %d | %.2f s | <= %g s | %d of %d | %d of %d | %g |\n\n", peakRSS, worst.Round(100*time.Millisecond), cycles, mean, r.CycleP99,
 		r.HealthyListed, r.Healthy, r.HostileListed, r.Hostile, r.HostileMax)

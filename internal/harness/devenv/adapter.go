@@ -74,7 +74,19 @@ func (e *Env) StartAdapterWith(ctx context.Context, extraArgs []string) error {
 		"--exporter-selector=" + exporterLabel + "=" + ExporterName,
 		"--exporter-namespace=" + Namespace, "--exporter-daemonset=" + ExporterName,
 	}, append(tlsArgs, extraArgs...)...)
-	p, err := childproc.Start("adapter", e.opts.AdapterBinary, args, e.opts.AdapterEnv, logPath, nil)
+	bin := e.opts.AdapterBinary
+	if e.opts.AdapterMemoryLimit > 0 {
+		cg, err := newMemoryCgroup(fmt.Sprintf("gpuscale-adapter-%d-%d", os.Getpid(), e.adapterPort), e.opts.AdapterMemoryLimit)
+		if err != nil {
+			return err
+		}
+		e.adapterMem = cg
+		// The shell joins the cgroup and becomes the adapter, so that the
+		// adapter reads its limit from its first instruction on.
+		args = append([]string{"-c", `echo $$ > "$0" && exec "$@"`, cg.procsFile(), bin}, args...)
+		bin = "/bin/sh"
+	}
+	p, err := childproc.Start("adapter", bin, args, e.opts.AdapterEnv, logPath, nil)
 	if err != nil {
 		return fmt.Errorf("devenv: adapter: %w", err)
 	}
@@ -94,13 +106,29 @@ func (e *Env) AdapterPID() int {
 	return e.adapter.Pid()
 }
 
+// AdapterMemory is the most memory the adapter's cgroup has held and how
+// many times the kernel killed the adapter for passing its limit, with
+// Options.AdapterMemoryLimit set.
+func (e *Env) AdapterMemory() (peakBytes, oomKills int64, err error) {
+	if e.adapterMem == nil {
+		return 0, 0, errors.New("devenv: the adapter has no memory limit of its own (Options.AdapterMemoryLimit)")
+	}
+	peak, err1 := e.adapterMem.Peak()
+	kills, err2 := e.adapterMem.OOMKills()
+	return peak, kills, errors.Join(err1, err2)
+}
+
 // StopAdapter stops the adapter (SIGTERM, then SIGKILL after 5s).
 func (e *Env) StopAdapter() error {
-	if e.adapter == nil {
-		return nil
+	var err error
+	if e.adapter != nil {
+		err = e.adapter.Stop()
+		e.adapter = nil
 	}
-	err := e.adapter.Stop()
-	e.adapter = nil
+	if e.adapterMem != nil {
+		err = errors.Join(err, e.adapterMem.remove())
+		e.adapterMem = nil
+	}
 	return err
 }
 

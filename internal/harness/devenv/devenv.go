@@ -69,6 +69,10 @@ type Options struct {
 	// AdapterEnv are extra NAME=value environment variables of the
 	// adapter (GOMEMLIMIT, say), on top of this process's.
 	AdapterEnv []string
+	// AdapterMemoryLimit, if not zero, runs the adapter in a memory cgroup
+	// of its own limited to this many bytes, as the chart's
+	// resources.limits.memory limits its container (root only).
+	AdapterMemoryLimit int64
 	// HPASyncPeriod is the HPA controller's sync period (default 5s).
 	HPASyncPeriod time.Duration
 	// ControllerManagerArgs are extra kube-controller-manager flags.
@@ -91,6 +95,7 @@ type Env struct {
 	log         *slog.Logger
 	root        string
 	adapter     *childproc.Process
+	adapterMem  *memoryCgroup
 	worldStop   context.CancelFunc
 	worldDone   chan error
 }
@@ -180,11 +185,7 @@ func Up(ctx context.Context, o Options) (env *Env, err error) {
 
 // Down stops the adapter, the world and the control plane.
 func (e *Env) Down() error {
-	var errs []error
-	if e.adapter != nil {
-		errs = append(errs, e.adapter.Stop())
-		e.adapter = nil
-	}
+	errs := []error{e.StopAdapter()}
 	if e.worldStop != nil {
 		e.worldStop()
 		<-e.worldDone
