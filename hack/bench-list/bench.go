@@ -226,13 +226,18 @@ func (b *bench) time(ctx context.Context, ns string, r *result) error {
 	if r.AdapterHeapMiB, err = b.adapterHeapMiB(ctx); err != nil {
 		return err
 	}
-	// What holds the heap, for `go tool pprof`, and where the rest of the
-	// resident memory is (the MemStats that close the text profile).
+	return b.saveHeapProfile(ctx, fmt.Sprintf("heap-%d-%s.pb.gz", r.Pods, r.Metric))
+}
+
+// saveHeapProfile writes what holds the adapter's heap, for `go tool
+// pprof`, to name in the output directory, and where the rest of its
+// resident memory is (the MemStats that close the text profile) beside it.
+func (b *bench) saveHeapProfile(ctx context.Context, name string) error {
 	prof, err := b.adapterGet(ctx, "/debug/pprof/heap")
 	if err != nil {
 		return err
 	}
-	if err := os.WriteFile(filepath.Join(b.dir, fmt.Sprintf("heap-%d-%s.pb.gz", r.Pods, r.Metric)), prof, 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(b.dir, name), prof, 0o644); err != nil {
 		return err
 	}
 	text, err := b.adapterGet(ctx, "/debug/pprof/heap?debug=1")
@@ -240,7 +245,7 @@ func (b *bench) time(ctx context.Context, ns string, r *result) error {
 		return err
 	}
 	_, stats, _ := bytes.Cut(text, []byte("\n# runtime.MemStats\n"))
-	return os.WriteFile(filepath.Join(b.dir, fmt.Sprintf("memstats-%d-%s.txt", r.Pods, r.Metric)), stats, 0o644)
+	return os.WriteFile(filepath.Join(b.dir, strings.TrimSuffix(name, ".pb.gz")+".memstats.txt"), stats, 0o644)
 }
 
 // adapterGet fetches a path of the adapter's own server as the cluster's

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -150,6 +151,12 @@ func (b *bench) soak(ctx context.Context, n int, fleet soakFleet, interval, d, s
 		}
 		if s.CapacityHealthy, err = b.capacityRead(ctx, soakHealthyNS, "llama"); err != nil {
 			return nil, err
+		}
+		// What holds the heap when the adapter is at its largest.
+		if len(rep.Samples) == 0 || s.RSSMiB > slices.MaxFunc(rep.Samples, func(a, b soakSample) int { return cmp.Compare(a.RSSMiB, b.RSSMiB) }).RSSMiB {
+			if err := b.saveHeapProfile(ctx, "heap-soak-peak.pb.gz"); err != nil {
+				return nil, err
+			}
 		}
 		rep.Samples = append(rep.Samples, s)
 		b.log.Info("soak", "at", s.At.Round(time.Second), "rssMiB", math.Round(s.RSSMiB), "heapMiB", math.Round(s.HeapMiB),

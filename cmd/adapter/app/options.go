@@ -134,7 +134,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.ScrapeInterval, "scrape-interval", o.ScrapeInterval, "How often every target is scraped.")
 	fs.DurationVar(&o.ScrapeTimeout, "scrape-timeout", o.ScrapeTimeout, "Deadline of one target scrape (default: 80% of --scrape-interval, at most 10s).")
 	fs.IntVar(&o.ScrapeWorkers, "scrape-workers", o.ScrapeWorkers, "Targets scraped concurrently.")
-	fs.IntVar(&o.MaxIdleConns, "scrape-max-idle-conns", o.MaxIdleConns, "Connections to targets kept alive between scrapes, over all targets (about 19 KiB each); beyond as many targets, scrapes reconnect.")
+	fs.IntVar(&o.MaxIdleConns, "scrape-max-idle-conns", o.MaxIdleConns, "Connections to targets kept alive between scrapes, over all targets; beyond as many targets, scrapes reconnect. Each costs the kernel about 4 KiB of the container's memory, which the Go memory limit (--memory-limit-ratio) leaves out.")
 	fs.Int64Var(&o.MaxScrapeBytes, "max-scrape-bytes", o.MaxScrapeBytes, "Largest accepted response body of one target, after decompression.")
 	fs.Int64Var(&o.MaxInflightBytes, "scrape-max-inflight-bytes", o.MaxInflightBytes, "Estimated memory all scrapes may hold parsed at once; half is split evenly among --scrape-workers, half shared. A scrape that needs more than it can get fails with reason limit (docs/performance.md).")
 	fs.DurationVar(&o.MaxStaleness, "max-staleness", o.MaxStaleness, "Age past which a pod's newest sample gives no value (default: three scrape intervals).")

@@ -53,7 +53,7 @@ func (a *Adapter) Run(ctx context.Context) error {
 	if log == nil {
 		log = slog.Default()
 	}
-	setMemoryLimit(ctx, o.MemoryLimitRatio, memlimit.FromCgroup, log)
+	setMemoryLimit(ctx, o.MemoryLimitRatio, keptConnReserve(o), memlimit.FromCgroup, log)
 
 	factory, err := a.Informers()
 	if err != nil {

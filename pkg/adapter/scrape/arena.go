@@ -60,10 +60,19 @@ func (s *slab[T]) reset() {
 	s.n = 0
 }
 
-// maxInterned bounds a worker's interned strings (label names and values,
-// family names and help texts, which repeat from scrape to scrape): past
-// it they are forgotten and interned afresh.
-const maxInterned = 4096
+// A worker interns the strings that repeat from scrape to scrape (label
+// names and values, family names, help texts), at most maxInterned of
+// them and maxInternedBytes in all: past either bound they are forgotten
+// and interned afresh. Strings longer than maxInternLen are not interned:
+// they rarely repeat, and a hostile target's long label values (1,800
+// model names of 2,000 bytes, within every per-scrape limit) would
+// otherwise stay in every worker's table for the rest of the cycle, up to
+// 64 workers x 4,096 x the label value cap.
+const (
+	maxInterned      = 4096
+	maxInternedBytes = 128 << 10
+	maxInternLen     = 128
+)
 
 // arena holds everything one worker's text scrape parses into: the
 // families, their metrics, labels and values. It is reset once the
@@ -88,6 +97,8 @@ type arena struct {
 	bucketPtrs slab[*dto.Bucket]
 
 	interned map[string]string
+	// internedBytes is the length of the interned strings.
+	internedBytes int
 	out      map[string]*dto.MetricFamily
 	// hist finds a histogram's metric by its family and labels.
 	hist map[string]*dto.Metric
@@ -137,14 +148,19 @@ func (a *arena) resetParse() {
 // intern returns b as a string, the same string for the same bytes while
 // it is remembered.
 func (a *arena) intern(b []byte) string {
+	if len(b) > maxInternLen {
+		return string(b)
+	}
 	if s, ok := a.interned[string(b)]; ok {
 		return s
 	}
-	if len(a.interned) >= maxInterned {
+	if len(a.interned) >= maxInterned || a.internedBytes+len(b) > maxInternedBytes {
 		clear(a.interned)
+		a.internedBytes = 0
 	}
 	s := string(b)
 	a.interned[s] = s
+	a.internedBytes += len(s)
 	return s
 }
 
