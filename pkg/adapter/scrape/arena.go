@@ -99,7 +99,7 @@ type arena struct {
 	interned map[string]string
 	// internedBytes is the length of the interned strings.
 	internedBytes int
-	out      map[string]*dto.MetricFamily
+	out           map[string]*dto.MetricFamily
 	// hist finds a histogram's metric by its family and labels.
 	hist map[string]*dto.Metric
 	// text is the selected lines of the scrape, which the parser reads.
