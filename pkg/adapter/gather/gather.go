@@ -71,6 +71,9 @@ type Gatherer struct {
 	problems map[string]bool
 	// placed is where the pods of the current cycle run (trust.go).
 	placed atomic.Pointer[placement]
+	// lastStart is when the previous cycle started: a target with no
+	// success since was left out of it (order). Cycles never overlap.
+	lastStart time.Time
 }
 
 // New returns a Gatherer. Its metrics are registered on cfg.Registerer.
@@ -180,7 +183,8 @@ func (g *Gatherer) Cycle(ctx context.Context) {
 			st[i].Authorization = exporterAuth
 		}
 	}
-	g.order(st, byKey)
+	g.order(st, byKey, g.lastStart)
+	g.lastStart = start
 	g.cfg.Scraper.Cycle(ctx, st, func(r scrape.Result) {
 		if t, ok := byKey[r.Target.Key]; ok {
 			g.ingest(t, r)

@@ -1,6 +1,7 @@
 package gather
 
 import (
+	"cmp"
 	"slices"
 	"time"
 
@@ -102,19 +103,29 @@ func (tt *target) lane() scrape.Health {
 func (g *Gatherer) heldAWorker(r scrape.Result) bool { return r.Duration >= g.minPatience() }
 
 // order sorts targets as the scraper is to take each lane: fewest
-// failures in a row first, then the longest record of answers (by powers
-// of two), then quick ones (under a tenth, then under all of the least
-// patience, then the rest), keeping the discovery order among equals.
-func (g *Gatherer) order(st []scrape.Target, byKey map[string]*target) {
+// failures in a row first; then those with no success since the previous
+// cycle started (lastStart), which its deadline left out, oldest sample
+// first; then the longest
+// record of answers (by powers of two), then quick ones (under a tenth,
+// then under all of the least patience, then the rest); then the one whose
+// newest sample is oldest. The left-out ones come first because with more
+// targets than the workers can take in an interval, the record and
+// speed would otherwise leave out the same targets cycle after cycle
+// while the others' records grow; a hanging target can jump the queue so
+// only once, since its first hang makes it a failure.
+func (g *Gatherer) order(st []scrape.Target, byKey map[string]*target, lastStart time.Time) {
 	type ranked struct {
 		failed, record, speed int
+		leftOut               bool  // no success since lastStart
+		last                  int64 // lastSuccess
 		t                     scrape.Target
 	}
 	least := g.minPatience()
 	rs := make([]ranked, len(st))
 	for i, t := range st {
 		tt := byKey[t.Key]
-		r := ranked{failed: int(tt.failed.Load()), t: t}
+		last := tt.lastSuccess.Load()
+		r := ranked{failed: int(tt.failed.Load()), last: last, leftOut: last != 0 && !lastStart.IsZero() && last < lastStart.UnixNano(), t: t}
 		switch typical := time.Duration(tt.typical.Load()); {
 		case typical >= least:
 			r.speed = 2
@@ -130,10 +141,21 @@ func (g *Gatherer) order(st []scrape.Target, byKey map[string]*target) {
 		if a.failed != b.failed {
 			return a.failed - b.failed
 		}
+		switch {
+		case a.leftOut && b.leftOut:
+			return cmp.Compare(a.last, b.last)
+		case a.leftOut:
+			return -1
+		case b.leftOut:
+			return 1
+		}
 		if a.record != b.record {
 			return a.record - b.record
 		}
-		return a.speed - b.speed
+		if a.speed != b.speed {
+			return a.speed - b.speed
+		}
+		return cmp.Compare(a.last, b.last)
 	})
 	for i, r := range rs {
 		st[i] = r.t

@@ -4,7 +4,6 @@ import (
 	"context"
 	"math/rand/v2"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	dto "github.com/prometheus/client_model/go"
@@ -66,83 +65,121 @@ type Result struct {
 //
 // Each scrape has its own Config.Timeout, so a slow or broken target delays
 // nothing but its own result. So that broken targets cannot delay the
-// others' either, targets are scraped healthy first, then unknown ones, then
-// suspect ones (HealthDown) in random order, of which no more than
-// Config.SuspectWorkers are scraped at once: however many targets never
-// answer, the healthy ones are all started as soon as there are workers
-// for them. The cycle ends at Config.CycleTimeout (or ctx's deadline): scrapes
-// in flight are aborted and targets not yet started reported at once, with
-// ReasonCycleDeadline. When ctx is cancelled they are, with a "canceled" Err.
-// Cycle returns once sink has been called for every target.
+// others' either, targets are taken from three lanes. Healthy ones come
+// first, in the order given. Unknown ones (new, or being retried) are
+// taken beside them, but no more than Config.SuspectWorkers at once, so
+// that a new pod gets its first scrape and a pod with one failure its
+// retry even when the healthy targets fill the cycle; once the healthy
+// lane is empty they have every worker. Suspect ones (HealthDown) come
+// last, in random order, no more than Config.SuspectWorkers at once:
+// however many targets never answer, the healthy ones are all started as
+// soon as there are workers for them. The cycle ends at
+// Config.CycleTimeout (or ctx's deadline): scrapes in flight are aborted
+// and targets not yet started reported at once, with ReasonCycleDeadline.
+// When ctx is cancelled they are, with a "canceled" Err. Cycle returns
+// once sink has been called for every target.
 func (s *Scraper) Cycle(ctx context.Context, targets []Target, sink func(Result)) {
 	if s.cfg.CycleTimeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, s.cfg.CycleTimeout)
 		defer cancel()
 	}
-	var (
-		order    = schedule(targets)
-		next     atomic.Int64 // index in order of the next target to claim
-		suspects = make(chan struct{}, s.cfg.SuspectWorkers)
-		wg       sync.WaitGroup
-	)
-	workers := min(s.cfg.Workers, len(targets))
-	for range workers {
+	q := newLanes(targets, s.cfg.SuspectWorkers)
+	var wg sync.WaitGroup
+	for range min(s.cfg.Workers, len(targets)) {
 		wg.Go(func() {
 			l := s.budget.lease(s.budget.share)
 			a, x := newArena(), newExchange()
 			for {
-				i := next.Add(1) - 1
-				if i >= int64(len(order)) {
+				i, release, ok := q.next(ctx)
+				if !ok {
 					return
 				}
-				t := targets[order[i]]
-				slot := false
-				if t.Health == HealthDown {
-					select {
-					case suspects <- struct{}{}:
-						slot = true
-					case <-ctx.Done():
-						// Reported at once below, without a slot.
-					}
-				}
-				sink(s.scrapeTarget(ctx, t, l, a, x))
+				sink(s.scrapeTarget(ctx, targets[i], l, a, x))
 				l.release()
 				a.reset()
-				if slot {
-					<-suspects
-				}
+				release()
 			}
 		})
 	}
 	wg.Wait()
 }
 
-// schedule returns the order in which to scrape targets: healthy, unknown,
-// then suspect ones shuffled, so that those a cycle's deadline leaves out
-// are not the same every time.
-func schedule(targets []Target) []int {
-	order := make([]int, 0, len(targets))
-	for _, h := range []Health{HealthUp, HealthUnknown} {
-		for i, t := range targets {
-			if t.Health == h {
-				order = append(order, i)
-			}
-		}
-	}
-	down := len(order)
+// lanes hands out a cycle's targets, each once, lane by lane (see Cycle).
+type lanes struct {
+	mu                sync.Mutex
+	up, unknown, down []int // indices into the targets, in order
+	// unknownSlots and suspectSlots bound the unknown and suspect
+	// targets in flight.
+	unknownSlots, suspectSlots chan struct{}
+}
+
+func newLanes(targets []Target, slots int) *lanes {
+	q := &lanes{unknownSlots: make(chan struct{}, slots), suspectSlots: make(chan struct{}, slots)}
 	for i, t := range targets {
-		if t.Health != HealthUp && t.Health != HealthUnknown {
-			order = append(order, i)
+		switch t.Health {
+		case HealthUp:
+			q.up = append(q.up, i)
+		case HealthUnknown:
+			q.unknown = append(q.unknown, i)
+		default:
+			q.down = append(q.down, i)
 		}
 	}
-	rest := order[down:]
-	rand.Shuffle(len(rest), func(i, j int) { rest[i], rest[j] = rest[j], rest[i] })
-	return order
+	// Shuffled, so that those a cycle's deadline leaves out are not the
+	// same every time.
+	rand.Shuffle(len(q.down), func(i, j int) { q.down[i], q.down[j] = q.down[j], q.down[i] })
+	return q
+}
+
+// next claims the next target to scrape, and returns the function that
+// frees its slot once it is scraped; false when none are left. A worker
+// waiting for a suspect slot is released by ctx's end, and then reports
+// the target at once (Cycle's deadline).
+func (q *lanes) next(ctx context.Context) (int, func(), bool) {
+	q.mu.Lock()
+	if len(q.unknown) > 0 {
+		if len(q.up) == 0 { // the healthy lane is done: every worker may help
+			i := pop(&q.unknown)
+			q.mu.Unlock()
+			return i, func() {}, true
+		}
+		select {
+		case q.unknownSlots <- struct{}{}:
+			i := pop(&q.unknown)
+			q.mu.Unlock()
+			return i, func() { <-q.unknownSlots }, true
+		default:
+		}
+	}
+	if len(q.up) > 0 {
+		i := pop(&q.up)
+		q.mu.Unlock()
+		return i, func() {}, true
+	}
+	if len(q.down) == 0 {
+		q.mu.Unlock()
+		return 0, nil, false
+	}
+	i := pop(&q.down)
+	q.mu.Unlock()
+	select {
+	case q.suspectSlots <- struct{}{}:
+		return i, func() { <-q.suspectSlots }, true
+	case <-ctx.Done():
+		return i, func() {}, true // reported at once, without a slot
+	}
 }
 
 func (s *Scraper) scrapeTarget(ctx context.Context, t Target, l *lease, a *arena, x *exchange) Result {
 	start := s.cfg.Clock.Now()
 	fams, err := s.scrape(ctx, t.URL, t.Families, l, a, x, t.Authorization, t.Timeout)
 	return Result{Target: t, Families: fams, Time: start, Duration: s.cfg.Clock.Since(start), Err: err}
+}
+
+// pop takes the first index off a lane.
+func pop(lane *[]int) int {
+	i := (*lane)[0]
+	*lane = (*lane)[1:]
+	return i
 }

@@ -490,3 +490,47 @@ func TestCycleStampsResultsByItsClock(t *testing.T) {
 		}
 	}
 }
+
+// TestCycleUnknownTargetsBesideAFullHealthyLane: when the healthy lane
+// alone fills the cycle (healthy targets that hang until its deadline),
+// unknown targets (new pods, retried ones) are still scraped, a few
+// workers at a time beside it; before, they waited for the healthy lane
+// to empty, and a pod that failed once under load was never retried.
+func TestCycleUnknownTargetsBesideAFullHealthyLane(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.Contains(r.URL.Path, "/hang") {
+			<-r.Context().Done()
+			return
+		}
+		_, _ = w.Write([]byte("up 1\n"))
+	}))
+	t.Cleanup(srv.Close)
+	hang := targets(srv.URL, 20, "hang")
+	for i := range hang {
+		hang[i].Health = HealthUp
+	}
+	ts := append(hang, targets(srv.URL, 3, "new")...)
+	s := New(Config{Timeout: 10 * time.Second, CycleTimeout: 300 * time.Millisecond, Workers: 4, SuspectWorkers: 1})
+	var (
+		mu      sync.Mutex
+		results []Result
+	)
+	s.Cycle(t.Context(), ts, func(r Result) {
+		mu.Lock()
+		results = append(results, r)
+		mu.Unlock()
+	})
+	checkOncePerTarget(t, ts, results)
+	untried := 0
+	for _, r := range results {
+		switch {
+		case strings.HasPrefix(r.Target.Key, "new") && r.Err != nil:
+			t.Errorf("%s: %v, want scraped beside the healthy lane", r.Target.Key, r.Err)
+		case strings.HasPrefix(r.Target.Key, "hang") && Reason(r.Err) == ReasonCycleDeadline && r.Duration < 100*time.Millisecond:
+			untried++
+		}
+	}
+	if untried == 0 {
+		t.Error("every healthy target was started: the healthy lane did not fill the cycle, and the test proves nothing")
+	}
+}
