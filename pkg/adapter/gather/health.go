@@ -23,13 +23,17 @@ import (
 //     first, then the quickest, so a pod that has answered for hours is not
 //     queued behind ones that answered once;
 //   - a target that hangs, or is still in flight when the cycle ends, is
-//     suspect from then on. One that answered before is retried twice after
-//     the healthy targets, fewest failures and longest record first, with
-//     retryPatience times its patience, so that a healthy pod that missed
-//     its patience (a busy adapter, a garbage collection) is back at the
-//     next cycle; failing a third time, it is among the suspects, which the
+//     suspect from then on. One that answered before is retried twice as
+//     an unknown one, which the scraper takes beside the healthy targets
+//     with a quarter of the workers at most, fewest failures and longest
+//     record first, with retryPatience times its patience, so that a
+//     healthy pod that missed its patience (a busy adapter, a garbage
+//     collection) is back at the next cycle even when the healthy targets
+//     fill it; failing a third time, it is among the suspects, which the
 //     scraper scrapes last, a quarter of the workers at a time, in random
-//     order, with the full timeout.
+//     order, with the full timeout;
+//   - when the workers cannot take every target in an interval, those the
+//     deadline left out go first in the next cycle (order).
 const (
 	// patienceFactor bounds how much slower than its recent scrapes a
 	// healthy target may answer: generous, since a loaded adapter or pod
