@@ -367,6 +367,16 @@ func (p *Provider) workloadPods(gr schema.GroupResource, name types.NamespacedNa
 		selector = labels.Everything()
 		ref = custom_metrics.ObjectReference{APIVersion: "v1", Kind: "Namespace", Name: ns}
 	}
+	// A workload's pods come from the provider's own index of the pods'
+	// labels: listing them from the informer cache matches the selector
+	// against every pod of the namespace, and with 1,000 Deployments in
+	// one namespace that was a fifth of the adapter's CPU under their
+	// HPAs.
+	if gr != namespacesResource {
+		if pods, ok := p.sets.matching(ns, selector); ok {
+			return pods, ref, nil
+		}
+	}
 	pods, err := p.cfg.Pods.Pods(ns).List(selector)
 	return pods, ref, err
 }
