@@ -2,6 +2,7 @@ package provider_test
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"testing"
 	"time"
@@ -69,6 +70,12 @@ func TestWorkloadReadsFollowPodChanges(t *testing.T) {
 	for i, name := range []string{"a1", "a2", "b1", "b2", "d1", "d2", "p1", "x1", "x2"} {
 		f.put("ml", name, signal.SourceInference, t0, "m", map[signal.Signal]float64{signal.QueueDepth: float64(int(1) << i)}, nil)
 	}
+	// Pods of other workloads, so that a label's pods are few among the
+	// namespace's, as with 1,000 Deployments in one, and are found
+	// through the label rather than by a pass over all.
+	for i := range 32 {
+		f.addPod("ml", fmt.Sprint("filler-", i), true, lbl("app", fmt.Sprint("filler-", i)))
+	}
 	f.addPod("ml", "a1", true, lbl("app", "a", "pod-template-hash", "1"))
 	f.addPod("ml", "b1", true, lbl("app", "b", "pod-template-hash", "1"))
 	f.addPod("ml", "d1", true, lbl("app", "d", "role", "decode"))
@@ -127,7 +134,7 @@ func TestWorkloadReadsFollowPodChanges(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	selectors["everything"] = labels.Everything()
+	selectors["app=filler-0"] = labels.SelectorFromSet(map[string]string{"app": "filler-0"})
 	for _, st := range steps {
 		for _, sel := range selectors {
 			listed(t, f.p, "ml", sel) // remember the lists before the change

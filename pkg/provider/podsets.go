@@ -33,11 +33,19 @@ type PodSet struct {
 	gen     uint64
 	dep     labelPair
 	byLabel bool
-	memo    sync.Map
-	// used is when it was last handed out (podSets' clock), and cost
-	// what keeping it is taken to cost (podSetCost), while it is kept.
-	used uint64
-	cost int64
+	// src is the generation gen was read from (nil when neither the
+	// namespace's pods nor the label's existed): checking it is a
+	// pointer read, where looking it up again cost most of evicting a set
+	// among 1,024. A table or label dropped moves its generation on first,
+	// so a set of one never looks current.
+	src  *generation
+	memo sync.Map
+	// While it is kept: key is its key, cost what keeping it is taken to
+	// cost (podSetCost), and newer and older its neighbours in the order
+	// of use, [all] among all sets and [inNS] among its namespace's.
+	key          podSetKey
+	cost         int64
+	newer, older [2]*PodSet
 }
 
 // NewPodSet returns a set of pods that the caller has already filtered
@@ -84,9 +92,9 @@ type PodEvents interface {
 // sets over 10,000 pods were 281 MiB, 256 selectors of 512 KiB 130 MiB). So
 // a namespace's sets are bounded in number and size, all sets too, and a
 // selector past maxKeptSelector is answered afresh every time instead of
-// kept. Past a bound, sets that pod changes made useless go first, then the
-// least recently used: the namespace's own for its bounds, anyone's for
-// the total. A set dropped costs a rebuild on the next call, never a wrong
+// kept. Past a bound, sets that pod changes made useless go first (of the
+// few least recently used), then the least recently used: the namespace's
+// own for its bounds, anyone's for the total. A set dropped costs a rebuild on the next call, never a wrong
 // or missing answer.
 const (
 	maxPodSets             = 1024
@@ -131,16 +139,61 @@ type podSets struct {
 	// across namespaces, even one deleted and created again.
 	changes uint64
 	sets    map[podSetKey]*PodSet
-	// clock counts the sets handed out, for least recently used;
-	// kept is what the sets cost, in all and by namespace (count, bytes).
-	clock uint64
-	kept  keptSets
-	byNS  map[string]*keptSets
+	// kept is what the sets cost, in all and by namespace (count, bytes),
+	// and their order of use.
+	kept keptSets
+	byNS map[string]*keptSets
 }
 
+// keptSets are sets kept, most recently used first: all sets in
+// podSets.kept (links [all]), one namespace's in podSets.byNS ([inNS]).
+// Finding the least recently used is then one step, where a pass over
+// 1,024 sets cost most of a Pods list once 1,000 HPAs' selectors of one
+// namespace took turns past its bound.
 type keptSets struct {
-	n     int
-	bytes int64
+	n            int
+	bytes        int64
+	newest, last *PodSet
+}
+
+// Which links of a PodSet a keptSets orders.
+const (
+	all  = 0
+	inNS = 1
+)
+
+func (k *keptSets) push(set *PodSet, l int) {
+	set.older[l], set.newer[l] = k.newest, nil
+	if k.newest != nil {
+		k.newest.newer[l] = set
+	} else {
+		k.last = set
+	}
+	k.newest = set
+}
+
+func (k *keptSets) unlink(set *PodSet, l int) {
+	if set.newer[l] != nil {
+		set.newer[l].older[l] = set.older[l]
+	} else {
+		k.newest = set.older[l]
+	}
+	if set.older[l] != nil {
+		set.older[l].newer[l] = set.newer[l]
+	} else {
+		k.last = set.newer[l]
+	}
+	set.newer[l], set.older[l] = nil, nil
+}
+
+// usedLocked marks a kept set used now.
+func (s *podSets) usedLocked(set *PodSet) {
+	s.kept.unlink(set, all)
+	s.kept.push(set, all)
+	if ns := s.byNS[set.key.namespace]; ns != nil {
+		ns.unlink(set, inNS)
+		ns.push(set, inNS)
+	}
 }
 
 type podSetKey struct{ namespace, selector string }
@@ -157,7 +210,7 @@ type podSetKey struct{ namespace, selector string }
 // change. The index is the size of the pods' labels, which those who may
 // create pods choose, not readers.
 type podTable struct {
-	gen     uint64
+	gen     *generation
 	slots   map[string]int32
 	pods    []*corev1.Pod
 	ready   []bool
@@ -170,9 +223,14 @@ type labelPair struct{ key, value string }
 // posting is the slots of the pods that carry one label, and the count of
 // changes at the latest change to any pod that carries it or carried it.
 type posting struct {
-	gen   uint64
+	gen   *generation
 	slots map[int32]struct{}
 }
+
+// generation is the count of changes at the latest change to some pods.
+// It is its own small object so that a set can point at it without
+// keeping the pods' table or index alive.
+type generation struct{ n uint64 }
 
 func newPodSets(lister corelisters.PodLister) *podSets {
 	return &podSets{lister: lister, tables: map[string]*podTable{}, sets: map[podSetKey]*PodSet{}, byNS: map[string]*keptSets{}}
@@ -233,11 +291,11 @@ func (s *podSets) put(obj any) {
 	defer s.mu.Unlock()
 	t := s.tables[pod.Namespace]
 	if t == nil {
-		t = &podTable{slots: map[string]int32{}, byLabel: map[labelPair]*posting{}}
+		t = &podTable{gen: &generation{}, slots: map[string]int32{}, byLabel: map[labelPair]*posting{}}
 		s.tables[pod.Namespace] = t
 	}
 	s.changes++
-	t.gen = s.changes
+	t.gen.n = s.changes
 	if i, ok := t.slots[pod.Name]; ok {
 		t.unindex(t.pods[i].Labels, i, s.changes)
 		t.pods[i], t.ready[i] = pod, podReady(pod)
@@ -258,11 +316,11 @@ func (t *podTable) index(lbl map[string]string, i int32, gen uint64) {
 		l := labelPair{k, v}
 		p := t.byLabel[l]
 		if p == nil {
-			p = &posting{slots: map[int32]struct{}{}}
+			p = &posting{gen: &generation{}, slots: map[int32]struct{}{}}
 			t.byLabel[l] = p
 		}
 		p.slots[i] = struct{}{}
-		p.gen = gen
+		p.gen.n = gen
 	}
 }
 
@@ -274,7 +332,7 @@ func (t *podTable) unindex(lbl map[string]string, i int32, gen uint64) {
 			continue
 		}
 		delete(p.slots, i)
-		p.gen = gen
+		p.gen.n = gen
 		if len(p.slots) == 0 {
 			// An absent label is generation 0, which only the empty
 			// sets built while it was absent carry.
@@ -312,7 +370,7 @@ func (s *podSets) deleted(obj any) {
 	if !ok {
 		return
 	}
-	t.gen = s.changes
+	t.gen.n = s.changes
 	last := len(t.pods) - 1
 	delete(t.slots, name)
 	t.unindex(t.pods[i].Labels, i, s.changes)
@@ -344,7 +402,7 @@ func (s *podSets) genLocked(namespace string) uint64 {
 		return s.changes
 	}
 	if t := s.tables[namespace]; t != nil {
-		return t.gen
+		return t.gen.n
 	}
 	return 0
 }
@@ -352,13 +410,16 @@ func (s *podSets) genLocked(namespace string) uint64 {
 // currentLocked reports whether no pod that set depends on changed since
 // it was built.
 func (s *podSets) currentLocked(namespace string, set *PodSet) bool {
+	if set.src != nil {
+		return set.src.n == set.gen
+	}
 	if !set.byLabel {
 		return set.gen == s.genLocked(namespace)
 	}
 	var gen uint64
 	if t := s.tables[namespace]; t != nil {
 		if p := t.byLabel[set.dep]; p != nil {
-			gen = p.gen
+			gen = p.gen.n
 		}
 	}
 	return set.gen == gen
@@ -374,18 +435,20 @@ func (s *podSets) get(namespace string, selector labels.Selector) (*PodSet, erro
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if set := s.sets[key]; set != nil && s.currentLocked(namespace, set) {
-		s.clock++
-		set.used = s.clock
+		s.usedLocked(set)
 		return set, nil
 	}
 	set := &PodSet{Namespace: namespace}
 	t := s.tables[namespace]
-	set.dep, set.byLabel, set.gen = t.match(selector, func(i int32) {
+	set.dep, set.byLabel, set.src = t.match(selector, func(i int32) {
 		if t.ready[i] {
 			set.Pods = append(set.Pods, t.pods[i])
 			set.names = append(set.names, t.pods[i].Name)
 		}
 	})
+	if set.src != nil {
+		set.gen = set.src.n
+	}
 	s.keepLocked(key, set)
 	return set, nil
 }
@@ -410,14 +473,14 @@ func (s *podSets) matching(namespace string, selector labels.Selector) (pods []*
 // match calls fn with the slot of each pod of t (nil: none) that selector
 // matches, in slot order, and returns what the answer depends on: the pods
 // of the label dep when byLabel, else all the namespace's, and their
-// generation now.
+// generation (nil when there are none).
 //
 // A selector that requires a label (key=value, key==value or key in
 // (value)) can only match pods that carry it, so only those are matched,
 // and the answer stays current while they do not change; of several such
 // labels the one the fewest pods carry is taken. A selector that requires
 // none is matched against every pod.
-func (t *podTable) match(selector labels.Selector, fn func(int32)) (dep labelPair, byLabel bool, gen uint64) {
+func (t *podTable) match(selector labels.Selector, fn func(int32)) (dep labelPair, byLabel bool, gen *generation) {
 	var p *posting
 	if reqs, ok := selector.Requirements(); ok {
 		for i := range reqs {
@@ -432,7 +495,7 @@ func (t *podTable) match(selector labels.Selector, fn func(int32)) (dep labelPai
 		}
 	}
 	if t == nil {
-		return dep, byLabel, 0
+		return dep, byLabel, nil
 	}
 	everything := selector.Empty()
 	matches := func(i int32) {
@@ -444,7 +507,7 @@ func (t *podTable) match(selector labels.Selector, fn func(int32)) (dep labelPai
 	case !byLabel:
 		gen = t.gen
 	case p == nil:
-		return dep, byLabel, 0 // no pod carries the label
+		return dep, byLabel, nil // no pod carries the label
 	default:
 		gen = p.gen
 		// Walking a label's slots in a map costs several times what
@@ -504,8 +567,7 @@ func (s *podSets) listed(namespace string, selector labels.Selector, key podSetK
 	s.mu.Lock()
 	gen := s.changes
 	if set := s.sets[key]; tracking && set != nil && !set.byLabel && set.gen == gen {
-		s.clock++
-		set.used = s.clock
+		s.usedLocked(set)
 		s.mu.Unlock()
 		return set, nil
 	}
@@ -528,7 +590,7 @@ func (s *podSets) listed(namespace string, selector labels.Selector, key podSetK
 
 func (s *podSets) keepLocked(key podSetKey, set *PodSet) {
 	cur := s.sets[key]
-	if cur != nil && cur.byLabel == set.byLabel && cur.dep == set.dep && cur.gen >= set.gen {
+	if cur != nil && cur.src == set.src && cur.byLabel == set.byLabel && cur.dep == set.dep && cur.gen >= set.gen {
 		return
 	}
 	cost := podSetCost(key, set)
@@ -538,59 +600,54 @@ func (s *podSets) keepLocked(key podSetKey, set *PodSet) {
 	if cur != nil {
 		s.dropLocked(key, cur)
 	}
-	ns := s.byNS[key.namespace]
-	for ns != nil && (ns.n >= maxPodSetsPerNamespace || ns.bytes+cost > maxPodSetBytesPerNS) && s.evictLocked(key.namespace) {
-		ns = s.byNS[key.namespace]
+	for ns := s.byNS[key.namespace]; ns != nil && (ns.n >= maxPodSetsPerNamespace || ns.bytes+cost > maxPodSetBytesPerNS); ns = s.byNS[key.namespace] {
+		s.evictLocked(ns, inNS)
 	}
-	for (s.kept.n >= maxPodSets || s.kept.bytes+cost > maxPodSetBytes) && s.evictLocked("") {
+	for s.kept.n > 0 && (s.kept.n >= maxPodSets || s.kept.bytes+cost > maxPodSetBytes) {
+		s.evictLocked(&s.kept, all)
 	}
-	s.clock++
-	set.used, set.cost = s.clock, cost
+	set.key, set.cost = key, cost
 	s.sets[key] = set
+	ns := s.byNS[key.namespace]
 	if ns == nil {
 		ns = &keptSets{}
 		s.byNS[key.namespace] = ns
 	}
 	ns.n++
 	ns.bytes += cost
+	ns.push(set, inNS)
 	s.kept.n++
 	s.kept.bytes += cost
+	s.kept.push(set, all)
 }
 
-// evictLocked drops one set of namespace (any namespace's for ""): one
-// that pod changes made useless if there is one, else the least recently
-// used. It reports whether there was one.
-func (s *podSets) evictLocked(namespace string) bool {
-	var (
-		victim podSetKey
-		oldest *PodSet
-	)
-	for k, set := range s.sets {
-		if namespace != "" && k.namespace != namespace {
-			continue
-		}
-		if !s.currentLocked(k.namespace, set) {
-			s.dropLocked(k, set)
-			return true
-		}
-		if oldest == nil || set.used < oldest.used {
-			victim, oldest = k, set
+// staleScan is how many of the least recently used sets eviction looks
+// at for one that pod changes made useless.
+const staleScan = 8
+
+// evictLocked drops one set of k (not empty), which orders them by links
+// l: among its staleScan least recently used, one that pod changes made
+// useless if there is one, else the least recently used.
+func (s *podSets) evictLocked(k *keptSets, l int) {
+	victim := k.last
+	for set, i := k.last, 0; set != nil && i < staleScan; set, i = set.newer[l], i+1 {
+		if !s.currentLocked(set.key.namespace, set) {
+			victim = set
+			break
 		}
 	}
-	if oldest == nil {
-		return false
-	}
-	s.dropLocked(victim, oldest)
-	return true
+	s.dropLocked(victim.key, victim)
 }
 
 func (s *podSets) dropLocked(key podSetKey, set *PodSet) {
 	delete(s.sets, key)
 	s.kept.n--
 	s.kept.bytes -= set.cost
+	s.kept.unlink(set, all)
 	if ns := s.byNS[key.namespace]; ns != nil {
 		ns.n--
 		ns.bytes -= set.cost
+		ns.unlink(set, inNS)
 		if ns.n <= 0 {
 			delete(s.byNS, key.namespace)
 		}
