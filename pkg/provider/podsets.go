@@ -440,7 +440,9 @@ func (s *podSets) get(namespace string, selector labels.Selector) (*PodSet, erro
 	}
 	set := &PodSet{Namespace: namespace}
 	t := s.tables[namespace]
-	set.dep, set.byLabel, set.src = t.match(selector, func(i int32) {
+	set.dep, set.byLabel, set.src = t.match(selector, func(n int) {
+		set.Pods, set.names = make([]*corev1.Pod, 0, n), make([]string, 0, n)
+	}, func(i int32) {
 		if t.ready[i] {
 			set.Pods = append(set.Pods, t.pods[i])
 			set.names = append(set.names, t.pods[i].Name)
@@ -466,12 +468,13 @@ func (s *podSets) matching(namespace string, selector labels.Selector) (pods []*
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	t := s.tables[namespace]
-	t.match(selector, func(i int32) { pods = append(pods, t.pods[i]) })
+	t.match(selector, func(n int) { pods = make([]*corev1.Pod, 0, n) }, func(i int32) { pods = append(pods, t.pods[i]) })
 	return pods, true
 }
 
 // match calls fn with the slot of each pod of t (nil: none) that selector
-// matches, in slot order, and returns what the answer depends on: the pods
+// matches, in slot order, after telling grow how many pods it will look
+// at, and returns what the answer depends on: the pods
 // of the label dep when byLabel, else all the namespace's, and their
 // generation (nil when there are none).
 //
@@ -480,7 +483,7 @@ func (s *podSets) matching(namespace string, selector labels.Selector) (pods []*
 // and the answer stays current while they do not change; of several such
 // labels the one the fewest pods carry is taken. A selector that requires
 // none is matched against every pod.
-func (t *podTable) match(selector labels.Selector, fn func(int32)) (dep labelPair, byLabel bool, gen *generation) {
+func (t *podTable) match(selector labels.Selector, grow func(int), fn func(int32)) (dep labelPair, byLabel bool, gen *generation) {
 	var p *posting
 	if reqs, ok := selector.Requirements(); ok {
 		for i := range reqs {
@@ -514,6 +517,7 @@ func (t *podTable) match(selector labels.Selector, fn func(int32)) (dep labelPai
 		// walking the table's array does: a label most pods carry is
 		// cheaper to check on the array.
 		if len(p.slots) < len(t.pods)/4 {
+			grow(len(p.slots))
 			slots := make([]int32, 0, len(p.slots))
 			for i := range p.slots {
 				slots = append(slots, i)
@@ -524,6 +528,11 @@ func (t *podTable) match(selector labels.Selector, fn func(int32)) (dep labelPai
 			}
 			return dep, byLabel, gen
 		}
+	}
+	if byLabel {
+		grow(len(p.slots))
+	} else {
+		grow(len(t.pods))
 	}
 	for i := range t.pods {
 		matches(int32(i))
