@@ -143,7 +143,7 @@ func (b *bench) hpas(ctx context.Context, n int, sync, measure time.Duration) (h
 		return r, err
 	}
 	for _, h := range list.Items {
-		if len(h.Status.CurrentMetrics) == 2 {
+		if readsBoth(h.Status.CurrentMetrics) {
 			r.Served++
 		}
 	}
@@ -387,4 +387,19 @@ func (r *hpaResult) fromSnapshots(before, after metricsSnapshot, sync time.Durat
 		r.WorkP99 = seconds(histogram.Quantile(0.99, work))
 	}
 	return nil
+}
+
+// readsBoth reports whether an HPA's status has a value of each of its two
+// metrics: the HPA controller lists an entry per metric of the spec and
+// leaves the one it could not read empty, with no type.
+func readsBoth(current []autoscalingv2.MetricStatus) bool {
+	read := 0
+	for _, m := range current {
+		switch {
+		case m.Type == autoscalingv2.ObjectMetricSourceType && m.Object != nil && (m.Object.Current.Value != nil || m.Object.Current.AverageValue != nil),
+			m.Type == autoscalingv2.PodsMetricSourceType && m.Pods != nil && m.Pods.Current.AverageValue != nil:
+			read++
+		}
+	}
+	return read == 2
 }

@@ -26,6 +26,7 @@ import (
 
 	"github.com/gpuscale/gpuscale/internal/harness/devenv"
 	"github.com/gpuscale/gpuscale/pkg/adapter/scrape"
+	"github.com/gpuscale/gpuscale/pkg/signal/capacity"
 )
 
 func main() {
@@ -124,7 +125,11 @@ func run() error {
 		AdapterArgs: []string{"--scrape-interval=" + interval.String(), "--max-staleness=" + staleness.String(),
 			"--ttft-window=" + ttft.String(),
 			// Each size is one namespace, past the default per-namespace cap.
-			"--max-targets-per-namespace=" + strconv.Itoa(max(slices.Max(ns), fleet.TenantPods, fleet.HangAfterAnswer, *hpas))}})
+			"--max-targets-per-namespace=" + strconv.Itoa(max(slices.Max(ns), fleet.TenantPods, fleet.HangAfterAnswer, *hpas)),
+			// Every HPA's Deployment is in one namespace, past the
+			// capacity signal's default bound on a namespace's workloads.
+			"--capacity-max-workloads-per-namespace=" + strconv.Itoa(max(capacity.DefaultMaxTargetsPerNamespace, *hpas)),
+			"--capacity-max-workloads=" + strconv.Itoa(max(capacity.DefaultMaxTargets, *hpas))}})
 	if err != nil {
 		return err
 	}

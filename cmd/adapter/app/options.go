@@ -40,9 +40,13 @@ type Options struct {
 	// CapacityTimeScale is capacity.Config.TimeScale: 1 but in replays
 	// of simulated servers that run faster than real time.
 	CapacityTimeScale float64
-	ExporterSelector  string
-	ExporterPort      int
-	ExporterPath      string
+	// CapacityMaxWorkloadsPerNamespace and CapacityMaxWorkloads bound the
+	// workloads and models the capacity signal keeps state for
+	// (capacity.Config.MaxTargetsPerNamespace, MaxTargets).
+	CapacityMaxWorkloadsPerNamespace, CapacityMaxWorkloads int
+	ExporterSelector                                       string
+	ExporterPort                                           int
+	ExporterPath                                           string
 	// ExporterTokenFile holds the exporters' reserved-lane token, and
 	// ExporterTokenSecret (NAMESPACE/NAME) is the Secret the adapter makes
 	// for it when absent (exportertoken.go).
@@ -94,18 +98,20 @@ const (
 // NewOptions returns the defaults.
 func NewOptions() *Options {
 	return &Options{
-		Source:                SourceEmbedded,
-		ScrapeInterval:        5 * time.Second,
-		ScrapeWorkers:         64,
-		MaxIdleConns:          scrape.DefaultMaxIdleConns,
-		MaxScrapeBytes:        scrape.DefaultMaxBytes,
-		MaxInflightBytes:      scrape.DefaultMaxInflightBytes,
-		TTFTWindow:            60 * time.Second,
-		CapacityTTFTObjective: time.Second,
-		CapacityTimeScale:     1,
-		ExporterSelector:      "app.kubernetes.io/name=gpuscale-exporter",
-		ExporterPort:          9400,
-		ExporterPath:          "/metrics",
+		Source:                           SourceEmbedded,
+		ScrapeInterval:                   5 * time.Second,
+		ScrapeWorkers:                    64,
+		MaxIdleConns:                     scrape.DefaultMaxIdleConns,
+		MaxScrapeBytes:                   scrape.DefaultMaxBytes,
+		MaxInflightBytes:                 scrape.DefaultMaxInflightBytes,
+		TTFTWindow:                       60 * time.Second,
+		CapacityTTFTObjective:            time.Second,
+		CapacityTimeScale:                1,
+		CapacityMaxWorkloadsPerNamespace: capacity.DefaultMaxTargetsPerNamespace,
+		CapacityMaxWorkloads:             capacity.DefaultMaxTargets,
+		ExporterSelector:                 "app.kubernetes.io/name=gpuscale-exporter",
+		ExporterPort:                     9400,
+		ExporterPath:                     "/metrics",
 
 		// The plain manifests' names (release and namespace gpuscale).
 		ExporterNamespace:      "gpuscale",
@@ -142,6 +148,8 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.Float64Var(&o.CapacityTimeScale, "capacity-time-scale", o.CapacityTimeScale, "Seconds on the inference servers' clocks per second of the adapter's. For replays whose simulated servers run faster than real time; 1 on a cluster.")
 	_ = fs.MarkHidden("capacity-time-scale")
 	fs.DurationVar(&o.CapacityTTFTObjective, "capacity-ttft-objective", o.CapacityTTFTObjective, "TTFT objective the capacity signal (inference_capacity_utilization) holds the p90 within: how busy a replica's prefill may run follows from it.")
+	fs.IntVar(&o.CapacityMaxWorkloadsPerNamespace, "capacity-max-workloads-per-namespace", o.CapacityMaxWorkloadsPerNamespace, "Workloads and models of one namespace the capacity signal keeps state for (a few KiB each); past it, new ones get no value until old ones are forgotten. A bound on what one tenant's readers can make the adapter hold.")
+	fs.IntVar(&o.CapacityMaxWorkloads, "capacity-max-workloads", o.CapacityMaxWorkloads, "Workloads and models of all namespaces the capacity signal keeps state for.")
 	fs.DurationVar(&o.CapacityITLObjective, "capacity-itl-objective", o.CapacityITLObjective, "Inter-token latency objective the capacity signal holds the p90 within, for decode-bound models: how many sequences a replica decodes follows from it. 0: no ITL term.")
 	// --window sized a ring of samples only TTFT quantiles read, and only
 	// over --ttft-window: the store now keeps what that window needs, and
@@ -225,6 +233,9 @@ func (o *Options) Validate() error {
 	if o.CapacityTTFTObjective <= 0 {
 		errs = append(errs, fmt.Errorf("--capacity-ttft-objective must be positive, got %v", o.CapacityTTFTObjective))
 	}
+	if o.CapacityMaxWorkloadsPerNamespace < 1 || o.CapacityMaxWorkloads < o.CapacityMaxWorkloadsPerNamespace {
+		errs = append(errs, fmt.Errorf("--capacity-max-workloads-per-namespace must be at least 1 and at most --capacity-max-workloads, got %d and %d", o.CapacityMaxWorkloadsPerNamespace, o.CapacityMaxWorkloads))
+	}
 	if o.CapacityITLObjective < 0 {
 		errs = append(errs, fmt.Errorf("--capacity-itl-objective must not be negative, got %v", o.CapacityITLObjective))
 	}
@@ -307,5 +318,6 @@ func (o *Options) capacityConfig() capacity.Config {
 	cfg := capacity.DefaultConfig()
 	cfg.Objective, cfg.Window, cfg.TimeScale = o.CapacityTTFTObjective, o.TTFTWindow, o.CapacityTimeScale
 	cfg.ITLObjective = o.CapacityITLObjective
+	cfg.MaxTargetsPerNamespace, cfg.MaxTargets = o.CapacityMaxWorkloadsPerNamespace, o.CapacityMaxWorkloads
 	return cfg
 }

@@ -159,9 +159,13 @@ func TestValidateCapacity(t *testing.T) {
 		{"a negative ITL objective", func(o *Options) { o.CapacityITLObjective = -time.Millisecond }, "--capacity-itl-objective"},
 		{"time scale zero", func(o *Options) { o.CapacityTimeScale = 0 }, "--capacity-time-scale"},
 		{"time scale not finite", func(o *Options) { o.CapacityTimeScale = math.Inf(1) }, "--capacity-time-scale"},
+		{"1,000 capacity HPAs in a namespace", func(o *Options) { o.CapacityMaxWorkloadsPerNamespace = 1000 }, ""},
+		{"no workload in a namespace", func(o *Options) { o.CapacityMaxWorkloadsPerNamespace = 0 }, "--capacity-max-workloads-per-namespace"},
+		{"more in a namespace than in all", func(o *Options) { o.CapacityMaxWorkloadsPerNamespace, o.CapacityMaxWorkloads = 300, 200 }, "--capacity-max-workloads"},
 	}, func(t *testing.T, o *Options) {
 		cfg := o.capacityConfig()
-		if cfg.Objective != o.CapacityTTFTObjective || cfg.Window != o.TTFTWindow || cfg.TimeScale != o.CapacityTimeScale || cfg.ITLObjective != o.CapacityITLObjective {
+		if cfg.Objective != o.CapacityTTFTObjective || cfg.Window != o.TTFTWindow || cfg.TimeScale != o.CapacityTimeScale || cfg.ITLObjective != o.CapacityITLObjective ||
+			cfg.MaxTargetsPerNamespace != o.CapacityMaxWorkloadsPerNamespace || cfg.MaxTargets != o.CapacityMaxWorkloads {
 			t.Errorf("capacityConfig = %+v, not the flags", cfg)
 		}
 	})
