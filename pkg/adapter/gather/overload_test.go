@@ -3,6 +3,7 @@ package gather
 import (
 	"context"
 	"fmt"
+	"sync"
 	"testing"
 	"time"
 
@@ -25,8 +26,11 @@ type capacityScraper struct {
 func (c *capacityScraper) Cycle(ctx context.Context, ts []scrape.Target, sink func(scrape.Result)) {
 	n := min(c.capacity, len(ts))
 	done := map[string]bool{}
+	var mu sync.Mutex // the scraper's workers call the sink concurrently
 	c.Scraper.Cycle(ctx, ts[:n], func(r scrape.Result) {
+		mu.Lock()
 		done[r.Target.Key] = r.Err == nil
+		mu.Unlock()
 		sink(r)
 	})
 	c.scraped = append(c.scraped, done)
