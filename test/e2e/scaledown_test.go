@@ -75,7 +75,11 @@ func TestScaleDownProtection(t *testing.T) {
 func protectionScenario(t *testing.T, ns string) {
 	t.Helper()
 	gpuDeployment(t, ns, "llm", 2, true)
-	pods := waitCosts(t, ns, 2)
+	// Other tests' GPU pods may share the nodes here (the PromQL test's own
+	// Deployment runs beside this scenario), and the controller ranks nodes
+	// by all their GPU pods: only that every pod has a cost is checked. The
+	// ranking is TestScaleDownConsolidation's, on nodes of its own.
+	pods := waitCosts(t, ns, 2, false)
 	serving, idle := pods[0].Name, pods[1].Name
 	patch := []byte(`{"metadata":{"labels":{"serve":"yes"}}}`)
 	if _, err := env.Cluster.Client().CoreV1().Pods(ns).Patch(context.Background(), serving, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
@@ -112,7 +116,7 @@ func scaleDownRun(t *testing.T, name string, managed bool, from, to int32) (befo
 	before = podsPerNode(activePods(t, ns))
 	t.Logf("the scheduler placed %d replicas: %s", from, placement(before))
 	if managed {
-		waitCosts(t, ns, int(from))
+		waitCosts(t, ns, int(from), true)
 		// The ReplicaSet controller reads costs from its own informer.
 		awaitReplicaSetController(t, ns)
 	}
@@ -188,25 +192,34 @@ func gpuDeployment(t *testing.T, ns, name string, replicas int32, managed bool) 
 	})
 }
 
-// waitCosts waits until the controller has given all n pods of ns
-// deletion costs that rank whole nodes, fewest pods first, and returns the
+// waitCosts waits until the n pods of ns carry deletion costs, which rank
+// whole nodes (fewest pods first) when rankNodes is set, and returns the
 // pods by cost.
-func waitCosts(t *testing.T, ns string, n int) []corev1.Pod {
+func waitCosts(t *testing.T, ns string, n int, rankNodes bool) []corev1.Pod {
 	t.Helper()
 	var pods []corev1.Pod
-	testenv.WaitFor(t, 60*time.Second, fmt.Sprintf("deletion costs on %d pods matching their placement", n), func(ctx context.Context) (bool, error) {
+	ok, what := everyPodCosted, "deletion costs on all %d pods"
+	if rankNodes {
+		ok, what = costsRankNodes, "deletion costs on %d pods matching their placement"
+	}
+	testenv.WaitFor(t, 60*time.Second, fmt.Sprintf(what, n), func(ctx context.Context) (bool, error) {
 		l, err := env.Cluster.Client().CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
 		if err != nil || len(l.Items) != n {
 			return false, nil
 		}
 		pods = l.Items
-		return costsRankNodes(pods), nil
+		return ok(pods), nil
 	})
 	sort.SliceStable(pods, func(i, j int) bool { return cost(&pods[i]) < cost(&pods[j]) })
 	for _, p := range pods {
 		t.Logf("  %s on %s: deletion cost %d", p.Name, p.Spec.NodeName, cost(&p))
 	}
 	return pods
+}
+
+// everyPodCosted: every pod has a deletion cost.
+func everyPodCosted(pods []corev1.Pod) bool {
+	return !slices.ContainsFunc(pods, func(p corev1.Pod) bool { return cost(&p) < 0 })
 }
 
 // costsRankNodes: every pod has a cost, and all pods of a node with fewer
