@@ -179,8 +179,14 @@ func (p *Provider) capacityByName(ctx context.Context, gr schema.GroupResource, 
 	if err != nil {
 		return nil, err
 	}
+	var decode []capacity.Pod
+	if role == RolePrefill {
+		if decode, err = p.decodeOfWorkload(ctx, name.Namespace, pods); err != nil {
+			return nil, err
+		}
+	}
 	now := p.cfg.Now()
-	est, err := p.estimator(role).Estimate(capacity.Key{Namespace: name.Namespace, Target: strings.ToLower(ref.Kind) + "/" + name.Name}, now, in)
+	est, err := p.estimate(role, capacity.Key{Namespace: name.Namespace, Target: strings.ToLower(ref.Kind) + "/" + name.Name}, now, in, decode)
 	if err != nil {
 		// No value is a NotFound, as for every metric: the HPA keeps
 		// its replicas. Why is in the estimator's error counter.
@@ -208,23 +214,20 @@ func (p *Provider) capacityModel(ctx context.Context, namespace string, sel labe
 		return nil, apierrors.NewBadRequest(fmt.Sprintf("%s needs the selector %s=<model>, and optionally %s=%s or %s=%s",
 			CapacityUtilization, ModelLabel, RoleLabel, RolePrefill, RoleLabel, RoleDecode))
 	}
-	all, err := p.cfg.Pods.Pods(namespace).List(labels.Everything())
+	pods, err := p.podsWithRole(namespace, role)
 	if err != nil {
 		return nil, err
-	}
-	pods := all
-	if role != RoleNone {
-		pods = make([]*corev1.Pod, 0, len(all))
-		for _, pod := range all {
-			if RoleOf(pod.Labels) == role {
-				pods = append(pods, pod)
-			}
-		}
 	}
 	modelSel := labels.SelectorFromValidatedSet(labels.Set{ModelLabel: model})
 	in, err := p.capacityPods(ctx, namespace, pods, modelSel, false, role)
 	if err != nil {
 		return nil, err
+	}
+	var decode []capacity.Pod
+	if role == RolePrefill {
+		if decode, err = p.decodeTTFT(ctx, namespace, model); err != nil {
+			return nil, err
+		}
 	}
 	target, itemLabels := "model/"+model, map[string]string{ModelLabel: model}
 	if role != RoleNone {
@@ -232,7 +235,7 @@ func (p *Provider) capacityModel(ctx context.Context, namespace string, sel labe
 		itemLabels[RoleLabel] = string(role)
 	}
 	now := p.cfg.Now()
-	est, err := p.estimator(role).Estimate(capacity.Key{Namespace: namespace, Target: target}, now, in)
+	est, err := p.estimate(role, capacity.Key{Namespace: namespace, Target: target}, now, in, decode)
 	if err != nil {
 		return nil, cmprovider.NewMetricNotFoundForSelectorError(externalResource, CapacityUtilization, namespace, sel)
 	}
@@ -246,6 +249,94 @@ func (p *Provider) capacityModel(ctx context.Context, namespace string, sel labe
 		Timestamp:    metav1.NewTime(now),
 		Value:        q,
 	}}}, nil
+}
+
+// podsWithRole lists the namespace's pods of role; RoleNone, all of them.
+func (p *Provider) podsWithRole(namespace string, role Role) ([]*corev1.Pod, error) {
+	all, err := p.cfg.Pods.Pods(namespace).List(labels.Everything())
+	if err != nil || role == RoleNone {
+		return all, err
+	}
+	pods := make([]*corev1.Pod, 0, len(all))
+	for _, pod := range all {
+		if RoleOf(pod.Labels) == role {
+			pods = append(pods, pod)
+		}
+	}
+	return pods, nil
+}
+
+// PrefillPoolEstimator is a CapacityEstimator that holds a prefill pool's
+// prefill term to what its decode pool's part of a time to first token
+// leaves of the objective (capacity.Estimator.EstimatePrefillPool).
+type PrefillPoolEstimator interface {
+	EstimatePrefillPool(k capacity.Key, now time.Time, pods, decode []capacity.Pod) (capacity.Estimate, error)
+}
+
+// estimate runs role's estimator over in; a prefill pool's with its decode
+// pool's TTFT histograms, decode, when the estimator takes them.
+func (p *Provider) estimate(role Role, k capacity.Key, now time.Time, in, decode []capacity.Pod) (capacity.Estimate, error) {
+	e := p.estimator(role)
+	if pe, ok := e.(PrefillPoolEstimator); ok && role == RolePrefill {
+		return pe.EstimatePrefillPool(k, now, in, decode)
+	}
+	return e.Estimate(k, now, in)
+}
+
+// decodeOfWorkload is decodeTTFT for the model a prefill workload's Ready
+// pods serve: none when they serve no model or several (nothing tells
+// which decode pool follows which), so that the pool keeps the whole
+// objective.
+func (p *Provider) decodeOfWorkload(ctx context.Context, namespace string, pods []*corev1.Pod) ([]capacity.Pod, error) {
+	ready := readyPods(pods)
+	if len(ready) == 0 {
+		return nil, nil
+	}
+	models, err := p.cfg.Values.Models(ctx, namespace, ready, podMetricsByName[RequestsRunning].metric(), labels.Everything())
+	if err != nil {
+		return nil, &sourceError{err}
+	}
+	if len(models) != 1 {
+		return nil, nil
+	}
+	for model := range models {
+		return p.decodeTTFT(ctx, namespace, model)
+	}
+	return nil, nil
+}
+
+// decodeTTFT reads the newest TTFT histogram of each Ready decode pod of
+// the namespace serving model: what a prefill pool's share of the
+// objective is worked out from. Nothing without a source of histograms
+// (the PromQL source), and then the prefill pool keeps the whole
+// objective.
+func (p *Provider) decodeTTFT(ctx context.Context, namespace, model string) ([]capacity.Pod, error) {
+	th, ok := p.cfg.Values.(TTFTHistograms)
+	if !ok {
+		return nil, nil
+	}
+	pods, err := p.podsWithRole(namespace, RoleDecode)
+	if err != nil {
+		return nil, err
+	}
+	ready := readyPods(pods)
+	if len(ready) == 0 {
+		return nil, nil
+	}
+	hs, err := th.PodTTFT(ctx, NewPodSet(namespace, ready), labels.SelectorFromValidatedSet(labels.Set{ModelLabel: model}))
+	if err != nil {
+		return nil, &sourceError{err}
+	}
+	if len(hs) != len(ready) {
+		return nil, &sourceError{fmt.Errorf("%d TTFT histograms for %d pods", len(hs), len(ready))}
+	}
+	out := make([]capacity.Pod, 0, len(ready))
+	for i, pod := range ready {
+		if hs[i] != nil {
+			out = append(out, capacity.Pod{Ready: true, UID: string(pod.UID), TTFT: hs[i]})
+		}
+	}
+	return out, nil
 }
 
 // estimator is the capacity estimator of a role's pool: Config's for the

@@ -161,3 +161,90 @@ func TestRoleCapacityConfig(t *testing.T) {
 		}
 	}
 }
+
+// prefillPoolEstimator is a keyedEstimator that also takes a prefill pool's
+// decode pool (provider.PrefillPoolEstimator), recording it.
+type prefillPoolEstimator struct {
+	keyedEstimator
+	decode [][]capacity.Pod
+}
+
+func (e *prefillPoolEstimator) EstimatePrefillPool(k capacity.Key, now time.Time, pods, decode []capacity.Pod) (capacity.Estimate, error) {
+	e.decode = append(e.decode, append([]capacity.Pod(nil), decode...))
+	return e.Estimate(k, now, pods)
+}
+
+// TestPrefillPoolReadsItsDecodePool: a prefill pool's estimate is given the
+// TTFT histograms of the decode pods that serve its model, and of no
+// others, for its Deployment (the model its pods serve) and per model and
+// role; a prefill Deployment whose pods serve two models is given none,
+// since nothing tells which decode pool follows it.
+func TestPrefillPoolReadsItsDecodePool(t *testing.T) {
+	f := newFixture()
+	prefill := &prefillPoolEstimator{keyedEstimator: keyedEstimator{name: "prefill"}}
+	f.p.SetCapacity(&keyedEstimator{name: "base"})
+	f.p.SetCapacityByRole(map[provider.Role]provider.CapacityEstimator{provider.RolePrefill: prefill, provider.RoleDecode: &keyedEstimator{name: "decode"}})
+	type pod struct{ name, model string }
+	for _, d := range []struct {
+		name, role string
+		pods       []pod
+	}{
+		{"m-prefill", "prefill", []pod{{"m-prefill-a", "m"}, {"m-prefill-b", "m"}}},
+		{"m-decode", "decode", []pod{{"m-decode-a", "m"}, {"m-decode-b", "m"}, {"m-decode-c", "m"}}},
+		{"other-decode", "decode", []pod{{"other-decode-a", "other"}}},
+		{"mixed-prefill", "prefill", []pod{{"mixed-prefill-a", "m"}, {"mixed-prefill-b", "other"}}},
+	} {
+		sel := map[string]string{"app": d.name}
+		tmpl := map[string]string{"app": d.name, "llm-d.ai/role": d.role}
+		_ = f.deploys.Add(&appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: "ml", Name: d.name},
+			Spec: appsv1.DeploymentSpec{Selector: &metav1.LabelSelector{MatchLabels: sel}, Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: tmpl}}}})
+		for _, p := range d.pods {
+			f.addPod("ml", p.name, true, tmpl)
+			smp := store.Sample{Time: t0.Add(-time.Second), Model: p.model, Prefill: hist(3, 1), TTFT: hist(5, 2), ITL: hist(40, 2)}
+			smp.Set(signal.RequestsRunning, 4)
+			smp.Set(signal.QueueDepth, 1)
+			smp.Set(signal.KVCacheUtilization, 20)
+			f.store.PutPod(store.Key{Namespace: "ml", Name: p.name}, signal.SourceInference, smp)
+		}
+	}
+	ctx := context.Background()
+	info := cmprovider.CustomMetricInfo{GroupResource: schema.GroupResource{Group: "apps", Resource: "deployments"}, Namespaced: true, Metric: provider.CapacityUtilization}
+	sel, _ := labels.Parse(provider.ModelLabel + "=m," + provider.RoleLabel + "=prefill")
+	for _, tc := range []struct {
+		name string
+		read func() error
+		want int
+	}{
+		{"the prefill Deployment of model m", func() error {
+			_, err := f.p.GetMetricByName(ctx, types.NamespacedName{Namespace: "ml", Name: "m-prefill"}, info, labels.Everything())
+			return err
+		}, 3},
+		{"model m, role prefill", func() error {
+			_, err := f.p.GetExternalMetric(ctx, "ml", sel, cmprovider.ExternalMetricInfo{Metric: provider.CapacityUtilization})
+			return err
+		}, 3},
+		{"a prefill Deployment serving two models", func() error {
+			_, err := f.p.GetMetricByName(ctx, types.NamespacedName{Namespace: "ml", Name: "mixed-prefill"}, info, labels.Everything())
+			return err
+		}, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			n := len(prefill.decode)
+			if err := tc.read(); err != nil {
+				t.Fatal(err)
+			}
+			if len(prefill.decode) != n+1 {
+				t.Fatalf("%d EstimatePrefillPool calls, want 1", len(prefill.decode)-n)
+			}
+			got := prefill.decode[n]
+			if len(got) != tc.want {
+				t.Fatalf("decode pool of %d pods, want %d", len(got), tc.want)
+			}
+			for _, p := range got {
+				if p.TTFT == nil || p.TTFT.Count != hist(5, 2).Count || !p.Ready {
+					t.Errorf("decode pod %+v: want Ready with its TTFT histogram", p)
+				}
+			}
+		})
+	}
+}

@@ -54,7 +54,7 @@ func NewDisaggPolicy(name string, o DisaggOptions) (DisaggPolicy, [numPools]Beha
 	case DisaggStatic:
 		return nil, [numPools]Behavior{}, nil
 	case DisaggPerRole:
-		p := &perRole{parts: o.Parts, objective: o.Capacity.Objective, window: o.Capacity.Window}
+		p := &perRole{parts: o.Parts}
 		p.est[Prefill] = capacity.New(provider.RoleCapacityConfig(o.Capacity, provider.RolePrefill), nil)
 		p.est[Decode] = capacity.New(provider.RoleCapacityConfig(o.Capacity, provider.RoleDecode), nil)
 		return p, b, nil
@@ -89,32 +89,43 @@ func capacityPods(v View, role provider.Role) []capacity.Pod {
 	return pods
 }
 
+// decodeTTFT is what the adapter reads of a decode pool for its prefill
+// pool's share of the objective (provider, decodeTTFT): each Ready pod's
+// newest TTFT histogram.
+func decodeTTFT(v View) []capacity.Pod {
+	var pods []capacity.Pod
+	for _, p := range v.Pods {
+		if p.Ready && p.Data && p.TTFT != nil {
+			pods = append(pods, capacity.Pod{Ready: true, UID: p.Name, TTFT: p.TTFT})
+		}
+	}
+	return pods
+}
+
 // perRole estimates each pool on its role's signal, an Object metric at
 // value 1 on each pool's HPA.
 type perRole struct {
-	est       [numPools]*capacity.Estimator
-	parts     func(time.Time, string, capacity.Estimate)
-	objective time.Duration
-	window    time.Duration
-	decodeTTF ttftWindow
+	est   [numPools]*capacity.Estimator
+	parts func(time.Time, string, capacity.Estimate)
 }
 
 func (p *perRole) Recommend(v DisaggView) (want [numPools]int, ok [numPools]bool) {
 	roles := [numPools]provider.Role{provider.RolePrefill, provider.RoleDecode}
-	// The prefill pool's share of the objective: what the decode pool's
-	// time to first token (the cache's transfer, a wait, the first
-	// step) leaves of it.
-	p.decodeTTF.window = p.window
-	objective := p.objective
-	if d, ok := p.decodeTTF.quantile(v.Pools[Decode], 0.5); ok {
-		objective = max(p.objective-time.Duration(d*float64(time.Second)), p.objective/2)
-	}
 	for pl := range numPools {
-		within := p.objective
+		k := capacity.Key{Namespace: "replay", Target: "deployment/llm-" + Pool(pl).String()}
+		in := capacityPods(v.Pools[pl], roles[pl])
+		var (
+			est capacity.Estimate
+			err error
+		)
 		if Pool(pl) == Prefill {
-			within = objective
+			// As the adapter serves it: held to what the decode
+			// pool's time to first token (the cache's transfer, a
+			// wait, the first step) leaves of the objective.
+			est, err = p.est[pl].EstimatePrefillPool(k, v.Now, in, decodeTTFT(v.Pools[Decode]))
+		} else {
+			est, err = p.est[pl].Estimate(k, v.Now, in)
 		}
-		est, err := p.est[pl].EstimateWithin(capacity.Key{Namespace: "replay", Target: "deployment/llm-" + Pool(pl).String()}, v.Now, capacityPods(v.Pools[pl], roles[pl]), within)
 		if err != nil {
 			continue
 		}

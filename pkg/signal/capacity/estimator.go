@@ -130,6 +130,10 @@ type Estimate struct {
 	// Needed is Correction times the largest of KVNeeded, PrefillNeeded
 	// and ITLNeeded: the replicas the HPA asks for.
 	Needed float64
+	// PrefillObjective is the time to first token the prefill term was
+	// held to (seconds): the objective, or a disaggregated model's
+	// prefill pool's share of it (EstimatePrefillPool).
+	PrefillObjective float64
 }
 
 // Config sets the estimator's one policy choice.
@@ -245,8 +249,11 @@ type workloadState struct {
 	spread   spread
 	ttft     prefillWindow
 	loop     loop
-	itl      prefillWindow // the ITL histograms' increases
-	itlFit   itlFit
+	// decodeTTFT is a prefill pool's decode pool's TTFT histograms'
+	// increases (EstimatePrefillPool).
+	decodeTTFT prefillWindow
+	itl        prefillWindow // the ITL histograms' increases
+	itlFit     itlFit
 }
 
 // Bounds on the states kept, the defaults of Config.MaxTargetsPerNamespace
@@ -352,6 +359,7 @@ func (e *Estimator) estimate(st *workloadState, now time.Time, pods []Pod, objec
 		haveLoaded bool
 		perKV      []float64
 	)
+	est.PrefillObjective = objective.Seconds()
 	for _, p := range pods {
 		if p.Startup > 0 {
 			startups = append(startups, p.Startup)

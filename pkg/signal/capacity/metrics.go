@@ -62,6 +62,8 @@ var estimateGauges = []struct {
 		func(e Estimate) float64 { return e.MeasuredTTFT }},
 	{"loop_correction", "The closed loop's factor on the model's replicas (1: none), within [1/2, 2]; time constant one start-up horizon up, two down.",
 		func(e Estimate) float64 { return e.Correction }},
+	{"prefill_objective_seconds", "The time to first token the prefill term is held to: the objective, or for a disaggregated model's prefill pool what its decode pool's median time to first token over the window leaves of it (at least half).",
+		func(e Estimate) float64 { return e.PrefillObjective }},
 	{"prefill_over_objective_ratio", "Share of the window's requests whose prefill alone exceeded the TTFT objective.",
 		func(e Estimate) float64 { return e.Prefill.OverObjective }},
 	{"itl_replicas_needed", "Sequences decoding, grown as the demand is forecast to grow, over what one replica decodes within the ITL objective; 0 without an ITL objective.",
