@@ -36,8 +36,9 @@ type CapacityParts struct {
 	// KVNeeded and PrefillNeeded are the two terms Needed is the larger
 	// of; PrefillBusy the replicas' worth of prefill work, PrefillMaxBusy
 	// how busy one replica's prefill may run, PrefillOver the share of
-	// prefills over the objective alone.
-	KVNeeded, PrefillNeeded, PrefillBusy, PrefillMaxBusy, PrefillOver float64
+	// prefills over the objective alone, PrefillObjective (seconds) the
+	// time to first token the prefill term is held to.
+	KVNeeded, PrefillNeeded, PrefillBusy, PrefillMaxBusy, PrefillOver, PrefillObjective float64
 	// Dispersion and KVDispersion are the measured spreads of the
 	// replicas' arrivals and KV in use; LateBudget the share of requests
 	// the KV term lets wait; Residence and Slack (servers' seconds) what
@@ -70,6 +71,7 @@ var capacityGauges = map[string]func(*CapacityParts) *float64{
 	"gpuscale_adapter_capacity_prefill_busy_replicas":            func(c *CapacityParts) *float64 { return &c.PrefillBusy },
 	"gpuscale_adapter_capacity_prefill_max_busy":                 func(c *CapacityParts) *float64 { return &c.PrefillMaxBusy },
 	"gpuscale_adapter_capacity_prefill_over_objective_ratio":     func(c *CapacityParts) *float64 { return &c.PrefillOver },
+	"gpuscale_adapter_capacity_prefill_objective_seconds":        func(c *CapacityParts) *float64 { return &c.PrefillObjective },
 	"gpuscale_adapter_capacity_arrival_dispersion":               func(c *CapacityParts) *float64 { return &c.Dispersion },
 	"gpuscale_adapter_capacity_kv_dispersion":                    func(c *CapacityParts) *float64 { return &c.KVDispersion },
 	"gpuscale_adapter_capacity_kv_late_budget_ratio":             func(c *CapacityParts) *float64 { return &c.LateBudget },

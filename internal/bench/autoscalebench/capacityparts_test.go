@@ -58,7 +58,7 @@ func TestParseCapacityParts(t *testing.T) {
 		Ready: float64(est.Replicas), Reporting: float64(est.Reporting), Loading: float64(est.Loading), LoadingCredit: est.LoadingCredit,
 		Needed: est.Needed, Utilization: est.Utilization,
 		KVNeeded: est.KVNeeded, PrefillNeeded: est.PrefillNeeded, PrefillBusy: est.PrefillBusy,
-		PrefillMaxBusy: est.Prefill.MaxBusy, PrefillOver: est.Prefill.OverObjective,
+		PrefillMaxBusy: est.Prefill.MaxBusy, PrefillOver: est.Prefill.OverObjective, PrefillObjective: est.PrefillObjective,
 		Dispersion: est.Dispersion, KVDispersion: est.KVDispersion, LateBudget: est.LateBudget, Residence: est.Residence,
 		Slack: est.Slack, MeasuredTTFT: est.MeasuredTTFT, Correction: est.Correction,
 		ITLNeeded: est.ITLNeeded, ITLQuantile: est.ITL.Quantile, ITLSlots: est.ITL.Slots,
