@@ -23,7 +23,8 @@ while IFS= read -r pkg; do
   for target in $(grep -ho '^func Fuzz[A-Za-z0-9_]*' "$dir"/*_test.go 2>/dev/null | sed 's/^func //' | sort -u); do
     for try in 1 2; do
       echo "fuzz: $pkg $target for $fuzztime"
-      if go test -run '^$' -fuzz "^${target}\$" -fuzztime "$fuzztime" -fuzzminimizetime 2s "$pkg" >"$log" 2>&1; then
+      # shellcheck disable=SC2086 # TESTFLAGS is a list of flags (Makefile)
+      if go test ${TESTFLAGS:-} -run '^$' -fuzz "^${target}\$" -fuzztime "$fuzztime" -fuzzminimizetime 2s "$pkg" >"$log" 2>&1; then
         break
       fi
       if coordinator_flake; then
