@@ -11,7 +11,8 @@
 // It reads only informer caches and the adapter's metric values (Loads:
 // the embedded store or Prometheus, whichever --source serves); it writes
 // only annotations of the pods it manages, through a token-bucket rate
-// limit. Run it in one replica at a time (leader election is the caller's).
+// limit. Run it in one replica at a time: RunLeaderElected runs it while
+// the process holds a Lease.
 package scaledown
 
 import (

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"sync"
 	"time"
 
 	"github.com/spf13/pflag"
@@ -157,12 +156,12 @@ func (a *Adapter) scaleDownController(pods coreinformers.PodInformer, nodes core
 	}
 	watchdog := leaderelection.NewLeaderHealthzAdaptor(leaderHealthzTimeout)
 	return func(ctx context.Context) {
-		runLeaderElected(ctx, electionConfig(le, lock, watchdog), c.Run, log.With("component", "scale-down", "identity", id))
+		scaledown.RunLeaderElected(ctx, electionConfig(le, lock, watchdog), c.Run, log.With("component", "scale-down", "identity", id))
 	}, watchdog, nil
 }
 
 // electionConfig is client-go's configuration from component-base's; the
-// callbacks are runLeaderElected's.
+// callbacks are scaledown.RunLeaderElected's.
 func electionConfig(le componentbaseconfig.LeaderElectionConfiguration, lock resourcelock.Interface, watchdog *leaderelection.HealthzAdaptor) leaderelection.LeaderElectionConfig {
 	c := leaderelection.LeaderElectionConfig{
 		Lock: lock, Name: le.ResourceName, ReleaseOnCancel: true,
@@ -199,34 +198,4 @@ func leaderIdentity() string {
 		name, _ = os.Hostname()
 	}
 	return name + "_" + string(uuid.NewUUID())
-}
-
-// runLeaderElected runs run while this process holds the lease, and
-// campaigns again whenever it loses it, until ctx is done. Losing the
-// lease stops only the controller, never the metrics API.
-func runLeaderElected(ctx context.Context, cfg leaderelection.LeaderElectionConfig, run func(context.Context), log *slog.Logger) {
-	// A new term's loop starts only once the last term's has returned.
-	var term sync.Mutex
-	cfg.Callbacks = leaderelection.LeaderCallbacks{
-		OnStartedLeading: func(ctx context.Context) {
-			term.Lock()
-			defer term.Unlock()
-			log.Info("acquired the scale-down lease")
-			run(ctx)
-		},
-		OnStoppedLeading: func() { log.Info("not leading the scale-down controller") },
-		OnNewLeader:      func(id string) { log.Info("scale-down leader", "leader", id) },
-	}
-	for ctx.Err() == nil {
-		le, err := leaderelection.NewLeaderElector(cfg)
-		if err != nil {
-			log.Error("scale-down leader election; the controller does not run", "err", err)
-			return
-		}
-		le.Run(ctx)
-		select {
-		case <-ctx.Done():
-		case <-time.After(cfg.RetryPeriod):
-		}
-	}
 }

@@ -1,19 +1,10 @@
 package app
 
 import (
-	"context"
-	"log/slog"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/spf13/pflag"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/client-go/kubernetes/fake"
-	"k8s.io/client-go/tools/leaderelection/resourcelock"
 )
 
 func TestScaleDownOptionsValidate(t *testing.T) {
@@ -50,75 +41,3 @@ func TestScaleDownOptionsValidate(t *testing.T) {
 		}
 	}
 }
-
-// TestLeaderElectionHandsOver: of two adapters one runs the controller;
-// when it stops, the other takes over, and never both at once.
-func TestLeaderElectionHandsOver(t *testing.T) {
-	client := fake.NewClientset()
-	var running atomic.Int32
-	var mu sync.Mutex
-	var leaders []string
-	start := func(id string) context.CancelFunc {
-		ctx, cancel := context.WithCancel(context.Background())
-		le := defaultScaleDownOptions().LeaderElection
-		lock, err := resourcelock.New(le.ResourceLock, le.ResourceNamespace, le.ResourceName, client.CoreV1(), client.CoordinationV1(),
-			resourcelock.ResourceLockConfig{Identity: id})
-		if err != nil {
-			t.Fatal(err)
-		}
-		run := func(ctx context.Context) {
-			if running.Add(1) != 1 {
-				t.Errorf("%s leads while another does", id)
-			}
-			mu.Lock()
-			leaders = append(leaders, id)
-			mu.Unlock()
-			<-ctx.Done()
-			running.Add(-1)
-		}
-		go runLeaderElected(ctx, electionConfig(le, lock, nil), run, discardLogger())
-		return cancel
-	}
-	stops := map[string]context.CancelFunc{"a": start("a"), "b": start("b")}
-	first := waitLeader(t, &mu, &leaders, 1)
-	stops[first]()
-	second := waitLeader(t, &mu, &leaders, 2)
-	if second == first {
-		t.Fatalf("%s led twice, the other never", first)
-	}
-	for _, stop := range stops {
-		stop()
-	}
-	lease, err := client.CoordinationV1().Leases("gpuscale").Get(context.Background(), scaleDownLease, metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("lease holder %v, transitions %v", ptrVal(lease.Spec.HolderIdentity), ptrVal(lease.Spec.LeaseTransitions))
-}
-
-func waitLeader(t *testing.T, mu *sync.Mutex, leaders *[]string, n int) string {
-	t.Helper()
-	var got string
-	err := wait.PollUntilContextTimeout(context.Background(), 20*time.Millisecond, 3*defaultScaleDownOptions().LeaderElection.LeaseDuration.Duration, true, func(context.Context) (bool, error) {
-		mu.Lock()
-		defer mu.Unlock()
-		if len(*leaders) >= n {
-			got = (*leaders)[n-1]
-			return true, nil
-		}
-		return false, nil
-	})
-	if err != nil {
-		t.Fatalf("no leader #%d: %v", n, err)
-	}
-	return got
-}
-
-func ptrVal[T any](p *T) any {
-	if p == nil {
-		return nil
-	}
-	return *p
-}
-
-func discardLogger() *slog.Logger { return slog.New(slog.DiscardHandler) }
