@@ -18,6 +18,7 @@ import (
 
 	"github.com/gpuscale/gpuscale/pkg/buildinfo"
 	"github.com/gpuscale/gpuscale/pkg/exporter"
+	"github.com/gpuscale/gpuscale/pkg/exporter/backend/nvml"
 	"github.com/gpuscale/gpuscale/pkg/exporter/backend/sim"
 	"github.com/gpuscale/gpuscale/pkg/exporter/httpapi"
 	"github.com/gpuscale/gpuscale/pkg/exporter/podmeta"
@@ -237,6 +238,13 @@ func startAttribution(ctx context.Context, o *Options, reg prometheus.Registerer
 func newSimBackend(o *Options, log *slog.Logger) (*sim.Backend, error) {
 	log.Warn("using the SIMULATED GPU backend: every series carries simulated=\"true\"", "gpus", o.SimGPUs, "model", o.SimModel)
 	return sim.New(sim.Options{GPUs: o.SimGPUs, Model: o.SimModel, MIGProfiles: splitList(o.SimMIGProfiles), Identity: o.Hostname, VGPU: o.SimVGPU})
+}
+
+// newNVMLBackend reads the GPUs through NVML (pkg/exporter/backend/nvml's
+// Open, which fails in a build without cgo).
+func newNVMLBackend(o *Options, log *slog.Logger) (gpu.Backend, error) {
+	return nvml.Open(nvml.Options{Logger: log.With("component", "nvml"), XIDEvents: true,
+		Processes: o.ContainerRuntimeSocket != "", Profiling: o.Profiling})
 }
 
 // newBackendOpener opens the NVML backend, retrying from 1 s doubling to

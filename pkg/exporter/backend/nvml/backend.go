@@ -1,12 +1,5 @@
 //go:build linux && cgo
 
-// Package nvml is the gpu.Backend that reads NVIDIA GPUs through NVML, the
-// library the driver ships (libnvidia-ml.so.1). It reports whole GPUs, their
-// MIG instances and the XID errors the driver raises.
-//
-// Every NVML call goes through go-nvml's Interface and Device handles, so
-// the package is tested with go-nvml's mock package and needs neither a GPU
-// nor a driver to build or test.
 package nvml
 
 import (
@@ -22,21 +15,6 @@ import (
 
 	"github.com/gpuscale/gpuscale/pkg/gpu"
 )
-
-// Options configures New.
-type Options struct {
-	// Logger receives the backend's logs; slog.Default() when nil.
-	Logger *slog.Logger
-	// XIDEvents starts a goroutine that watches XID critical error events,
-	// reported as gpu.FieldLastXID and gpu.Reading.XIDCounts.
-	XIDEvents bool
-	// Processes reads every whole GPU's compute processes with their
-	// memory and utilization share (gpu.Reading.Processes).
-	Processes bool
-	// Profiling reads the GPM profiling metrics of GPUs that support them
-	// (Hopper and later), for the GPU and each MIG instance.
-	Profiling bool
-}
 
 // Backend reads GPUs through NVML. It implements gpu.Backend. Collect and
 // Close must not be called concurrently with each other (the exporter's
