@@ -57,6 +57,8 @@ type bench struct {
 	// memLimit is the adapter's memory cgroup's limit, 0 if it has none
 	// (--adapter-memory-limit).
 	memLimit int64
+	// accept is the timed lists' Accept header (--accept).
+	accept string
 }
 
 func newBench(env *devenv.Env, log *slog.Logger, window time.Duration, dir string) (*bench, error) {
@@ -80,8 +82,10 @@ func (b *bench) close() {
 
 // result is what one namespace size measured.
 type result struct {
-	Pods, Requests    int
-	Metric            string
+	Pods, Requests int
+	Metric         string
+	// Accept is the lists' encoding, as the client asked for it.
+	Accept            string
 	Latencies         []time.Duration // sorted
 	AnswerBytes       int
 	AdapterCPUPerList time.Duration
@@ -106,8 +110,8 @@ func (r result) quantile(q float64) time.Duration {
 }
 
 func (r result) line() string {
-	return fmt.Sprintf("%d pods %s: median %v p90 %v p99 %v max %v; %d bytes; adapter CPU %v per list (%.2f cores scraping: %.0f scrapes/s, %v CPU each), RSS %.0f MiB (%.0f MiB file), heap %.0f MiB; pods Ready after %v, full list after %v",
-		r.Pods, r.Metric, r.quantile(0.5).Round(time.Microsecond*100), r.quantile(0.9).Round(time.Microsecond*100),
+	return fmt.Sprintf("%d pods %s (%s): median %v p90 %v p99 %v max %v; %d bytes; adapter CPU %v per list (%.2f cores scraping: %.0f scrapes/s, %v CPU each), RSS %.0f MiB (%.0f MiB file), heap %.0f MiB; pods Ready after %v, full list after %v",
+		r.Pods, r.Metric, encodingName(r.Accept), r.quantile(0.5).Round(time.Microsecond*100), r.quantile(0.9).Round(time.Microsecond*100),
 		r.quantile(0.99).Round(time.Microsecond*100), r.Latencies[len(r.Latencies)-1].Round(time.Microsecond*100),
 		r.AnswerBytes, r.AdapterCPUPerList.Round(time.Microsecond*100), r.AdapterIdleCPU, r.ScrapesPerSec, r.CPUPerScrape.Round(time.Microsecond), r.AdapterRSSMiB, r.AdapterRSSFileMiB, r.AdapterHeapMiB, r.PodsReady.Round(time.Second), r.FirstFull.Round(time.Second))
 }
@@ -150,7 +154,7 @@ func (b *bench) measure(ctx context.Context, n int, metrics []string, requests i
 	}
 	var out []result
 	for _, metric := range metrics {
-		r := result{Pods: n, Requests: requests, Metric: metric, PodsReady: ready, FirstFull: full[metric]}
+		r := result{Pods: n, Requests: requests, Metric: metric, Accept: b.accept, PodsReady: ready, FirstFull: full[metric]}
 		if err := b.time(ctx, ns, &r); err != nil {
 			return nil, err
 		}
@@ -164,7 +168,7 @@ func (b *bench) measure(ctx context.Context, n int, metrics []string, requests i
 // adapter's CPU time and memory.
 func (b *bench) time(ctx context.Context, ns string, r *result) error {
 	for range 5 {
-		if _, err := b.list(ctx, ns, r.Metric, "app="+appLabel); err != nil {
+		if _, err := b.listAs(ctx, r.Accept, ns, r.Metric, "app="+appLabel); err != nil {
 			return err
 		}
 	}
@@ -203,7 +207,7 @@ func (b *bench) time(ctx context.Context, ns string, r *result) error {
 	start := time.Now()
 	for range r.Requests {
 		t := time.Now()
-		body, err := b.list(ctx, ns, r.Metric, "app="+appLabel)
+		body, err := b.listAs(ctx, r.Accept, ns, r.Metric, "app="+appLabel)
 		r.Latencies = append(r.Latencies, time.Since(t))
 		if err != nil {
 			return err
@@ -216,6 +220,9 @@ func (b *bench) time(ctx context.Context, ns string, r *result) error {
 	}
 	scraping := time.Duration(idle * float64(time.Since(start)))
 	r.AdapterCPUPerList = max(0, cpu1-cpu0-scraping) / time.Duration(r.Requests)
+	if err := b.profileLists(ctx, ns, r); err != nil {
+		return err
+	}
 	slices.Sort(r.Latencies)
 	if r.AdapterRSSMiB, err = statusMiB(pid, "VmRSS"); err != nil {
 		return err
@@ -227,6 +234,23 @@ func (b *bench) time(ctx context.Context, ns string, r *result) error {
 		return err
 	}
 	return b.saveHeapProfile(ctx, fmt.Sprintf("heap-%d-%s.pb.gz", r.Pods, r.Metric))
+}
+
+// profileLists saves a CPU profile of the adapter over 10 s of back-to-back
+// untimed lists, after the timed ones (profiling would slow those): where a
+// list's CPU goes. Scraping runs beside them and is in the profile too.
+func (b *bench) profileLists(ctx context.Context, ns string, r *result) error {
+	const d = 10 * time.Second
+	profile := make(chan error, 1)
+	go func() {
+		profile <- b.saveProfile(ctx, fmt.Sprintf("cpu-lists-%d-%s.pb.gz", r.Pods, r.Metric), d)
+	}()
+	for end := time.Now().Add(d); time.Now().Before(end); {
+		if _, err := b.listAs(ctx, r.Accept, ns, r.Metric, "app="+appLabel); err != nil {
+			return errors.Join(err, <-profile)
+		}
+	}
+	return <-profile
 }
 
 // saveHeapProfile writes what holds the adapter's heap, for `go tool
@@ -432,9 +456,34 @@ func (b *bench) waitFull(ctx context.Context, ns, metric, sel string, n int) err
 
 // list is the HPA's request for a Pods metric of the pods sel selects.
 func (b *bench) list(ctx context.Context, ns, metric, sel string) ([]byte, error) {
-	return b.client.CoreV1().RESTClient().Get().
+	return b.listAs(ctx, acceptJSON, ns, metric, sel)
+}
+
+// The encodings a metrics API client may ask for. kube-controller-manager's
+// clients, the HPA controller's among them, ask for protobuf
+// (--kube-api-content-type's default); kubectl get --raw and most other
+// clients for JSON.
+const (
+	acceptProtobuf = "application/vnd.kubernetes.protobuf"
+	acceptJSON     = "application/json"
+)
+
+// protobufMagic opens every object in Kubernetes' protobuf encoding.
+var protobufMagic = []byte("k8s\x00")
+
+// listAs lists in the encoding accept names, and checks that the answer
+// is in it: a server that fell back to another would time the wrong thing.
+func (b *bench) listAs(ctx context.Context, accept, ns, metric, sel string) ([]byte, error) {
+	body, err := b.client.CoreV1().RESTClient().Get().
 		AbsPath("/apis/custom.metrics.k8s.io/v1beta2/namespaces", ns, "pods", "*", metric).
-		Param("labelSelector", sel).DoRaw(ctx)
+		Param("labelSelector", sel).SetHeader("Accept", accept).DoRaw(ctx)
+	if err != nil {
+		return body, err
+	}
+	if isProto := bytes.HasPrefix(body, protobufMagic); isProto != (accept == acceptProtobuf) {
+		return nil, fmt.Errorf("asked for %s, answered %q...", accept, body[:min(len(body), 8)])
+	}
+	return body, nil
 }
 
 // processCPU is a process's user and system CPU time so far.
@@ -490,13 +539,21 @@ func statusMiB(pid int, field string) (float64, error) {
 	return 0, fmt.Errorf("/proc/%d/status: no %s", pid, field)
 }
 
+// encodingName is an Accept header's short name in the report.
+func encodingName(accept string) string {
+	if accept == acceptProtobuf {
+		return "protobuf"
+	}
+	return "JSON"
+}
+
 // markdown is the report: one row per size.
 func markdown(rs []result, interval time.Duration) string {
 	var sb strings.Builder
 	fmt.Fprintf(&sb, "# List latency through the aggregation layer\n\n`GET .../namespaces/NS/pods/*/METRIC?labelSelector=app=%s`, sequential, one kept-alive HTTP/2 connection to a real kube-apiserver; the adapter scrapes every pod itself every %v.\n\n", appLabel, interval)
-	sb.WriteString("| pods | metric | requests | median | p90 | p99 | max | answer | adapter CPU per list | adapter CPU scraping | scrapes/s, CPU each | adapter RSS (file-backed) | adapter heap in use | pods Ready after | full list after |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+	sb.WriteString("| pods | metric | encoding | requests | median | p90 | p99 | max | answer | adapter CPU per list | adapter CPU scraping | scrapes/s, CPU each | adapter RSS (file-backed) | adapter heap in use | pods Ready after | full list after |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, r := range rs {
-		fmt.Fprintf(&sb, "| %d | %s | %d | %v | %v | %v | %v | %.2f MB | %v | %.2f cores | %.0f, %v | %.0f MiB (%.0f) | %.0f MiB | %v | %v |\n", r.Pods, r.Metric, r.Requests,
+		fmt.Fprintf(&sb, "| %d | %s | %s | %d | %v | %v | %v | %v | %.2f MB | %v | %.2f cores | %.0f, %v | %.0f MiB (%.0f) | %.0f MiB | %v | %v |\n", r.Pods, r.Metric, encodingName(r.Accept), r.Requests,
 			r.quantile(0.5).Round(100*time.Microsecond), r.quantile(0.9).Round(100*time.Microsecond), r.quantile(0.99).Round(100*time.Microsecond),
 			r.Latencies[len(r.Latencies)-1].Round(100*time.Microsecond), float64(r.AnswerBytes)/1e6, r.AdapterCPUPerList.Round(100*time.Microsecond), r.AdapterIdleCPU,
 			r.ScrapesPerSec, r.CPUPerScrape.Round(time.Microsecond), r.AdapterRSSMiB, r.AdapterRSSFileMiB, r.AdapterHeapMiB, r.PodsReady.Round(time.Second), r.FirstFull.Round(time.Second))

@@ -53,6 +53,7 @@ func run() error {
 		adEnv    = flag.String("adapter-env", "", "Comma-separated NAME=value environment of the adapter, e.g. GOMEMLIMIT=270MiB.")
 		adMem    = flag.String("adapter-memory-limit", "", "Run the adapter in a memory cgroup of its own with this limit (a quantity, e.g. 512Mi, or \"chart\" for the chart's adapter.resources.limits.memory), as its container is limited: the kernel kills it past the limit, and it sets its Go soft limit from it. Needs root and a writable cgroup file system.")
 		adBin    = flag.String("adapter-binary", "", "An adapter binary to measure instead of building this tree's, e.g. another branch's for a before/after.")
+		accept   = flag.String("accept", acceptProtobuf, "The timed lists' encoding: "+acceptProtobuf+" (what kube-controller-manager's HPA client asks for, its --kube-api-content-type default) or "+acceptJSON+" (kubectl get --raw and most other clients).")
 		out      = flag.String("out", "_output/bench-list", "Directory for the environment's logs and report.md.")
 		soakFor  = flag.Duration("soak", 0, "Instead of timing lists, keep the largest --pods size and a hostile fleet scraped this long, and report the adapter's memory, scrape cycles and the healthy pods' staleness (make soak).")
 		fleet    soakFleet
@@ -67,6 +68,9 @@ func run() error {
 	flag.IntVar(&fleet.HangAfterAnswer, "soak-hang-after-answer", 512, "With --soak, pods that answer once and then hang.")
 	flag.IntVar(&fleet.Selectors, "soak-selectors", 1024, "With --soak, distinct label selectors asked of the healthy namespace once the fleet is up.")
 	flag.Parse()
+	if *accept != acceptProtobuf && *accept != acceptJSON {
+		return fmt.Errorf("--accept must be %s or %s, got %q", acceptProtobuf, acceptJSON, *accept)
+	}
 	// Two samples at least in the TTFT window, and no less than the
 	// adapter's default minute.
 	ttft := max(time.Minute, 4**interval)
@@ -141,6 +145,7 @@ func run() error {
 	}
 	defer b.close()
 	b.memLimit = memLimit
+	b.accept = *accept
 	if *soakFor > 0 {
 		rep, err := b.soak(ctx, slices.Max(ns), fleet, *interval, *soakFor, 10*time.Second)
 		if err != nil {
