@@ -481,7 +481,7 @@ func (b *bench) listAs(ctx context.Context, accept, ns, metric, sel string) ([]b
 		return body, err
 	}
 	if isProto := bytes.HasPrefix(body, protobufMagic); isProto != (accept == acceptProtobuf) {
-		return nil, fmt.Errorf("asked for %s, answered %q...", accept, body[:min(len(body), 8)])
+		return nil, fmt.Errorf("asked for %s, answered %q at the start", accept, body[:min(len(body), 8)])
 	}
 	return body, nil
 }
