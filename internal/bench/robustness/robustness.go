@@ -85,6 +85,11 @@ type Setup struct {
 	ModelLoad, StartDelay       time.Duration
 	Grace, Scrape, Sync, Phase  time.Duration
 	GPUUtil, QueueDepth, RunReq float64
+	// MaxOfStatic bounds every autoscaled policy's replicas at this
+	// multiple of static provisioning's, rounded up: 2 by default, room
+	// to overshoot; 1 is an HPA whose maxReplicas is the fleet its owner
+	// would otherwise provision.
+	MaxOfStatic float64
 	// Tweak, when set, changes the policies' options (sweeps).
 	Tweak func(*offlinereplay.PolicyOptions)
 }
@@ -94,7 +99,7 @@ type Setup struct {
 func DefaultSetup() Setup {
 	return Setup{Profile: inferencesim.L4Profile(), ModelLoad: time.Minute, StartDelay: 3 * time.Second,
 		Grace: 30 * time.Second, Scrape: 5 * time.Second, Sync: 15 * time.Second, Phase: 7 * time.Second,
-		GPUUtil: 70, QueueDepth: 1, RunReq: 16}
+		GPUUtil: 70, QueueDepth: 1, RunReq: 16, MaxOfStatic: 2}
 }
 
 // Outcome is one policy on one workload.
@@ -189,7 +194,7 @@ func runOne(w Workload, policies []string, s Setup) (Report, error) {
 	opts := offlinereplay.PolicyOptions{
 		Targets: autoscalebench.Targets{GPUUtilization: s.GPUUtil, QueueDepth: s.QueueDepth, RequestsRunning: s.RunReq,
 			TTFT: slo, ModelLoad: s.ModelLoad},
-		MaxReplicas: 2 * static,
+		MaxReplicas: max(1, int(math.Ceil(s.MaxOfStatic*float64(static)))),
 	}
 	if s.Tweak != nil {
 		s.Tweak(&opts)

@@ -1,6 +1,7 @@
 package robustness
 
 import (
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -118,5 +119,49 @@ func TestCountGoals(t *testing.T) {
 	}
 	if s := want.String(); s != "| 1 | 2 | 2 of 2 | 1 | 30 |" {
 		t.Errorf("String = %q", s)
+	}
+}
+
+// TestMaxOfStatic: Setup.MaxOfStatic bounds the autoscaled policies'
+// replicas at that multiple of static provisioning's; at 1 the bill can
+// never pass static's. On the on-off shape the recommended policy
+// overshoots static's replicas in its first two cycles when allowed twice
+// as many, so the bound is what holds it.
+func TestMaxOfStatic(t *testing.T) {
+	var w Workload
+	for _, c := range Family() {
+		if c.Name == "on-off" {
+			w = c
+		}
+	}
+	if w.Requests == nil {
+		t.Fatal("no on-off shape in the family")
+	}
+	w.Requests = sliceTo(w.Requests, 15*time.Minute) // two on-off cycles
+	for _, tc := range []struct {
+		multiple  float64
+		overshoot bool // the peak passes static's replicas
+	}{{2, true}, {1, false}} {
+		setup := DefaultSetup()
+		setup.MaxOfStatic = tc.multiple
+		reps, err := Run([]Workload{w}, []string{autoscalebench.PolicyStatic, offlinereplay.PolicyRecommended}, setup)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rec, ok := reps[0].Outcome(offlinereplay.PolicyRecommended)
+		if !ok {
+			t.Fatal("no outcome of the recommended policy")
+		}
+		static := reps[0].Static
+		t.Logf("maxReplicas %gx static's %d: peak %d, %.0f%% of static's GPU-hours", tc.multiple, static, rec.Peak, 100*rec.StaticFraction)
+		if bound := int(math.Ceil(tc.multiple * float64(static))); rec.Peak > bound {
+			t.Errorf("%gx: peak %d, want at most %d", tc.multiple, rec.Peak, bound)
+		}
+		if got := rec.Peak > static; got != tc.overshoot {
+			t.Errorf("%gx: peak %d above static's %d is %v, want %v", tc.multiple, rec.Peak, static, got, tc.overshoot)
+		}
+		if tc.multiple == 1 && rec.StaticFraction > 1 {
+			t.Errorf("maxReplicas at static's: %.0f%% of static's GPU-hours", 100*rec.StaticFraction)
+		}
 	}
 }
