@@ -67,7 +67,7 @@ func main() {
 	flag.DurationVar(&f.downPeriod, "capacity-scale-down-period", time.Minute, "The period of --capacity-scale-down-percent.")
 	flag.BoolVar(&f.disagg, "disaggregated", false, "Replay the disaggregated workload (a prefill and a decode pool) under static provisioning, the single-pool and the per-role capacity policies, and print the table of docs/autoscaling.md; --slo (0: 2s) and --itl-slo judge it.")
 	flag.DurationVar(&f.itl, "itl-slo", 150*time.Millisecond, "With --disaggregated: the ITL p90 objective.")
-	flag.Float64Var(&f.maxOfStatic, "max-of-static", 2, "With --family: every autoscaled policy's maxReplicas as a multiple of static provisioning's replicas, rounded up (1: the fleet static would provision).")
+	flag.Float64Var(&f.maxOfStatic, "max-of-static", 2, "Every autoscaled policy's maxReplicas as a multiple of static provisioning's replicas, rounded up (1: the fleet static would provision).")
 	flag.BoolVar(&f.counts, "goal-counts", false, "With --family: print only the row of goal counts of the recommended policy (workloads missing each goal, scale events), as hack/robustness-sweep.sh records it.")
 	flag.BoolVar(&f.spreadKV, "capacity-spread-kv", false, "The capacity policy's KV term on the measured spread of KV in use (capacity.Config.SpreadKV).")
 	flag.BoolVar(&f.measuredArrivals, "capacity-measured-arrivals", false, "The capacity policy's prefill term credits a router more even than random (capacity.Config.MeasuredArrivals).")
@@ -81,6 +81,9 @@ func main() {
 }
 
 func run(f flags) error {
+	if !(f.maxOfStatic > 0) {
+		return fmt.Errorf("--max-of-static=%v: want a multiple above 0", f.maxOfStatic)
+	}
 	setup := robustness.DefaultSetup()
 	setup.MaxOfStatic = f.maxOfStatic
 	setup.Tweak = func(o *offlinereplay.PolicyOptions) {
