@@ -3,9 +3,10 @@
 # long build's progress shown.
 #
 # The caller sets: name_prefix (its log prefix), moddir (the tools module)
-# and bin_name (the cache folder's name before its key). cache_dir then
-# names the folder: the key hashes what the binaries are made from (the
-# module's go.mod and go.sum, the build configuration, the Go version and
+# and bin_name (the cache folder's name before its key), and may set
+# key_files (more files the binaries are made from). cache_dir then names
+# the folder: the key hashes what the binaries are made from (the module's
+# go.mod and go.sum, key_files, the build configuration, the Go version and
 # this file), so a change to any of them builds again, in a new folder.
 
 here=${here:-$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)}
@@ -18,7 +19,7 @@ log() { echo "$name_prefix: $*" >&2; }
 cache_dir() {
   local cache key
   cache=${GPUSCALE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/gpuscale}
-  key=$( { cat "$moddir/go.mod" "$moddir/go.sum" "$here/lib/goenv.sh" "$here/lib/cache-build.sh"
+  key=$( { cat "$moddir/go.mod" "$moddir/go.sum" "$here/lib/goenv.sh" "$here/lib/cache-build.sh" ${key_files[@]+"${key_files[@]}"}
            go version; echo "$CGO_ENABLED $GOFLAGS"; } | sha256sum | cut -c1-12)
   echo "$cache/bin/$bin_name-$key"
 }
@@ -40,7 +41,7 @@ progress() { # logfile
 }
 
 # build_missing builds, in one go build, every binary of the given
-# name=package pairs that bin lacks. One invocation lets the go command
+# name=package pairs that bin lacks, with the caller's build_flags if set. One invocation lets the go command
 # link one binary while it compiles the next, so both cores stay busy.
 build_missing() { # bin ldflags name=package...
   local bin=$1 ldflags=$2 pair name pkg want=() pkgs=()
@@ -54,7 +55,7 @@ build_missing() { # bin ldflags name=package...
   log "building ${want[*]} (cached afterwards in $bin)"
   local start=$SECONDS out="$bin/.tmp" buildlog="$bin/build.log"
   rm -rf "$out" && mkdir -p "$out"
-  if ! (cd "$moddir" && go build -v -ldflags "$ldflags" -o "$out/" "${pkgs[@]}" 2>&1) | progress "$buildlog"; then
+  if ! (cd "$moddir" && go build -v ${build_flags[@]+"${build_flags[@]}"} -ldflags "$ldflags" -o "$out/" "${pkgs[@]}" 2>&1) | progress "$buildlog"; then
     log "building failed; the end of $buildlog:"
     tail -40 "$buildlog" >&2
     return 1

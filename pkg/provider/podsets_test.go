@@ -15,10 +15,11 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/client-go/informers"
-	"k8s.io/client-go/kubernetes/fake"
+	coreinformers "k8s.io/client-go/informers/core/v1"
 	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/tools/cache"
 
+	"github.com/gpuscale/gpuscale/internal/harness/kubefake"
 	"github.com/gpuscale/gpuscale/pkg/adapter/store"
 	"github.com/gpuscale/gpuscale/pkg/adapter/storesource"
 	"github.com/gpuscale/gpuscale/pkg/provider"
@@ -232,18 +233,19 @@ func TestPodSetsMemoryBounded(t *testing.T) {
 func TestTrackPodsWithInformer(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	client := fake.NewClientset()
-	factory := informers.NewSharedInformerFactory(client, 0)
-	podInf := factory.Core().V1().Pods()
+	client := kubefake.NewClientset()
+	podInf := coreinformers.NewPodInformer(client, metav1.NamespaceAll, 0, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
 	st := store.New(4)
 	now := time.Now()
-	p := provider.New(provider.Config{Pods: podInf.Lister(), MaxStaleness: time.Hour, Now: func() time.Time { return now },
+	p := provider.New(provider.Config{Pods: corelisters.NewPodLister(podInf.GetIndexer()), MaxStaleness: time.Hour, Now: func() time.Time { return now },
 		Values: storesource.New(st, time.Hour, time.Minute, func() time.Time { return now })})
-	if err := p.TrackPods(podInf.Informer()); err != nil {
+	if err := p.TrackPods(podInf); err != nil {
 		t.Fatal(err)
 	}
-	factory.Start(ctx.Done())
-	factory.WaitForCacheSync(ctx.Done())
+	go podInf.Run(ctx.Done())
+	if !cache.WaitForCacheSync(ctx.Done(), podInf.HasSynced) {
+		t.Fatal("the pod informer did not sync")
+	}
 
 	pod := func(name string, ready corev1.ConditionStatus) *corev1.Pod {
 		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ml", Name: name},

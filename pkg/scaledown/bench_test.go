@@ -9,12 +9,12 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/client-go/kubernetes/fake"
 	corev1listers "k8s.io/client-go/listers/core/v1"
 	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/cache"
 	clocktesting "k8s.io/utils/clock/testing"
 
+	"github.com/gpuscale/gpuscale/internal/harness/kubefake"
 	"github.com/gpuscale/gpuscale/pkg/adapter/store"
 	"github.com/gpuscale/gpuscale/pkg/adapter/storesource"
 	"github.com/gpuscale/gpuscale/pkg/signal"
@@ -78,7 +78,7 @@ type churnWorld struct {
 func newChurnWorld(b *testing.B, qps float64, burst int) *churnWorld {
 	idx := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
 	nodeIdx := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
-	client := fake.NewClientset()
+	client := kubefake.NewClientset()
 	client.PrependReactor("patch", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
 		pa := a.(k8stesting.PatchAction)
 		obj, _, _ := idx.GetByKey(pa.GetNamespace() + "/" + pa.GetName())

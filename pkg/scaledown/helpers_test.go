@@ -15,11 +15,13 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/client-go/informers"
-	"k8s.io/client-go/kubernetes/fake"
+	coreinformers "k8s.io/client-go/informers/core/v1"
+	corelisters "k8s.io/client-go/listers/core/v1"
 	k8stesting "k8s.io/client-go/testing"
+	"k8s.io/client-go/tools/cache"
 	clocktesting "k8s.io/utils/clock/testing"
 
+	"github.com/gpuscale/gpuscale/internal/harness/kubefake"
 	"github.com/gpuscale/gpuscale/pkg/adapter/store"
 	"github.com/gpuscale/gpuscale/pkg/adapter/storesource"
 	"github.com/gpuscale/gpuscale/pkg/kube/podslim"
@@ -34,8 +36,9 @@ const staleness = 3 * time.Second
 // store and a fake clock.
 type fixture struct {
 	t       *testing.T
-	client  *fake.Clientset
-	factory informers.SharedInformerFactory
+	client  *kubefake.Clientset
+	pods    cache.SharedIndexInformer
+	nodes   cache.SharedIndexInformer
 	clock   *clocktesting.FakeClock
 	store   *store.Store
 	ctrl    *Controller
@@ -55,21 +58,21 @@ func newFixture(t *testing.T, cfg Config, objs ...runtime.Object) *fixture {
 // slimmed by keep, as the adapter's does; nil keeps full pods.
 func newSlimFixture(t *testing.T, cfg Config, keep podslim.Keep, objs ...runtime.Object) *fixture {
 	t.Helper()
-	f := &fixture{t: t, client: fake.NewClientset(objs...), clock: clocktesting.NewFakeClock(t0), store: store.New(8), slim: keep}
+	f := &fixture{t: t, client: kubefake.NewClientset(objs...), clock: clocktesting.NewFakeClock(t0), store: store.New(8), slim: keep}
 	f.client.PrependReactor("patch", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
 		f.mu.Lock()
 		defer f.mu.Unlock()
 		f.patched = append(f.patched, a.GetNamespace()+"/"+a.(k8stesting.PatchAction).GetName())
 		return false, nil, nil // the tracker applies it
 	})
-	f.factory = informers.NewSharedInformerFactory(f.client, 0)
-	pods, nodes := f.factory.Core().V1().Pods(), f.factory.Core().V1().Nodes()
+	f.pods = coreinformers.NewPodInformer(f.client, metav1.NamespaceAll, 0, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
+	f.nodes = coreinformers.NewNodeInformer(f.client, 0, cache.Indexers{})
 	if keep != nil {
-		if err := pods.Informer().SetTransform(podslim.Transform(keep)); err != nil {
+		if err := f.pods.SetTransform(podslim.Transform(keep)); err != nil {
 			t.Fatal(err)
 		}
 	}
-	cfg.Client, cfg.Pods, cfg.Nodes, cfg.Clock = f.client, pods.Lister(), nodes.Lister(), f.clock
+	cfg.Client, cfg.Pods, cfg.Nodes, cfg.Clock = f.client, corelisters.NewPodLister(f.pods.GetIndexer()), corelisters.NewNodeLister(f.nodes.GetIndexer()), f.clock
 	if cfg.Loads == nil {
 		cfg.Loads = storesource.New(f.store, staleness, time.Minute, f.clock.Now)
 	}
@@ -80,16 +83,21 @@ func newSlimFixture(t *testing.T, cfg Config, keep podslim.Keep, objs ...runtime
 		t.Fatal(err)
 	}
 	f.ctrl = ctrl
-	if _, err := pods.Informer().AddEventHandler(ctrl.PodHandler()); err != nil {
+	if _, err := f.pods.AddEventHandler(ctrl.PodHandler()); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := nodes.Informer().AddEventHandler(ctrl.NodeHandler()); err != nil {
+	if _, err := f.nodes.AddEventHandler(ctrl.NodeHandler()); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(func() { cancel(); f.factory.Shutdown() })
-	f.factory.Start(ctx.Done())
-	f.factory.WaitForCacheSync(ctx.Done())
+	var running sync.WaitGroup
+	t.Cleanup(func() { cancel(); running.Wait() })
+	for _, inf := range []cache.SharedIndexInformer{f.pods, f.nodes} {
+		running.Go(func() { inf.Run(ctx.Done()) })
+	}
+	if !cache.WaitForCacheSync(ctx.Done(), f.pods.HasSynced, f.nodes.HasSynced) {
+		t.Fatal("the informers did not sync")
+	}
 	return f
 }
 
@@ -112,7 +120,7 @@ func (f *fixture) settle() {
 		}
 		for i := range l.Items {
 			p := &l.Items[i]
-			c, err := f.factory.Core().V1().Pods().Lister().Pods(p.Namespace).Get(p.Name)
+			c, err := corelisters.NewPodLister(f.pods.GetIndexer()).Pods(p.Namespace).Get(p.Name)
 			want := p.Annotations
 			if f.slim != nil {
 				want = podslim.Slim(p, f.slim).Annotations

@@ -10,10 +10,11 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/tools/leaderelection"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 	"k8s.io/utils/ptr"
+
+	"github.com/gpuscale/gpuscale/internal/harness/kubefake"
 )
 
 // TestLeaderElectionHandsOver: of two adapters one runs the controller;
@@ -22,7 +23,7 @@ func TestLeaderElectionHandsOver(t *testing.T) {
 	const ns, lease = "gpuscale", "gpuscale-scale-down"
 	// client-go's usual timings, kube-controller-manager's defaults.
 	const leaseDuration, renewDeadline, retryPeriod = 15 * time.Second, 10 * time.Second, 2 * time.Second
-	client := fake.NewClientset()
+	client := kubefake.NewClientset()
 	var running atomic.Int32
 	var mu sync.Mutex
 	var leaders []string

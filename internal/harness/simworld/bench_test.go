@@ -6,9 +6,10 @@ import (
 	"testing"
 	"time"
 
-	"k8s.io/client-go/kubernetes/fake"
 	corev1listers "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
+
+	"github.com/gpuscale/gpuscale/internal/harness/kubefake"
 )
 
 // BenchmarkAssignGPUs is one node's steady state: 8 GPUs held by 8 pods
@@ -46,7 +47,7 @@ func BenchmarkPodResourcesList(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
-	w, err := New(Options{Client: fake.NewClientset(), Dir: b.TempDir(), Logger: slog.New(slog.DiscardHandler)})
+	w, err := New(Options{Client: kubefake.NewClientset(), Dir: b.TempDir(), Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -24,9 +24,9 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
-	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 
+	"github.com/gpuscale/gpuscale/internal/harness/kubefake"
 	"github.com/gpuscale/gpuscale/internal/harness/testlog"
 )
 
@@ -80,7 +80,7 @@ func podIP(test, host int) string { return fmt.Sprintf("127.%d.%d.%d", ipBase, t
 // testWorld is a running World on a fake clientset.
 type testWorld struct {
 	*World
-	client *fake.Clientset
+	client *kubefake.Clientset
 	logs   *testlog.Buffer // the World's
 }
 
@@ -95,7 +95,7 @@ func startWorld(t *testing.T, objs ...k8sruntime.Object) *testWorld {
 // startWorldWith is startWorld with options changed by opt.
 func startWorldWith(t *testing.T, opt func(*Options), objs ...k8sruntime.Object) *testWorld {
 	t.Helper()
-	client := fake.NewClientset(objs...)
+	client := kubefake.NewClientset(objs...)
 	watching := map[string]chan struct{}{"pods": make(chan struct{}), "nodes": make(chan struct{})}
 	var once sync.Map
 	client.PrependWatchReactor("*", func(a k8stesting.Action) (bool, watch.Interface, error) {

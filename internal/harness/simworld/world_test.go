@@ -15,9 +15,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	k8sruntime "k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/client-go/kubernetes/fake"
 	podresourcesv1 "k8s.io/kubelet/pkg/apis/podresources/v1"
 
+	"github.com/gpuscale/gpuscale/internal/harness/kubefake"
 	"github.com/gpuscale/gpuscale/pkg/exporter/backend/sim"
 )
 
@@ -314,7 +314,7 @@ func TestListenFailureIsRetried(t *testing.T) {
 }
 
 func TestPodResourcesSocketPath(t *testing.T) {
-	w, err := New(Options{Client: fake.NewClientset(), Dir: "/tmp/sw"})
+	w, err := New(Options{Client: kubefake.NewClientset(), Dir: "/tmp/sw"})
 	if err != nil {
 		t.Fatal(err)
 	}

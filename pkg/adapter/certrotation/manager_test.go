@@ -18,9 +18,10 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/wait"
 	dynamicfake "k8s.io/client-go/dynamic/fake"
-	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/gpuscale/gpuscale/internal/harness/kubefake"
 )
 
 const ns = "gpuscale"
@@ -44,7 +45,7 @@ type listenerCount struct{ n atomic.Int32 }
 func (l *listenerCount) Enqueue() { l.n.Add(1) }
 
 type harness struct {
-	client  *fake.Clientset
+	client  *kubefake.Clientset
 	dyn     *dynamicfake.FakeDynamicClient
 	clock   *clocktesting.FakeClock
 	m       *Manager
@@ -53,7 +54,7 @@ type harness struct {
 
 func newHarness(t *testing.T, keda bool) *harness {
 	t.Helper()
-	h := &harness{client: fake.NewClientset(), clock: clocktesting.NewFakeClock(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)), changes: &listenerCount{}}
+	h := &harness{client: kubefake.NewClientset(), clock: clocktesting.NewFakeClock(time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)), changes: &listenerCount{}}
 	h.dyn = dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
 		map[schema.GroupVersionResource]string{apiServiceResource: "APIServiceList"}, apiServiceObjects()...)
 	cfg := Config{Client: h.client, APIServices: NewAPIServices(h.dyn), APIServiceNames: apiServiceNames,
