@@ -35,13 +35,13 @@ const staleness = 3 * time.Second
 // fixture is a controller on a fake clientset with real informers, a real
 // store and a fake clock.
 type fixture struct {
-	t       *testing.T
-	client  *kubefake.Clientset
-	pods    cache.SharedIndexInformer
-	nodes   cache.SharedIndexInformer
-	clock   *clocktesting.FakeClock
-	store   *store.Store
-	ctrl    *Controller
+	t      *testing.T
+	client *kubefake.Clientset
+	pods   cache.SharedIndexInformer
+	nodes  cache.SharedIndexInformer
+	clock  *clocktesting.FakeClock
+	store  *store.Store
+	ctrl   *Controller
 	// slim, when set, is the pod informer's transform's Keep.
 	slim podslim.Keep
 
