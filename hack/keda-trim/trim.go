@@ -56,11 +56,14 @@ func Trim(src, out string, triggers []string) (Kept, error) {
 	if err != nil {
 		return Kept{}, fmt.Errorf("%s: %w", builderFile, err)
 	}
+	// The tests of both packages test the scalers removed.
+	for _, dir := range []string{scalersDir, filepath.Dir(builderFile)} {
+		if err := removeTests(filepath.Join(out, dir)); err != nil {
+			return Kept{}, err
+		}
+	}
 	if err := trimScalers(filepath.Join(out, scalersDir), constructors, &kept); err != nil {
 		return Kept{}, fmt.Errorf("%s: %w", scalersDir, err)
-	}
-	if err := removeTests(filepath.Dir(filepath.Join(out, builderFile))); err != nil {
-		return Kept{}, err
 	}
 	return kept, nil
 }
@@ -161,7 +164,7 @@ func triggerSwitch(file *ast.File) (*ast.SwitchStmt, error) {
 // the kept cases call, and then every file that declares something a kept
 // file uses, or a method on a type a kept file declares: scalers share
 // constants and helpers across files. It removes the other scaler files
-// and every test, and checks that each called function is declared.
+// and checks that each called function is declared.
 func trimScalers(dir string, calls map[string]bool, kept *Kept) error {
 	entries, err := os.ReadDir(dir)
 	if err != nil {
@@ -173,13 +176,7 @@ func trimScalers(dir string, calls map[string]bool, kept *Kept) error {
 	for _, e := range entries {
 		name := e.Name()
 		path := filepath.Join(dir, name)
-		switch {
-		case e.IsDir() || !strings.HasSuffix(name, ".go"):
-			continue
-		case strings.HasSuffix(name, "_test.go"):
-			if err := os.Remove(path); err != nil {
-				return err
-			}
+		if e.IsDir() || !strings.HasSuffix(name, ".go") {
 			continue
 		}
 		file, err := parser.ParseFile(fset, path, nil, parser.SkipObjectResolution)
@@ -308,8 +305,7 @@ func closure(start []string, edges map[string]map[string]bool) map[string]bool {
 	return need
 }
 
-// removeTests removes the _test.go files of one folder, which test the
-// scalers the trim removed.
+// removeTests removes the _test.go files of one folder.
 func removeTests(dir string) error {
 	tests, err := filepath.Glob(filepath.Join(dir, "*_test.go"))
 	if err != nil {

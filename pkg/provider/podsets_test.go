@@ -15,9 +15,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/wait"
-	coreinformers "k8s.io/client-go/informers/core/v1"
+	"k8s.io/client-go/informers"
 	corelisters "k8s.io/client-go/listers/core/v1"
-	"k8s.io/client-go/tools/cache"
 
 	"github.com/gpuscale/gpuscale/internal/harness/kubefake"
 	"github.com/gpuscale/gpuscale/pkg/adapter/store"
@@ -234,18 +233,17 @@ func TestTrackPodsWithInformer(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	client := kubefake.NewClientset()
-	podInf := coreinformers.NewPodInformer(client, metav1.NamespaceAll, 0, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
+	factory := informers.NewSharedInformerFactory(client, 0)
+	podInf := factory.Core().V1().Pods()
 	st := store.New(4)
 	now := time.Now()
-	p := provider.New(provider.Config{Pods: corelisters.NewPodLister(podInf.GetIndexer()), MaxStaleness: time.Hour, Now: func() time.Time { return now },
+	p := provider.New(provider.Config{Pods: podInf.Lister(), MaxStaleness: time.Hour, Now: func() time.Time { return now },
 		Values: storesource.New(st, time.Hour, time.Minute, func() time.Time { return now })})
-	if err := p.TrackPods(podInf); err != nil {
+	if err := p.TrackPods(podInf.Informer()); err != nil {
 		t.Fatal(err)
 	}
-	go podInf.Run(ctx.Done())
-	if !cache.WaitForCacheSync(ctx.Done(), podInf.HasSynced) {
-		t.Fatal("the pod informer did not sync")
-	}
+	factory.Start(ctx.Done())
+	factory.WaitForCacheSync(ctx.Done())
 
 	pod := func(name string, ready corev1.ConditionStatus) *corev1.Pod {
 		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ml", Name: name},

@@ -15,10 +15,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
-	coreinformers "k8s.io/client-go/informers/core/v1"
-	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/informers"
 	k8stesting "k8s.io/client-go/testing"
-	"k8s.io/client-go/tools/cache"
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/gpuscale/gpuscale/internal/harness/kubefake"
@@ -35,13 +33,12 @@ const staleness = 3 * time.Second
 // fixture is a controller on a fake clientset with real informers, a real
 // store and a fake clock.
 type fixture struct {
-	t      *testing.T
-	client *kubefake.Clientset
-	pods   cache.SharedIndexInformer
-	nodes  cache.SharedIndexInformer
-	clock  *clocktesting.FakeClock
-	store  *store.Store
-	ctrl   *Controller
+	t       *testing.T
+	client  *kubefake.Clientset
+	factory informers.SharedInformerFactory
+	clock   *clocktesting.FakeClock
+	store   *store.Store
+	ctrl    *Controller
 	// slim, when set, is the pod informer's transform's Keep.
 	slim podslim.Keep
 
@@ -65,14 +62,14 @@ func newSlimFixture(t *testing.T, cfg Config, keep podslim.Keep, objs ...runtime
 		f.patched = append(f.patched, a.GetNamespace()+"/"+a.(k8stesting.PatchAction).GetName())
 		return false, nil, nil // the tracker applies it
 	})
-	f.pods = coreinformers.NewPodInformer(f.client, metav1.NamespaceAll, 0, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
-	f.nodes = coreinformers.NewNodeInformer(f.client, 0, cache.Indexers{})
+	f.factory = informers.NewSharedInformerFactory(f.client, 0)
+	pods, nodes := f.factory.Core().V1().Pods(), f.factory.Core().V1().Nodes()
 	if keep != nil {
-		if err := f.pods.SetTransform(podslim.Transform(keep)); err != nil {
+		if err := pods.Informer().SetTransform(podslim.Transform(keep)); err != nil {
 			t.Fatal(err)
 		}
 	}
-	cfg.Client, cfg.Pods, cfg.Nodes, cfg.Clock = f.client, corelisters.NewPodLister(f.pods.GetIndexer()), corelisters.NewNodeLister(f.nodes.GetIndexer()), f.clock
+	cfg.Client, cfg.Pods, cfg.Nodes, cfg.Clock = f.client, pods.Lister(), nodes.Lister(), f.clock
 	if cfg.Loads == nil {
 		cfg.Loads = storesource.New(f.store, staleness, time.Minute, f.clock.Now)
 	}
@@ -83,21 +80,16 @@ func newSlimFixture(t *testing.T, cfg Config, keep podslim.Keep, objs ...runtime
 		t.Fatal(err)
 	}
 	f.ctrl = ctrl
-	if _, err := f.pods.AddEventHandler(ctrl.PodHandler()); err != nil {
+	if _, err := pods.Informer().AddEventHandler(ctrl.PodHandler()); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := f.nodes.AddEventHandler(ctrl.NodeHandler()); err != nil {
+	if _, err := nodes.Informer().AddEventHandler(ctrl.NodeHandler()); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	var running sync.WaitGroup
-	t.Cleanup(func() { cancel(); running.Wait() })
-	for _, inf := range []cache.SharedIndexInformer{f.pods, f.nodes} {
-		running.Go(func() { inf.Run(ctx.Done()) })
-	}
-	if !cache.WaitForCacheSync(ctx.Done(), f.pods.HasSynced, f.nodes.HasSynced) {
-		t.Fatal("the informers did not sync")
-	}
+	t.Cleanup(func() { cancel(); f.factory.Shutdown() })
+	f.factory.Start(ctx.Done())
+	f.factory.WaitForCacheSync(ctx.Done())
 	return f
 }
 
@@ -120,7 +112,7 @@ func (f *fixture) settle() {
 		}
 		for i := range l.Items {
 			p := &l.Items[i]
-			c, err := corelisters.NewPodLister(f.pods.GetIndexer()).Pods(p.Namespace).Get(p.Name)
+			c, err := f.factory.Core().V1().Pods().Lister().Pods(p.Namespace).Get(p.Name)
 			want := p.Annotations
 			if f.slim != nil {
 				want = podslim.Slim(p, f.slim).Annotations

@@ -4,14 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	coreinformers "k8s.io/client-go/informers/core/v1"
-	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/informers"
 	"k8s.io/client-go/tools/cache"
 )
 
@@ -28,38 +25,37 @@ func (w *World) Run(ctx context.Context) error {
 	w.mu.Unlock()
 
 	ctx, cancel := context.WithCancel(ctx)
-	// The two informers are built directly: the informer factory links
-	// every API group's informers.
-	pods := coreinformers.NewPodInformer(w.opts.Client, metav1.NamespaceAll, 0,
-		cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc, nodeIndex: byNode})
-	nodes := coreinformers.NewNodeInformer(w.opts.Client, 0, cache.Indexers{})
-	var running sync.WaitGroup
-	// The informers stop once ctx is done; Run returns after them.
-	defer running.Wait()
+	factory := informers.NewSharedInformerFactory(w.opts.Client, 0)
+	// Shutdown waits for the informers, which stop only once ctx is done.
+	defer factory.Shutdown()
 	defer cancel()
 
+	pods, nodes := factory.Core().V1().Pods(), factory.Core().V1().Nodes()
+	if err := pods.Informer().AddIndexers(cache.Indexers{nodeIndex: byNode}); err != nil {
+		return fmt.Errorf("simworld: index pods by node: %w", err)
+	}
 	kick := cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(any) { w.trigger() },
 		UpdateFunc: func(any, any) { w.trigger() },
 		DeleteFunc: func(any) { w.trigger() },
 	}
-	for _, inf := range []cache.SharedIndexInformer{pods, nodes} {
+	for _, inf := range []cache.SharedIndexInformer{pods.Informer(), nodes.Informer()} {
 		if _, err := inf.AddEventHandler(kick); err != nil {
 			return fmt.Errorf("simworld: watch: %w", err)
 		}
 	}
-	for _, inf := range []cache.SharedIndexInformer{pods, nodes} {
-		running.Go(func() { inf.Run(ctx.Done()) })
-	}
-	if !cache.WaitForCacheSync(ctx.Done(), pods.HasSynced, nodes.HasSynced) {
-		if ctx.Err() != nil {
-			return nil
+	factory.Start(ctx.Done())
+	for typ, ok := range factory.WaitForCacheSync(ctx.Done()) {
+		if !ok {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return fmt.Errorf("simworld: %v informer did not sync", typ)
 		}
-		return errors.New("simworld: the pod and node informers did not sync")
 	}
 
 	w.mu.Lock()
-	w.pods, w.nodes, w.podIndex = corelisters.NewPodLister(pods.GetIndexer()), corelisters.NewNodeLister(nodes.GetIndexer()), pods.GetIndexer()
+	w.pods, w.nodes, w.podIndex = pods.Lister(), nodes.Lister(), pods.Informer().GetIndexer()
 	w.mu.Unlock()
 	defer w.teardown()
 	w.log.Info("simulated world running")

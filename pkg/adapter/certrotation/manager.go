@@ -38,7 +38,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apiserver/pkg/server/dynamiccertificates"
-	coreinformers "k8s.io/client-go/informers/core/v1"
+	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/clock"
@@ -140,12 +140,11 @@ func (m *Manager) Start(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	// One Secret's informer, built directly: the informer factory links
-	// every API group's informers.
-	inf := coreinformers.NewFilteredSecretInformer(m.cfg.Client, m.cfg.Namespace, 0, cache.Indexers{},
-		func(o *metav1.ListOptions) {
+	factory := informers.NewSharedInformerFactoryWithOptions(m.cfg.Client, 0, informers.WithNamespace(m.cfg.Namespace),
+		informers.WithTweakListOptions(func(o *metav1.ListOptions) {
 			o.FieldSelector = fields.OneTermEqualSelector("metadata.name", m.cfg.Name).String()
-		})
+		}))
+	inf := factory.Core().V1().Secrets().Informer()
 	if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(any) { m.poke() },
 		UpdateFunc: func(any, any) { m.poke() },
@@ -153,7 +152,7 @@ func (m *Manager) Start(ctx context.Context) error {
 	}); err != nil {
 		return fmt.Errorf("certrotation: %w", err)
 	}
-	go inf.Run(ctx.Done())
+	factory.Start(ctx.Done())
 	go m.loop(ctx, next)
 	return nil
 }
