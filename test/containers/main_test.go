@@ -116,8 +116,10 @@ func renderChart(t *testing.T, values ...string) []*unstructured.Unstructured {
 	}
 	args := []string{"template", release, filepath.Join(root, chartPath), "--namespace", devenv.Namespace,
 		"--set", "global.imageRegistry=localhost",
-		"--set", "adapter.image.repository=gpuscale-adapter", "--set", "adapter.image.tag=" + tag,
-		"--set", "exporter.image.repository=gpuscale-exporter", "--set", "exporter.image.tag=" + tag}
+		// --set-string: the tag is git describe's, which can be an
+		// all-digit hash (9725194) that --set would make a number.
+		"--set", "adapter.image.repository=gpuscale-adapter", "--set-string", "adapter.image.tag=" + tag,
+		"--set", "exporter.image.repository=gpuscale-exporter", "--set-string", "exporter.image.tag=" + tag}
 	for _, v := range values {
 		args = append(args, "--set", v)
 	}
