@@ -33,15 +33,15 @@ import (
 )
 
 type flags struct {
-	tracePath, shape, policies, schedule, updateDocs string
-	family, asJSON, need, parts, disagg, counts      bool
-	spreadKV, measuredArrivals, settledSpread        bool
-	minCorrection, maxCorrection, maxOfStatic        float64
-	itl                                              time.Duration
-	phase, start, duration, slo                      time.Duration
-	objective, window, down, downPeriod              time.Duration
-	downPercent                                      int
-	runningTarget                                    float64
+	tracePath, shape, policies, schedule, updateDocs  string
+	family, asJSON, need, parts, disagg, counts       bool
+	spreadKV, measuredArrivals, settledSpread         bool
+	minCorrection, maxCorrection, maxOfStatic         float64
+	itl                                               time.Duration
+	phase, start, duration, slo                       time.Duration
+	objective, window, down, downPeriod, reactiveHold time.Duration
+	downPercent                                       int
+	runningTarget, reactiveMargin, capacityTarget     float64
 }
 
 func main() {
@@ -74,6 +74,9 @@ func main() {
 	flag.BoolVar(&f.settledSpread, "capacity-settled-spread", false, "The capacity policy's measured spreads leave out replicas Ready for less than a window (capacity.Config.SettledSpread).")
 	flag.Float64Var(&f.minCorrection, "capacity-min-correction", 0, "The closed loop's lower bound (0: the default's).")
 	flag.Float64Var(&f.maxCorrection, "capacity-max-correction", 0, "The closed loop's upper bound (0: the default's).")
+	flag.DurationVar(&f.reactiveHold, "reactive-hold", 0, "The reactive reference's scale-down window (0: one start-up, as `adapter recommend` gives).")
+	flag.Float64Var(&f.reactiveMargin, "reactive-margin", 0, "The share the reactive reference asks for above each minute's need.")
+	flag.Float64Var(&f.capacityTarget, "capacity-target", 1, "The capacity policy's HPA target value (the README's: 1).")
 	flag.Parse()
 	if err := run(f); err != nil {
 		log.Fatal(err)
@@ -89,6 +92,8 @@ func run(f flags) error {
 	setup.Tweak = func(o *offlinereplay.PolicyOptions) {
 		o.Schedule, o.Objective, o.Window, o.DownWindow = f.schedule, f.objective, f.window, f.down
 		o.DownPercent, o.DownPeriod = f.downPercent, f.downPeriod
+		o.ReactiveHold, o.ReactiveMargin = f.reactiveHold, f.reactiveMargin
+		o.CapacityTarget = f.capacityTarget
 		o.Targets.RequestsRunning = f.runningTarget
 		o.Parts = partsPrinter(f.parts)
 		o.Capacity = func(c *capacity.Config) {

@@ -23,14 +23,21 @@ const (
 	// PolicyClairvoyant knows each minute's need in advance and asks for
 	// it one start-up ahead: the bound no causal policy can beat.
 	PolicyClairvoyant = "clairvoyant"
+	// PolicyReactive knows each minute's need as the minute starts and
+	// asks for it at once, with no start-up's lead, then holds it for
+	// PolicyOptions.ReactiveHold: a perfect model of the load with at
+	// least as much foresight as any causal policy has, so what it misses
+	// on a shape is what the start-up costs whatever the signal.
+	PolicyReactive = "reactive"
 	// PolicySchedule asks for a fixed count from a fixed time.
 	PolicySchedule = "schedule"
 )
 
 // AllPolicies are every policy the replay emulates, in report order: the
-// bench's, then the recommended one and the clairvoyant reference.
+// bench's, then the recommended one and the clairvoyant and reactive
+// references.
 func AllPolicies() []string {
-	return append(append([]string(nil), autoscalebench.Policies...), PolicyRecommended, PolicyClairvoyant)
+	return append(append([]string(nil), autoscalebench.Policies...), PolicyRecommended, PolicyClairvoyant, PolicyReactive)
 }
 
 // hpaTolerance is the HPA controller's default tolerance.
@@ -59,6 +66,16 @@ type PolicyOptions struct {
 	// Need is, for the clairvoyant reference, each trace minute's need
 	// (MinuteNeed).
 	Need []int
+	// ReactiveHold is how long the reactive reference keeps replicas
+	// after the need falls (its HPA's scale-down window; 0: one start-up,
+	// as `adapter recommend` gives).
+	ReactiveHold time.Duration
+	// ReactiveMargin is the share the reactive reference asks for above
+	// each minute's need (0.25: a quarter more replicas, rounded up).
+	ReactiveMargin float64
+	// CapacityTarget is the capacity policy's HPA target value (0: 1,
+	// the README's).
+	CapacityTarget float64
 	// Parts, when set, is called with every capacity estimate.
 	Parts func(time.Time, capacity.Estimate)
 	// Capacity, when set, changes the capacity policy's estimator
@@ -114,12 +131,26 @@ func NewPolicy(name string, o PolicyOptions) (Policy, Behavior, error) {
 		if o.DownPercent > 0 {
 			b.DownPercent, b.DownPeriod = o.DownPercent, o.DownPeriod
 		}
-		return &capacityPolicy{est: capacity.New(cfg, nil), parts: o.Parts}, b, nil
+		target := o.CapacityTarget
+		if !(target > 0) {
+			target = 1
+		}
+		return &capacityPolicy{est: capacity.New(cfg, nil), parts: o.Parts, target: target}, b, nil
 	case PolicyClairvoyant:
 		if len(o.Need) == 0 {
 			return nil, Behavior{}, fmt.Errorf("%s needs each minute's need", name)
 		}
 		return clairvoyant{need: o.Need, lead: t.ModelLoad}, Unlimited(1, maxR), nil
+	case PolicyReactive:
+		if len(o.Need) == 0 {
+			return nil, Behavior{}, fmt.Errorf("%s needs each minute's need", name)
+		}
+		b := Unlimited(1, maxR)
+		b.DownWindow = o.ReactiveHold
+		if b.DownWindow <= 0 {
+			b.DownWindow = t.ModelLoad
+		}
+		return clairvoyant{need: o.Need, lead: -30 * time.Second, margin: o.ReactiveMargin}, b, nil
 	case PolicySchedule:
 		at, n, ok := strings.Cut(o.Schedule, ":")
 		d, err := time.ParseDuration(at)
@@ -317,6 +348,8 @@ type capacityPolicy struct {
 	est *capacity.Estimator
 	// parts, when set, is called with every estimate.
 	parts func(now time.Time, e capacity.Estimate)
+	// target is the HPA's target value of the signal.
+	target float64
 }
 
 func (c *capacityPolicy) Recommend(v View) (int, bool) {
@@ -339,15 +372,18 @@ func (c *capacityPolicy) Recommend(v View) (int, bool) {
 	if c.parts != nil {
 		c.parts(v.Now, est)
 	}
-	return objectValue(v, est.Utilization, 1), true
+	return objectValue(v, est.Utilization, c.target), true
 }
 
 // clairvoyant asks at each sync for the most any minute needs from now
 // until a start-up (lead) and one sync from now: replicas asked for now
 // are Ready by then, so each minute finds what it needs already loaded.
+// With a lead of minus a sync it asks for the current minute's need only:
+// the reactive reference.
 type clairvoyant struct {
-	need []int
-	lead time.Duration
+	need   []int
+	lead   time.Duration
+	margin float64
 }
 
 func (c clairvoyant) Recommend(v View) (int, bool) {
@@ -355,7 +391,7 @@ func (c clairvoyant) Recommend(v View) (int, bool) {
 	from, to := int(now/time.Minute), int((now+c.lead+30*time.Second)/time.Minute)
 	want := 1
 	for m := from; m <= to && m < len(c.need); m++ {
-		want = max(want, c.need[m])
+		want = max(want, int(math.Ceil(float64(c.need[m])*(1+c.margin))))
 	}
 	return want, true
 }

@@ -30,6 +30,9 @@ func TestNewPolicy(t *testing.T) {
 		{name: "recommended", policy: "recommended", wantDown: time.Minute},
 		{name: "capacity with a swept window", policy: "capacity", edit: func(o *PolicyOptions) { o.DownWindow = 5 * time.Minute }, wantDown: 5 * time.Minute},
 		{name: "clairvoyant", policy: "clairvoyant", wantDown: 0},
+		{name: "reactive holds a start-up by default", policy: "reactive", wantDown: time.Minute},
+		{name: "reactive with a swept hold", policy: "reactive", edit: func(o *PolicyOptions) { o.ReactiveHold = 5 * time.Minute }, wantDown: 5 * time.Minute},
+		{name: "reactive without needs", policy: "reactive", edit: func(o *PolicyOptions) { o.Need = nil }, wantErr: "needs each minute's need"},
 		{name: "clairvoyant without needs", policy: "clairvoyant", edit: func(o *PolicyOptions) { o.Need = nil }, wantErr: "needs each minute's need"},
 		{name: "a schedule without its count", policy: "schedule", edit: func(o *PolicyOptions) { o.Schedule = "37s" }, wantErr: "want DURATION:N"},
 		{name: "an unknown policy", policy: "queue-size", wantErr: "unknown policy"},
@@ -76,6 +79,49 @@ func TestClairvoyantLeadsByAStartup(t *testing.T) {
 	} {
 		if got, ok := c.Recommend(View{Now: origin.Add(tc.at)}); !ok || got != tc.want {
 			t.Errorf("at %v: %d, want %d", tc.at, got, tc.want)
+		}
+	}
+}
+
+// TestReactiveAsksForTheCurrentMinute: the reactive reference asks at each
+// sync for the need of the minute it is in, with its margin rounded up, and
+// never for a minute ahead.
+func TestReactiveAsksForTheCurrentMinute(t *testing.T) {
+	need := []int{2, 2, 7, 3, 1}
+	for _, tc := range []struct {
+		margin float64
+		at     time.Duration
+		want   int
+	}{
+		{0, 0, 2}, {0, 59 * time.Second, 2}, {0, time.Minute, 2}, {0, 2 * time.Minute, 7},
+		{0, 2*time.Minute + 59*time.Second, 7}, {0, 3 * time.Minute, 3}, {0, 10 * time.Minute, 1},
+		{0.25, 2 * time.Minute, 9}, {0.25, 4 * time.Minute, 2}, {0.5, 0, 3},
+	} {
+		p, _, err := NewPolicy(PolicyReactive, PolicyOptions{Need: need, ReactiveMargin: tc.margin, MaxReplicas: 20,
+			Targets: autoscalebench.Targets{ModelLoad: time.Minute}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, ok := p.Recommend(View{Now: origin.Add(tc.at)}); !ok || got != tc.want {
+			t.Errorf("margin %v at %v: %d, want %d", tc.margin, tc.at, got, tc.want)
+		}
+	}
+}
+
+// TestCapacityTarget: the capacity policy asks for the replicas that bring
+// its signal to the target it is given, 1 (the README's) by default.
+func TestCapacityTarget(t *testing.T) {
+	for _, tc := range []struct {
+		target float64
+		want   float64
+	}{{0, 1}, {0.8, 0.8}} {
+		p, _, err := NewPolicy(PolicyRecommended, PolicyOptions{CapacityTarget: tc.target, MaxReplicas: 20,
+			Targets: autoscalebench.Targets{TTFT: time.Second, ModelLoad: time.Minute}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := p.(*capacityPolicy).target; got != tc.want {
+			t.Errorf("CapacityTarget %v: target %v, want %v", tc.target, got, tc.want)
 		}
 	}
 }

@@ -199,7 +199,7 @@ func runOne(w Workload, policies []string, s Setup) (Report, error) {
 	if s.Tweak != nil {
 		s.Tweak(&opts)
 	}
-	if slices.Contains(policies, offlinereplay.PolicyClairvoyant) {
+	if slices.Contains(policies, offlinereplay.PolicyClairvoyant) || slices.Contains(policies, offlinereplay.PolicyReactive) {
 		if opts.Need, err = offlinereplay.MinuteNeed(w.Requests, s.Profile, slo, static); err != nil {
 			return Report{}, err
 		}
