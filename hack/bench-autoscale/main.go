@@ -42,7 +42,7 @@ func run() error {
 		gpuTarget = flag.Float64("gpu-target", 70, "averageValue of the gpu-utilization policy.")
 		queue     = flag.Float64("queue-target", 1, "averageValue of the queue-depth policies.")
 		running   = flag.Float64("running-target", 16, "averageValue of the running-requests policy.")
-		maxR      = flag.Int("max-replicas", 0, "maxReplicas of every HPA (0: twice the static policy's size).")
+		maxR      = flag.Int("max-replicas", 0, "maxReplicas of every HPA (0: the static policy's size, the fleet the README advises as maxReplicas).")
 		out       = flag.String("out", "_output/bench-autoscale", "Directory for the report, plots and logs.")
 		from      = flag.String("report-from", "", "Write the report and plots of an earlier run's recording.json into --out, without replaying.")
 	)

@@ -7,6 +7,8 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	cmv1beta2 "k8s.io/metrics/pkg/apis/custom_metrics/v1beta2"
+
+	"github.com/gpuscale/gpuscale/pkg/signal/recommend"
 )
 
 // readmeHPA is the HPA the README recommends, without its behavior (the
@@ -14,7 +16,7 @@ import (
 // Deployment.
 func readmeHPA() *autoscalingv2.HorizontalPodAutoscaler {
 	one, eight := int32(1), int32(8)
-	value := resource.MustParse("1")
+	value := *resource.NewMilliQuantity(int64(1000*recommend.CapacityTarget), resource.DecimalSI)
 	return &autoscalingv2.HorizontalPodAutoscaler{
 		ObjectMeta: metav1.ObjectMeta{Name: workload + "-capacity", Namespace: ns},
 		Spec: autoscalingv2.HorizontalPodAutoscalerSpec{

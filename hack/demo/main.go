@@ -3,7 +3,7 @@
 // its default 15 s sync, kwok GPU nodes, the exporter DaemonSet on
 // simulated GPUs, simulated vLLM servers and the adapter; creates a
 // Deployment with the HPA the README recommends (the Deployment's
-// inference_capacity_utilization at value 1) and the behavior `adapter
+// inference_capacity_utilization at value 0.8) and the behavior `adapter
 // recommend` gives for it; drives a load step; and prints a table of what
 // happens until interrupted, then exits 0. The kubeconfig is written to
 // _output/demo/kubeconfig.
@@ -95,7 +95,7 @@ demo: gpuscale is up. Try:
   kubectl get hpa -n demo -w
 (kubectl: %s)
 
-demo: the HPA is the README's: inference_capacity_utilization of Deployment llm at value 1,
+demo: the HPA is the README's: inference_capacity_utilization of Deployment llm at value 0.8,
 with the behavior `+"`adapter recommend`"+` gives for its measured start-up (%s).
 `, kubeconfig, env.Cluster.KubectlPath(), describe(behavior))
 
@@ -242,7 +242,7 @@ type table struct {
 
 func newTable(w io.Writer) *table { return &table{w: w} }
 
-const header = "    time  load (req/s)  replicas (now -> wanted)  capacity utilization (target 1.00)  TTFT p90  queue (requests)\n"
+const header = "    time  load (req/s)  replicas (now -> wanted)  capacity utilization (target 0.80)  TTFT p90  queue (requests)\n"
 
 func (t *table) row(el time.Duration, o observation) {
 	if !t.printed {

@@ -30,6 +30,7 @@ import (
 	"github.com/gpuscale/gpuscale/internal/bench/trace"
 	"github.com/gpuscale/gpuscale/internal/bench/workload"
 	"github.com/gpuscale/gpuscale/pkg/signal/capacity"
+	"github.com/gpuscale/gpuscale/pkg/signal/recommend"
 )
 
 type flags struct {
@@ -41,6 +42,7 @@ type flags struct {
 	phase, start, duration, slo                       time.Duration
 	objective, window, down, downPeriod, reactiveHold time.Duration
 	downPercent                                       int
+	seed                                              uint64
 	runningTarget, reactiveMargin, capacityTarget     float64
 }
 
@@ -67,7 +69,7 @@ func main() {
 	flag.DurationVar(&f.downPeriod, "capacity-scale-down-period", time.Minute, "The period of --capacity-scale-down-percent.")
 	flag.BoolVar(&f.disagg, "disaggregated", false, "Replay the disaggregated workload (a prefill and a decode pool) under static provisioning, the single-pool and the per-role capacity policies, and print the table of docs/autoscaling.md; --slo (0: 2s) and --itl-slo judge it.")
 	flag.DurationVar(&f.itl, "itl-slo", 150*time.Millisecond, "With --disaggregated: the ITL p90 objective.")
-	flag.Float64Var(&f.maxOfStatic, "max-of-static", 2, "Every autoscaled policy's maxReplicas as a multiple of static provisioning's replicas, rounded up (1: the fleet static would provision).")
+	flag.Float64Var(&f.maxOfStatic, "max-of-static", 1, "Every autoscaled policy's maxReplicas as a multiple of static provisioning's replicas, rounded up (1, the README's: the fleet static would provision).")
 	flag.BoolVar(&f.counts, "goal-counts", false, "With --family: print only the row of goal counts of the recommended policy (workloads missing each goal, scale events), as hack/robustness-sweep.sh records it.")
 	flag.BoolVar(&f.spreadKV, "capacity-spread-kv", false, "The capacity policy's KV term on the measured spread of KV in use (capacity.Config.SpreadKV).")
 	flag.BoolVar(&f.measuredArrivals, "capacity-measured-arrivals", false, "The capacity policy's prefill term credits a router more even than random (capacity.Config.MeasuredArrivals).")
@@ -76,7 +78,8 @@ func main() {
 	flag.Float64Var(&f.maxCorrection, "capacity-max-correction", 0, "The closed loop's upper bound (0: the default's).")
 	flag.DurationVar(&f.reactiveHold, "reactive-hold", 0, "The reactive reference's scale-down window (0: one start-up, as `adapter recommend` gives).")
 	flag.Float64Var(&f.reactiveMargin, "reactive-margin", 0, "The share the reactive reference asks for above each minute's need.")
-	flag.Float64Var(&f.capacityTarget, "capacity-target", 1, "The capacity policy's HPA target value (the README's: 1).")
+	flag.Float64Var(&f.capacityTarget, "capacity-target", recommend.CapacityTarget, "The capacity policy's HPA target value (the README's).")
+	flag.Uint64Var(&f.seed, "seed", robustness.Seed, "The seed the family's shapes are drawn with (another one: traffic no default was chosen on).")
 	flag.Parse()
 	if err := run(f); err != nil {
 		log.Fatal(err)
@@ -144,7 +147,7 @@ func single(f flags) (robustness.Workload, error) {
 		for _, s := range workload.Family() {
 			if s.Name == f.shape {
 				return robustness.Workload{Name: s.Name, About: s.About, Bursty: s.Bursty,
-					Requests: slice(s.Generate(robustness.Seed), f.start, f.duration), SLO: f.slo}, nil
+					Requests: slice(s.Generate(f.seed), f.start, f.duration), SLO: f.slo}, nil
 			}
 		}
 		return robustness.Workload{}, fmt.Errorf("no shape %q in the family", f.shape)
@@ -173,7 +176,7 @@ func runFamily(f flags, setup robustness.Setup, policies []string) error {
 	if err != nil {
 		return err
 	}
-	reports, err := robustness.Run(append(recorded, robustness.Family()...), policies, setup)
+	reports, err := robustness.Run(append(recorded, robustness.FamilyDrawn(f.seed)...), policies, setup)
 	if err != nil {
 		return err
 	}

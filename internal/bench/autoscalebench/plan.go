@@ -37,7 +37,8 @@ type Config struct {
 	// Policies to run, all at once, each on its own copy of the traffic.
 	Policies []string
 	Targets  Targets
-	// MaxReplicas caps every HPA; 0 means twice the static policy's size.
+	// MaxReplicas caps every HPA; 0 means the static policy's size, the
+	// fleet the README advises as maxReplicas.
 	MaxReplicas int
 	// SampleEvery is how often each workload's replicas are recorded.
 	SampleEvery time.Duration
@@ -134,7 +135,7 @@ func NewPlan(cfg Config) (*Plan, error) {
 		return nil, err
 	}
 	if p.MaxReplicas == 0 {
-		p.MaxReplicas = 2 * p.Static
+		p.MaxReplicas = p.Static
 	}
 	p.MaxReplicas = max(p.MaxReplicas, p.Initial)
 	return p, nil

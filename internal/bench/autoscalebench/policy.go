@@ -80,7 +80,7 @@ func describe(policy string, t Targets, static, minR, maxR int) string {
 	case PolicyTTFT:
 		return fmt.Sprintf("HPA: Deployment inference_ttft_seconds_p90 value %s, %d-%d replicas", t.TTFT, minR, maxR)
 	case PolicyCapacity:
-		return fmt.Sprintf("HPA: Deployment inference_capacity_utilization value 1, `adapter recommend` behavior, %d-%d replicas", minR, maxR)
+		return fmt.Sprintf("HPA: Deployment inference_capacity_utilization value %s, `adapter recommend` behavior, %d-%d replicas", fmtFloat(recommend.CapacityTarget), minR, maxR)
 	case PolicyLLMD:
 		return fmt.Sprintf("llm-d SLO-aware law: TTFT p90/%s clamped at %g, mean over %v; up above %g, down below %g; %d-%d replicas",
 			t.TTFT, llmdClamp, llmdSmoothing, llmdUp, llmdDown, minR, maxR)
@@ -127,7 +127,7 @@ func autoscaler(policy, namespace string, t Targets, minR, maxR int32, speedup f
 		metric = autoscalingv2.MetricSpec{Type: autoscalingv2.ObjectMetricSourceType, Object: &autoscalingv2.ObjectMetricSource{
 			DescribedObject: autoscalingv2.CrossVersionObjectReference{APIVersion: "apps/v1", Kind: "Deployment", Name: workloadName},
 			Metric:          autoscalingv2.MetricIdentifier{Name: provider.CapacityUtilization},
-			Target:          autoscalingv2.MetricTarget{Type: autoscalingv2.ValueMetricType, Value: resource.NewQuantity(1, resource.DecimalSI)},
+			Target:          autoscalingv2.MetricTarget{Type: autoscalingv2.ValueMetricType, Value: resource.NewMilliQuantity(int64(1000*recommend.CapacityTarget), resource.DecimalSI)},
 		}}
 	case PolicyTTFT:
 		target := resource.NewMilliQuantity(t.TTFT.Milliseconds(), resource.DecimalSI)

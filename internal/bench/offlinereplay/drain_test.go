@@ -18,15 +18,16 @@ import (
 // and the ReplicaSet's own victims (the newest), scale-downs cut streams;
 // with the load-aware victims (scaledown.LoadRank) and the recommended
 // drain, no scale-down cuts a stream or drops a queued request. The
-// figures are docs/scale-down.md's table.
+// figures are docs/scale-down.md's table; the slices are ones on which the
+// README's HPA (target 0.8, maxReplicas the static fleet) scales down.
 func TestScaleDownCutsNoStream(t *testing.T) {
 	tests := []struct {
 		trace           string
 		start, duration time.Duration // 0 duration: to the end
 		policy          string
 	}{
-		{"azure-llm-inference-2023-conv.csv", 10 * time.Minute, 5 * time.Minute, autoscalebench.Recommended},
-		{"synthetic-burst.csv", 20 * time.Minute, 5 * time.Minute, autoscalebench.Recommended},
+		{"azure-llm-inference-2023-conv.csv", 14 * time.Minute, 5 * time.Minute, autoscalebench.Recommended},
+		{"synthetic-burst.csv", 13 * time.Minute, 5 * time.Minute, autoscalebench.Recommended},
 		{"synthetic-code-completion.csv", 0, 0, autoscalebench.PolicyQueueDepth},
 	}
 	variants := []struct {

@@ -73,8 +73,8 @@ type PolicyOptions struct {
 	// ReactiveMargin is the share the reactive reference asks for above
 	// each minute's need (0.25: a quarter more replicas, rounded up).
 	ReactiveMargin float64
-	// CapacityTarget is the capacity policy's HPA target value (0: 1,
-	// the README's).
+	// CapacityTarget is the capacity policy's HPA target value (0:
+	// recommend.CapacityTarget, the README's).
 	CapacityTarget float64
 	// Parts, when set, is called with every capacity estimate.
 	Parts func(time.Time, capacity.Estimate)
@@ -133,7 +133,7 @@ func NewPolicy(name string, o PolicyOptions) (Policy, Behavior, error) {
 		}
 		target := o.CapacityTarget
 		if !(target > 0) {
-			target = 1
+			target = recommend.CapacityTarget
 		}
 		return &capacityPolicy{est: capacity.New(cfg, nil), parts: o.Parts, target: target}, b, nil
 	case PolicyClairvoyant:

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/gpuscale/gpuscale/internal/bench/autoscalebench"
+	"github.com/gpuscale/gpuscale/pkg/signal/recommend"
 )
 
 func TestNewPolicy(t *testing.T) {
@@ -109,12 +110,12 @@ func TestReactiveAsksForTheCurrentMinute(t *testing.T) {
 }
 
 // TestCapacityTarget: the capacity policy asks for the replicas that bring
-// its signal to the target it is given, 1 (the README's) by default.
+// its signal to the target it is given, the README's by default.
 func TestCapacityTarget(t *testing.T) {
 	for _, tc := range []struct {
 		target float64
 		want   float64
-	}{{0, 1}, {0.8, 0.8}} {
+	}{{0, recommend.CapacityTarget}, {1, 1}, {0.9, 0.9}} {
 		p, _, err := NewPolicy(PolicyRecommended, PolicyOptions{CapacityTarget: tc.target, MaxReplicas: 20,
 			Targets: autoscalebench.Targets{TTFT: time.Second, ModelLoad: time.Minute}})
 		if err != nil {

@@ -49,10 +49,14 @@ const MaxStatic = 64
 
 // Family returns the family's shapes as workloads, judged at the ladder's
 // SLO.
-func Family() []Workload {
+func Family() []Workload { return FamilyDrawn(Seed) }
+
+// FamilyDrawn is Family drawn with another seed: the same shapes, traffic
+// no default was ever looked at on.
+func FamilyDrawn(seed uint64) []Workload {
 	var out []Workload
 	for _, s := range workload.Family() {
-		out = append(out, Workload{Name: s.Name, About: s.About, Bursty: s.Bursty, Requests: s.Generate(Seed)})
+		out = append(out, Workload{Name: s.Name, About: s.About, Bursty: s.Bursty, Requests: s.Generate(seed)})
 	}
 	return out
 }
@@ -86,9 +90,9 @@ type Setup struct {
 	Grace, Scrape, Sync, Phase  time.Duration
 	GPUUtil, QueueDepth, RunReq float64
 	// MaxOfStatic bounds every autoscaled policy's replicas at this
-	// multiple of static provisioning's, rounded up: 2 by default, room
-	// to overshoot; 1 is an HPA whose maxReplicas is the fleet its owner
-	// would otherwise provision.
+	// multiple of static provisioning's, rounded up: 1 by default, an HPA
+	// whose maxReplicas is the fleet its owner would otherwise provision,
+	// as the README advises; 2 gives room to overshoot.
 	MaxOfStatic float64
 	// Tweak, when set, changes the policies' options (sweeps).
 	Tweak func(*offlinereplay.PolicyOptions)
@@ -99,7 +103,7 @@ type Setup struct {
 func DefaultSetup() Setup {
 	return Setup{Profile: inferencesim.L4Profile(), ModelLoad: time.Minute, StartDelay: 3 * time.Second,
 		Grace: 30 * time.Second, Scrape: 5 * time.Second, Sync: 15 * time.Second, Phase: 7 * time.Second,
-		GPUUtil: 70, QueueDepth: 1, RunReq: 16, MaxOfStatic: 2}
+		GPUUtil: 70, QueueDepth: 1, RunReq: 16, MaxOfStatic: 1}
 }
 
 // Outcome is one policy on one workload.
