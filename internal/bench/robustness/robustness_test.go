@@ -12,6 +12,7 @@ import (
 	"github.com/gpuscale/gpuscale/internal/bench/offlinereplay"
 	"github.com/gpuscale/gpuscale/internal/bench/trace"
 	"github.com/gpuscale/gpuscale/pkg/inferencesim"
+	"github.com/gpuscale/gpuscale/pkg/signal/recommend"
 )
 
 func outcome(policy string, met, minutes int, static, clair float64, unserved, events int) Outcome {
@@ -163,5 +164,48 @@ func TestMaxOfStatic(t *testing.T) {
 		if tc.multiple == 1 && rec.StaticFraction > 1 {
 			t.Errorf("maxReplicas at static's: %.0f%% of static's GPU-hours", 100*rec.StaticFraction)
 		}
+	}
+}
+
+// TestMarginOnARamp: the README's HPA holds the capacity signal at
+// recommend.CapacityTarget, a quarter below the demand, because a fleet
+// held at exactly the demand is short whenever the demand grows. On the
+// ramp shape's first 20 minutes the margin meets at least 90% of static's
+// SLO minutes, and the same signal at value 1 does not.
+func TestMarginOnARamp(t *testing.T) {
+	var w Workload
+	for _, c := range Family() {
+		if c.Name == "ramp-up" {
+			w = c
+		}
+	}
+	if w.Requests == nil {
+		t.Fatal("no ramp-up shape in the family")
+	}
+	w.Requests = sliceTo(w.Requests, 20*time.Minute)
+	minutes := map[float64]int{}
+	for _, target := range []float64{recommend.CapacityTarget, 1} {
+		setup := DefaultSetup()
+		setup.Tweak = func(o *offlinereplay.PolicyOptions) { o.CapacityTarget = target }
+		reps, err := Run([]Workload{w}, []string{autoscalebench.PolicyStatic, offlinereplay.PolicyRecommended}, setup)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rec, ok := reps[0].Outcome(offlinereplay.PolicyRecommended)
+		st, ok2 := reps[0].Outcome(autoscalebench.PolicyStatic)
+		if !ok || !ok2 {
+			t.Fatal("no outcome of the recommended or static policy")
+		}
+		t.Logf("value %g: %d of static's %d SLO minutes, %.0f%% of its GPU-hours", target, rec.MinutesMet, st.MinutesMet, 100*rec.StaticFraction)
+		if rec.StaticFraction > 1 {
+			t.Errorf("value %g: %.0f%% of static's GPU-hours with maxReplicas at its fleet", target, 100*rec.StaticFraction)
+		}
+		minutes[target] = rec.MinutesMet
+		if target == recommend.CapacityTarget && float64(rec.MinutesMet) < MinMinutesShare*float64(st.MinutesMet) {
+			t.Errorf("value %g: %d SLO minutes, under %.0f%% of static's %d", target, rec.MinutesMet, 100*MinMinutesShare, st.MinutesMet)
+		}
+	}
+	if minutes[recommend.CapacityTarget] <= minutes[1] {
+		t.Errorf("the margin met %d SLO minutes, value 1 %d: the margin buys nothing on the ramp", minutes[recommend.CapacityTarget], minutes[1])
 	}
 }
