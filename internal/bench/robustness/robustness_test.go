@@ -129,15 +129,7 @@ func TestCountGoals(t *testing.T) {
 // overshoots static's replicas in its first two cycles when allowed twice
 // as many, so the bound is what holds it.
 func TestMaxOfStatic(t *testing.T) {
-	var w Workload
-	for _, c := range Family() {
-		if c.Name == "on-off" {
-			w = c
-		}
-	}
-	if w.Requests == nil {
-		t.Fatal("no on-off shape in the family")
-	}
+	w := familyShape(t, "on-off")
 	w.Requests = sliceTo(w.Requests, 15*time.Minute) // two on-off cycles
 	for _, tc := range []struct {
 		multiple  float64
@@ -173,15 +165,7 @@ func TestMaxOfStatic(t *testing.T) {
 // ramp shape's first 20 minutes the margin meets at least 90% of static's
 // SLO minutes, and the same signal at value 1 does not.
 func TestMarginOnARamp(t *testing.T) {
-	var w Workload
-	for _, c := range Family() {
-		if c.Name == "ramp-up" {
-			w = c
-		}
-	}
-	if w.Requests == nil {
-		t.Fatal("no ramp-up shape in the family")
-	}
+	w := familyShape(t, "ramp-up")
 	w.Requests = sliceTo(w.Requests, 20*time.Minute)
 	minutes := map[float64]int{}
 	for _, target := range []float64{recommend.CapacityTarget, 1} {
@@ -208,4 +192,16 @@ func TestMarginOnARamp(t *testing.T) {
 	if minutes[recommend.CapacityTarget] <= minutes[1] {
 		t.Errorf("the margin met %d SLO minutes, value 1 %d: the margin buys nothing on the ramp", minutes[recommend.CapacityTarget], minutes[1])
 	}
+}
+
+// familyShape is the family's workload of that name.
+func familyShape(t *testing.T, name string) Workload {
+	t.Helper()
+	for _, c := range Family() {
+		if c.Name == name {
+			return c
+		}
+	}
+	t.Fatalf("no %s shape in the family", name)
+	return Workload{}
 }
