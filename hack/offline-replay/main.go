@@ -90,6 +90,12 @@ func run(f flags) error {
 	if !(f.maxOfStatic > 0) {
 		return fmt.Errorf("--max-of-static=%v: want a multiple above 0", f.maxOfStatic)
 	}
+	if !(f.capacityTarget > 0) {
+		return fmt.Errorf("--capacity-target=%v: want a value above 0", f.capacityTarget)
+	}
+	if !(f.reactiveMargin >= 0) {
+		return fmt.Errorf("--reactive-margin=%v: want a share of 0 or more", f.reactiveMargin)
+	}
 	setup := robustness.DefaultSetup()
 	setup.MaxOfStatic = f.maxOfStatic
 	setup.Tweak = func(o *offlinereplay.PolicyOptions) {

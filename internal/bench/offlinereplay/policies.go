@@ -24,10 +24,11 @@ const (
 	// it one start-up ahead: the bound no causal policy can beat.
 	PolicyClairvoyant = "clairvoyant"
 	// PolicyReactive knows each minute's need as the minute starts and
-	// asks for it at once, with no start-up's lead, then holds it for
+	// asks for it (and PolicyOptions.ReactiveMargin above it) at once,
+	// with no start-up's lead, then holds it for
 	// PolicyOptions.ReactiveHold: a perfect model of the load with at
-	// least as much foresight as any causal policy has, so what it misses
-	// on a shape is what the start-up costs whatever the signal.
+	// least the foresight any causal policy has, so the minutes it misses
+	// are owed to the start-up, not to a model.
 	PolicyReactive = "reactive"
 	// PolicySchedule asks for a fixed count from a fixed time.
 	PolicySchedule = "schedule"
