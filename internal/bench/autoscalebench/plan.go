@@ -194,6 +194,11 @@ func (p *Plan) EnvOptions(dir string, clock *Clock, log *slog.Logger) devenv.Opt
 			// The simulated servers time prefills in trace time; the
 			// adapter's window is wall time.
 			"--capacity-time-scale=" + strconv.FormatFloat(p.Speedup, 'g', -1, 64),
+			// The capacity signal holds the SLO the run is judged on (in
+			// the servers' trace time), as the offline replay's does: at
+			// the adapter's default 1 s against a 2 s SLO, the prefill
+			// term finds the objective out of reach and asks for nothing.
+			"--capacity-ttft-objective=" + p.SLO.String(),
 			"--scale-down-controller", "--scale-down-resync=" + p.wall(10*time.Second).String(),
 			"--scale-down-idle-time=" + p.wall(5*time.Minute).String(),
 		},
