@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	cmv1beta2 "k8s.io/metrics/pkg/apis/custom_metrics/v1beta2"
 
@@ -16,7 +15,7 @@ import (
 // Deployment.
 func readmeHPA() *autoscalingv2.HorizontalPodAutoscaler {
 	one, eight := int32(1), int32(8)
-	value := *resource.NewMilliQuantity(int64(1000*recommend.CapacityTarget), resource.DecimalSI)
+	value := recommend.CapacityTargetValue()
 	return &autoscalingv2.HorizontalPodAutoscaler{
 		ObjectMeta: metav1.ObjectMeta{Name: workload + "-capacity", Namespace: ns},
 		Spec: autoscalingv2.HorizontalPodAutoscalerSpec{
@@ -25,7 +24,7 @@ func readmeHPA() *autoscalingv2.HorizontalPodAutoscaler {
 			Metrics: []autoscalingv2.MetricSpec{{Type: autoscalingv2.ObjectMetricSourceType, Object: &autoscalingv2.ObjectMetricSource{
 				DescribedObject: autoscalingv2.CrossVersionObjectReference{APIVersion: "apps/v1", Kind: "Deployment", Name: workload},
 				Metric:          autoscalingv2.MetricIdentifier{Name: "inference_capacity_utilization"},
-				Target:          autoscalingv2.MetricTarget{Type: autoscalingv2.ValueMetricType, Value: &value},
+				Target:          autoscalingv2.MetricTarget{Type: autoscalingv2.ValueMetricType, Value: value},
 			}}},
 		},
 	}

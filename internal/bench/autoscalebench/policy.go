@@ -127,7 +127,7 @@ func autoscaler(policy, namespace string, t Targets, minR, maxR int32, speedup f
 		metric = autoscalingv2.MetricSpec{Type: autoscalingv2.ObjectMetricSourceType, Object: &autoscalingv2.ObjectMetricSource{
 			DescribedObject: autoscalingv2.CrossVersionObjectReference{APIVersion: "apps/v1", Kind: "Deployment", Name: workloadName},
 			Metric:          autoscalingv2.MetricIdentifier{Name: provider.CapacityUtilization},
-			Target:          autoscalingv2.MetricTarget{Type: autoscalingv2.ValueMetricType, Value: resource.NewMilliQuantity(int64(1000*recommend.CapacityTarget), resource.DecimalSI)},
+			Target:          autoscalingv2.MetricTarget{Type: autoscalingv2.ValueMetricType, Value: recommend.CapacityTargetValue()},
 		}}
 	case PolicyTTFT:
 		target := resource.NewMilliQuantity(t.TTFT.Milliseconds(), resource.DecimalSI)

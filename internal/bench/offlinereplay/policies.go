@@ -141,7 +141,7 @@ func NewPolicy(name string, o PolicyOptions) (Policy, Behavior, error) {
 		if len(o.Need) == 0 {
 			return nil, Behavior{}, fmt.Errorf("%s needs each minute's need", name)
 		}
-		return clairvoyant{need: o.Need, lead: t.ModelLoad}, Unlimited(1, maxR), nil
+		return needOracle{need: o.Need, ahead: t.ModelLoad + clairvoyantReach}, Unlimited(1, maxR), nil
 	case PolicyReactive:
 		if len(o.Need) == 0 {
 			return nil, Behavior{}, fmt.Errorf("%s needs each minute's need", name)
@@ -151,7 +151,7 @@ func NewPolicy(name string, o PolicyOptions) (Policy, Behavior, error) {
 		if b.DownWindow <= 0 {
 			b.DownWindow = t.ModelLoad
 		}
-		return clairvoyant{need: o.Need, lead: -30 * time.Second, margin: o.ReactiveMargin}, b, nil
+		return needOracle{need: o.Need, margin: o.ReactiveMargin}, b, nil
 	case PolicySchedule:
 		at, n, ok := strings.Cut(o.Schedule, ":")
 		d, err := time.ParseDuration(at)
@@ -376,20 +376,24 @@ func (c *capacityPolicy) Recommend(v View) (int, bool) {
 	return objectValue(v, est.Utilization, c.target), true
 }
 
-// clairvoyant asks at each sync for the most any minute needs from now
-// until a start-up (lead) and one sync from now: replicas asked for now
-// are Ready by then, so each minute finds what it needs already loaded.
-// With a lead of minus a sync it asks for the current minute's need only:
-// the reactive reference.
-type clairvoyant struct {
+// clairvoyantReach is how far past a start-up the clairvoyant reference
+// looks: the syncs before its replicas' start-up begins.
+const clairvoyantReach = 30 * time.Second
+
+// needOracle asks at each sync for the most any minute needs from now
+// until ahead from now, margin above it. The clairvoyant reference looks a
+// start-up and clairvoyantReach ahead: replicas asked for now are Ready by
+// then, so each minute finds what it needs already loaded. The reactive
+// reference looks nowhere ahead: the current minute's need only.
+type needOracle struct {
 	need   []int
-	lead   time.Duration
+	ahead  time.Duration
 	margin float64
 }
 
-func (c clairvoyant) Recommend(v View) (int, bool) {
+func (c needOracle) Recommend(v View) (int, bool) {
 	now := v.Now.Sub(origin)
-	from, to := int(now/time.Minute), int((now+c.lead+30*time.Second)/time.Minute)
+	from, to := int(now/time.Minute), int((now+c.ahead)/time.Minute)
 	want := 1
 	for m := from; m <= to && m < len(c.need); m++ {
 		want = max(want, int(math.Ceil(float64(c.need[m])*(1+c.margin))))

@@ -70,7 +70,7 @@ func TestNewPolicy(t *testing.T) {
 // TestClairvoyantLeadsByAStartup: the reference asks at each sync for the
 // most any minute needs until its replicas would be Ready.
 func TestClairvoyantLeadsByAStartup(t *testing.T) {
-	c := clairvoyant{need: []int{2, 2, 7, 3, 1}, lead: time.Minute}
+	c := needOracle{need: []int{2, 2, 7, 3, 1}, ahead: time.Minute + clairvoyantReach}
 	for _, tc := range []struct {
 		at   time.Duration
 		want int

@@ -13,6 +13,7 @@ import (
 
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/gpuscale/gpuscale/pkg/signal/histogram"
 )
@@ -29,6 +30,11 @@ import (
 // "Robustness"). The quarter was chosen on the family drawn with its seed
 // and checked on two other draws.
 const CapacityTarget = 0.8
+
+// CapacityTargetValue is CapacityTarget as an HPA's target value (800m).
+func CapacityTargetValue() *resource.Quantity {
+	return resource.NewMilliQuantity(int64(math.Round(1000*CapacityTarget)), resource.DecimalSI)
+}
 
 // Autoscaler holds the cluster autoscaler settings that shape advice;
 // names follow its flags.

@@ -186,3 +186,10 @@ func TestWriteYAML(t *testing.T) {
 		t.Errorf("%d warnings in the pod template, want none", n)
 	}
 }
+
+// TestCapacityTargetValue: the HPA's target value is the README's 800m.
+func TestCapacityTargetValue(t *testing.T) {
+	if got := CapacityTargetValue().String(); got != "800m" {
+		t.Errorf("CapacityTargetValue = %s, want 800m", got)
+	}
+}
