@@ -244,6 +244,9 @@ func TestTrackPodsWithInformer(t *testing.T) {
 	}
 	factory.Start(ctx.Done())
 	factory.WaitForCacheSync(ctx.Done())
+	if err := client.WaitForWatches(ctx, "pods"); err != nil {
+		t.Fatal(err)
+	}
 
 	pod := func(name string, ready corev1.ConditionStatus) *corev1.Pod {
 		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ml", Name: name},

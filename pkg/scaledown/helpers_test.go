@@ -90,6 +90,9 @@ func newSlimFixture(t *testing.T, cfg Config, keep podslim.Keep, objs ...runtime
 	t.Cleanup(func() { cancel(); f.factory.Shutdown() })
 	f.factory.Start(ctx.Done())
 	f.factory.WaitForCacheSync(ctx.Done())
+	if err := f.client.WaitForWatches(ctx, "pods", "nodes"); err != nil {
+		t.Fatal(err)
+	}
 	return f
 }
 

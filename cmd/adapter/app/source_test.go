@@ -11,7 +11,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/informers"
-	"k8s.io/client-go/kubernetes/fake"
+
+	"github.com/gpuscale/gpuscale/internal/harness/kubefake"
 )
 
 // TestPodCounter: the PromQL source's namespace sizes follow the pod
@@ -22,7 +23,7 @@ func TestPodCounter(t *testing.T) {
 		objs = append(objs, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "a", Name: fmt.Sprintf("p%d", i)}})
 	}
 	objs = append(objs, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "b", Name: "p0"}})
-	client := fake.NewClientset(objs...)
+	client := kubefake.NewClientset(objs...)
 	factory := informers.NewSharedInformerFactory(client, 0)
 	pods := factory.Core().V1().Pods()
 	c, err := countPods(pods.Informer())
@@ -32,6 +33,9 @@ func TestPodCounter(t *testing.T) {
 	ctx := t.Context()
 	factory.Start(ctx.Done())
 	factory.WaitForCacheSync(ctx.Done())
+	if err := client.WaitForWatches(ctx, "pods"); err != nil {
+		t.Fatal(err)
+	}
 	expect := func(want map[string]int) {
 		t.Helper()
 		err := wait.PollUntilContextTimeout(ctx, 10*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {

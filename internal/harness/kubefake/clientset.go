@@ -11,6 +11,10 @@
 package kubefake
 
 import (
+	"context"
+	"fmt"
+	"sync"
+
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
@@ -31,6 +35,9 @@ type Clientset struct {
 	unserved
 	clienttesting.Fake
 	tracker clienttesting.ObjectTracker
+
+	mu       sync.Mutex
+	watching map[string]chan struct{} // by resource; closed at its first watch
 }
 
 type unserved = kubernetes.Interface
@@ -47,7 +54,7 @@ func NewClientset(objects ...runtime.Object) *Clientset {
 			panic(err)
 		}
 	}
-	c := &Clientset{tracker: tracker}
+	c := &Clientset{tracker: tracker, watching: map[string]chan struct{}{}}
 	c.AddReactor("*", "*", clienttesting.ObjectReaction(tracker))
 	c.AddWatchReactor("*", func(action clienttesting.Action) (bool, watch.Interface, error) {
 		var opts metav1.ListOptions
@@ -58,9 +65,51 @@ func NewClientset(objects ...runtime.Object) *Clientset {
 		if err != nil {
 			return false, nil, err
 		}
+		c.watchOpened(action.GetResource().Resource)
 		return true, w, nil
 	})
 	return c
+}
+
+// watchOpened closes resource's channel at its first watch.
+func (c *Clientset) watchOpened(resource string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	ch := c.channel(resource)
+	select {
+	case <-ch:
+	default:
+		close(ch)
+	}
+}
+
+// channel is resource's channel, made on first use; c.mu is held.
+func (c *Clientset) channel(resource string) chan struct{} {
+	ch, ok := c.watching[resource]
+	if !ok {
+		ch = make(chan struct{})
+		c.watching[resource] = ch
+	}
+	return ch
+}
+
+// WaitForWatches returns once a watch is open on each resource ("pods",
+// "nodes"), or ctx's error. An informer lists, then watches; the tracker
+// does not replay what changed between the two, so a test that changes
+// objects after WaitForCacheSync but before the watch opens loses those
+// changes. Call it after WaitForCacheSync, before the first change.
+func (c *Clientset) WaitForWatches(ctx context.Context, resources ...string) error {
+	for _, r := range resources {
+		c.mu.Lock()
+		ch := c.channel(r)
+		c.mu.Unlock()
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return fmt.Errorf("no watch on %s: %w", r, ctx.Err())
+		}
+	}
+	return nil
 }
 
 // Tracker is the object store behind the clientset.
