@@ -326,6 +326,16 @@ func (b *Backend) do(ctx context.Context, req *rest.Request, out runtime.Object)
 	if err != nil {
 		return b.apiError(ctx, err)
 	}
+	// An answer that ends as the deadline passes can be a server's empty
+	// 200 for a request it saw cancelled: it is a timeout, not a value.
+	if ctx.Err() != nil {
+		return b.apiError(ctx, ctx.Err())
+	}
+	// The decoder reads nothing into out from an empty body and calls it
+	// success: an empty list served for a backend that said nothing.
+	if len(body) == 0 {
+		return apierrors.NewInternalError(fmt.Errorf("metrics backend %s: empty answer", b.url))
+	}
 	obj, _, err := internalDecoder.Decode(body, nil, out)
 	if err != nil {
 		return apierrors.NewInternalError(fmt.Errorf("metrics backend %s: undecodable answer: %w", b.url, err))

@@ -201,6 +201,7 @@ func TestBackendErrorsPassThrough(t *testing.T) {
 	f.backend.set(base+"broken", answer{code: 500, body: status(500, metav1.StatusReasonInternalError, "backend broke")})
 	f.backend.set(base+"slow", answer{code: 200, body: v1beta2List(), delay: 2 * time.Second})
 	f.backend.set(base+"garbage", answer{code: 200, body: map[string]any{"kind": "Pod", "apiVersion": "v1"}})
+	f.backend.set(base+"empty", answer{code: 200, raw: []byte{}})
 	cases := []struct {
 		metric, result string
 		is             func(error) bool
@@ -212,6 +213,7 @@ func TestBackendErrorsPassThrough(t *testing.T) {
 		{"broken", "error", apierrors.IsInternalError, 500},
 		{"slow", "timeout", apierrors.IsTimeout, 504},
 		{"garbage", "error", apierrors.IsInternalError, 500},
+		{"empty", "error", apierrors.IsInternalError, 500},
 	}
 	for _, c := range cases {
 		t.Run(c.metric, func(t *testing.T) {
