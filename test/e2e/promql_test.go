@@ -221,7 +221,7 @@ func readAveraged(t *testing.T, checks []comparison) map[string]map[string]float
 	out := map[string]map[string]float64{}
 	for i := range reads {
 		for _, c := range checks {
-			vals, err := readPath(context.Background(), c.path)
+			vals, err := readPathRetried(t, c.path)
 			if err != nil {
 				t.Fatalf("%s: %v", c.path, err)
 			}
@@ -238,6 +238,30 @@ func readAveraged(t *testing.T, checks []comparison) map[string]map[string]float
 	}
 	return out
 }
+
+// readPathRetried is readPath, read again for up to readRetry while it
+// fails. On a 2-core machine under load a scrape can exceed its 900 ms
+// timeout; the server then marks the target's series stale, and for the
+// next scrape or two the PromQL source rightly finds no value (a NotFound)
+// where the embedded source, holding samples for --max-staleness, still
+// serves one. The comparison is of the values, so a read waits that out;
+// each retry is logged.
+func readPathRetried(t *testing.T, path string) (map[string]float64, error) {
+	t.Helper()
+	deadline := time.Now().Add(readRetry)
+	for {
+		vals, err := readPath(context.Background(), path)
+		if err == nil || time.Now().After(deadline) {
+			return vals, err
+		}
+		t.Logf("%s: %v; reading again", path, err)
+		time.Sleep(250 * time.Millisecond)
+	}
+}
+
+// readRetry covers a failed scrape and the next one, at 1 s scrapes and
+// VictoriaMetrics' latency offset (devenv: its buffer plus a scrape).
+const readRetry = 2*maxStaleness + 2*scrapeInterval
 
 // readPath returns a metrics API answer by object (or model) name.
 func readPath(ctx context.Context, path string) (map[string]float64, error) {
