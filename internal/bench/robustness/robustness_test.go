@@ -205,3 +205,27 @@ func familyShape(t *testing.T, name string) Workload {
 	t.Fatalf("no %s shape in the family", name)
 	return Workload{}
 }
+
+// TestFractionWithoutStatic: a run that does not ask for static
+// provisioning still divides by its bill (replayed, not reported), as a run
+// that asks for it does; it was NaN, and --json failed on it.
+func TestFractionWithoutStatic(t *testing.T) {
+	w := familyShape(t, "on-off")
+	w.Requests = sliceTo(w.Requests, 8*time.Minute)
+	withStatic, err := Run([]Workload{w}, []string{autoscalebench.PolicyStatic, offlinereplay.PolicyRecommended}, DefaultSetup())
+	if err != nil {
+		t.Fatal(err)
+	}
+	alone, err := Run([]Workload{w}, []string{offlinereplay.PolicyRecommended}, DefaultSetup())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := len(alone[0].Outcomes); n != 1 {
+		t.Fatalf("%d outcomes, want only the one asked for", n)
+	}
+	want, _ := withStatic[0].Outcome(offlinereplay.PolicyRecommended)
+	got := alone[0].Outcomes[0]
+	if math.IsNaN(got.StaticFraction) || got.StaticFraction != want.StaticFraction {
+		t.Errorf("fraction of static's bill %v alone, %v beside static", got.StaticFraction, want.StaticFraction)
+	}
+}
