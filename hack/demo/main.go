@@ -28,6 +28,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/gpuscale/gpuscale/internal/harness/devenv"
+	"github.com/gpuscale/gpuscale/internal/harness/localcluster"
 	"github.com/gpuscale/gpuscale/pkg/scaledown"
 	"github.com/gpuscale/gpuscale/pkg/signal/recommend"
 )
@@ -37,6 +38,14 @@ const (
 	workload = "llm"
 	// gpusPerNode is the kwok nodes'.
 	gpusPerNode = 8
+	// modelLoad is how long a new replica loads its model before it turns
+	// Ready, as a vLLM server does (an 8B model from a node's cache takes
+	// about half a minute; the bench's replicas take a minute). Without it
+	// a simulated pod is Ready within the second it is created: no
+	// start-up is measured, so `adapter recommend` falls back to the HPA's
+	// default window and the capacity signal's forecast horizon and closed
+	// loop, which both run on the start-up, are off.
+	modelLoad = 30 * time.Second
 )
 
 func main() {
@@ -96,8 +105,9 @@ demo: gpuscale is up. Try:
 (kubectl: %s)
 
 demo: the HPA is the README's: inference_capacity_utilization of Deployment llm at value 0.8,
-with the behavior `+"`adapter recommend`"+` gives for its measured start-up (%s).
-`, kubeconfig, env.Cluster.KubectlPath(), describe(behavior))
+with the behavior `+"`adapter recommend`"+` gives for its measured start-up (%s);
+a new replica loads its model for %v before it serves.
+`, kubeconfig, env.Cluster.KubectlPath(), describe(behavior), modelLoad)
 
 	sel := labels.SelectorFromSet(map[string]string{"app": workload})
 	steps := []step{{0, 2}, {30 * time.Second, 40}, {4 * time.Minute, 2}}
@@ -136,6 +146,7 @@ func createWorkload(ctx context.Context, c kubernetes.Interface) (*autoscalingv2
 		return nil, err
 	}
 	d := devenv.InferenceDeployment(ns, workload, 1, map[string]string{scaledown.ManagedLabel: scaledown.ManagedValue})
+	d.Spec.Template.Annotations[localcluster.ReadyAfterAnnotation] = modelLoad.String()
 	if _, err := c.AppsV1().Deployments(ns).Create(ctx, d, metav1.CreateOptions{}); err != nil {
 		return nil, err
 	}
