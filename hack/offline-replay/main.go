@@ -259,9 +259,9 @@ func partsPrinter(on bool) func(time.Time, capacity.Estimate) {
 			return
 		}
 		last = m
-		fmt.Printf("  minute %2d: ready %2d demand %5.1f forecast %5.1f | KV term %4.1f (slots %5.1f per replica %4.1f disp %.3f late %.3f res %5.1fs slack %4.2fs) | prefill term %4.1f (busy %4.2f, max busy %.3f, disp %.3f, over %.3f) | ttft %5.2f corr %.2f | needed %5.1f\n",
+		fmt.Printf("  minute %2d: ready %2d demand %5.1f forecast %5.1f | KV term %4.1f (slots %5.1f per replica %4.1f disp %.3f late %.3f res %5.1fs slack %4.2fs) | prefill term %4.1f (busy %4.2f, backlog %4.2f, max busy %.3f, disp %.3f, over %.3f) | ttft %5.2f corr %.2f | needed %5.1f\n",
 			m, e.Replicas, e.Demand, e.Forecast, e.KVNeeded, e.Slots, e.PerReplica, e.KVDispersion, e.LateBudget, e.Residence, e.Slack,
-			e.PrefillNeeded, e.PrefillBusy, e.Prefill.MaxBusy, e.Dispersion, e.Prefill.OverObjective, e.MeasuredTTFT, e.Correction, e.Needed)
+			e.PrefillNeeded, e.PrefillBusy, e.PrefillBacklog, e.Prefill.MaxBusy, e.Dispersion, e.Prefill.OverObjective, e.MeasuredTTFT, e.Correction, e.Needed)
 	}
 }
 

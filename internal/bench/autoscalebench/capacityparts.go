@@ -39,6 +39,9 @@ type CapacityParts struct {
 	// prefills over the objective alone, PrefillObjective (seconds) the
 	// time to first token the prefill term is held to.
 	KVNeeded, PrefillNeeded, PrefillBusy, PrefillMaxBusy, PrefillOver, PrefillObjective float64
+	// PrefillBacklog is the queue's prefill work over the horizon, in
+	// replicas' worth.
+	PrefillBacklog float64
 	// Dispersion and KVDispersion are the measured spreads of the
 	// replicas' arrivals and KV in use; LateBudget the share of requests
 	// the KV term lets wait; Residence and Slack (servers' seconds) what
@@ -69,6 +72,7 @@ var capacityGauges = map[string]func(*CapacityParts) *float64{
 	"gpuscale_adapter_capacity_kv_replicas_needed":               func(c *CapacityParts) *float64 { return &c.KVNeeded },
 	"gpuscale_adapter_capacity_prefill_replicas_needed":          func(c *CapacityParts) *float64 { return &c.PrefillNeeded },
 	"gpuscale_adapter_capacity_prefill_busy_replicas":            func(c *CapacityParts) *float64 { return &c.PrefillBusy },
+	"gpuscale_adapter_capacity_prefill_backlog_replicas":         func(c *CapacityParts) *float64 { return &c.PrefillBacklog },
 	"gpuscale_adapter_capacity_prefill_max_busy":                 func(c *CapacityParts) *float64 { return &c.PrefillMaxBusy },
 	"gpuscale_adapter_capacity_prefill_over_objective_ratio":     func(c *CapacityParts) *float64 { return &c.PrefillOver },
 	"gpuscale_adapter_capacity_prefill_objective_seconds":        func(c *CapacityParts) *float64 { return &c.PrefillObjective },

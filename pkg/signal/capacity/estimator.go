@@ -110,11 +110,15 @@ type Estimate struct {
 	// requests say one replica's prefill carries; PrefillBusy the
 	// replicas' worth of prefill work per second over the window (the
 	// sum of the busy fractions), and PrefillNeeded that work, grown as
-	// the demand is forecast to grow, over Prefill.MaxBusy: the replicas
-	// prefill needs (0 without a limit).
+	// the demand is forecast to grow, with PrefillBacklog, over
+	// Prefill.MaxBusy: the replicas prefill needs (0 without a limit).
 	Prefill       PrefillLimit
 	PrefillBusy   float64
 	PrefillNeeded float64
+	// PrefillBacklog is the prefill work of the requests waiting now,
+	// spread over the horizon, in replicas' worth (prefillBacklog); it
+	// is added to PrefillBusy grown by the forecast.
+	PrefillBacklog float64
 	// ITL is what the window's inter-token latencies say one replica
 	// decodes within the ITL objective, and ITLNeeded the replicas'
 	// decoding, grown as the demand is forecast to grow, over its Slots

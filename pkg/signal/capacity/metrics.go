@@ -46,6 +46,8 @@ var estimateGauges = []struct {
 		func(e Estimate) float64 { return e.PrefillNeeded }},
 	{"prefill_busy_replicas", "Replicas' worth of prefill work per second over the window: the sum of the replicas' prefill busy fractions.",
 		func(e Estimate) float64 { return e.PrefillBusy }},
+	{"prefill_backlog_replicas", "The prefill work of the requests waiting now, spread over the horizon, in replicas' worth.",
+		func(e Estimate) float64 { return e.PrefillBacklog }},
 	{"prefill_max_busy", "Busy fraction one replica's prefill may run at with at most the objective's tail of reachable requests missing it by waiting (G/G/1, Kingman); 0 when unreachable or unmeasured.",
 		func(e Estimate) float64 { return e.Prefill.MaxBusy }},
 	{"arrival_dispersion", "Index of dispersion across the Ready replicas of the requests each took between estimates (1: a random router; less: round-robin).",

@@ -290,3 +290,47 @@ func TestPrefillWindowCallRate(t *testing.T) {
 		t.Errorf("asked every 15s: %d steps", slowSteps)
 	}
 }
+
+// TestPrefillBacklog: the waiting requests' prefill work at the window's
+// mean prefill time, over the horizon or, when that is shorter or unknown,
+// the objective.
+func TestPrefillBacklog(t *testing.T) {
+	window := prefillHist(0, 10) // 10 prefills of 0.3-0.5 s: mean 0.4 s
+	for _, c := range []struct {
+		name                        string
+		waiting, horizon, objective float64
+		inc                         *histogram.Histogram
+		want                        float64
+	}{
+		{"no queue", 0, 30, 1, window, 0},
+		{"over the horizon", 100, 30, 1, window, 100 * 0.4 / 30},
+		{"horizon unknown: the objective", 100, 0, 1, window, 100 * 0.4},
+		{"horizon shorter than the objective", 100, 0.5, 2, window, 100 * 0.4 / 2},
+		{"no prefill measured", 100, 30, 1, prefillHist(), 0},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			near(t, c.name, prefillBacklog(c.waiting, c.inc, c.horizon, c.objective), c.want, 1e-9)
+		})
+	}
+}
+
+// TestEstimatePrefillBacklog: replicas whose queue holds 60 requests need
+// that queue's prefill work on top of what they finish: with a flat demand
+// and a 30 s horizon, 60 x 0.4 s / 30 s = 0.8 replicas' worth more.
+func TestEstimatePrefillBacklog(t *testing.T) {
+	e := New(DefaultConfig(), nil)
+	k := Key{Namespace: "ns", Target: "deployment/queued"}
+	t0 := time.Unix(1000, 0)
+	pod := func(uid string, h *histogram.Histogram) Pod {
+		return Pod{Ready: true, Data: true, Startup: 30 * time.Second, Running: 2, Waiting: 30, KVPercent: 10, UID: uid, Prefill: h}
+	}
+	if _, err := e.Estimate(k, t0, []Pod{pod("a", prefillHist(10, 100)), pod("b", prefillHist(10, 100))}); err != nil {
+		t.Fatal(err)
+	}
+	est, err := e.Estimate(k, t0.Add(15*time.Second), []Pod{pod("a", prefillHist(10, 140)), pod("b", prefillHist(10, 140))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	near(t, "PrefillBacklog", est.PrefillBacklog, 60*0.4/30, 1e-9)
+	near(t, "PrefillNeeded", est.PrefillNeeded, (est.PrefillBusy+est.PrefillBacklog)/est.Prefill.MaxBusy, 1e-9)
+}

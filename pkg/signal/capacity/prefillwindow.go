@@ -241,5 +241,21 @@ func (e *Estimator) prefillTerm(st *workloadState, now time.Time, pods []Pod, ru
 	if level := st.holt.Level(); level > 0 {
 		growth = max(1, st.forecast(now, est.Horizon)/level)
 	}
-	est.PrefillNeeded = est.PrefillBusy * growth / est.Prefill.MaxBusy
+	est.PrefillBacklog = prefillBacklog(est.Demand-running, inc, est.Horizon.Seconds()*scale, objective.Seconds())
+	est.PrefillNeeded = (est.PrefillBusy*growth + est.PrefillBacklog) / est.Prefill.MaxBusy
+}
+
+// prefillBacklog is the prefill work of the requests waiting now, in
+// replicas' worth: waiting requests of the window's mean prefill time,
+// spread over the horizon (at least the objective). The window's finished
+// prefills measure the work the replicas did, which stops growing once they
+// are saturated, however fast the queue grows: without the queue's own
+// work a replica with hundreds of requests waiting reads as barely busy.
+// Capacity asked for now serves from a horizon on, so that is the time
+// the backlog is given; a horizon unknown (0) gives it the objective.
+func prefillBacklog(waiting float64, inc *histogram.Histogram, horizon, objective float64) float64 {
+	if !(waiting > 0) || !(inc.Count > 0) || !(inc.Sum > 0) {
+		return 0
+	}
+	return waiting * (inc.Sum / inc.Count) / max(horizon, objective)
 }
