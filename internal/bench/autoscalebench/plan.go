@@ -117,6 +117,13 @@ func NewPlan(cfg Config) (*Plan, error) {
 	if len(errs) > 0 {
 		return nil, fmt.Errorf("autoscalebench: %w", errors.Join(errs...))
 	}
+	// A slice past the trace's last request would bill minutes the trace
+	// never had to every policy: static's full fleet and an autoscaler's
+	// idle minimum, which the offline replay, ending with the trace, does
+	// not; their shares of static's GPU-hours would then disagree.
+	if end := cfg.Trace.Duration() - cfg.Start + time.Nanosecond; end > 0 && cfg.Duration > end {
+		cfg.Duration = end
+	}
 	p := &Plan{Config: cfg, profile: profile, Requests: cfg.Trace.Slice(cfg.Start, cfg.Duration)}
 	p.Targets.ModelLoad = cfg.ModelLoad
 	if len(p.Requests) == 0 {

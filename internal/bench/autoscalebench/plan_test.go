@@ -1,30 +1,42 @@
 package autoscalebench
 
 import (
-	"slices"
 	"testing"
 	"time"
+
+	"github.com/gpuscale/gpuscale/internal/bench/trace"
 )
 
-// TestEnvOptionsHoldTheSLO: the adapter the bench starts holds the capacity
-// signal to the SLO the run is judged on, as the offline replay does, and
-// times its windows and scrapes in wall time.
-func TestEnvOptionsHoldTheSLO(t *testing.T) {
-	for _, tc := range []struct {
-		slo     time.Duration
-		speedup float64
-		want    []string
+// TestPlanEndsWithTheTrace: a slice asked past the trace's last request
+// ends with it (the code-completion trace's 24 minutes asked as 30 billed
+// six idle minutes and put the bench 7 points of static's GPU-hours below
+// the replay); a slice within the trace keeps its length.
+func TestPlanEndsWithTheTrace(t *testing.T) {
+	var reqs []trace.Request
+	for i := range 240 { // one request every 0.5 s for 2 minutes
+		reqs = append(reqs, trace.Request{At: time.Duration(i) * 500 * time.Millisecond, ContextTokens: 500, GeneratedTokens: 50})
+	}
+	tr := &trace.Trace{Requests: reqs}
+	for _, c := range []struct {
+		name            string
+		start, duration time.Duration
+		want            time.Duration
 	}{
-		{time.Second, 6, []string{"--capacity-ttft-objective=1s", "--capacity-time-scale=6", "--ttft-window=10s"}},
-		{2 * time.Second, 6, []string{"--capacity-ttft-objective=2s", "--scrape-interval=833.333333ms"}},
-		{10 * time.Second, 1, []string{"--capacity-ttft-objective=10s", "--ttft-window=1m0s"}},
+		{"past the end", 0, 10 * time.Minute, tr.Duration() + time.Nanosecond},
+		{"from an offset past the end", time.Minute, 10 * time.Minute, tr.Duration() - time.Minute + time.Nanosecond},
+		{"within the trace", 0, time.Minute, time.Minute},
 	} {
-		p := &Plan{Config: Config{SLO: tc.slo, Speedup: tc.speedup}}
-		args := p.EnvOptions(t.TempDir(), nil, nil).AdapterArgs
-		for _, w := range tc.want {
-			if !slices.Contains(args, w) {
-				t.Errorf("SLO %v at %gx: adapter args %q lack %q", tc.slo, tc.speedup, args, w)
+		t.Run(c.name, func(t *testing.T) {
+			cfg := DefaultConfig("t.csv", tr)
+			cfg.Start, cfg.Duration, cfg.SLO = c.start, c.duration, 2*time.Second
+			cfg.Policies = []string{PolicyStatic}
+			p, err := NewPlan(cfg)
+			if err != nil {
+				t.Fatal(err)
 			}
-		}
+			if p.Duration != c.want {
+				t.Errorf("duration %v, want %v", p.Duration, c.want)
+			}
+		})
 	}
 }
