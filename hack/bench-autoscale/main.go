@@ -59,9 +59,7 @@ func run() error {
 	cfg := autoscalebench.DefaultConfig(*tracePath, tr)
 	cfg.Start, cfg.Speedup, cfg.SLO, cfg.ModelLoad, cfg.Profile = *start, *speedup, *slo, *modelLoad, *profile
 	if *duration > 0 {
-		cfg.Duration = *duration
-	} else {
-		cfg.Duration = tr.Duration() - *start + time.Nanosecond
+		cfg.Duration = *duration // the plan ends it with the trace
 	}
 	cfg.Policies = strings.Split(*policies, ",")
 	for i, p := range cfg.Policies {
@@ -75,7 +73,7 @@ func run() error {
 		return err
 	}
 	fmt.Printf("replaying %d requests (%v of trace from %v) at %vx: about %v of wall time\n",
-		len(plan.Requests), cfg.Duration.Round(time.Second), cfg.Start, cfg.Speedup, time.Duration(float64(cfg.Duration)/cfg.Speedup).Round(time.Second))
+		len(plan.Requests), plan.Duration.Round(time.Second), plan.Start, plan.Speedup, time.Duration(float64(plan.Duration)/plan.Speedup).Round(time.Second))
 	fmt.Printf("static peak need %d replicas (meets the SLO in %d of %d minutes; no count does better); start at %d; HPAs 1-%d\n",
 		plan.Static, plan.StaticMet, plan.Minutes, plan.Initial, plan.MaxReplicas)
 
