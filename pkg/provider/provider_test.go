@@ -349,6 +349,10 @@ func TestListAllMetrics(t *testing.T) {
 //   - rescraped: every pod has a new sample since the call before, as in
 //     an adapter that scrapes every 5 s (each pod's TTFT window increase
 //     is computed again). The scrape itself is not timed.
+//
+// The servers have been up for an hour before the first sample, as a
+// fleet's servers usually have: their counters are far above a window's
+// increase.
 func BenchmarkPodsBySelector10k(b *testing.B) {
 	for _, metric := range []string{provider.QueueDepth, provider.TTFTP90} {
 		for _, change := range []string{"unchanged", "pod-changed", "rescraped"} {
@@ -370,12 +374,13 @@ func benchPodsBySelector(b *testing.B, metric, change string, layout []float64) 
 	f := newFixture()
 	sel := map[string]string{"app": "llm"}
 	names := make([]string, 10000)
+	const upFor = 720 // scrapes before the first sample: an hour at 5 s
 	scrape := func(i, s int) {
-		h := hist(float64(s*10), float64(s))
+		h := hist(float64((upFor+s)*10), float64(upFor+s))
 		if layout != nil {
 			h = &histogram.Histogram{Bounds: slices.Clone(layout), Counts: make([]float64, len(layout))}
 			for k := range h.Counts {
-				h.Counts[k] = float64(s * 10 * (k + 1) / len(layout))
+				h.Counts[k] = float64((upFor + s) * 10 * (k + 1) / len(layout))
 			}
 			h.Count = h.Counts[len(layout)-1]
 		}

@@ -30,7 +30,10 @@ const window = time.Minute
 //     then cancels out); where PromQL's zero-point clamp gives some buckets a
 //     smaller factor, the difference is counted and logged, not failed;
 //   - the adapter's store, holding the same samples, must always match
-//     (store.TTFTIncrease, what the metrics API serves).
+//     (store.TTFTIncrease, what the metrics API serves for one pod), and so
+//     must its Pods list (store.HistQuantileEachIn), listed twice with
+//     each quantile's memo so that the second answer is the memo's
+//     wherever the memo may answer.
 func TestQuantileMatchesPromQL(t *testing.T) {
 	engine := promqltest.NewTestEngine(t, false, 0, promqltest.DefaultMaxSamplesPerQuery)
 	var evals, uniform, diverged int
@@ -44,6 +47,7 @@ func TestQuantileMatchesPromQL(t *testing.T) {
 			for _, smp := range samples {
 				st.PutPod(key, signal.SourceInference, store.Sample{Time: smp.T, TTFT: smp.H})
 			}
+			lookup := store.NewLookup("ns", []string{key.Name})
 			rng := rand.New(rand.NewPCG(seed, 1))
 			for range 16 {
 				at := evalTime(rng, sc)
@@ -73,6 +77,11 @@ func TestQuantileMatchesPromQL(t *testing.T) {
 					} else if v := histogram.Quantile(q, inc); !same(v, want) {
 						t.Errorf("at %v q=%g: the store gives %g, PromQL %g", at, q, v, want)
 					}
+					for pass := range 2 {
+						if v, listed := listed(st, lookup, q, at); !listed || !same(v, want) {
+							t.Errorf("at %v q=%g: the store's list (pass %d) gives %g (listed %v), PromQL %g", at, q, pass, v, listed, want)
+						}
+					}
 					if uni {
 						uniform++
 						if !same(got.plain, want) {
@@ -89,6 +98,20 @@ func TestQuantileMatchesPromQL(t *testing.T) {
 	if uniform == 0 || uniform == evals {
 		t.Errorf("scenarios do not cover both extrapolation cases: %d of %d uniform", uniform, evals)
 	}
+}
+
+// listed is the store's Pods-list answer for lookup's one pod, with the
+// lookup's memo of q.
+func listed(st *store.Store, lookup *store.Lookup, q float64, at time.Time) (v float64, ok bool) {
+	memo := lookup.Quantiles(signal.HistTTFT, q, window)
+	if !memo.TryAcquire() {
+		panic("the test's memo is held")
+	}
+	defer memo.Release()
+	st.HistQuantileEachIn(lookup, signal.HistTTFT, q, memo, 0, 1, at, window, time.Hour, func(_ int, _ *store.Sample, got float64) {
+		v, ok = got, true
+	})
+	return v, ok
 }
 
 // evalTime picks an instant from 30s to the end: on a scrape (so that the

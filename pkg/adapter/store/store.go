@@ -449,6 +449,7 @@ type Lookup struct {
 	namespace string
 	names     []string
 	resolved  atomic.Pointer[resolved]
+	memos     lookupMemos
 }
 
 // resolved is a Lookup's slots as of one membership generation of one
@@ -557,40 +558,6 @@ func (s *Store) HistIncrease(k Key, h signal.Hist, now time.Time, win, maxAge ti
 // end histograms and computes its increase, one pod after another.
 type histScratch struct {
 	first, last, increase histogram.Histogram
-}
-
-// TTFTEachIn calls fn(i, newest, increase) for every name i from lo to
-// hi-1 of l whose TTFT increase TTFTIncrease would give, all under one read
-// lock: the Pods-metric list of a TTFT quantile, or a share of it, so that
-// a long list can be split among goroutines, each with its own call and
-// fn. newest is the pod's newest inference sample. increase is a scratch
-// histogram overwritten for the next pod: fn must not keep it, nor newest.
-func (s *Store) TTFTEachIn(l *Lookup, lo, hi int, now time.Time, win, maxAge time.Duration, fn func(i int, newest *Sample, increase *histogram.Histogram)) {
-	s.HistEachIn(l, signal.HistTTFT, lo, hi, now, win, maxAge, fn)
-}
-
-// HistEachIn is TTFTEachIn for the histogram of kind h.
-func (s *Store) HistEachIn(l *Lookup, h signal.Hist, lo, hi int, now time.Time, win, maxAge time.Duration, fn func(i int, newest *Sample, increase *histogram.Histogram)) {
-	if h >= signal.NumHists {
-		return
-	}
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	ns := s.pods[l.namespace]
-	if ns == nil {
-		return
-	}
-	var scratch histScratch
-	slots := l.slots(ns)
-	for i := lo; i < hi; i++ {
-		j := slots[i]
-		if j < 0 {
-			continue
-		}
-		if inc, ok := ns.entries[j].histIncrease(h, now, win, maxAge, &scratch); ok {
-			fn(i, &ns.latest[signal.SourceInference][j], inc)
-		}
-	}
 }
 
 // histIncrease is HistIncrease of one entry, worked out in scratch, or in

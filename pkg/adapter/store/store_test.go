@@ -329,48 +329,6 @@ func BenchmarkLatestEach10k(b *testing.B) {
 	}
 }
 
-// TestTTFTEachIn: the batch answers, pod by pod, what TTFTIncrease answers,
-// with bucket layouts of different sizes in a row (the scratch histogram
-// is reused), and skips the pods TTFTIncrease has no answer for.
-func TestTTFTEachIn(t *testing.T) {
-	s := New(8)
-	wide := func(c ...float64) *histogram.Histogram {
-		return &histogram.Histogram{Bounds: []float64{0.05, 0.1, 0.5, 1, 5, math.Inf(1)}, Counts: c, Count: c[len(c)-1], Sum: c[len(c)-1]}
-	}
-	now := t0.Add(time.Minute)
-	put := func(name string, at time.Time, h *histogram.Histogram) {
-		s.PutPod(Key{"ns", name}, signal.SourceInference, sample(at, 1, h))
-	}
-	for k, at := range []time.Time{now.Add(-40 * time.Second), now.Add(-25 * time.Second), now.Add(-10 * time.Second)} {
-		f := float64(k)
-		put("narrow", at, hist(2*f, 5*f, 6*f))
-		put("wide", at, wide(f, 3*f, 4*f, 9*f, 10*f, 12*f))
-		put("narrow-reset", at, hist(7-f, 8-f, 9-f))
-		put("stale", at.Add(-time.Hour), hist(f, f, f))
-	}
-	put("one-sample", now.Add(-5*time.Second), hist(1, 2, 3))
-	names := []string{"narrow", "wide", "missing", "stale", "narrow-reset", "one-sample", "wide"}
-	got := map[int][]float64{}
-	s.TTFTEachIn(NewLookup("ns", names), 0, len(names), now, time.Minute, 30*time.Second, func(i int, newest *Sample, inc *histogram.Histogram) {
-		if q, _ := newest.Get(signal.QueueDepth); q != 1 {
-			t.Errorf("%s: newest sample %v", names[i], newest)
-		}
-		got[i] = append(slices.Clone(inc.Counts), inc.Count)
-	})
-	for i, n := range names {
-		want, ok := s.TTFTIncrease(Key{"ns", n}, now, time.Minute, 30*time.Second)
-		switch g, listed := got[i]; {
-		case ok != listed:
-			t.Errorf("%s: listed %v, TTFTIncrease %v", n, listed, ok)
-		case ok && !slices.Equal(g, append(want.Counts, want.Count)):
-			t.Errorf("%s: listed %v, TTFTIncrease %v", n, g, append(want.Counts, want.Count))
-		}
-	}
-	if len(got) != 4 {
-		t.Errorf("%d pods listed, want narrow, wide twice and narrow-reset", len(got))
-	}
-}
-
 // TestWindowRun: the binary search finds what reading every sample finds,
 // over random windows with gaps in the TTFT and wrapped rings.
 func TestWindowRun(t *testing.T) {

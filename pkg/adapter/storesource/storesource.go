@@ -67,15 +67,21 @@ func (s *Source) Pods(_ context.Context, set *provider.PodSet, m provider.Metric
 		// pods' places in the store kept as long as the set is.
 		lookup := provider.Memo(set, s.lookup, func() *store.Lookup { return store.NewLookup(set.Namespace, set.Names()) })
 		if def.IsQuantile() {
+			// Readers of the same pods within a scrape interval share
+			// each pod's quantile (store.QuantileMemo); a list that finds
+			// the memo taken by another works without it.
+			memo := lookup.Quantiles(def.Hist, def.Quantile, s.ttftWindow)
+			if memo.TryAcquire() {
+				defer memo.Release()
+			} else {
+				memo = nil
+			}
 			// Each pod's two window ends are cache misses: at thousands
 			// of pods, cores reading their shares at once answer sooner.
 			inParallel(len(out), func(lo, hi int) {
 				mm := newModelMatcher(sel)
-				s.st.HistEachIn(lookup, def.Hist, lo, hi, now, s.ttftWindow, s.maxStaleness, func(i int, newest *store.Sample, inc *histogram.Histogram) {
-					if !mm.matches(newest.Model) {
-						return
-					}
-					if q := histogram.Quantile(def.Quantile, inc); !math.IsNaN(q) && !math.IsInf(q, 0) {
+				s.st.HistQuantileEachIn(lookup, def.Hist, def.Quantile, memo, lo, hi, now, s.ttftWindow, s.maxStaleness, func(i int, newest *store.Sample, q float64) {
+					if mm.matches(newest.Model) && !math.IsNaN(q) && !math.IsInf(q, 0) {
 						out[i] = provider.Value{V: q, Time: newest.Time}
 					}
 				})

@@ -1,13 +1,23 @@
 package storesource
 
 import (
+	"context"
+	"fmt"
+	"math"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 
+	"github.com/gpuscale/gpuscale/pkg/adapter/store"
 	"github.com/gpuscale/gpuscale/pkg/provider"
+	"github.com/gpuscale/gpuscale/pkg/signal"
+	"github.com/gpuscale/gpuscale/pkg/signal/histogram"
 )
 
 // TestModelMatcher: the memoised matcher answers what the selector says of
@@ -52,5 +62,62 @@ func TestInParallel(t *testing.T) {
 		if want := max(1, min(4, n/parallelMin)); calls != want {
 			t.Errorf("n=%d: %d shares, want %d", n, calls, want)
 		}
+	}
+}
+
+// TestConcurrentQuantileLists: lists of one pod set's TTFT quantile at
+// once, each split among goroutines (more pods than parallelMin), while
+// samples land, answer what a list alone answers at the same instant: a
+// list that finds the set's memo taken works without it, and shares of
+// one list write only their own pods' memo slots (go test -race).
+func TestConcurrentQuantileLists(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(4))
+	t0 := time.Date(2026, 12, 5, 12, 0, 0, 0, time.UTC)
+	st := store.New(32)
+	n := 3 * parallelMin
+	pods := make([]*corev1.Pod, n)
+	put := func(k int) {
+		for i := range n {
+			c := float64(100_000 + k*(i%7+1))
+			h := &histogram.Histogram{Bounds: []float64{0.1, 1, math.Inf(1)}, Counts: []float64{c / 4, c / 2, c}, Count: c}
+			smp := store.Sample{Time: t0.Add(time.Duration(k) * 5 * time.Second), TTFT: h}
+			st.PutPod(store.Key{Namespace: "ns", Name: pods[i].Name}, signal.SourceInference, smp)
+		}
+	}
+	for i := range pods {
+		pods[i] = &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: fmt.Sprintf("p%04d", i)}}
+	}
+	for k := range 12 {
+		put(k)
+	}
+	var now atomic.Int64
+	now.Store(t0.Add(56 * time.Second).UnixNano())
+	src := New(st, time.Minute, time.Minute, func() time.Time { return time.Unix(0, now.Load()) })
+	set := provider.NewPodSet("ns", pods)
+	m, _ := provider.MetricByName(provider.TTFTP90)
+	for round := range 5 {
+		want, err := src.Pods(context.Background(), provider.NewPodSet("ns", pods), m, labels.Everything())
+		if err != nil {
+			t.Fatal(err)
+		}
+		var wg sync.WaitGroup
+		for range 4 {
+			wg.Go(func() {
+				got, err := src.Pods(context.Background(), set, m, labels.Everything())
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				for i := range got {
+					if got[i].V != want[i].V || got[i].Time != want[i].Time {
+						t.Errorf("round %d: pod %d listed %v, alone %v", round, i, got[i], want[i])
+						return
+					}
+				}
+			})
+		}
+		wg.Wait()
+		put(12 + round)
+		now.Add(int64(5 * time.Second))
 	}
 }

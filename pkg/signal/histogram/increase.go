@@ -2,6 +2,7 @@ package histogram
 
 import (
 	"fmt"
+	"math"
 	"slices"
 	"time"
 )
@@ -143,15 +144,7 @@ func Extrapolate(inc, first *Histogram, firstT, lastT time.Time, n int, at time.
 // thousands of histograms in a row needs one scratch histogram, not one
 // allocation each. dst may be inc itself. It returns dst.
 func ExtrapolateInto(dst, inc, first *Histogram, firstT, lastT time.Time, n int, at time.Time, window time.Duration) *Histogram {
-	end := at.UnixMilli()
-	start := end - window.Milliseconds()
-	ft, lt := firstT.UnixMilli(), lastT.UnixMilli()
-	w := extrapolation{
-		toStart: float64(ft-start) / 1000,
-		toEnd:   float64(end-lt) / 1000,
-		sampled: float64(lt-ft) / 1000,
-	}
-	w.avg = w.sampled / float64(n-1)
+	w := newExtrapolation(firstT, lastT, n, at, window)
 	dst.Bounds = inc.Bounds
 	dst.Counts = slices.Grow(dst.Counts[:0], len(inc.Counts))[:len(inc.Counts)]
 	for i, c := range inc.Counts {
@@ -162,20 +155,65 @@ func ExtrapolateInto(dst, inc, first *Histogram, firstT, lastT time.Time, n int,
 	return dst
 }
 
+// StartReach is how far, in seconds, ExtrapolateInto extrapolates a
+// bucket's counter back from its first sample towards the start of the
+// range (at-window, at]: the distance to it, or half the average interval
+// between samples when that distance is 1.1 intervals or more. A bucket
+// whose counter would reach zero sooner (ZeroReach) stops there instead.
+func StartReach(firstT, lastT time.Time, n int, at time.Time, window time.Duration) float64 {
+	return newExtrapolation(firstT, lastT, n, at, window).startReach()
+}
+
+// ZeroReach is the least distance, in seconds, before the first sample at
+// which one of inc's buckets that increased would reach zero when its
+// increase from first is extrapolated backwards; +Inf when none increased.
+// Where ZeroReach is not less than StartReach, ExtrapolateInto scales
+// every bucket by one factor, so Quantile of inc equals Quantile of its
+// extrapolation (Quantile is scale-invariant), whatever at is. The buckets'
+// counts alone count: Quantile reads neither Count nor Sum.
+func ZeroReach(inc, first *Histogram, firstT, lastT time.Time) float64 {
+	sampled := float64(lastT.UnixMilli()-firstT.UnixMilli()) / 1000
+	reach := math.Inf(1)
+	for i, c := range inc.Counts {
+		if c > 0 && first.Counts[i] >= 0 {
+			reach = min(reach, sampled*(first.Counts[i]/c))
+		}
+	}
+	return reach
+}
+
 // extrapolation holds the durations, in seconds, that PromQL extrapolates a
 // counter's increase over.
 type extrapolation struct {
 	toStart, toEnd, sampled, avg float64
 }
 
+func newExtrapolation(firstT, lastT time.Time, n int, at time.Time, window time.Duration) extrapolation {
+	end := at.UnixMilli()
+	start := end - window.Milliseconds()
+	ft, lt := firstT.UnixMilli(), lastT.UnixMilli()
+	w := extrapolation{
+		toStart: float64(ft-start) / 1000,
+		toEnd:   float64(end-lt) / 1000,
+		sampled: float64(lt-ft) / 1000,
+	}
+	w.avg = w.sampled / float64(n-1)
+	return w
+}
+
+// startReach is toStart, limited to half an interval when the range
+// starts 1.1 intervals or more before the first sample.
+func (w extrapolation) startReach() float64 {
+	if w.toStart >= w.avg*1.1 {
+		return w.avg / 2
+	}
+	return w.toStart
+}
+
 // factor is PromQL's extrapolation factor for one counter whose value at the
 // first sample was first and which increased by increase.
 func (w extrapolation) factor(first, increase float64) float64 {
-	toStart, toEnd := w.toStart, w.toEnd
-	threshold := w.avg * 1.1
-	if toStart >= threshold {
-		toStart = w.avg / 2
-	}
+	toStart, toEnd := w.startReach(), w.toEnd
 	// Counters cannot go negative: stop at the extrapolated zero point.
 	toZero := toStart
 	if increase > 0 && first >= 0 {
@@ -184,7 +222,7 @@ func (w extrapolation) factor(first, increase float64) float64 {
 	if toZero < toStart {
 		toStart = toZero
 	}
-	if toEnd >= threshold {
+	if toEnd >= w.avg*1.1 {
 		toEnd = w.avg / 2
 	}
 	if w.sampled == 0 {

@@ -136,3 +136,63 @@ func TestExtrapolatedIncreaseErrors(t *testing.T) {
 		t.Errorf("unordered samples: err = %v, want ErrInvalid", err)
 	}
 }
+
+// TestZeroReach: where ZeroReach is not less than StartReach, ExtrapolateInto
+// scales every bucket by one factor, so the quantile of the increase is that
+// of its extrapolation at any evaluation time; where it is less, a bucket
+// stops at its zero point and the factors differ.
+func TestZeroReach(t *testing.T) {
+	b := []float64{0.1, 1, inf}
+	t0 := time.Unix(1_700_000_000, 0)
+	firstT, lastT := t0, t0.Add(50*time.Second) // 11 samples, 5 s apart
+	tests := []struct {
+		name        string
+		first, inc  *Histogram
+		at          time.Duration // after lastT
+		window      time.Duration
+		wantUniform bool
+		wantReach   float64
+	}{
+		// Long-running server: counts far above the window's increase.
+		{"old counters", hist(b, 500, 900, 1000), hist(b, 10, 30, 40), 2 * time.Second, time.Minute, true, 50 * 1000 / 40},
+		// A server started just before the window: the first bucket's
+		// counter reaches zero 1.25 s before the first sample, inside the
+		// 7.5 s (at 2 s after the last sample) the range reaches back.
+		{"fresh server", hist(b, 1, 5, 6), hist(b, 40, 60, 70), 2 * time.Second, time.Minute, false, 50 * 1.0 / 40},
+		// The same first sample, but the range starts well before it:
+		// half an interval (2.5 s) is the start reach, still more than
+		// 1.25 s.
+		{"fresh server, range far before", hist(b, 1, 5, 6), hist(b, 40, 60, 70), 0, 5 * time.Minute, false, 50 * 1.0 / 40},
+		{"nothing increased", hist(b, 0, 0, 0), hist(b, 0, 0, 0), time.Second, time.Minute, true, math.Inf(1)},
+		// A bucket at zero that did not grow reaches nothing.
+		{"idle empty bucket", hist(b, 0, 50, 60), hist(b, 0, 10, 20), time.Second, time.Minute, true, 50 * 60.0 / 20},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			at := lastT.Add(tt.at)
+			reach := ZeroReach(tt.inc, tt.first, firstT, lastT)
+			if math.Abs(reach-tt.wantReach) > 1e-9 && reach != tt.wantReach {
+				t.Errorf("ZeroReach = %v, want %v", reach, tt.wantReach)
+			}
+			start := StartReach(firstT, lastT, 11, at, tt.window)
+			if uniform := !(reach < start); uniform != tt.wantUniform {
+				t.Fatalf("ZeroReach %v against StartReach %v: uniform %v, want %v", reach, start, uniform, tt.wantUniform)
+			}
+			ext := Extrapolate(tt.inc, tt.first, firstT, lastT, 11, at, tt.window)
+			factors := map[float64]bool{}
+			for i, c := range tt.inc.Counts {
+				if c > 0 {
+					factors[math.Round(ext.Counts[i]/c*1e9)/1e9] = true
+				}
+			}
+			if got := len(factors) <= 1; got != tt.wantUniform {
+				t.Errorf("extrapolation factors %v: one factor %v, want %v", factors, got, tt.wantUniform)
+			}
+			if tt.wantUniform {
+				if q, qe := Quantile(0.9, tt.inc), Quantile(0.9, ext); !(q == qe || math.Abs(q-qe) <= 1e-12*math.Abs(q) || math.IsNaN(q) && math.IsNaN(qe)) {
+					t.Errorf("quantile of the increase %v, of its extrapolation %v", q, qe)
+				}
+			}
+		})
+	}
+}

@@ -1,0 +1,179 @@
+package store
+
+import (
+	"sync"
+	"time"
+
+	"github.com/gpuscale/gpuscale/pkg/signal"
+	"github.com/gpuscale/gpuscale/pkg/signal/histogram"
+)
+
+// QuantileMemo keeps, for each name of a Lookup, one latency quantile of
+// the pod's window increase with the two samples it came from. A list
+// that finds a pod's window ends unchanged since the last list of the same
+// pods reuses the quantile instead of unpacking the two histograms again:
+// at 10,000 pods those are cold reads, most of a TTFT list's CPU. Readers
+// that list the same pods within a scrape interval (an HPA and KEDA on one
+// Deployment, dashboards, kubectl) share the work; the first list after a
+// pod's scrape works its quantile out as before.
+//
+// The reuse is exact up to float rounding. The extrapolation to the
+// window's edges is the only part of the answer that moves with the
+// evaluation time between scrapes, and where no bucket stops at its zero
+// point (histogram.ZeroReach against histogram.StartReach, checked at each
+// list) it scales every bucket by one factor, which a quantile does not
+// see. A pod where it does not (a server started inside the window) is
+// worked out again at every list.
+type QuantileMemo struct {
+	mu     sync.Mutex
+	hist   signal.Hist
+	q      float64
+	window time.Duration
+	slots  []quantileSlot
+}
+
+// quantileSlot is one name's memo.
+type quantileSlot struct {
+	// firstT and lastT are the window ends' sample times (Unix
+	// nanoseconds; lastT 0: empty), firstSeq and lastSeq their places
+	// among the window's histograms of the kind.
+	firstT, lastT     int64
+	firstSeq, lastSeq uint32
+	// value is the quantile of the increase between the two, before
+	// extrapolation (NaN when nothing was observed).
+	value float64
+	// none is set when the two have no increase: the bucket layout
+	// changed between them.
+	none bool
+	// zeroReach is histogram.ZeroReach of that increase.
+	zeroReach float64
+}
+
+// maxQuantileMemos bounds a Lookup's memos: the served quantiles (p50,
+// p90 and p99 of TTFT and of ITL) need six.
+const maxQuantileMemos = 8
+
+// lookupMemos are a Lookup's QuantileMemos.
+type lookupMemos struct {
+	mu   sync.Mutex
+	list []*QuantileMemo
+}
+
+// Quantiles returns l's memo of quantile q of histogram kind h over
+// window, made on first use; nil past maxQuantileMemos (lists then work
+// every quantile out).
+func (l *Lookup) Quantiles(h signal.Hist, q float64, window time.Duration) *QuantileMemo {
+	l.memos.mu.Lock()
+	defer l.memos.mu.Unlock()
+	for _, m := range l.memos.list {
+		if m.hist == h && m.q == q && m.window == window {
+			return m
+		}
+	}
+	if len(l.memos.list) >= maxQuantileMemos {
+		return nil
+	}
+	m := &QuantileMemo{hist: h, q: q, window: window, slots: make([]quantileSlot, len(l.names))}
+	l.memos.list = append(l.memos.list, m)
+	return m
+}
+
+// TryAcquire takes m for one list, which may split its names among
+// goroutines (each writes only its own names' slots). It reports false
+// when another list holds m; that list's caller then lists without a memo
+// rather than wait. A nil m is never acquired.
+func (m *QuantileMemo) TryAcquire() bool { return m != nil && m.mu.TryLock() }
+
+// Release gives m back after a list that acquired it.
+func (m *QuantileMemo) Release() { m.mu.Unlock() }
+
+// HistQuantileEachIn calls fn(i, newest, v) for every name i from lo to
+// hi-1 of l that has an increase of histogram kind h over the window
+// (where HistIncrease has one): v is histogram_quantile(q) of it, NaN
+// where nothing was observed, which fn drops. It reads all pods
+// under one read lock: the Pods-metric list of a latency quantile, or a
+// share of it, so that a long list can be split among goroutines, each
+// with its own call and fn. newest is the pod's newest inference sample;
+// fn must not keep it. memo, when not nil, must be acquired by the caller
+// and made for l, h, q and win; it is read and updated for names lo to
+// hi-1 only.
+func (s *Store) HistQuantileEachIn(l *Lookup, h signal.Hist, q float64, memo *QuantileMemo, lo, hi int, now time.Time, win, maxAge time.Duration, fn func(i int, newest *Sample, v float64)) {
+	if h >= signal.NumHists {
+		return
+	}
+	var slots []quantileSlot
+	if memo != nil && memo.hist == h && memo.q == q && memo.window == win && len(memo.slots) == len(l.names) {
+		slots = memo.slots
+	}
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	ns := s.pods[l.namespace]
+	if ns == nil {
+		return
+	}
+	var scratch histScratch
+	places := l.slots(ns)
+	for i := lo; i < hi; i++ {
+		j := places[i]
+		if j < 0 {
+			continue
+		}
+		var slot *quantileSlot
+		if slots != nil {
+			slot = &slots[i]
+		}
+		if v, ok := ns.entries[j].histQuantile(h, q, now, win, maxAge, &scratch, slot); ok {
+			fn(i, &ns.latest[signal.SourceInference][j], v)
+		}
+	}
+}
+
+// histQuantile is one entry's share of HistQuantileEachIn, reusing and
+// updating slot when it is not nil. The caller holds the read lock.
+func (e *entry) histQuantile(k signal.Hist, q float64, now time.Time, win, maxAge time.Duration, scratch *histScratch, slot *quantileSlot) (float64, bool) {
+	w := &e.windows[signal.SourceInference]
+	if n := w.newest(); n == nil || now.Sub(n.Time()) > maxAge {
+		return 0, false
+	}
+	first, last, ok := w.run(k, now.Add(-win), now)
+	if !ok {
+		return 0, false
+	}
+	fp, lp := w.at(first), w.at(last)
+	f, l := &fp.hists[k], &lp.hists[k]
+	n := int(l.place.seq - f.place.seq + 1)
+	startReach := histogram.StartReach(fp.Time(), lp.Time(), n, now, win)
+	if slot != nil && slot.lastT == lp.time && slot.firstT == fp.time && slot.firstSeq == f.place.seq && slot.lastSeq == l.place.seq {
+		if slot.none {
+			return 0, false
+		}
+		if !(slot.zeroReach < startReach) {
+			return slot.value, true
+		}
+	}
+	if f.place.layout != l.place.layout {
+		if slot != nil {
+			*slot = quantileSlot{firstT: fp.time, lastT: lp.time, firstSeq: f.place.seq, lastSeq: l.place.seq, none: true}
+		}
+		return 0, false // the buckets changed inside the window
+	}
+	fh, lh, inc := f.h.unpack(&scratch.first), l.h.unpack(&scratch.last), &scratch.increase
+	histogram.IncreaseBetween(inc, fh, lh, f.place.resets, l.place.resets)
+	zeroReach := histogram.ZeroReach(inc, fh, fp.Time(), lp.Time())
+	v := histogram.Quantile(q, inc)
+	remember(slot, fp, lp, f, l, v, zeroReach)
+	if zeroReach < startReach {
+		// Some bucket stops at its zero point: the factors differ.
+		v = histogram.Quantile(q, histogram.ExtrapolateInto(inc, inc, fh, fp.Time(), lp.Time(), n, now, win))
+	}
+	return v, true
+}
+
+// remember fills slot, when there is one, with the quantile of the
+// increase between the window ends fp and lp.
+func remember(slot *quantileSlot, fp, lp *point, f, l *histPoint, v, zeroReach float64) {
+	if slot == nil {
+		return
+	}
+	*slot = quantileSlot{firstT: fp.time, lastT: lp.time, firstSeq: f.place.seq, lastSeq: l.place.seq, value: v, zeroReach: zeroReach}
+}
