@@ -54,13 +54,21 @@ func benchPodFamily(line string) bool {
 	return false
 }
 
+// BenchPodUptime is how long a bench pod's server had been up when the
+// bench started. A fleet's servers have run for hours, so their TTFT
+// counters stand far above a window's increase; a server started inside
+// the window is the rare case where PromQL's extrapolation stops buckets
+// at their zero point (and the adapter works each list's quantile out
+// afresh), and a bench whose every pod started with it would time that.
+const BenchPodUptime = time.Hour
+
 // BenchPodHandler serves bench pod i's exposition: its queue, running
 // requests and KV cache from i, a TTFT histogram of about 2 requests a
-// second since start (a tenth of them per bucket from le=0.1 up), then
-// rest (BenchPodRest).
+// second since BenchPodUptime before start (a tenth of them per bucket
+// from le=0.1 up), then rest (BenchPodRest).
 func BenchPodHandler(i int, start time.Time, rest []byte) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-		total := int(time.Since(start).Seconds() * 2)
+		total := int((time.Since(start) + BenchPodUptime).Seconds() * 2)
 		var sb strings.Builder
 		fmt.Fprintf(&sb, "# TYPE vllm:num_requests_waiting gauge\nvllm:num_requests_waiting{model_name=\"llama\"} %d\n", i%9)
 		fmt.Fprintf(&sb, "# TYPE vllm:num_requests_running gauge\nvllm:num_requests_running{model_name=\"llama\"} %d\n", 8+i%5)
