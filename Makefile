@@ -200,8 +200,8 @@ bench-list:
 # prometheus-adapter v0.12.0 (v1beta1) through one aggregator, both reading one
 # Prometheus that scrapes one exposition of 10,000 pods' series every 5 s: list
 # latency and CPU per list of each adapter, Prometheus and kube-apiserver,
-# timed in turns (about 15 minutes; the first run builds prometheus-adapter,
-# ~1,100 packages); docs/performance.md. Flags in BENCH_FLAGS.
+# timed in turns (about 9 minutes; the first run builds prometheus-adapter,
+# ~1,100 packages, a few minutes more); docs/performance.md. Flags in BENCH_FLAGS.
 bench-promql:
 	hack/control-plane-build.sh >/dev/null
 	$(GO) run ./hack/bench-list --source=promql --pods=10000 --out=_output/bench-promql $(BENCH_FLAGS)
