@@ -18,7 +18,7 @@ export CGO_CFLAGS := $(shell . hack/lib/goenv.sh && echo "$$CGO_CFLAGS")
 # test/dashboards), which make lint does not vet, keep it.
 TESTFLAGS := -vet=off
 
-.PHONY: all build lint race unit fuzz-short fuzz e2e test demo bench bench-autoscale bench-disaggregated bench-list bench-hpa robustness soak clean control-plane tools manifests images test-images chart-readme
+.PHONY: all build lint race unit fuzz-short fuzz e2e test demo bench bench-autoscale bench-disaggregated bench-list bench-promql bench-hpa robustness soak clean control-plane tools manifests images test-images chart-readme
 
 all: build
 
@@ -195,6 +195,16 @@ bench-disaggregated:
 bench-list:
 	hack/control-plane-build.sh >/dev/null
 	$(GO) run ./hack/bench-list $(BENCH_FLAGS)
+
+# gpuscale's PromQL source (--source=prometheus, custom.metrics v1beta2) beside
+# prometheus-adapter v0.12.0 (v1beta1) through one aggregator, both reading one
+# Prometheus that scrapes one exposition of 10,000 pods' series every 5 s: list
+# latency and CPU per list of each adapter, Prometheus and kube-apiserver,
+# timed in turns (about 9 minutes; the first run builds prometheus-adapter,
+# ~1,100 packages, a few minutes more); docs/performance.md. Flags in BENCH_FLAGS.
+bench-promql:
+	hack/control-plane-build.sh >/dev/null
+	$(GO) run ./hack/bench-list --source=promql --pods=10000 --out=_output/bench-promql $(BENCH_FLAGS)
 
 # 1,000 Deployments of one scraped pod, each with an HPA on its capacity
 # (Object) and its queue depth (Pods), on the real HPA controller at a 15 s

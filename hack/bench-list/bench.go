@@ -59,6 +59,10 @@ type bench struct {
 	memLimit int64
 	// accept is the timed lists' Accept header (--accept).
 	accept string
+	// unscraped creates pods without the scrape annotations: with
+	// --source=promql one exposition carries their series, and no one
+	// scrapes the pods.
+	unscraped bool
 }
 
 func newBench(env *devenv.Env, log *slog.Logger, window time.Duration, dir string) (*bench, error) {
@@ -350,7 +354,11 @@ func (b *bench) createPods(ctx context.Context, ns string, n int) error {
 		go func() {
 			defer wg.Done()
 			for i := range names {
-				if _, err := b.client.CoreV1().Pods(ns).Create(ctx, benchPod(ns, i), metav1.CreateOptions{}); err != nil {
+				pod := benchPod(ns, i)
+				if b.unscraped {
+					pod.Annotations = nil
+				}
+				if _, err := b.client.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
 					errs <- err
 					return
 				}
@@ -474,14 +482,23 @@ var protobufMagic = []byte("k8s\x00")
 // listAs lists in the encoding accept names, and checks that the answer
 // is in it: a server that fell back to another would time the wrong thing.
 func (b *bench) listAs(ctx context.Context, accept, ns, metric, sel string) ([]byte, error) {
+	return b.listAt(ctx, "v1beta2", accept, ns, metric, sel)
+}
+
+// errWrongEncoding is an answer in another encoding than the one asked for.
+var errWrongEncoding = errors.New("answered in another encoding")
+
+// listAt is listAs at a version of custom.metrics.k8s.io: with
+// --source=promql, v1beta1 is prometheus-adapter's.
+func (b *bench) listAt(ctx context.Context, version, accept, ns, metric, sel string) ([]byte, error) {
 	body, err := b.client.CoreV1().RESTClient().Get().
-		AbsPath("/apis/custom.metrics.k8s.io/v1beta2/namespaces", ns, "pods", "*", metric).
+		AbsPath("/apis/custom.metrics.k8s.io", version, "namespaces", ns, "pods", "*", metric).
 		Param("labelSelector", sel).SetHeader("Accept", accept).DoRaw(ctx)
 	if err != nil {
 		return body, err
 	}
 	if isProto := bytes.HasPrefix(body, protobufMagic); isProto != (accept == acceptProtobuf) {
-		return nil, fmt.Errorf("asked for %s, answered %q at the start", accept, body[:min(len(body), 8)])
+		return nil, fmt.Errorf("%s: asked for %s, %w: %q at the start", version, accept, errWrongEncoding, body[:min(len(body), 8)])
 	}
 	return body, nil
 }

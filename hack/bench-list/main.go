@@ -5,6 +5,11 @@
 // connection, for namespaces of 1,000 and 10,000 Ready pods that the
 // adapter scrapes itself. These are the conditions of prometheus-adapter's
 // figures in ../shared/anchors.md (make bench-list; docs/performance.md).
+//
+// With --source=promql (make bench-promql) it times instead gpuscale's
+// PromQL source (v1beta2) and prometheus-adapter v0.12.0 (v1beta1) in turns
+// through the same aggregator, both reading one Prometheus that scrapes one
+// exposition of every pod's series (promql.go).
 package main
 
 import (
@@ -61,6 +66,9 @@ func run() error {
 		hpaSync  = flag.Duration("hpa-sync", 15*time.Second, "With --hpas, the HPA controller's --horizontal-pod-autoscaler-sync-period.")
 		measure  = flag.Duration("hpa-measure", 2*time.Minute, "With --hpas, how long the adapter's scraping, then the HPAs, are measured.")
 		kcmArgs  = flag.String("controller-manager-args", "", "Comma-separated extra kube-controller-manager flags, e.g. --kube-api-qps=200,--kube-api-burst=300.")
+		source   = flag.String("source", "embedded", "What is timed: embedded (the adapter scrapes every pod itself) or promql (gpuscale's --source=prometheus beside prometheus-adapter v0.12.0, on one Prometheus scraping one exposition of every pod's series; make bench-promql). With promql, --scrape-interval is Prometheus's (default 5s) and --metrics defaults to "+strings.Join(promqlMetricNames(), ",")+".")
+		reuse    = flag.Bool("promql-reuse", false, "With --source=promql, let gpuscale reuse an answer for a quarter of the scrape interval, as identical reads share one in a cluster; off, every list is a query.")
+		paBin    = flag.String("prometheus-adapter-binary", "", "With --source=promql, a prometheus-adapter binary instead of the v0.12.0 hack/prometheus-adapter-build.sh builds.")
 	)
 	flag.IntVar(&fleet.HostilePerKind, "soak-hostile-per-kind", 10, "With --soak, pods of each of the first round's hostile kinds.")
 	flag.IntVar(&fleet.TenantNamespaces, "soak-tenant-namespaces", 4, "With --soak, namespaces of the second round's tenant kinds (internal/harness/hostile.TenantKinds).")
@@ -71,16 +79,29 @@ func run() error {
 	if *accept != acceptProtobuf && *accept != acceptJSON {
 		return fmt.Errorf("--accept must be %s or %s, got %q", acceptProtobuf, acceptJSON, *accept)
 	}
+	set := map[string]bool{}
+	flag.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	switch *source {
+	case "embedded":
+	case "promql":
+		o := promqlOptions{Metrics: promqlMetricNames(), Requests: *requests, Interval: 5 * time.Second, Reuse: *reuse,
+			Accept: *accept, AdapterBinary: *adBin, PABinary: *paBin}
+		if set["metrics"] {
+			o.Metrics = strings.Split(*metrics, ",")
+		}
+		if set["scrape-interval"] {
+			o.Interval = *interval
+		}
+		return promqlMain(o, *sizes, *out)
+	default:
+		return fmt.Errorf("--source must be embedded or promql, got %q", *source)
+	}
 	// Two samples at least in the TTFT window, and no less than the
 	// adapter's default minute.
 	ttft := max(time.Minute, 4**interval)
-	var ns []int
-	for _, s := range strings.Split(*sizes, ",") {
-		n, err := strconv.Atoi(strings.TrimSpace(s))
-		if err != nil || n <= 0 {
-			return fmt.Errorf("--pods: %q is not a pod count", s)
-		}
-		ns = append(ns, n)
+	ns, err := podCounts(*sizes)
+	if err != nil {
+		return err
 	}
 	// The pods are served by child processes (podserver.go), which raise
 	// their own limit. The adapter, a child too, inherits this one: it
@@ -189,6 +210,37 @@ func run() error {
 	}
 	fmt.Println("report:", report)
 	return nil
+}
+
+// podCounts parses --pods.
+func podCounts(flag string) ([]int, error) {
+	var ns []int
+	for _, s := range strings.Split(flag, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(s))
+		if err != nil || n <= 0 {
+			return nil, fmt.Errorf("--pods: %q is not a pod count", s)
+		}
+		ns = append(ns, n)
+	}
+	return ns, nil
+}
+
+// promqlMain runs --source=promql with o and the --pods and --out flags.
+func promqlMain(o promqlOptions, sizes, out string) error {
+	var err error
+	if o.Sizes, err = podCounts(sizes); err != nil {
+		return err
+	}
+	if o.Dir, err = filepath.Abs(out); err != nil {
+		return err
+	}
+	if err := os.MkdirAll(o.Dir, 0o755); err != nil {
+		return err
+	}
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer cancel()
+	return runPromQL(ctx, log, o)
 }
 
 // chartValues is the chart's values file, relative to the module's root

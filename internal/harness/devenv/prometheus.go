@@ -86,6 +86,11 @@ type ServerOptions struct {
 	// Static are host:port targets scraped, with honor_labels, in a job
 	// of their own (static) besides the environment's.
 	Static []string
+	// StaticOnly scrapes Static alone: the environment's target files stay
+	// empty and are not synced from the pods. The sync lists every pod of
+	// the cluster twice a second, a load of its own on the kube-apiserver
+	// once there are thousands of pods that need no scraping.
+	StaticOnly bool
 }
 
 // StartServer starts the server named (prometheus or victoria-metrics)
@@ -131,7 +136,7 @@ func (e *Env) startPrometheus(ctx context.Context, opts ServerOptions) (*Prometh
 			"--web.listen-address=127.0.0.1:" + strconv.Itoa(p.port), "--query.lookback-delta=" + lookback.String(),
 			"--storage.tsdb.retention.time=2h"}
 	}
-	return p, e.startServer(ctx, p, opts.Lookback)
+	return p, e.startServer(ctx, p, opts)
 }
 
 // StartVictoriaMetrics is StartPrometheus with VictoriaMetrics' single-node
@@ -171,7 +176,7 @@ func (e *Env) startVictoriaMetrics(ctx context.Context, opts ServerOptions) (*Pr
 			"-search.latencyOffset=" + latency.String(), "-promscrape.fileSDCheckInterval=1s", "-retentionPeriod=1d",
 			"-loggerLevel=WARN"}
 	}
-	return p, e.startServer(ctx, p, opts.Lookback)
+	return p, e.startServer(ctx, p, opts)
 }
 
 // newServer prepares a server's folder, its scrape configuration and a
@@ -193,16 +198,25 @@ func (e *Env) newServer(name, bin string, opts ServerOptions) (*Prometheus, erro
 	return &Prometheus{URL: "http://127.0.0.1:" + strconv.Itoa(port), Name: name, bin: bin, dir: dir, config: cfg, port: port}, nil
 }
 
-// startServer writes the targets, starts syncing them and starts p.
-func (e *Env) startServer(ctx context.Context, p *Prometheus, lookback time.Duration) error {
+// startServer writes the targets, starts syncing them (unless
+// opts.StaticOnly) and starts p.
+func (e *Env) startServer(ctx context.Context, p *Prometheus, opts ServerOptions) error {
 	dir := p.dir
-	if err := e.writeTargets(ctx, dir, exporterDiscovery()); err != nil {
-		return fmt.Errorf("devenv: %s targets: %w", p.Name, err)
-	}
 	syncCtx, cancel := context.WithCancel(context.Background())
 	p.stopSync = cancel
-	go e.syncTargets(syncCtx, dir, 500*time.Millisecond)
-	if err := p.Start(ctx, lookback); err != nil {
+	if opts.StaticOnly {
+		if err := writeTargetFiles(dir, map[string][]fileSDGroup{"exporters.json": {}, "inference.json": {}}); err != nil {
+			cancel()
+			return fmt.Errorf("devenv: %s targets: %w", p.Name, err)
+		}
+	} else {
+		if err := e.writeTargets(ctx, dir, exporterDiscovery()); err != nil {
+			cancel()
+			return fmt.Errorf("devenv: %s targets: %w", p.Name, err)
+		}
+		go e.syncTargets(syncCtx, dir, 500*time.Millisecond)
+	}
+	if err := p.Start(ctx, opts.Lookback); err != nil {
 		cancel()
 		return err
 	}
@@ -350,6 +364,11 @@ func (e *Env) writeTargets(ctx context.Context, dir string, cfg discovery.Config
 		}
 		groups[file] = append(groups[file], g)
 	}
+	return writeTargetFiles(dir, groups)
+}
+
+// writeTargetFiles writes each file_sd_configs file of groups in dir.
+func writeTargetFiles(dir string, groups map[string][]fileSDGroup) error {
 	for file, gs := range groups {
 		b, err := json.Marshal(gs)
 		if err != nil {

@@ -321,6 +321,18 @@ func (c *Cluster) Client() kubernetes.Interface { return c.client }
 // Timings reports how long startup took.
 func (c *Cluster) Timings() Timings { return c.timings }
 
+// PID is the process id of the running component named (etcd,
+// kube-apiserver, kube-controller-manager, kube-scheduler, kwok), 0 if
+// there is none: a benchmark reads its CPU time from /proc.
+func (c *Cluster) PID(component string) int {
+	for _, p := range c.procs {
+		if p.Name() == component && !p.Exited() {
+			return p.Pid()
+		}
+	}
+	return 0
+}
+
 // Dir returns the absolute work directory; component logs are in Dir/logs.
 func (c *Cluster) Dir() string { return c.dir }
 
