@@ -6,8 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net/http"
-	"net/url"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -235,7 +233,7 @@ func (pb *promqlBench) waitSeries(ctx context.Context, ns string, n int) error {
 	for _, m := range pb.o.Metrics {
 		q := fmt.Sprintf(`count(%s{namespace=%q})`, promqlSeries[m].Series, ns)
 		err := wait.PollUntilContextTimeout(ctx, time.Second, 5*time.Minute, true, func(ctx context.Context) (bool, error) {
-			v, err := promScalar(ctx, pb.prom.URL, q)
+			v, _, err := pb.prom.Scalar(ctx, q)
 			got = v
 			return err == nil && int(v) == n, nil
 		})
@@ -244,39 +242,6 @@ func (pb *promqlBench) waitSeries(ctx context.Context, ns string, n int) error {
 		}
 	}
 	return nil
-}
-
-// promScalar is the value of a one-sample instant query, 0 when it has
-// none.
-func promScalar(ctx context.Context, base, q string) (float64, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/api/v1/query?query="+url.QueryEscape(q), nil)
-	if err != nil {
-		return 0, err
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return 0, err
-	}
-	defer resp.Body.Close()
-	var r struct {
-		Status string `json:"status"`
-		Data   struct {
-			Result []struct {
-				Value [2]any `json:"value"`
-			} `json:"result"`
-		} `json:"data"`
-	}
-	if err := json.NewDecoder(resp.Body).Decode(&r); err != nil {
-		return 0, err
-	}
-	if r.Status != "success" {
-		return 0, fmt.Errorf("query %s: status %q", q, r.Status)
-	}
-	if len(r.Data.Result) == 0 {
-		return 0, nil
-	}
-	s, _ := r.Data.Result[0].Value[1].(string)
-	return strconv.ParseFloat(s, 64)
 }
 
 // waitAll waits until side's list of the namespace's pods names all n.

@@ -2,11 +2,7 @@ package e2e
 
 import (
 	"context"
-	"encoding/json"
-	"fmt"
 	"math"
-	"net/http"
-	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -69,8 +65,8 @@ func promQLScenario(t *testing.T, server, prefix string) {
 		`count(inference_extension_flow_control_queue_size{namespace="` + ns + `"})`: 1,
 	} {
 		testenv.WaitFor(t, 60*time.Second, "prometheus to scrape the pods: "+q, func(ctx context.Context) (bool, error) {
-			v, err := promScalar(ctx, prom.URL, q)
-			return err == nil && v == want, nil
+			v, ok, err := prom.Scalar(ctx, q)
+			return err == nil && ok && v == want, nil
 		})
 	}
 	checks := comparisons(ns)
@@ -284,34 +280,4 @@ func readPath(ctx context.Context, path string) (map[string]float64, error) {
 		out[it.DescribedObject.Kind+"/"+it.DescribedObject.Name] = milli(it.Value)
 	}
 	return out, nil
-}
-
-// promScalar runs an instant query whose answer is one sample.
-func promScalar(ctx context.Context, base, query string) (float64, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/api/v1/query?query="+url.QueryEscape(query), nil)
-	if err != nil {
-		return 0, err
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return 0, err
-	}
-	defer resp.Body.Close()
-	var r struct {
-		Data struct {
-			Result []struct {
-				Value [2]any `json:"value"`
-			} `json:"result"`
-		} `json:"data"`
-	}
-	if err := json.NewDecoder(resp.Body).Decode(&r); err != nil {
-		return 0, err
-	}
-	if len(r.Data.Result) != 1 {
-		return 0, fmt.Errorf("%s: %d samples, want 1", query, len(r.Data.Result))
-	}
-	s, _ := r.Data.Result[0].Value[1].(string)
-	var v float64
-	_, err = fmt.Sscan(s, &v)
-	return v, err
 }

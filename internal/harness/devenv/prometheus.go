@@ -385,3 +385,44 @@ func writeTargetFiles(dir string, groups map[string][]fileSDGroup) error {
 	}
 	return nil
 }
+
+// Scalar runs an instant query whose answer is at most one sample and
+// returns its value; ok is false when the answer has none. More than one
+// sample, an answer that is not a success or a value that is not a number
+// is an error.
+func (p *Prometheus) Scalar(ctx context.Context, query string) (v float64, ok bool, err error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, p.URL+"/api/v1/query?query="+url.QueryEscape(query), nil)
+	if err != nil {
+		return 0, false, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, false, fmt.Errorf("query %s: %w", query, err)
+	}
+	defer resp.Body.Close()
+	var r struct {
+		Status string `json:"status"`
+		Data   struct {
+			Result []struct {
+				Value [2]any `json:"value"`
+			} `json:"result"`
+		} `json:"data"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&r); err != nil {
+		return 0, false, fmt.Errorf("query %s: %w", query, err)
+	}
+	switch {
+	case r.Status != "success":
+		return 0, false, fmt.Errorf("query %s: status %q", query, r.Status)
+	case len(r.Data.Result) == 0:
+		return 0, false, nil
+	case len(r.Data.Result) > 1:
+		return 0, false, fmt.Errorf("query %s: %d samples, want one", query, len(r.Data.Result))
+	}
+	s, _ := r.Data.Result[0].Value[1].(string)
+	v, err = strconv.ParseFloat(s, 64)
+	if err != nil {
+		return 0, false, fmt.Errorf("query %s: %w", query, err)
+	}
+	return v, true, nil
+}
