@@ -141,7 +141,7 @@ func (s *Source) Pods(ctx context.Context, pods *provider.PodSet, m provider.Met
 	if err != nil {
 		return nil, err
 	}
-	var vecs []model.Vector
+	var vecs [][]promapi.Sample
 	if wideQ != "" && s.plan.wideRead(pods.Namespace, m.Name, wideQ, len(names)) {
 		vec, took, ran, err := s.reads.get(ctx, wideQ, s.query(wideQ))
 		if err != nil {
@@ -150,7 +150,7 @@ func (s *Source) Pods(ctx context.Context, pods *provider.PodSet, m provider.Met
 		if ran {
 			s.plan.wideDone(m.Name, wideQ, len(vec), took)
 		}
-		vecs = []model.Vector{vec}
+		vecs = [][]promapi.Sample{vec}
 	} else {
 		qs, err := s.batches(ShapePods, m.Name, p, names, setPods)
 		if err != nil {
@@ -176,11 +176,13 @@ func (s *Source) Pods(ctx context.Context, pods *provider.PodSet, m provider.Met
 	// Only the asked pods: the namespace's others, or those a template
 	// answers for beyond its regex or namespace (an overridden one),
 	// which may name a namespace only if it is the asked one.
-	ns := model.LabelValue(pods.Namespace)
+	ns := pods.Namespace
 	for _, vec := range vecs {
-		for _, smp := range vec {
-			if i, ok := at[string(smp.Metric["pod"])]; ok {
-				if got, named := smp.Metric["namespace"]; !named || got == ns {
+		for j := range vec {
+			smp := &vec[j]
+			pod, _ := smp.Label(labelPod)
+			if i, ok := at[pod]; ok {
+				if got, named := smp.Label(labelNamespace); !named || got == ns {
 					if v, ok := value(smp); ok {
 						out[i] = v
 					}
@@ -212,18 +214,30 @@ func (s *Source) wideQuery(shape, metric string, p Params) (string, error) {
 	return wide, nil
 }
 
+// The labels kept of every answer's samples, whichever the query: reads
+// shares an answer by the query's text alone.
+const (
+	labelPod = iota
+	labelNamespace
+	labelHostname
+	labelModel
+	noLabel = -1
+)
+
+var resultLabels = []string{labelPod: "pod", labelNamespace: "namespace", labelHostname: "Hostname", labelModel: provider.ModelLabel}
+
 // query returns the fetch of q for reads.get.
-func (s *Source) query(q string) func(context.Context, time.Time) (model.Vector, error) {
-	return func(ctx context.Context, at time.Time) (model.Vector, error) {
-		return s.api.Vector(ctx, q, at)
+func (s *Source) query(q string) func(context.Context, time.Time) ([]promapi.Sample, error) {
+	return func(ctx context.Context, at time.Time) ([]promapi.Sample, error) {
+		return s.api.Vector(ctx, q, at, resultLabels...)
 	}
 }
 
 // fetch runs qs, at most Config.Parallel at a time, through the shared
 // reads. took is the server's time for the queries this call ran, 0
 // unless it ran them all (its cost per name is then known).
-func (s *Source) fetch(ctx context.Context, qs []string) ([]model.Vector, time.Duration, error) {
-	out := make([]model.Vector, len(qs))
+func (s *Source) fetch(ctx context.Context, qs []string) ([][]promapi.Sample, time.Duration, error) {
+	out := make([][]promapi.Sample, len(qs))
 	if len(qs) == 1 {
 		vec, took, ran, err := s.reads.get(ctx, qs[0], s.query(qs[0]))
 		if !ran {
@@ -267,29 +281,32 @@ func (s *Source) fetch(ctx context.Context, qs []string) ([]model.Vector, time.D
 	return out, total, nil
 }
 
-// each calls fn with each finite sample of vec by its key label.
-func each(vec model.Vector, key string, fn func(string, provider.Value)) {
-	for _, smp := range vec {
-		if v, ok := value(smp); ok {
-			fn(string(smp.Metric[model.LabelName(key)]), v)
+// each calls fn with each finite sample of vec by its key label, one of
+// resultLabels ("" for noLabel).
+func each(vec []promapi.Sample, key int, fn func(string, provider.Value)) {
+	for i := range vec {
+		if v, ok := value(&vec[i]); ok {
+			k, _ := vec[i].Label(key)
+			fn(k, v)
 		}
 	}
 }
 
 // value is a sample's value, false when it is not finite: NaN (a quantile
 // of no requests, 0/0) and infinities are no value.
-func value(smp *model.Sample) (provider.Value, bool) {
-	v := float64(smp.Value)
+func value(smp *promapi.Sample) (provider.Value, bool) {
+	v := smp.Value
 	if math.IsNaN(v) || math.IsInf(v, 0) {
 		return provider.Value{}, false
 	}
 	return provider.Value{V: v, Time: smp.Timestamp.Time()}, true
 }
 
-// byKey runs the queries and keeps the values of the asked names only: a
-// template that answers for more (an overridden one without the regex)
-// must not add strangers to a workload's sum.
-func (s *Source) byKey(ctx context.Context, qs []string, key string, names []string) (map[string]provider.Value, error) {
+// byKey runs the queries and keeps the values, by their key label (one of
+// resultLabels), of the asked names only: a template that answers for
+// more (an overridden one without the regex) must not add strangers to a
+// workload's sum.
+func (s *Source) byKey(ctx context.Context, qs []string, key int, names []string) (map[string]provider.Value, error) {
 	asked := make(map[string]bool, len(names))
 	for _, n := range names {
 		asked[n] = true
@@ -360,7 +377,7 @@ func (s *Source) Workload(ctx context.Context, namespace string, pods []*corev1.
 		v  provider.Value
 		ok bool
 	)
-	each(vecs[0], "", func(_ string, got provider.Value) { v, ok = got, true })
+	each(vecs[0], noLabel, func(_ string, got provider.Value) { v, ok = got, true })
 	return v, ok, nil
 }
 
@@ -374,7 +391,7 @@ func (s *Source) Nodes(ctx context.Context, nodes []string, m provider.Metric) (
 	if err != nil {
 		return nil, err
 	}
-	return s.byKey(ctx, qs, "Hostname", nodes)
+	return s.byKey(ctx, qs, labelHostname, nodes)
 }
 
 // Models implements provider.Values, keyed by the result's model_name
@@ -397,7 +414,7 @@ func (s *Source) Models(ctx context.Context, namespace string, pods []*corev1.Po
 	}
 	out := map[string]provider.Value{}
 	for _, vec := range vecs {
-		each(vec, provider.ModelLabel, func(model string, v provider.Value) {
+		each(vec, labelModel, func(model string, v provider.Value) {
 			if model == "" {
 				return // the embedded source ignores servers that name no model
 			}

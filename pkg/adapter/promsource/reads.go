@@ -5,7 +5,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/prometheus/common/model"
+	"github.com/gpuscale/gpuscale/pkg/adapter/promsource/promapi"
 )
 
 // reads runs queries so that identical ones share one answer: a query
@@ -30,7 +30,7 @@ type reads struct {
 type read struct {
 	done  chan struct{}
 	asked time.Time
-	vec   model.Vector // read-only once done
+	vec   []promapi.Sample // read-only once done
 	err   error
 	// took is how long the server took to answer.
 	took time.Duration
@@ -45,7 +45,7 @@ func newReads(reuseFor time.Duration, now func() time.Time) *reads {
 // even if every caller gives up, so that those still waiting get it. ran
 // reports whether this call started the query, and took is then the
 // server's time for it.
-func (r *reads) get(ctx context.Context, q string, fetch func(context.Context, time.Time) (model.Vector, error)) (vec model.Vector, took time.Duration, ran bool, err error) {
+func (r *reads) get(ctx context.Context, q string, fetch func(context.Context, time.Time) ([]promapi.Sample, error)) (vec []promapi.Sample, took time.Duration, ran bool, err error) {
 	now := r.now()
 	r.mu.Lock()
 	e, ok := r.m[q]
@@ -67,7 +67,7 @@ func (r *reads) get(ctx context.Context, q string, fetch func(context.Context, t
 	}
 }
 
-func (r *reads) fetch(ctx context.Context, q string, e *read, fetch func(context.Context, time.Time) (model.Vector, error)) {
+func (r *reads) fetch(ctx context.Context, q string, e *read, fetch func(context.Context, time.Time) ([]promapi.Sample, error)) {
 	start := time.Now()
 	e.vec, e.err = fetch(ctx, e.asked)
 	e.took = time.Since(start)

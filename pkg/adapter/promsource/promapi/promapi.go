@@ -16,9 +16,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/api"
-	v1 "github.com/prometheus/client_golang/api/prometheus/v1"
 	"github.com/prometheus/common/config"
-	"github.com/prometheus/common/model"
 )
 
 // DefaultMaxResponseBytes bounds one query's answer. A vector naming
@@ -47,7 +45,7 @@ type Config struct {
 
 // Client runs instant queries.
 type Client struct {
-	api               v1.API
+	client            api.Client
 	timeout, lookback time.Duration
 	where             string
 }
@@ -83,7 +81,7 @@ func New(cfg Config) (*Client, error) {
 		// ignores max_lookback. Both read URL and form parameters alike.
 		c = withParams{Client: c, params: url.Values{"max_lookback": {strconv.FormatFloat(cfg.MaxStaleness.Seconds(), 'f', -1, 64)}}}
 	}
-	return &Client{api: v1.NewAPI(c), timeout: cfg.Timeout, lookback: cfg.MaxStaleness, where: u.Redacted()}, nil
+	return &Client{client: c, timeout: cfg.Timeout, lookback: cfg.MaxStaleness, where: u.Redacted()}, nil
 }
 
 // withParams adds params to the URL of every request, beside the
@@ -109,37 +107,34 @@ func (c *Client) Where() string { return c.where }
 // label, value and time. NaN (a quantile of no requests, 0/0) and
 // infinities are no value.
 func (c *Client) Each(ctx context.Context, q string, at time.Time, key string, fn func(key string, v float64, t time.Time)) error {
-	vec, err := c.Vector(ctx, q, at)
+	vec, err := c.Vector(ctx, q, at, key)
 	if err != nil {
 		return err
 	}
-	for _, smp := range vec {
-		v := float64(smp.Value)
-		if math.IsNaN(v) || math.IsInf(v, 0) {
+	for i := range vec {
+		smp := &vec[i]
+		if math.IsNaN(smp.Value) || math.IsInf(smp.Value, 0) {
 			continue
 		}
-		fn(string(smp.Metric[model.LabelName(key)]), v, smp.Timestamp.Time())
+		k, _ := smp.Label(0)
+		fn(k, smp.Value, smp.Timestamp.Time())
 	}
 	return nil
 }
 
-// Vector runs one query at at and returns its instant vector; any other
-// answer is an error.
-func (c *Client) Vector(ctx context.Context, q string, at time.Time) (model.Vector, error) {
+// Vector runs one query at at and returns its instant vector, of each
+// sample only the labels named (Sample.Label(i) is labels[i]'s value); any
+// other answer is an error.
+func (c *Client) Vector(ctx context.Context, q string, at time.Time, labels ...string) ([]Sample, error) {
 	ctx, cancel := context.WithTimeout(ctx, c.timeout)
 	defer cancel()
-	val, _, err := c.api.Query(ctx, q, at, v1.WithTimeout(c.timeout), v1.WithLookbackDelta(c.lookback))
+	code, body, err := c.exchange(ctx, q, at)
 	if err != nil {
 		return nil, fmt.Errorf("query prometheus at %s: %w", c.where, err)
 	}
-	if val == nil {
-		// A 2xx answer with no data ("{}" from a proxy, say) decodes to
-		// no value and no error.
-		return nil, fmt.Errorf("query prometheus at %s: the answer holds no result: %s", c.where, q)
-	}
-	vec, ok := val.(model.Vector)
-	if !ok {
-		return nil, fmt.Errorf("query prometheus at %s: got a %s, want an instant vector: %s", c.where, val.Type(), q)
+	vec, err := decode(code, body, labels)
+	if err != nil {
+		return nil, fmt.Errorf("query prometheus at %s: %w: %s", c.where, err, q)
 	}
 	return vec, nil
 }

@@ -1,7 +1,9 @@
 package promapi
 
 import (
+	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"net/http"
@@ -60,6 +62,25 @@ func TestEach(t *testing.T) {
 		{name: "query error", status: 422, body: `{"status":"error","errorType":"execution","error":"many-to-many matching not allowed"}`, wantErr: "many-to-many"},
 		{name: "proxy page", status: 503, body: `<html>proxy error</html>`, wantErr: "query prometheus"},
 		{name: "over the cap", status: 200, body: vector(sample("a", "2"), sample(strings.Repeat("x", 4<<10), "5")), max: 1 << 10, wantErr: "query prometheus"},
+		{name: "escapes and unicode", status: 200, body: vector(sample("a\"b\\c\u00e9 🦙", "1e3")), want: map[string]float64{"a\"b\\c\u00e9 🦙": 1000}},
+		{name: "bad request", status: 400, body: `{"status":"error","errorType":"bad_data","error":"parse error at char 3"}`, wantErr: "bad_data: parse error at char 3"},
+		{name: "unavailable", status: 503, body: `{"status":"error","errorType":"unavailable","error":"too many queries"}`, wantErr: "server_error: server error: 503"},
+		{name: "error with 200", status: 200, body: `{"status":"error","errorType":"timeout","error":"query timed out"}`, wantErr: "timeout: query timed out"},
+		{name: "success with 422", status: 422, body: vector(sample("a", "1")), wantErr: "inconsistent body"},
+		{name: "no content", status: 204, body: ``, wantErr: "holds no result"},
+		{name: "empty body", status: 200, body: ``, wantErr: "not valid JSON"},
+		{name: "not JSON", status: 200, body: `<html>ok</html>`, wantErr: "not valid JSON"},
+		{name: "truncated", status: 200, body: vector(sample("a", "1"))[:60], wantErr: "not valid JSON"},
+		{name: "trailing garbage", status: 200, body: vector(sample("a", "1")) + "x", wantErr: "not valid JSON"},
+		{name: "no status", status: 200, body: `{"data":{"resultType":"vector","result":[]}}`, wantErr: "want success or error"},
+		{name: "scalar", status: 200, body: `{"status":"success","data":{"resultType":"scalar","result":[1,"1"]}}`, wantErr: "want an instant vector"},
+		{name: "no value", status: 200, body: vector(`{"metric":{"pod":"a"}}`), wantErr: "has no value"},
+		{name: "histogram", status: 200, body: vector(`{"metric":{"pod":"a"},"histogram":[1,{"count":"1"}]}`), wantErr: "native histogram"},
+		{name: "value not a string", status: 200, body: vector(`{"metric":{"pod":"a"},"value":[1,1]}`), wantErr: "not a string"},
+		{name: "value not a number", status: 200, body: vector(sample("a", "one")), wantErr: "invalid syntax"},
+		{name: "time in a string", status: 200, body: vector(`{"metric":{"pod":"a"},"value":["1","1"]}`), wantErr: "not a number"},
+		{name: "null label", status: 200, body: vector(`{"metric":{"pod":null},"value":[1,"1"]}`), wantErr: "is null"},
+		{name: "one bad sample", status: 200, body: vector(sample("a", "1"), `{"metric":{"pod":"b"},"value":[1]}`), wantErr: "not a [time, value] pair"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := client(t, server(t, tc.status, tc.body).URL, tc.max)
@@ -93,9 +114,12 @@ func TestLookbackParameters(t *testing.T) {
 		name               string
 		staleness          time.Duration
 		postRefused        bool
+		refusal            int // the POST's status, 405 unless set
 		wantDelta, wantMax string
 	}{
 		{name: "POST", staleness: 3 * time.Second, wantDelta: "3s", wantMax: "3"},
+		{name: "GET fallback on 501", staleness: time.Second, postRefused: true, refusal: http.StatusNotImplemented, wantDelta: "1s", wantMax: "1"},
+		{name: "GET fallback on 403", staleness: time.Second, postRefused: true, refusal: http.StatusForbidden, wantDelta: "1s", wantMax: "1"},
 		{name: "GET fallback", staleness: 1500 * time.Millisecond, postRefused: true, wantDelta: "1.5s", wantMax: "1.5"},
 		{name: "no bound", staleness: 0},
 	} {
@@ -104,11 +128,14 @@ func TestLookbackParameters(t *testing.T) {
 			var got []string
 			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 				if tc.postRefused && r.Method == http.MethodPost {
-					w.WriteHeader(http.StatusMethodNotAllowed)
+					w.WriteHeader(cmp.Or(tc.refusal, http.StatusMethodNotAllowed))
 					return
 				}
 				mu.Lock()
 				got = append(got, r.Method+" "+r.FormValue("query")+" lookback_delta="+r.FormValue("lookback_delta")+" max_lookback="+r.FormValue("max_lookback"))
+				if r.FormValue("time") != "1796040000" || r.FormValue("timeout") != "1s" {
+					t.Errorf("time=%q timeout=%q, want 1796040000 and 1s", r.FormValue("time"), r.FormValue("timeout"))
+				}
 				mu.Unlock()
 				w.Header().Set("Content-Type", "application/json")
 				fmt.Fprint(w, vector(sample("a", "1")))
@@ -130,6 +157,27 @@ func TestLookbackParameters(t *testing.T) {
 				t.Errorf("server saw %q, want [%q]", got, want)
 			}
 		})
+	}
+}
+
+// TestVectorGivesUp: a query ends at its timeout, or when its caller
+// gives up, with an error.
+func TestVectorGivesUp(t *testing.T) {
+	release := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { <-release }))
+	t.Cleanup(srv.Close)
+	t.Cleanup(func() { close(release) })
+	c, err := New(Config{URL: srv.URL, Timeout: 100 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Vector(context.Background(), "up", t0); !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("past the timeout: %v, want a deadline error", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	time.AfterFunc(20*time.Millisecond, cancel)
+	if _, err := c.Vector(ctx, "up", t0); !errors.Is(err, context.Canceled) {
+		t.Errorf("given up: %v, want context.Canceled", err)
 	}
 }
 
