@@ -100,10 +100,12 @@ func decode(code int, body []byte, labels []string) ([]Sample, error) {
 	switch {
 	case d.status == "error":
 		return nil, &v1.Error{Type: v1.ErrorType(d.errorType), Msg: d.errMsg}
+	case d.status != "success":
+		// The v1 API took any other status, on an error code too, as
+		// success (a 422 without one: an empty vector).
+		return nil, fmt.Errorf("%w: status %q, want success or error", errStricter, d.status)
 	case apiError(code):
 		return nil, &v1.Error{Type: v1.ErrBadResponse, Msg: "inconsistent body for response code"}
-	case d.status != "success":
-		return nil, fmt.Errorf("%w: status %q, want success or error", errStricter, d.status)
 	}
 	return d.vector()
 }
