@@ -1,6 +1,7 @@
 package store
 
 import (
+	"math"
 	"sync"
 	"time"
 
@@ -39,6 +40,13 @@ type quantileSlot struct {
 	// among the window's histograms of the kind.
 	firstT, lastT     int64
 	firstSeq, lastSeq uint32
+	// prevT is the time of the window's sample before the first
+	// (math.MinInt64 when there is none): while the window's start stays
+	// in [prevT, firstT) and the newest sample is the last, the ends are
+	// the same, which answer checks without reading the window.
+	prevT int64
+	// n is the number of histograms from the first to the last.
+	n int32
 	// value is the quantile of the increase between the two, before
 	// extrapolation (NaN when nothing was observed).
 	value float64
@@ -118,14 +126,45 @@ func (s *Store) HistQuantileEachIn(l *Lookup, h signal.Hist, q float64, memo *Qu
 		if j < 0 {
 			continue
 		}
+		newest := &ns.latest[signal.SourceInference][j]
 		var slot *quantileSlot
 		if slots != nil {
 			slot = &slots[i]
+			if v, ok, hit := slot.answer(newest, now, win, maxAge); hit {
+				if ok {
+					fn(i, newest, v)
+				}
+				continue
+			}
 		}
 		if v, ok := ns.entries[j].histQuantile(h, q, now, win, maxAge, &scratch, slot); ok {
-			fn(i, &ns.latest[signal.SourceInference][j], v)
+			fn(i, newest, v)
 		}
 	}
+}
+
+// answer is what histQuantile would answer at now, from the slot alone,
+// when the slot still holds the pod's window ends: the pod's newest sample
+// is the slot's last, and the window (now-win, now] starts after the
+// sample before the first and before the first. That reads the pod's
+// newest sample, which a list reads anyway, and the slot, both in arrays
+// laid out by pod, and none of the window's samples or histograms. hit is
+// false when the slot cannot tell (a sample landed, the window moved past
+// a sample, a bucket stops at its zero point), and the window must be
+// read.
+func (s *quantileSlot) answer(newest *Sample, now time.Time, win, maxAge time.Duration) (v float64, ok, hit bool) {
+	at, from := now.UnixNano(), now.Add(-win).UnixNano()
+	switch {
+	case s.lastT == 0 || newest.Time.UnixNano() != s.lastT || s.lastT > at:
+		return 0, false, false
+	case from < s.prevT || from >= s.firstT:
+		return 0, false, false
+	case now.Sub(newest.Time) > maxAge || s.none:
+		return 0, false, true
+	case s.zeroReach < histogram.StartReach(time.Unix(0, s.firstT), time.Unix(0, s.lastT), int(s.n), now, win):
+		return 0, false, false
+	}
+	return s.value, true, true
 }
 
 // histQuantile is one entry's share of HistQuantileEachIn, reusing and
@@ -142,6 +181,10 @@ func (e *entry) histQuantile(k signal.Hist, q float64, now time.Time, win, maxAg
 	fp, lp := w.at(first), w.at(last)
 	f, l := &fp.hists[k], &lp.hists[k]
 	n := int(l.place.seq - f.place.seq + 1)
+	prevT := int64(math.MinInt64)
+	if first > 0 {
+		prevT = w.at(first - 1).time
+	}
 	startReach := histogram.StartReach(fp.Time(), lp.Time(), n, now, win)
 	if slot != nil && slot.lastT == lp.time && slot.firstT == fp.time && slot.firstSeq == f.place.seq && slot.lastSeq == l.place.seq {
 		if slot.none {
@@ -153,7 +196,7 @@ func (e *entry) histQuantile(k signal.Hist, q float64, now time.Time, win, maxAg
 	}
 	if f.place.layout != l.place.layout {
 		if slot != nil {
-			*slot = quantileSlot{firstT: fp.time, lastT: lp.time, firstSeq: f.place.seq, lastSeq: l.place.seq, none: true}
+			*slot = quantileSlot{firstT: fp.time, lastT: lp.time, firstSeq: f.place.seq, lastSeq: l.place.seq, prevT: prevT, n: int32(n), none: true}
 		}
 		return 0, false // the buckets changed inside the window
 	}
@@ -161,19 +204,12 @@ func (e *entry) histQuantile(k signal.Hist, q float64, now time.Time, win, maxAg
 	histogram.IncreaseBetween(inc, fh, lh, f.place.resets, l.place.resets)
 	zeroReach := histogram.ZeroReach(inc, fh, fp.Time(), lp.Time())
 	v := histogram.Quantile(q, inc)
-	remember(slot, fp, lp, f, l, v, zeroReach)
+	if slot != nil {
+		*slot = quantileSlot{firstT: fp.time, lastT: lp.time, firstSeq: f.place.seq, lastSeq: l.place.seq, prevT: prevT, n: int32(n), value: v, zeroReach: zeroReach}
+	}
 	if zeroReach < startReach {
 		// Some bucket stops at its zero point: the factors differ.
 		v = histogram.Quantile(q, histogram.ExtrapolateInto(inc, inc, fh, fp.Time(), lp.Time(), n, now, win))
 	}
 	return v, true
-}
-
-// remember fills slot, when there is one, with the quantile of the
-// increase between the window ends fp and lp.
-func remember(slot *quantileSlot, fp, lp *point, f, l *histPoint, v, zeroReach float64) {
-	if slot == nil {
-		return
-	}
-	*slot = quantileSlot{firstT: fp.time, lastT: lp.time, firstSeq: f.place.seq, lastSeq: l.place.seq, value: v, zeroReach: zeroReach}
 }

@@ -229,3 +229,49 @@ func TestLookupQuantiles(t *testing.T) {
 	}
 	m.Release()
 }
+
+// TestQuantileSlotAnswer: a slot answers from itself only while its window
+// ends are the pod's at now, whichever way now moved since the slot was
+// filled.
+func TestQuantileSlotAnswer(t *testing.T) {
+	const win, maxAge = 30 * time.Second, time.Minute
+	sec := func(s float64) int64 { return t0.Add(time.Duration(s * float64(time.Second))).UnixNano() }
+	// Samples every 5 s; at now = 31 s the window (1 s, 31 s] runs from
+	// the sample at 5 s (the one before it at 0 s) to the one at 30 s.
+	slot := quantileSlot{firstT: sec(5), lastT: sec(30), prevT: sec(0), n: 6, value: 0.42, zeroReach: math.Inf(1)}
+	newest := Sample{Time: time.Unix(0, sec(30))}
+	for _, tc := range []struct {
+		name        string
+		slot        func(*quantileSlot)
+		newest      int64
+		now         float64
+		wantHit, ok bool
+	}{
+		{"the same ends", nil, sec(30), 31, true, true},
+		{"the same ends, later", nil, sec(30), 34.9, true, true},
+		{"the window's start passed the first", nil, sec(30), 35, false, false},
+		{"a sample landed", nil, sec(35), 36, false, false},
+		{"now went back past the sample before", nil, sec(30), 30, true, true},
+		{"now went back before the last", nil, sec(30), 29.9, false, false},
+		{"now went back far enough to take the sample before", func(s *quantileSlot) { s.prevT = sec(2) }, sec(30), 31.5, false, false},
+		// A minute past the newest sample the window has moved on too.
+		{"stale", nil, sec(30), 91, false, false},
+		{"no increase", func(s *quantileSlot) { s.none = true }, sec(30), 31, true, false},
+		{"a bucket stops at zero", func(s *quantileSlot) { s.zeroReach = 0.1 }, sec(30), 31, false, false},
+		{"empty", func(s *quantileSlot) { *s = quantileSlot{} }, sec(30), 31, false, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := slot
+			if tc.slot != nil {
+				tc.slot(&s)
+			}
+			n := newest
+			n.Time = time.Unix(0, tc.newest)
+			now := time.Unix(0, sec(tc.now))
+			v, ok, hit := s.answer(&n, now, win, maxAge)
+			if hit != tc.wantHit || ok != tc.ok || ok && v != 0.42 {
+				t.Errorf("answer = %v, ok %v, hit %v; want hit %v, ok %v", v, ok, hit, tc.wantHit, tc.ok)
+			}
+		})
+	}
+}
