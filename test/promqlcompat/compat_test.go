@@ -31,9 +31,9 @@ const window = time.Minute
 //     smaller factor, the difference is counted and logged, not failed;
 //   - the adapter's store, holding the same samples, must always match
 //     (store.TTFTIncrease, what the metrics API serves for one pod), and so
-//     must its Pods list (store.HistQuantileEachIn), listed twice with
-//     each quantile's memo so that the second answer is the memo's
-//     wherever the memo may answer.
+//     must its Pods list (store.HistQuantileHits, then HistQuantileEachOf
+//     for what the memo left), listed twice with each quantile's memo so
+//     that the second answer is the memo's wherever the memo may answer.
 func TestQuantileMatchesPromQL(t *testing.T) {
 	engine := promqltest.NewTestEngine(t, false, 0, promqltest.DefaultMaxSamplesPerQuery)
 	var evals, uniform, diverged int
@@ -108,9 +108,9 @@ func listed(st *store.Store, lookup *store.Lookup, q float64, at time.Time) (v f
 		panic("the test's memo is held")
 	}
 	defer memo.Release()
-	st.HistQuantileEachIn(lookup, signal.HistTTFT, q, memo, 0, 1, at, window, time.Hour, func(_ int, _ *store.Sample, got float64) {
-		v, ok = got, true
-	})
+	fn := func(_ int, _ *store.Sample, got float64) { v, ok = got, true }
+	misses := st.HistQuantileHits(lookup, signal.HistTTFT, q, memo, at, window, time.Hour, fn)
+	st.HistQuantileEachOf(lookup, signal.HistTTFT, q, memo, misses, at, window, time.Hour, fn)
 	return v, ok
 }
 

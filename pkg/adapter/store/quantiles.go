@@ -95,24 +95,60 @@ func (m *QuantileMemo) TryAcquire() bool { return m != nil && m.mu.TryLock() }
 // Release gives m back after a list that acquired it.
 func (m *QuantileMemo) Release() { m.mu.Unlock() }
 
-// HistQuantileEachIn calls fn(i, newest, v) for every name i from lo to
-// hi-1 of l that has an increase of histogram kind h over the window
-// (where HistIncrease has one): v is histogram_quantile(q) of it, NaN
-// where nothing was observed, which fn drops. It reads all pods
-// under one read lock: the Pods-metric list of a latency quantile, or a
-// share of it, so that a long list can be split among goroutines, each
-// with its own call and fn. newest is the pod's newest inference sample;
-// fn must not keep it. memo, when not nil, must be acquired by the caller
-// and made for l, h, q and win; it is read and updated for names lo to
-// hi-1 only.
-func (s *Store) HistQuantileEachIn(l *Lookup, h signal.Hist, q float64, memo *QuantileMemo, lo, hi int, now time.Time, win, maxAge time.Duration, fn func(i int, newest *Sample, v float64)) {
+// HistQuantileHits is the first half of the Pods-metric list of a latency
+// quantile: it calls fn(i, newest, v) for every name i of l whose slot in
+// memo answers without reading the pod's window (quantileSlot.answer), and
+// returns the names it could not answer, in order, for HistQuantileEachOf.
+// Reading only each pod's newest sample and slot, it is cheap enough to
+// run on the caller's goroutine, so that a list the memo answers does not
+// wait for other cores; only the misses, which read two histograms each,
+// are worth splitting. With no usable memo it answers none. v is
+// histogram_quantile(q) of the pod's window increase, NaN where nothing was
+// observed, which fn drops; fn must not keep newest (the pod's newest
+// inference sample). memo, when not nil, must be acquired by the caller.
+func (s *Store) HistQuantileHits(l *Lookup, h signal.Hist, q float64, memo *QuantileMemo, now time.Time, win, maxAge time.Duration, fn func(i int, newest *Sample, v float64)) []int32 {
+	if h >= signal.NumHists {
+		return nil
+	}
+	slots := memo.slotsFor(l, h, q, win)
+	misses := make([]int32, 0, len(l.names))
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	ns := s.pods[l.namespace]
+	if ns == nil {
+		return nil
+	}
+	places := l.slots(ns)
+	for i, j := range places {
+		if j < 0 {
+			continue
+		}
+		if slots != nil {
+			newest := &ns.latest[signal.SourceInference][j]
+			if v, ok, hit := slots[i].answer(newest, now, win, maxAge); hit {
+				if ok {
+					fn(i, newest, v)
+				}
+				continue
+			}
+		}
+		misses = append(misses, int32(i))
+	}
+	return misses
+}
+
+// HistQuantileEachOf is the second half of the list (HistQuantileHits):
+// it calls fn(i, newest, v) for every name i in names that has an increase
+// of histogram kind h over the window (where HistIncrease has one),
+// reading the pod's window and updating its slot in memo. A long list of
+// misses may be split among goroutines, each with its own share of names
+// and its own fn; memo is then written by all of them, each in its own
+// names' slots only, under the one acquisition of the caller.
+func (s *Store) HistQuantileEachOf(l *Lookup, h signal.Hist, q float64, memo *QuantileMemo, names []int32, now time.Time, win, maxAge time.Duration, fn func(i int, newest *Sample, v float64)) {
 	if h >= signal.NumHists {
 		return
 	}
-	var slots []quantileSlot
-	if memo != nil && memo.hist == h && memo.q == q && memo.window == win && len(memo.slots) == len(l.names) {
-		slots = memo.slots
-	}
+	slots := memo.slotsFor(l, h, q, win)
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	ns := s.pods[l.namespace]
@@ -121,26 +157,28 @@ func (s *Store) HistQuantileEachIn(l *Lookup, h signal.Hist, q float64, memo *Qu
 	}
 	var scratch histScratch
 	places := l.slots(ns)
-	for i := lo; i < hi; i++ {
-		j := places[i]
-		if j < 0 {
+	for _, i := range names {
+		if i < 0 || int(i) >= len(places) || places[i] < 0 {
 			continue
 		}
-		newest := &ns.latest[signal.SourceInference][j]
+		j := places[i]
 		var slot *quantileSlot
 		if slots != nil {
 			slot = &slots[i]
-			if v, ok, hit := slot.answer(newest, now, win, maxAge); hit {
-				if ok {
-					fn(i, newest, v)
-				}
-				continue
-			}
 		}
 		if v, ok := ns.entries[j].histQuantile(h, q, now, win, maxAge, &scratch, slot); ok {
-			fn(i, newest, v)
+			fn(int(i), &ns.latest[signal.SourceInference][j], v)
 		}
 	}
+}
+
+// slotsFor is m's slots when m is the memo of h, q and win for l's names,
+// and nil otherwise (a nil m included).
+func (m *QuantileMemo) slotsFor(l *Lookup, h signal.Hist, q float64, win time.Duration) []quantileSlot {
+	if m == nil || m.hist != h || m.q != q || m.window != win || len(m.slots) != len(l.names) {
+		return nil
+	}
+	return m.slots
 }
 
 // answer is what histQuantile would answer at now, from the slot alone,
@@ -167,7 +205,7 @@ func (s *quantileSlot) answer(newest *Sample, now time.Time, win, maxAge time.Du
 	return s.value, true, true
 }
 
-// histQuantile is one entry's share of HistQuantileEachIn, reusing and
+// histQuantile is one entry's share of HistQuantileEachOf, reusing and
 // updating slot when it is not nil. The caller holds the read lock.
 func (e *entry) histQuantile(k signal.Hist, q float64, now time.Time, win, maxAge time.Duration, scratch *histScratch, slot *quantileSlot) (float64, bool) {
 	w := &e.windows[signal.SourceInference]

@@ -3,6 +3,7 @@ package store
 import (
 	"math"
 	"math/rand/v2"
+	"slices"
 	"testing"
 	"time"
 
@@ -29,17 +30,22 @@ func sameQuantile(a, b float64) bool {
 // listQuantiles lists every name of l, with memo when it is not nil.
 func listQuantiles(s *Store, l *Lookup, memo *QuantileMemo, q float64, now time.Time, win, maxAge time.Duration) map[int]float64 {
 	got := map[int]float64{}
-	s.HistQuantileEachIn(l, signal.HistTTFT, q, memo, 0, l.Len(), now, win, maxAge, func(i int, newest *Sample, v float64) {
+	fn := func(i int, newest *Sample, v float64) {
+		if _, twice := got[i]; twice {
+			panic("a name listed twice")
+		}
 		got[i] = v
-	})
+	}
+	misses := s.HistQuantileHits(l, signal.HistTTFT, q, memo, now, win, maxAge, fn)
+	s.HistQuantileEachOf(l, signal.HistTTFT, q, memo, misses, now, win, maxAge, fn)
 	return got
 }
 
-// TestHistQuantileEachIn: the list answers, pod by pod, the quantile of
+// TestHistQuantileEachOf: the list answers, pod by pod, the quantile of
 // what HistIncrease answers, with a memo and without, with bucket layouts
 // of different sizes in a row (the scratch histograms are reused), and
 // skips the pods HistIncrease has no answer for.
-func TestHistQuantileEachIn(t *testing.T) {
+func TestHistQuantileEachOf(t *testing.T) {
 	s := New(8)
 	wide := func(c ...float64) *histogram.Histogram {
 		return &histogram.Histogram{Bounds: []float64{0.05, 0.1, 0.5, 1, 5, math.Inf(1)}, Counts: c, Count: c[len(c)-1], Sum: c[len(c)-1]}
@@ -83,6 +89,59 @@ func TestHistQuantileEachIn(t *testing.T) {
 		if len(got) != 5 {
 			t.Errorf("%s: %d pods listed, want narrow, wide twice, narrow-reset and idle", run.name, len(got))
 		}
+	}
+}
+
+// TestHistQuantileHits: the list's first half answers from the memo the
+// pods whose window ends are those of the last list and leaves the rest
+// (a pod just scraped, every pod without a memo, none for a pod the store
+// lacks) to the second half.
+func TestHistQuantileHits(t *testing.T) {
+	const win, maxAge = 30 * time.Second, time.Minute
+	s := New(16)
+	put := func(name string, k int) {
+		f := float64(k)
+		s.PutPod(Key{"ns", name}, signal.SourceInference, sample(t0.Add(time.Duration(k)*5*time.Second), 1, hist(1000+f, 2000+3*f, 3000+4*f)))
+	}
+	for k := range 5 {
+		put("a", k)
+		put("b", k)
+		put("c", k)
+	}
+	l := NewLookup("ns", []string{"a", "missing", "b", "c"})
+	memo := l.Quantiles(signal.HistTTFT, 0.5, win)
+	if !memo.TryAcquire() {
+		t.Fatal("a new memo is taken")
+	}
+	defer memo.Release()
+	hits := func(m *QuantileMemo, now time.Duration) (answered []int, misses []int32) {
+		misses = s.HistQuantileHits(l, signal.HistTTFT, 0.5, m, t0.Add(now), win, maxAge, func(i int, _ *Sample, _ float64) {
+			answered = append(answered, i)
+		})
+		return answered, misses
+	}
+	for _, step := range []struct {
+		name         string
+		now          time.Duration
+		scrape       string
+		memo         *QuantileMemo
+		wantAnswered []int
+		wantMisses   []int32
+	}{
+		{"an empty memo", 21 * time.Second, "", memo, nil, []int32{0, 2, 3}},
+		{"ends unchanged", 23 * time.Second, "", memo, []int{0, 2, 3}, []int32{}},
+		{"b scraped", 26 * time.Second, "b", memo, []int{0, 3}, []int32{2}},
+		{"no memo", 27 * time.Second, "", nil, nil, []int32{0, 2, 3}},
+	} {
+		if step.scrape != "" {
+			put(step.scrape, 5)
+		}
+		answered, misses := hits(step.memo, step.now)
+		if !slices.Equal(answered, step.wantAnswered) || !slices.Equal(misses, step.wantMisses) {
+			t.Errorf("%s: answered %v, misses %v; want %v, %v", step.name, answered, misses, step.wantAnswered, step.wantMisses)
+		}
+		// The second half fills the memo, as a list does.
+		s.HistQuantileEachOf(l, signal.HistTTFT, 0.5, step.memo, misses, t0.Add(step.now), win, maxAge, func(int, *Sample, float64) {})
 	}
 }
 

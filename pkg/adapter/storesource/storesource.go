@@ -76,15 +76,22 @@ func (s *Source) Pods(_ context.Context, set *provider.PodSet, m provider.Metric
 			} else {
 				memo = nil
 			}
-			// Each pod's two window ends are cache misses: at thousands
-			// of pods, cores reading their shares at once answer sooner.
-			inParallel(len(out), func(lo, hi int) {
-				mm := newModelMatcher(sel)
-				s.st.HistQuantileEachIn(lookup, def.Hist, def.Quantile, memo, lo, hi, now, s.ttftWindow, s.maxStaleness, func(i int, newest *store.Sample, q float64) {
+			// The memo's answers are cheap and come first, on this
+			// goroutine; the pods it cannot answer read their two window
+			// ends, cache misses at thousands of pods, so cores reading
+			// their shares at once answer those sooner. Splitting the
+			// whole list instead would make a list the memo answers wait
+			// for a core that scraping holds.
+			emit := func(mm *modelMatcher) func(int, *store.Sample, float64) {
+				return func(i int, newest *store.Sample, q float64) {
 					if mm.matches(newest.Model) && !math.IsNaN(q) && !math.IsInf(q, 0) {
 						out[i] = provider.Value{V: q, Time: newest.Time}
 					}
-				})
+				}
+			}
+			misses := s.st.HistQuantileHits(lookup, def.Hist, def.Quantile, memo, now, s.ttftWindow, s.maxStaleness, emit(mm))
+			inParallel(len(misses), func(lo, hi int) {
+				s.st.HistQuantileEachOf(lookup, def.Hist, def.Quantile, memo, misses[lo:hi], now, s.ttftWindow, s.maxStaleness, emit(newModelMatcher(sel)))
 			})
 			return out, nil
 		}
