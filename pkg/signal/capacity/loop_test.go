@@ -67,12 +67,35 @@ func TestCorrectionBounds(t *testing.T) {
 	}
 }
 
-// TestEstimateClosesTheLoop: through Estimate, a measured TTFT quantile
-// over the objective at the replicas the model asked for raises the
-// replicas needed, and the parts say by how much.
+// TestEstimateClosesTheLoop: through Estimate with the default
+// configuration, a measured TTFT quantile over the objective at the
+// replicas the model asked for raises the replicas needed, and the parts
+// say by how much; with the loop held open (bounds 1 and 1) the same
+// measurement changes nothing.
 func TestEstimateClosesTheLoop(t *testing.T) {
-	cfg := DefaultConfig()
-	cfg.MaxCorrection = MaxCorrection // the default never adds
+	if lo, hi := DefaultConfig().correctionBounds(); lo != 1/MaxCorrection || hi != MaxCorrection {
+		t.Errorf("default bounds (%v, %v), want the widest, (%v, %v)", lo, hi, 1/MaxCorrection, MaxCorrection)
+	}
+	open := DefaultConfig()
+	open.MinCorrection, open.MaxCorrection = 1, 1
+	if est := closeOnMisses(t, open); est.Correction != 1 || est.MeasuredTTFT == 0 {
+		t.Errorf("open loop: Correction %v, MeasuredTTFT %v; want 1 and the measurement", est.Correction, est.MeasuredTTFT)
+	}
+	est := closeOnMisses(t, DefaultConfig())
+	if !(est.MeasuredTTFT > 1.5 && est.MeasuredTTFT <= 2) {
+		t.Errorf("MeasuredTTFT = %v, want the p90 in (1.5, 2]", est.MeasuredTTFT)
+	}
+	if !(est.Correction > 1 && est.Correction <= MaxCorrection) {
+		t.Errorf("Correction = %v, want above 1 and within the bound", est.Correction)
+	}
+	near(t, "Needed", est.Needed, est.Correction*max(est.KVNeeded, est.PrefillNeeded), 1e-9)
+}
+
+// closeOnMisses estimates one replica, settled at what the model asks,
+// whose servers measure every request's TTFT at 1.5-2 s against the 1 s
+// objective, for a minute; it returns the last estimate.
+func closeOnMisses(t *testing.T, cfg Config) Estimate {
+	t.Helper()
 	e := New(cfg, nil)
 	k := Key{"ns", "deployment/llm"}
 	t0 := time.Unix(1000, 0)
@@ -89,11 +112,5 @@ func TestEstimateClosesTheLoop(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if !(est.MeasuredTTFT > 1.5 && est.MeasuredTTFT <= 2) {
-		t.Errorf("MeasuredTTFT = %v, want the p90 in (1.5, 2]", est.MeasuredTTFT)
-	}
-	if !(est.Correction > 1 && est.Correction <= MaxCorrection) {
-		t.Errorf("Correction = %v, want above 1 and within the bound", est.Correction)
-	}
-	near(t, "Needed", est.Needed, est.Correction*max(est.KVNeeded, est.PrefillNeeded), 1e-9)
+	return est
 }
