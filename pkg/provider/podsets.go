@@ -64,6 +64,9 @@ func (s *PodSet) Names() []string { return s.names }
 
 // MemoKey names one thing a Values source derives from a PodSet, and its
 // type. Keys compare by identity: each NewMemoKey is a key of its own.
+// What is memoised must depend on the set's namespace and names only: a
+// set rebuilt after a pod change with the same names in the same order
+// starts with its predecessor's memos.
 type MemoKey[T any] struct{ name string }
 
 // NewMemoKey returns a key; name only helps debugging.
@@ -435,9 +438,10 @@ func (s *podSets) get(namespace string, selector labels.Selector) (*PodSet, erro
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if set := s.sets[key]; set != nil && s.currentLocked(namespace, set) {
-		s.usedLocked(set)
-		return set, nil
+	old := s.sets[key]
+	if old != nil && s.currentLocked(namespace, old) {
+		s.usedLocked(old)
+		return old, nil
 	}
 	set := &PodSet{Namespace: namespace}
 	t := s.tables[namespace]
@@ -451,6 +455,17 @@ func (s *podSets) get(namespace string, selector labels.Selector) (*PodSet, erro
 	})
 	if set.src != nil {
 		set.gen = set.src.n
+	}
+	if old != nil && slices.Equal(old.names, set.names) {
+		// The change left the same Ready pods in the same order (most
+		// pod updates: a status heartbeat, a restart count, a label the
+		// selector does not read), so what sources derived from the
+		// names still holds: a store source's lookup and its quantile
+		// memos, which a new set would otherwise rebuild cold.
+		old.memo.Range(func(k, v any) bool {
+			set.memo.Store(k, v)
+			return true
+		})
 	}
 	s.keepLocked(key, set)
 	return set, nil

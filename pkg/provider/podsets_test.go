@@ -108,6 +108,50 @@ func TestPodListsFollowPodChanges(t *testing.T) {
 	}
 }
 
+// TestPodSetMemosSurviveUpdates: a set rebuilt after a pod change that
+// left the same Ready pods keeps what was memoised on its predecessor
+// (the store source's lookup and quantile memos); a change of the Ready
+// pods starts afresh.
+func TestPodSetMemosSurviveUpdates(t *testing.T) {
+	f := newFixture()
+	app := map[string]string{"app": "llm"}
+	sel := labels.SelectorFromSet(app)
+	for _, name := range []string{"a", "b"} {
+		f.addPod("ml", name, true, app)
+	}
+	key := provider.NewMemoKey[*int]("test")
+	builds := 0
+	build := func() *int { builds++; v := builds; return &v }
+	memo := func() int {
+		t.Helper()
+		set, err := f.p.PodSetFor("ml", sel)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return *provider.Memo(set, key, build)
+	}
+	memo()
+	for _, step := range []struct {
+		name      string
+		do        func()
+		wantBuild int // the memo's value: which build made it
+	}{
+		{"no change", func() {}, 1},
+		{"a pod updated, still Ready", func() { f.addPod("ml", "a", true, app) }, 1},
+		{"another label added", func() { f.addPod("ml", "b", true, map[string]string{"app": "llm", "tier": "gold"}) }, 1},
+		{"a pod no longer Ready", func() { f.addPod("ml", "a", false, app) }, 2},
+		{"ready again", func() { f.addPod("ml", "a", true, app) }, 3},
+		{"a pod added", func() { f.addPod("ml", "c", true, app) }, 4},
+		{"a pod outside the selector added", func() { f.addPod("ml", "x", true, map[string]string{"app": "other"}) }, 4},
+		{"a pod deleted", func() { f.deletePod("ml", "b") }, 5},
+	} {
+		step.do()
+		if got := memo(); got != step.wantBuild {
+			t.Errorf("%s: memo from build %d, want %d", step.name, got, step.wantBuild)
+		}
+	}
+}
+
 // TestPodSetsBounded: a namespace keeps at most
 // provider.MaxPodSetsPerNamespace sets and all namespaces
 // provider.MaxPodSets; past them the sets that pod changes made useless go

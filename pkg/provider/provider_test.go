@@ -346,6 +346,9 @@ func TestListAllMetrics(t *testing.T) {
 //   - unchanged: the same pods and samples as the call before;
 //   - pod-changed: one pod's readiness flips before each call, so the
 //     list of Ready pods is built afresh;
+//   - pod-updated: one pod is updated before each call and stays Ready
+//     (a status heartbeat), so the list is built again with the same pods
+//     and keeps what was memoised on it;
 //   - rescraped: every pod has a new sample since the call before, as in
 //     an adapter that scrapes every 5 s (each pod's TTFT window increase
 //     is computed again). The scrape itself is not timed.
@@ -355,7 +358,7 @@ func TestListAllMetrics(t *testing.T) {
 // increase.
 func BenchmarkPodsBySelector10k(b *testing.B) {
 	for _, metric := range []string{provider.QueueDepth, provider.TTFTP90} {
-		for _, change := range []string{"unchanged", "pod-changed", "rescraped"} {
+		for _, change := range []string{"unchanged", "pod-changed", "pod-updated", "rescraped"} {
 			b.Run(metric+"/"+change, func(b *testing.B) { benchPodsBySelector(b, metric, change, nil) })
 		}
 	}
@@ -404,6 +407,8 @@ func benchPodsBySelector(b *testing.B, metric, change string, layout []float64) 
 			// One pod flips readiness: 10,000 and 9,999 Ready pods in turn.
 			f.addPod("ml", names[0], n%2 == 0, sel)
 			want -= n % 2
+		case "pod-updated":
+			f.addPod("ml", names[0], true, sel)
 		case "rescraped":
 			cpu.Pause(b)
 			for i := range names {
