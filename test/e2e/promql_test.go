@@ -220,20 +220,27 @@ func comparisons(ns string) []comparison {
 func readAveraged(t *testing.T, checks []comparison) map[string]map[string]float64 {
 	t.Helper()
 	const reads = 5
-	sums := map[string]map[string]float64{}
-	counts := map[string]map[string]int{}
+	type mean struct {
+		sum float64
+		n   int
+	}
+	acc := map[string]map[string]*mean{}
 	for i := range reads {
 		for _, c := range checks {
 			vals, err := readPathRetried(t, c.path)
 			if err != nil {
 				t.Fatalf("%s: %v", c.path, err)
 			}
-			if sums[c.path] == nil {
-				sums[c.path], counts[c.path] = map[string]float64{}, map[string]int{}
+			if acc[c.path] == nil {
+				acc[c.path] = map[string]*mean{}
 			}
 			for obj, v := range vals {
-				sums[c.path][obj] += v
-				counts[c.path][obj]++
+				m := acc[c.path][obj]
+				if m == nil {
+					m = &mean{}
+					acc[c.path][obj] = m
+				}
+				m.sum, m.n = m.sum+v, m.n+1
 			}
 		}
 		if i < reads-1 {
@@ -241,14 +248,13 @@ func readAveraged(t *testing.T, checks []comparison) map[string]map[string]float
 		}
 	}
 	out := map[string]map[string]float64{}
-	for path, objs := range sums {
+	for path, objs := range acc {
 		out[path] = map[string]float64{}
-		for obj, sum := range objs {
-			n := counts[path][obj]
-			if n < reads {
-				t.Logf("%s %s: in %d of %d reads", path, obj, n, reads)
+		for obj, m := range objs {
+			if m.n < reads {
+				t.Logf("%s %s: in %d of %d reads", path, obj, m.n, reads)
 			}
-			out[path][obj] = sum / float64(n)
+			out[path][obj] = m.sum / float64(m.n)
 		}
 	}
 	return out

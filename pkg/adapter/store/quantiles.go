@@ -111,7 +111,6 @@ func (s *Store) HistQuantileHits(l *Lookup, h signal.Hist, q float64, memo *Quan
 		return nil
 	}
 	slots := memo.slotsFor(l, h, q, win)
-	misses := make([]int32, 0, len(l.names))
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	ns := s.pods[l.namespace]
@@ -119,6 +118,7 @@ func (s *Store) HistQuantileHits(l *Lookup, h signal.Hist, q float64, memo *Quan
 		return nil
 	}
 	places := l.slots(ns)
+	misses := make([]int32, 0, len(places))
 	for i, j := range places {
 		if j < 0 {
 			continue
