@@ -21,7 +21,9 @@ import (
 // not parsed at all, so a malformed line in a family nobody reads no longer
 // fails the scrape; lines the filter cannot attribute to a family (quoted
 // UTF-8 names, text that is not a metric name) are always passed on, so
-// garbage still fails as garbage.
+// garbage still fails as garbage. A selected family therefore always comes
+// out whole; a family nobody selected may come out partial (its quoted
+// lines without the others), which no reader looks at.
 type Families struct {
 	names    map[string]struct{}
 	prefixes []string
