@@ -87,6 +87,9 @@ type PrometheusOptions struct {
 	// reused by identical queries for promsource.DefaultReuseFraction of
 	// it. 0: answers are only shared while in flight.
 	ScrapeInterval time.Duration
+	// NamesEvery is how often the server is asked which series names it
+	// has, so that the default queries read those alone; 0: never.
+	NamesEvery time.Duration
 }
 
 // Source names.
@@ -120,7 +123,7 @@ func NewOptions() *Options {
 
 		MemoryLimitRatio: 0.9,
 		ScaleDown:        defaultScaleDownOptions(),
-		Prometheus:       PrometheusOptions{Timeout: 5 * time.Second, ScrapeInterval: 30 * time.Second},
+		Prometheus:       PrometheusOptions{Timeout: 5 * time.Second, ScrapeInterval: 30 * time.Second, NamesEvery: time.Minute},
 
 		Forward:    defaultForwardOptions(),
 		KEDAScaler: KEDAScalerOptions{CheckInterval: kedascaler.DefaultCheckInterval, Authorization: AuthorizeSubjectAccessReview},
@@ -137,6 +140,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.Prometheus.BearerTokenFile, "prometheus-bearer-token-file", o.Prometheus.BearerTokenFile, "File holding the bearer token sent to Prometheus (re-read on every request).")
 	fs.StringVar(&o.Prometheus.CAFile, "prometheus-ca-file", o.Prometheus.CAFile, "CA bundle verifying Prometheus's TLS certificate; empty: the system roots.")
 	fs.DurationVar(&o.Prometheus.ScrapeInterval, "prometheus-scrape-interval", o.Prometheus.ScrapeInterval, "How often Prometheus scrapes the series the adapter reads. Identical queries (HPAs, KEDA, dashboards asking at once) share one answer, reused for a quarter of this; 0: shared only while in flight.")
+	fs.DurationVar(&o.Prometheus.NamesEvery, "prometheus-names-refresh", o.Prometheus.NamesEvery, "How often Prometheus is asked which of the series names the default queries read it has (its label values API); the defaults then read those alone, sparing it the engines and dcgm-exporter schemas the cluster does not run. A name that appears is read from the next refresh on. Templates of --prometheus-queries are never changed. 0: never, every default reads every name.")
 	fs.DurationVar(&o.ScrapeInterval, "scrape-interval", o.ScrapeInterval, "How often every target is scraped.")
 	fs.DurationVar(&o.ScrapeTimeout, "scrape-timeout", o.ScrapeTimeout, "Deadline of one target scrape (default: 80% of --scrape-interval, at most 10s).")
 	fs.IntVar(&o.ScrapeWorkers, "scrape-workers", o.ScrapeWorkers, "Targets scraped concurrently.")
@@ -288,6 +292,9 @@ func (o *PrometheusOptions) validate() []error {
 	}
 	if o.ScrapeInterval < 0 {
 		errs = append(errs, fmt.Errorf("--prometheus-scrape-interval must be 0 or more, got %v", o.ScrapeInterval))
+	}
+	if o.NamesEvery < 0 {
+		errs = append(errs, fmt.Errorf("--prometheus-names-refresh must be 0 or more, got %v", o.NamesEvery))
 	}
 	return errs
 }

@@ -30,7 +30,7 @@ func (s *Source) batches(shape, metric string, p Params, names []string, set fun
 	}
 	render := func(re string) (string, error) {
 		set(&p, re)
-		return s.cfg.Queries.Render(shape, metric, p)
+		return s.render(shape, metric, p)
 	}
 	empty, err := render("")
 	if err != nil {

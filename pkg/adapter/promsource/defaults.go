@@ -56,14 +56,16 @@ const (
 )
 
 // converted returns sel(name) in the 4.8 unit of the field whose 4.8 name
-// is name48: the 4.8 series, or the 4.10 one scaled.
-func converted(name48 string, sel func(name string) string) string {
+// is name48: the 4.8 series, or the 4.10 one scaled; of the two, those the
+// server has (names.keep).
+func (ns names) converted(name48 string, sel func(name string) string) string {
 	f, _, _, ok := gpu.LookupDCGM(name48)
 	if !ok {
 		panic("promsource: " + name48 + " is not in gpu.Specs")
 	}
+	aliases := keep(ns, f.Aliases(), func(a dcgm.Alias) []string { return []string{a.Name} })
 	out := make([]string, 0, 2)
-	for _, a := range f.Aliases() {
+	for _, a := range aliases {
 		switch inv := 1 / a.ToUnit48; {
 		case a.ToUnit48 == 1:
 			out = append(out, sel(a.Name))
@@ -77,13 +79,13 @@ func converted(name48 string, sel func(name string) string) string {
 }
 
 // podGPU is a GPU field of the asked pods, in its 4.8 unit.
-func podGPU(name48 string) string {
-	return converted(name48, func(n string) string { return podSel(n, "") })
+func (ns names) podGPU(name48 string) string {
+	return ns.converted(name48, func(n string) string { return podSel(n, "") })
 }
 
 // nodeGPU is a GPU field of the whole GPUs of the asked nodes, in its 4.8
 // unit, with the node in Hostname whichever label the exporter used.
-func nodeGPU(name48 string) string {
+func (ns names) nodeGPU(name48 string) string {
 	sel := func(name string) string {
 		const old = `, GPU_I_ID=""}`
 		byHostname := name + `{Hostname=~"{{.NodeRegex}}"` + old
@@ -91,14 +93,14 @@ func nodeGPU(name48 string) string {
 			`, "Hostname", "$1", "hostname", "(.*)")`
 		return "(" + byHostname + " or " + byLower + ")"
 	}
-	return converted(name48, sel)
+	return ns.converted(name48, sel)
 }
 
 // nodeUtil is each whole GPU's utilization: on a GPU whose series are the
 // pods' shares (gpuscale_gpu_shared), their sum, else the value every pod's
 // series repeats.
-func nodeUtil() string {
-	sel := nodeGPU(gpuUtil)
+func (ns names) nodeUtil() string {
+	sel := ns.nodeGPU(gpuUtil)
 	return `max by (Hostname, UUID) (` + sel + ` unless on (UUID) ` + shared + `) or ` +
 		`sum by (Hostname, UUID) (` + sel + ` and on (UUID) ` + shared + `)`
 }
@@ -144,7 +146,7 @@ func factor(scale float64) string {
 // pods' sum, the factor after. gpu_memory_utilization, made of parts, is
 // memUtil's; a node's utilization is nodeUtil's, which sums a shared
 // GPU's shares.
-func gpuQueries(f QueryFile) {
+func (ns names) gpuQueries(f QueryFile) {
 	for i := range gpu.Specs {
 		spec := &gpu.Specs[i]
 		feed := spec.Feed
@@ -158,53 +160,57 @@ func gpuQueries(f QueryFile) {
 			if k != "" {
 				k += " * "
 			}
-			f.Pods[feed.Signal.Served()] = k + "avg by (namespace, pod) (" + podGPU(name48) + ")"
-			node := `max by (Hostname, UUID) (` + nodeGPU(name48) + `)`
+			f.Pods[feed.Signal.Served()] = k + "avg by (namespace, pod) (" + ns.podGPU(name48) + ")"
+			node := `max by (Hostname, UUID) (` + ns.nodeGPU(name48) + `)`
 			if name48 == gpuUtil {
-				node = nodeUtil()
+				node = ns.nodeUtil()
 			}
 			f.Nodes[feed.Signal.Served()] = k + "avg by (Hostname) (" + node + ")"
 		case gpu.Sum:
 			if k != "" {
 				k = " * " + k
 			}
-			f.Pods[feed.Signal.Served()] = "sum by (namespace, pod) (" + podGPU(name48) + ")" + k
+			f.Pods[feed.Signal.Served()] = "sum by (namespace, pod) (" + ns.podGPU(name48) + ")" + k
 		}
 	}
 	nodeSel := func(m string) string {
 		// GPU_I_ID="": whole GPUs only, MIG instances are not counted
 		// twice; max by UUID: a GPU shared by pods is one GPU.
-		return `max by (Hostname, UUID) (` + nodeGPU(m) + `)`
+		return `max by (Hostname, UUID) (` + ns.nodeGPU(m) + `)`
 	}
-	f.Pods[provider.GPUMemoryUtilization] = memUtil("namespace, pod", podGPU)
+	f.Pods[provider.GPUMemoryUtilization] = memUtil("namespace, pod", ns.podGPU)
 	f.Nodes[provider.GPUMemoryUtilization] = memUtil("Hostname", nodeSel)
 }
 
-// DefaultQueries returns the compiled-in templates.
-func DefaultQueries() QueryFile {
+// DefaultQueries returns the compiled-in templates: every engine's and
+// both dcgm-exporter schemas' series, whichever the server has.
+func DefaultQueries() QueryFile { return names{}.defaults() }
+
+// defaults returns the compiled-in templates of the series ns keeps.
+func (ns names) defaults() QueryFile {
 	f := QueryFile{
 		Pods: map[string]string{
-			provider.QueueDepth:         engineGauge("sum", "namespace, pod", dialect.Queue, false),
-			provider.RequestsRunning:    engineGauge("sum", "namespace, pod", dialect.Running, false),
-			provider.KVCacheUtilization: engineGauge("avg", "namespace, pod", dialect.KVCache, false),
+			provider.QueueDepth:         ns.engineGauge("sum", "namespace, pod", dialect.Queue, false),
+			provider.RequestsRunning:    ns.engineGauge("sum", "namespace, pod", dialect.Running, false),
+			provider.KVCacheUtilization: ns.engineGauge("avg", "namespace, pod", dialect.KVCache, false),
 		},
 		Workload: map[string]string{},
 		Nodes:    map[string]string{},
 		Models: map[string]string{
-			provider.QueueDepth: engineGauge("sum", "model_name", dialect.Queue, true,
+			provider.QueueDepth: ns.engineGauge("sum", "model_name", dialect.Queue, true,
 				routerHeld(eppQueue, "target_model_name"), routerHeld(dynamoQueued, "model")),
-			provider.TTFTP90: engineQuantile(dialect.TTFT, "model_name", true),
+			provider.TTFTP90: ns.engineQuantile(dialect.TTFT, "model_name", true),
 		},
 	}
-	gpuQueries(f)
+	ns.gpuQueries(f)
 	for _, m := range ttftMetrics {
-		f.Pods[m] = engineQuantile(dialect.TTFT, "namespace, pod", false)
-		f.Workload[m] = engineQuantile(dialect.TTFT, "", false)
+		f.Pods[m] = ns.engineQuantile(dialect.TTFT, "namespace, pod", false)
+		f.Workload[m] = ns.engineQuantile(dialect.TTFT, "", false)
 	}
 	for _, m := range itlMetrics {
-		f.Pods[m] = engineQuantile(dialect.ITL, "namespace, pod", false)
-		f.Workload[m] = engineQuantile(dialect.ITL, "", false)
+		f.Pods[m] = ns.engineQuantile(dialect.ITL, "namespace, pod", false)
+		f.Workload[m] = ns.engineQuantile(dialect.ITL, "", false)
 	}
-	f.Models[provider.ITLP90] = engineQuantile(dialect.ITL, "model_name", true)
+	f.Models[provider.ITLP90] = ns.engineQuantile(dialect.ITL, "model_name", true)
 	return f
 }

@@ -27,13 +27,29 @@ type engineGroup struct {
 // scale, in table order; term makes a family's selector for an engine.
 // byModel, for per-model results, copies an engine's model label to
 // model_name; skipUnnamed leaves out the engines that name no model.
-func engineTerms(sig dialect.Signal, byModel, skipUnnamed bool, term func(family, modelLabel string) string) []engineGroup {
-	var groups []engineGroup
+//
+// Of the engines the server has a series of (names.keep, series naming a
+// family's series), only those are asked, and of their families only
+// those it has (an engine's older and newer names): an "or" whose side
+// matches nothing still costs the server a pass over the other side's
+// results.
+func (ns names) engineTerms(sig dialect.Signal, byModel, skipUnnamed bool, series func(family string) string, term func(family, modelLabel string) string) []engineGroup {
+	var engines []*dialect.Engine
 	for i := range dialect.Engines {
 		e := &dialect.Engines[i]
-		if !e.Has(sig) || (skipUnnamed && len(e.ModelLabels) == 0) {
-			continue
+		if e.Has(sig) && (!skipUnnamed || len(e.ModelLabels) > 0) {
+			engines = append(engines, e)
 		}
+	}
+	engines = keep(ns, engines, func(e *dialect.Engine) []string {
+		out := make([]string, 0, len(e.Families(sig)))
+		for _, f := range e.Families(sig) {
+			out = append(out, series(f))
+		}
+		return out
+	})
+	var groups []engineGroup
+	for _, e := range engines {
 		scale := e.Reads[sig].Scale
 		g := len(groups)
 		for j := range groups {
@@ -44,7 +60,7 @@ func engineTerms(sig dialect.Signal, byModel, skipUnnamed bool, term func(family
 		if g == len(groups) {
 			groups = append(groups, engineGroup{scale: scale})
 		}
-		for _, f := range e.Families(sig) {
+		for _, f := range keep(ns, e.Families(sig), func(f string) []string { return []string{series(f)} }) {
 			t := term(f, e.ModelLabel())
 			if byModel && e.ModelLabel() != "model_name" {
 				t = toModelName(t, e.ModelLabel())
@@ -59,8 +75,8 @@ func engineTerms(sig dialect.Signal, byModel, skipUnnamed bool, term func(family
 // extra are terms already in it (routers' held requests) taken with the
 // engines whose unit is the signal's. A per-model gauge leaves out the
 // engines that name no model: the embedded source drops them there too.
-func engineGauge(agg, by string, sig dialect.Signal, byModel bool, extra ...string) string {
-	groups := engineTerms(sig, byModel, byModel, podSel)
+func (ns names) engineGauge(agg, by string, sig dialect.Signal, byModel bool, extra ...string) string {
+	groups := ns.engineTerms(sig, byModel, byModel, func(f string) string { return f }, podSel)
 	if len(extra) > 0 {
 		groups = withUnit(groups, extra)
 	}
@@ -87,12 +103,12 @@ func withUnit(groups []engineGroup, terms []string) []engineGroup {
 
 // engineQuantile is the quantile of sig's histograms grouped by the labels
 // in by, in seconds.
-func engineQuantile(sig dialect.Signal, by string, byModel bool) string {
+func (ns names) engineQuantile(sig dialect.Signal, by string, byModel bool) string {
 	if by != "" {
 		by += ", "
 	}
 	out := ""
-	for i, g := range engineTerms(sig, byModel, false, func(family, modelLabel string) string {
+	for i, g := range ns.engineTerms(sig, byModel, false, func(f string) string { return f + "_bucket" }, func(family, modelLabel string) string {
 		return rate(family+"_bucket", modelLabel)
 	}) {
 		if i > 0 {

@@ -20,6 +20,10 @@ type fakeProm struct {
 	mu       sync.Mutex
 	requests []request
 	reply    func(query string) (status int, body string)
+	// names answers the label values API for __name__ (nil: 404, as a
+	// server without the API).
+	names    func(match, start, end string) (status int, body string)
+	nameAsks int
 }
 
 type request struct{ query, lookback, timeout string }
@@ -47,6 +51,24 @@ func newFakeProm(t *testing.T) *fakeProm {
 	f := &fakeProm{}
 	f.reply = func(string) (int, string) { return 200, vector(t0) }
 	f.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/api/v1/label/__name__/values" {
+			if err := r.ParseForm(); err != nil {
+				t.Errorf("form: %v", err)
+			}
+			f.mu.Lock()
+			f.nameAsks++
+			names := f.names
+			f.mu.Unlock()
+			if names == nil {
+				http.NotFound(w, r)
+				return
+			}
+			status, body := names(r.Form.Get("match[]"), r.Form.Get("start"), r.Form.Get("end"))
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(status)
+			fmt.Fprint(w, body)
+			return
+		}
 		if r.URL.Path != "/api/v1/query" {
 			http.NotFound(w, r)
 			return

@@ -15,9 +15,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/common/config"
@@ -72,6 +74,13 @@ type Config struct {
 	PodsIn func(namespace string) int
 	// Now is the query time; nil means time.Now.
 	Now func() time.Time
+	// NamesEvery is how often the server is asked which of the series
+	// names the default queries read it has (names.go), so that the
+	// defaults ask for those alone; 0: never, every default reads every
+	// name. Templates of the Queries file are never changed.
+	NamesEvery time.Duration
+	// Log hears the names probe's failures and changes; nil: discarded.
+	Log *slog.Logger
 }
 
 // DefaultParallel bounds the split queries of one request in flight: a
@@ -91,6 +100,10 @@ type Source struct {
 	cfg   Config
 	reads *reads
 	plan  *planner
+	// queries are cfg.Queries with the defaults asking for the names
+	// the server has, once known (probeNames).
+	queries atomic.Pointer[Queries]
+	names   namesProbe
 }
 
 var _ provider.Values = (*Source)(nil)
@@ -117,8 +130,13 @@ func New(cfg Config) (*Source, error) {
 	if cfg.Parallel <= 0 {
 		cfg.Parallel = DefaultParallel
 	}
-	return &Source{api: c, cfg: cfg, reads: newReads(cfg.ReuseFor, cfg.Now),
-		plan: newPlanner(cfg.Now, cfg.ReuseFor, cfg.PodsIn)}, nil
+	if cfg.Log == nil {
+		cfg.Log = slog.New(slog.DiscardHandler)
+	}
+	s := &Source{api: c, cfg: cfg, reads: newReads(cfg.ReuseFor, cfg.Now),
+		plan: newPlanner(cfg.Now, cfg.ReuseFor, cfg.PodsIn)}
+	s.queries.Store(cfg.Queries)
+	return s, nil
 }
 
 // errSplit is returned where a merged value cannot be computed from a
@@ -202,12 +220,12 @@ func (s *Source) Pods(ctx context.Context, pods *provider.PodSet, m provider.Met
 // "" when the template does not name pods (it is then wide already).
 func (s *Source) wideQuery(shape, metric string, p Params) (string, error) {
 	p.PodRegex = ""
-	named, err := s.cfg.Queries.Render(shape, metric, p)
+	named, err := s.render(shape, metric, p)
 	if err != nil {
 		return "", err
 	}
 	p.PodRegex = ".*"
-	wide, err := s.cfg.Queries.Render(shape, metric, p)
+	wide, err := s.render(shape, metric, p)
 	if err != nil || wide == named {
 		return "", err
 	}

@@ -68,6 +68,9 @@ func (p Params) ModelMatch(label string) string {
 // Queries holds the parsed templates, by shape and metric name.
 type Queries struct {
 	byShape map[string]map[string]*template.Template
+	// over is the file's overrides, kept when the defaults are rebuilt
+	// for the names a server has (forNames).
+	over QueryFile
 }
 
 // LoadQueries returns the defaults overridden by the YAML file at path
@@ -88,9 +91,16 @@ func LoadQueries(path string) (*Queries, error) {
 }
 
 // NewQueries returns the defaults overridden by f.
-func NewQueries(f QueryFile) (*Queries, error) {
-	def := DefaultQueries()
-	q := &Queries{byShape: map[string]map[string]*template.Template{}}
+func NewQueries(f QueryFile) (*Queries, error) { return newQueries(DefaultQueries(), f) }
+
+// forNames returns q with its defaults asking only for the series names
+// the server has (names.keep); its overrides are kept as written.
+func (q *Queries) forNames(has map[string]bool) (*Queries, error) {
+	return newQueries(names{has: has}.defaults(), q.over)
+}
+
+func newQueries(def, f QueryFile) (*Queries, error) {
+	q := &Queries{byShape: map[string]map[string]*template.Template{}, over: f}
 	for _, s := range []struct {
 		shape     string
 		def, over map[string]string

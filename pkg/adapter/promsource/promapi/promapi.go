@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/api"
+	v1 "github.com/prometheus/client_golang/api/prometheus/v1"
 	"github.com/prometheus/common/config"
 )
 
@@ -154,4 +155,22 @@ func (t cappedTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	resp.Body = http.MaxBytesReader(nil, resp.Body, t.limit)
 	return resp, nil
+}
+
+// LabelValues returns the values label takes in the series that match
+// selects between start and end (the label values API, which
+// VictoriaMetrics, Thanos and Mimir serve as Prometheus does). Values are
+// untrusted as any answer is: the caller keeps those it can use.
+func (c *Client) LabelValues(ctx context.Context, label, match string, start, end time.Time) ([]string, error) {
+	ctx, cancel := context.WithTimeout(ctx, c.timeout)
+	defer cancel()
+	vals, _, err := v1.NewAPI(c.client).LabelValues(ctx, label, []string{match}, start, end)
+	if err != nil {
+		return nil, fmt.Errorf("label values of %s at %s: %w", label, c.where, err)
+	}
+	out := make([]string, len(vals))
+	for i, v := range vals {
+		out[i] = string(v)
+	}
+	return out, nil
 }
