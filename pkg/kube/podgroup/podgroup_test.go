@@ -44,3 +44,15 @@ func TestOf(t *testing.T) {
 		t.Error("groups 2 and 3 of one set are not told apart")
 	}
 }
+
+// BenchmarkIsLeader asks of a pod of no group, as a list of a Deployment's
+// pods asks of each.
+func BenchmarkIsLeader(b *testing.B) {
+	p := pod("ml", map[string]string{"app": "llm", "pod-template-hash": "5f7c9d"})
+	b.ReportAllocs()
+	for b.Loop() {
+		if IsLeader(p) {
+			b.Fatal("a pod of no group is a leader")
+		}
+	}
+}
