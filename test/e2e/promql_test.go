@@ -101,6 +101,26 @@ func promQLScenario(t *testing.T, server, prefix string) {
 	}
 	env.World.SetRate(ns, sel, 0)
 
+	// The values above were read after the adapter asked the server which
+	// of the defaults' names it has (the label values API, which both
+	// servers answer): the world runs vLLM and dcgm-exporter 4.8, so the
+	// names probe found some and none of its probes failed.
+	testenv.WaitFor(t, 30*time.Second, "the adapter to read the names "+server+" has", func(ctx context.Context) (bool, error) {
+		b, err := env.AdapterGet(ctx, "/metrics")
+		if err != nil {
+			return false, nil
+		}
+		names, ok := sample(b, "gpuscale_adapter_promql_series_names")
+		return ok && names >= 2, nil
+	})
+	metrics, err := env.AdapterGet(ctx, "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if failed, ok := sample(metrics, `gpuscale_adapter_promql_names_probes_total{result="error"}`); ok && failed > 0 {
+		t.Errorf("%v names probes of %s failed", failed, server)
+	}
+
 	t.Run("HPA on queue depth", func(t *testing.T) { hpaQueueScenario(t, prefix+"-hpa") })
 
 	t.Run("scale-down protection", func(t *testing.T) { protectionScenario(t, namespace(t, prefix+"-protect")) })

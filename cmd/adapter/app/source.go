@@ -122,7 +122,7 @@ func (o *Options) prometheusSource(pods coreinformers.PodInformer, log *slog.Log
 		URL: o.Prometheus.URL, HTTP: httpCfg, Timeout: o.Prometheus.Timeout,
 		MaxStaleness: o.MaxStaleness, TTFTWindow: o.TTFTWindow, Queries: queries,
 		ReuseFor: o.Prometheus.ScrapeInterval / promsource.DefaultReuseFraction, PodsIn: podsIn,
-		NamesEvery: o.Prometheus.NamesEvery, Log: log.With("source", "prometheus"),
+		NamesEvery: o.Prometheus.NamesEvery, Log: log.With("source", "prometheus"), Registerer: legacyregistry.Registerer(),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("--source=prometheus: %w", err)

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // names is what the default queries know of the series names the server
@@ -69,6 +71,30 @@ type namesProbe struct {
 	at       time.Time
 	inFlight bool
 	has      map[string]bool // the last answer
+	metrics  namesMetrics
+}
+
+// namesMetrics are the probe's own series.
+type namesMetrics struct {
+	probes *prometheus.CounterVec
+	has    prometheus.Gauge
+}
+
+func newNamesMetrics() namesMetrics {
+	return namesMetrics{
+		probes: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "gpuscale_adapter_promql_names_probes_total",
+			Help: "Questions to the PromQL source's server about which series names the default queries read it has (--prometheus-names-refresh), by result (ok, error). After an error the queries stay as they were.",
+		}, []string{"result"}),
+		has: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "gpuscale_adapter_promql_series_names",
+			Help: "How many of the series names the default PromQL queries read the server had at the last answered probe; the defaults read those alone (every name while 0).",
+		}),
+	}
+}
+
+func (m namesMetrics) collectors() []prometheus.Collector {
+	return []prometheus.Collector{m.probes, m.has}
 }
 
 // render executes a template of the queries in use, first asking the
@@ -112,15 +138,18 @@ func (s *Source) probeNames(ctx context.Context) {
 	now := s.cfg.Now()
 	got, err := s.api.LabelValues(ctx, "__name__", `{__name__=~`+quote(strings.Join(re, "|"))+`}`, now.Add(-namesLookback), now)
 	if err != nil {
-		s.cfg.Log.Warn("cannot ask prometheus for its series names; every default query reads every name", "err", err)
+		s.names.metrics.probes.WithLabelValues("error").Inc()
+		s.cfg.Log.Warn("cannot ask prometheus for its series names; the queries stay as they were", "err", err)
 		return
 	}
+	s.names.metrics.probes.WithLabelValues("ok").Inc()
 	has := make(map[string]bool, len(got))
 	for _, n := range got {
 		if slices.Contains(asked, n) { // anything else the server sends is not ours to read
 			has[n] = true
 		}
 	}
+	s.names.metrics.has.Set(float64(len(has)))
 	s.names.mu.Lock()
 	same := maps.Equal(has, s.names.has)
 	s.names.has = has

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
 
@@ -87,11 +88,14 @@ func TestSourceAsksForNames(t *testing.T) {
 		status int
 		body   string
 		want   string
+		// the probe's result and the names counted
+		result string
+		names  float64
 	}{
-		{"answered", 200, `{"status":"success","data":["vllm:num_requests_waiting","node_cpu_seconds_total"]}`, vllmOnly},
-		{"server error", 500, `{"status":"error","errorType":"internal","error":"boom"}`, full},
-		{"not JSON", 200, `<html>`, full},
-		{"no name of ours", 200, `{"status":"success","data":["up"]}`, full},
+		{"answered", 200, `{"status":"success","data":["vllm:num_requests_waiting","node_cpu_seconds_total"]}`, vllmOnly, "ok", 1},
+		{"server error", 500, `{"status":"error","errorType":"internal","error":"boom"}`, full, "error", 0},
+		{"not JSON", 200, `<html>`, full, "error", 0},
+		{"no name of ours", 200, `{"status":"success","data":["up"]}`, full, "ok", 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFakeProm(t)
@@ -139,6 +143,12 @@ func TestSourceAsksForNames(t *testing.T) {
 			}
 			if q := list(); q != tc.want {
 				t.Errorf("list after the answer:\n got %s\nwant %s", q, tc.want)
+			}
+			if got := testutil.ToFloat64(s.names.metrics.probes.WithLabelValues(tc.result)); got != 1 {
+				t.Errorf("probes with result %q: %v, want 1", tc.result, got)
+			}
+			if got := testutil.ToFloat64(s.names.metrics.has); got != tc.names {
+				t.Errorf("series names counted: %v, want %v", got, tc.names)
 			}
 			if f.asks() != 1 {
 				t.Errorf("asked %d times within NamesEvery, want once", f.asks())

@@ -22,6 +22,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/common/config"
 	"github.com/prometheus/common/model"
 	corev1 "k8s.io/api/core/v1"
@@ -81,6 +82,9 @@ type Config struct {
 	NamesEvery time.Duration
 	// Log hears the names probe's failures and changes; nil: discarded.
 	Log *slog.Logger
+	// Registerer takes the source's own series (names.go); nil: none
+	// registered.
+	Registerer prometheus.Registerer
 }
 
 // DefaultParallel bounds the split queries of one request in flight: a
@@ -136,6 +140,14 @@ func New(cfg Config) (*Source, error) {
 	s := &Source{api: c, cfg: cfg, reads: newReads(cfg.ReuseFor, cfg.Now),
 		plan: newPlanner(cfg.Now, cfg.ReuseFor, cfg.PodsIn)}
 	s.queries.Store(cfg.Queries)
+	s.names.metrics = newNamesMetrics()
+	if cfg.Registerer != nil {
+		for _, c := range s.names.metrics.collectors() {
+			if err := cfg.Registerer.Register(c); err != nil {
+				return nil, fmt.Errorf("register %T: %w", c, err)
+			}
+		}
+	}
 	return s, nil
 }
 
