@@ -139,7 +139,7 @@ func (s *Source) probeNames(ctx context.Context) {
 	got, err := s.api.LabelValues(ctx, "__name__", `{__name__=~`+quote(strings.Join(re, "|"))+`}`, now.Add(-namesLookback), now)
 	if err != nil {
 		s.names.metrics.probes.WithLabelValues("error").Inc()
-		s.cfg.Log.Warn("cannot ask prometheus for its series names; the queries stay as they were", "err", err)
+		s.cfg.Log.Warn("cannot ask prometheus for its series names; the queries stay as they were (--prometheus-names-refresh=0 stops asking)", "err", err)
 		return
 	}
 	s.names.metrics.probes.WithLabelValues("ok").Inc()
