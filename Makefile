@@ -18,7 +18,7 @@ export CGO_CFLAGS := $(shell . hack/lib/goenv.sh && echo "$$CGO_CFLAGS")
 # test/dashboards), which make lint does not vet, keep it.
 TESTFLAGS := -vet=off
 
-.PHONY: all build lint race unit fuzz-short fuzz e2e test demo bench bench-autoscale bench-disaggregated bench-list bench-promql bench-hpa robustness soak clean control-plane tools manifests images test-images chart-readme
+.PHONY: all build lint race unit hostile fuzz-short fuzz e2e test demo bench bench-autoscale bench-disaggregated bench-list bench-promql bench-hpa robustness soak clean control-plane tools manifests images test-images chart-readme
 
 all: build
 
@@ -45,6 +45,13 @@ build:
 #               cgo backend, pkg/exporter/backend/nvml).
 #   E2E_PKGS    a real control plane and KEDA: make e2e.
 #   IMAGE_PKGS  the images run as the chart runs them: make test-images.
+#   HOSTILE_PKGS hostile fleets against the real scraper on loopback, whose
+#               checks are about which targets a cycle reaches in its
+#               interval: make hostile, last in make test, once the e2e
+#               suite's control plane and the other phases' compiles are
+#               done. Beside them a starved machine, not a hostile target,
+#               can cost the healthy pods two 2 s cycles (a warm CI run of
+#               5f2ac99 did, in TestHangAfterAnswer512).
 #   the rest    once, in make unit.
 #               internal/bench/offlinereplay (virtual time, one goroutine) and
 #               internal/bench/autoscalebench (its tests cover the report and the
@@ -67,8 +74,9 @@ E2E_CORE_PKGS := internal/harness/localcluster test/e2e test/autoscale
 E2E_KEDA_PKGS := test/keda
 E2E_PKGS := $(E2E_CORE_PKGS) $(E2E_KEDA_PKGS)
 IMAGE_PKGS := test/containers
+HOSTILE_PKGS := test/hostile
 pkgs = $(addprefix ./,$(addsuffix /,$(1)))
-UNIT_PKGS = $$($(GO) list ./... | grep -v -x -F $(foreach p,$(RACE_PKGS) $(E2E_PKGS) $(IMAGE_PKGS),-e $(MODULE)/$(p)))
+UNIT_PKGS = $$($(GO) list ./... | grep -v -x -F $(foreach p,$(RACE_PKGS) $(E2E_PKGS) $(IMAGE_PKGS) $(HOSTILE_PKGS),-e $(MODULE)/$(p)))
 
 # go vet for Linux, and with cgo for the packages that hold cgo code; for
 # macOS only where a file is built for macOS and not for Linux
@@ -99,6 +107,9 @@ unit:
 	$(GO) test $(TESTFLAGS) -count=1 $(UNIT_PKGS)
 	cd test/promqlcompat && $(GO) test -count=1 ./...
 	cd test/dashboards && $(GO) test -count=1 ./...
+
+hostile:
+	$(GO) test $(TESTFLAGS) -count=1 $(call pkgs,$(HOSTILE_PKGS))
 
 # Regenerates the chart README's values table from values.schema.json
 # (hack/manifests.sh --check, in `make unit`, fails when it is stale).
@@ -154,8 +165,9 @@ test-images:
 # output is in _output/phase-e2e.log), beside race, lint, unit, fuzzing and
 # the images, which mostly compute. On a cold machine it waits for the
 # tools build that .ci/run started (hack/tools-build.sh's lock), and its
-# KEDA tests for KEDA's build, while the other phases run.
-TEST_PHASES := +e2e race lint unit fuzz-short test-images wait
+# KEDA tests for KEDA's build, while the other phases run. The hostile
+# fleets run last, alone (HOSTILE_PKGS).
+TEST_PHASES := +e2e race lint unit fuzz-short test-images wait hostile
 test:
 	@hack/phases.sh $(MAKE) $(TEST_PHASES)
 
