@@ -122,8 +122,8 @@ func (s *Source) render(shape, metric string, p Params) (string, error) {
 
 // probeNames asks the server which of the names the defaults read it had
 // over the last namesLookback, and rebuilds the queries for those. A
-// failure keeps the queries in use: a server that cannot answer a probe
-// gets every name asked for, as without one.
+// failure keeps the queries in use: those of the last answer, or every
+// name until one came.
 func (s *Source) probeNames(ctx context.Context) {
 	defer func() {
 		s.names.mu.Lock()
