@@ -212,6 +212,7 @@ func TestChartRenders(t *testing.T) {
 		}},
 		{"PromQL source", []string{"--set", "adapter.source=prometheus", "--set", "adapter.prometheus.url=https://prom.monitoring:9090",
 			"--set", "adapter.prometheus.timeout=3s", "--set", "adapter.prometheus.scrapeInterval=15s", "--set", "adapter.prometheus.caFile=/etc/prometheus-ca/ca.crt",
+			"--set", "adapter.prometheus.namesRefresh=0s",
 			"--set", "adapter.prometheus.bearerTokenFile=/var/run/secrets/kubernetes.io/serviceaccount/token",
 			"--set-string", `adapter.prometheus.queries.pods.gpu_utilization=avg by (namespace\, pod) (DCGM_FI_DEV_GPU_UTIL{pod=~"{{.PodRegex}}"})`},
 			checkPromQLSource},
@@ -344,7 +345,7 @@ func checkPromQLSource(t *testing.T, objs []object) {
 	dep := named(t, objs, "Deployment", "-adapter")
 	a := args(t, dep)
 	for _, want := range []string{"--source=prometheus", "--prometheus-url=https://prom.monitoring:9090", "--prometheus-timeout=3s",
-		"--prometheus-scrape-interval=15s", "--prometheus-queries=/etc/gpuscale/queries/queries.yaml", "--prometheus-ca-file=/etc/prometheus-ca/ca.crt",
+		"--prometheus-scrape-interval=15s", "--prometheus-names-refresh=0s", "--prometheus-queries=/etc/gpuscale/queries/queries.yaml", "--prometheus-ca-file=/etc/prometheus-ca/ca.crt",
 		"--prometheus-bearer-token-file=/var/run/secrets/kubernetes.io/serviceaccount/token"} {
 		if !slices.Contains(a, want) {
 			t.Errorf("adapter args %v lack %s", a, want)

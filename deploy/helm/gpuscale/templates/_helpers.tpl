@@ -244,6 +244,9 @@ two renders are the same bytes. */}}
 {{- with $p.scrapeInterval }}
 - --prometheus-scrape-interval={{ . }}
 {{- end }}
+{{- with $p.namesRefresh }}
+- --prometheus-names-refresh={{ . }}
+{{- end }}
 {{- if include "gpuscale.adapter.promQueries" . }}
 - --prometheus-queries=/etc/gpuscale/queries/queries.yaml
 {{- end }}
