@@ -51,18 +51,23 @@ func keep[T any](ns names, items []T, seriesOf func(T) []string) []T {
 	return out
 }
 
-// defaultNames returns every series name the default queries read,
-// sorted.
-func defaultNames() []string {
+// defaultNames is every series name the default queries read, sorted:
+// what the names probe asks about. The defaults are compiled in, so the
+// names are worked out once.
+var defaultNames = sync.OnceValue(func() []string {
 	ns := names{asked: map[string]bool{}}
 	ns.defaults()
-	out := make([]string, 0, len(ns.asked))
-	for n := range ns.asked {
-		out = append(out, n)
+	return slices.Sorted(maps.Keys(ns.asked))
+})
+
+// namesMatch is the probe's series selector: every default name.
+var namesMatch = sync.OnceValue(func() string {
+	re := make([]string, 0, len(defaultNames()))
+	for _, n := range defaultNames() {
+		re = append(re, regexp.QuoteMeta(n))
 	}
-	slices.Sort(out)
-	return out
-}
+	return `{__name__=~` + quote(strings.Join(re, "|")) + `}`
+})
 
 // namesProbe is when the server was last asked for its names, and
 // whether it is being asked now.
@@ -130,13 +135,8 @@ func (s *Source) probeNames(ctx context.Context) {
 		s.names.inFlight = false
 		s.names.mu.Unlock()
 	}()
-	asked := defaultNames()
-	re := make([]string, len(asked))
-	for i, n := range asked {
-		re[i] = regexp.QuoteMeta(n)
-	}
 	now := s.cfg.Now()
-	got, err := s.api.LabelValues(ctx, "__name__", `{__name__=~`+quote(strings.Join(re, "|"))+`}`, now.Add(-namesLookback), now)
+	got, err := s.api.LabelValues(ctx, "__name__", namesMatch(), now.Add(-namesLookback), now)
 	if err != nil {
 		s.names.metrics.probes.WithLabelValues("error").Inc()
 		s.cfg.Log.Warn("cannot ask prometheus for its series names; the queries stay as they were (--prometheus-names-refresh=0 stops asking)", "err", err)
@@ -145,7 +145,7 @@ func (s *Source) probeNames(ctx context.Context) {
 	s.names.metrics.probes.WithLabelValues("ok").Inc()
 	has := make(map[string]bool, len(got))
 	for _, n := range got {
-		if slices.Contains(asked, n) { // anything else the server sends is not ours to read
+		if _, ours := slices.BinarySearch(defaultNames(), n); ours { // anything else the server sends is not ours to read
 			has[n] = true
 		}
 	}
