@@ -8,6 +8,7 @@ import (
 	"math"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -233,6 +234,50 @@ func FuzzEach(f *testing.F) {
 					t.Errorf("key %q: handed on %v", k, v)
 				}
 			})
+		}
+	})
+}
+
+// TestLabelValues: the label values answer is read as any answer is:
+// names as sent, bounded in size, within the timeout, and an error for
+// whatever is not the API's answer.
+func TestLabelValues(t *testing.T) {
+	huge := `{"status":"success","data":["` + strings.Repeat("x", 4096) + `"]}`
+	for _, tc := range []struct {
+		name, body string
+		status     int
+		want       []string
+	}{
+		{"answered", `{"status":"success","data":["vllm:num_requests_waiting","up"]}`, 200, []string{"vllm:num_requests_waiting", "up"}},
+		{"over the size bound", huge, 200, nil},
+		{"not JSON", `<html>`, 200, nil},
+		{"server error", `{"status":"error","errorType":"internal","error":"boom"}`, 500, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := client(t, server(t, tc.status, tc.body).URL, 1024)
+			got, err := c.LabelValues(context.Background(), "__name__", `{__name__=~"a|b"}`, t0.Add(-time.Minute), t0)
+			if tc.want == nil {
+				if err == nil {
+					t.Fatalf("answer %q read as %v, want an error", tc.body[:min(len(tc.body), 40)], got)
+				}
+				return
+			}
+			if err != nil || !slices.Equal(got, tc.want) {
+				t.Errorf("got %v, %v; want %v", got, err, tc.want)
+			}
+		})
+	}
+	t.Run("hanging", func(t *testing.T) {
+		release := make(chan struct{})
+		srv := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { <-release }))
+		t.Cleanup(srv.Close)
+		t.Cleanup(func() { close(release) })
+		c, err := New(Config{URL: srv.URL, Timeout: 100 * time.Millisecond})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.LabelValues(context.Background(), "__name__", `{__name__="a"}`, t0, t0); !errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("past the timeout: %v, want a deadline error", err)
 		}
 	})
 }
