@@ -130,7 +130,12 @@ func TestCycleEndToEnd(t *testing.T) {
 	st := store.New(30)
 	reg2 := prometheus.NewRegistry()
 	g, err := New(Config{
-		Pods: pods, Scraper: scrape.New(scrape.Config{Timeout: 300 * time.Millisecond, Clock: clk}), Store: st,
+		// The timeout is the slow target's, and the others' too: with
+		// 300 ms, under -race beside CI's other phases, the garbage
+		// target once counted 3 parse errors of 4, its fourth scrape
+		// most likely outlasting the timeout (the failure now names
+		// every reason counted).
+		Pods: pods, Scraper: scrape.New(scrape.Config{Timeout: time.Second, Clock: clk}), Store: st,
 		Interval: time.Second, Registerer: reg2, Discovery: exporterDiscovery(exporterPort), Clock: clk,
 	})
 	if err != nil {
@@ -165,10 +170,16 @@ func TestCycleEndToEnd(t *testing.T) {
 	}
 	for reason, pod := range map[string]string{"parse": "garbage", "timeout": "slow", "connect": "gone"} {
 		if n := scrapeErrors(t, g, pod, reason); n != 4 {
-			t.Errorf("errors{pod=%s,reason=%s} = %v, want 4", pod, reason, n)
+			all := map[string]float64{}
+			for _, r := range failReasons {
+				if n := scrapeErrors(t, g, pod, r); n > 0 {
+					all[r] = n
+				}
+			}
+			t.Errorf("errors{pod=%s,reason=%s} = %v, want 4 (all of %s's: %v)", pod, reason, n, pod, all)
 		}
 	}
-	// Four cycles with a 300ms timeout on the slow target: the broken
+	// Four cycles with a 1 s timeout on the slow target: the broken
 	// targets cost their own timeout, not the others' samples.
 	t.Logf("4 cycles in %v", time.Since(start))
 
