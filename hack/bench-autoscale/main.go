@@ -45,11 +45,26 @@ func run() error {
 		maxR      = flag.Int("max-replicas", 0, "maxReplicas of every HPA (0: the static policy's size, the fleet the README advises as maxReplicas).")
 		out       = flag.String("out", "_output/bench-autoscale", "Directory for the report, plots and logs.")
 		from      = flag.String("report-from", "", "Write the report and plots of an earlier run's recording.json into --out, without replaying.")
+		disagg    = flag.Bool("disaggregated", false, "Replay the disaggregated workload (a prefill and a decode pool per policy: static, single-pool, per-role) instead of a trace, "+
+			"beside the offline replay of the same requests; --slo (default 2s here) and --itl-slo judge it, --start and --duration slice it, --out defaults to _output/bench-autoscale-disaggregated.")
+		itlSLO = flag.Duration("itl-slo", 150*time.Millisecond, "With --disaggregated: the ITL p90 a minute must stay within.")
 	)
 	flag.Parse()
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	if *from != "" {
 		return rereport(*from, *out)
+	}
+	if *disagg {
+		set := map[string]bool{}
+		flag.Visit(func(f *flag.Flag) { set[f.Name] = true })
+		o := disaggFlags{start: *start, duration: *duration, speedup: *speedup, slo: 2 * time.Second, itl: *itlSLO, out: "_output/bench-autoscale-disaggregated"}
+		if set["slo"] {
+			o.slo = *slo
+		}
+		if set["out"] {
+			o.out = *out
+		}
+		return runDisagg(o, log)
 	}
 
 	tr, err := trace.ReadFile(*tracePath)

@@ -187,31 +187,39 @@ func (c *Clock) Now() time.Time {
 // and the adapter scrapes every 5 s and keeps a 60 s TTFT window, in trace
 // time.
 func (p *Plan) EnvOptions(dir string, clock *Clock, log *slog.Logger) devenv.Options {
+	return envOptions(dir, clock, log, p.Speedup, p.SLO, p.gpus())
+}
+
+// envOptions are the options of an environment for gpus GPUs on a clock
+// speedup times faster than real time, whose capacity signal holds slo,
+// with extra adapter flags.
+func envOptions(dir string, clock *Clock, log *slog.Logger, speedup float64, slo time.Duration, gpus int, extra ...string) devenv.Options {
 	const gpusPerNode = 8
-	scrape := p.wall(5 * time.Second)
+	wall := func(d time.Duration) time.Duration { return time.Duration(float64(d) / speedup) }
+	scrape := wall(5 * time.Second)
 	return devenv.Options{
 		Dir:           dir,
-		Nodes:         cmp.Or((p.gpus()+gpusPerNode-1)/gpusPerNode, 1),
+		Nodes:         cmp.Or((gpus+gpusPerNode-1)/gpusPerNode, 1),
 		GPUsPerNode:   gpusPerNode,
-		HPASyncPeriod: p.wall(15 * time.Second),
+		HPASyncPeriod: wall(15 * time.Second),
 		Logger:        log,
-		AdapterArgs: []string{
+		AdapterArgs: append([]string{
 			"--scrape-interval=" + scrape.String(), "--max-staleness=" + (3 * scrape).String(),
-			"--ttft-window=" + p.wall(time.Minute).String(),
+			"--ttft-window=" + wall(time.Minute).String(),
 			// The simulated servers time prefills in trace time; the
 			// adapter's window is wall time.
-			"--capacity-time-scale=" + strconv.FormatFloat(p.Speedup, 'g', -1, 64),
+			"--capacity-time-scale=" + strconv.FormatFloat(speedup, 'g', -1, 64),
 			// The capacity signal holds the SLO the run is judged on (in
 			// the servers' trace time), as the offline replay's does: at
 			// the adapter's default 1 s against a 2 s SLO, the prefill
 			// term finds the objective out of reach and asks for nothing.
-			"--capacity-ttft-objective=" + p.SLO.String(),
-			"--scale-down-controller", "--scale-down-resync=" + p.wall(10*time.Second).String(),
-			"--scale-down-idle-time=" + p.wall(5*time.Minute).String(),
-		},
+			"--capacity-ttft-objective=" + slo.String(),
+			"--scale-down-controller", "--scale-down-resync=" + wall(10*time.Second).String(),
+			"--scale-down-idle-time=" + wall(5*time.Minute).String(),
+		}, extra...),
 		ConfigureWorld: func(o *simworld.Options) {
 			o.Now = clock.Now
-			o.TimeScale = p.Speedup
+			o.TimeScale = speedup
 		},
 	}
 }

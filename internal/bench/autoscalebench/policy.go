@@ -2,6 +2,7 @@ package autoscalebench
 
 import (
 	"fmt"
+	"maps"
 	"math"
 	"strconv"
 	"strings"
@@ -97,7 +98,15 @@ func fmtFloat(f float64) string { return strconv.FormatFloat(f, 'g', -1, 64) }
 // the replica profile and a model that takes modelLoad (wall time) to load.
 // Its pod template drains (drainPod) unless drain is nil.
 func workload(namespace, profile string, replicas int32, modelLoad time.Duration, drain func(*corev1.PodTemplateSpec)) *appsv1.Deployment {
-	d := devenv.InferenceDeployment(namespace, workloadName, replicas, map[string]string{scaledown.ManagedLabel: "managed"})
+	return namedWorkload(namespace, workloadName, profile, replicas, modelLoad, nil, drain)
+}
+
+// namedWorkload is workload under another name, its pods carrying labels
+// too.
+func namedWorkload(namespace, name, profile string, replicas int32, modelLoad time.Duration, labels map[string]string, drain func(*corev1.PodTemplateSpec)) *appsv1.Deployment {
+	podLabels := map[string]string{scaledown.ManagedLabel: "managed"}
+	maps.Copy(podLabels, labels)
+	d := devenv.InferenceDeployment(namespace, name, replicas, podLabels)
 	tmpl := &d.Spec.Template
 	tmpl.Annotations[localcluster.ReadyAfterAnnotation] = modelLoad.String()
 	tmpl.Spec.Containers[0].Env = []corev1.EnvVar{
@@ -140,13 +149,10 @@ func autoscaler(policy, namespace string, t Targets, minR, maxR int32, speedup f
 		return nil, fmt.Errorf("autoscalebench: policy %q has no HPA", policy)
 	}
 	behavior := defaultBehavior()
-	if policy == PolicyQueueDepthRecommended || policy == PolicyCapacity {
-		rec := recommend.Recommend(recommend.Workload{
-			Startup: []time.Duration{t.ModelLoad}, GPUsPerPod: 1, GPUsPerNode: 8,
-		}, recommend.DefaultAutoscaler())
-		behavior = &rec.Behavior
-	}
 	compress(behavior, speedup)
+	if policy == PolicyQueueDepthRecommended || policy == PolicyCapacity {
+		behavior = recommendedBehavior(t.ModelLoad, speedup)
+	}
 	return &autoscalingv2.HorizontalPodAutoscaler{
 		ObjectMeta: metav1.ObjectMeta{Name: workloadName, Namespace: namespace},
 		Spec: autoscalingv2.HorizontalPodAutoscalerSpec{
@@ -157,6 +163,16 @@ func autoscaler(policy, namespace string, t Targets, minR, maxR int32, speedup f
 			Behavior:       behavior,
 		},
 	}, nil
+}
+
+// recommendedBehavior is `adapter recommend`'s behavior for replicas that
+// take modelLoad to start, compressed by speedup.
+func recommendedBehavior(modelLoad time.Duration, speedup float64) *autoscalingv2.HorizontalPodAutoscalerBehavior {
+	rec := recommend.Recommend(recommend.Workload{
+		Startup: []time.Duration{modelLoad}, GPUsPerPod: 1, GPUsPerNode: 8,
+	}, recommend.DefaultAutoscaler())
+	compress(&rec.Behavior, speedup)
+	return &rec.Behavior
 }
 
 // defaultBehavior is the HPA controller's default behavior, written out

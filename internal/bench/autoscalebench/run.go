@@ -186,12 +186,17 @@ func count(ctx context.Context, env *devenv.Env, ns string) (desired, ready, pod
 type census struct{ desired, ready, pods, gpus int }
 
 func takeCensus(ctx context.Context, env *devenv.Env, ns string) (census, error) {
+	return takeCensusOf(ctx, env, ns, workloadName)
+}
+
+// takeCensusOf is takeCensus of the Deployment name.
+func takeCensusOf(ctx context.Context, env *devenv.Env, ns, name string) (census, error) {
 	client := env.Cluster.Client()
-	d, err := client.AppsV1().Deployments(ns).Get(ctx, workloadName, metav1.GetOptions{})
+	d, err := client.AppsV1().Deployments(ns).Get(ctx, name, metav1.GetOptions{})
 	if err != nil {
 		return census{}, err
 	}
-	list, err := client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "app=" + workloadName, ResourceVersion: "0"})
+	list, err := client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "app=" + name, ResourceVersion: "0"})
 	if err != nil {
 		return census{}, err
 	}

@@ -46,7 +46,8 @@ func DefaultKVTransfer() KVTransfer {
 	return KVTransfer{BytesPerToken: 128 << 10, BytesPerSecond: 25e9 / 8}
 }
 
-func (k KVTransfer) time(tokens int) time.Duration {
+// Time is how long a cache of tokens takes over one link.
+func (k KVTransfer) Time(tokens int) time.Duration {
 	if k.BytesPerSecond <= 0 {
 		return 0
 	}
@@ -297,7 +298,7 @@ func (r *disaggReplay) handOver(now time.Time) {
 		r.rr[Decode]++
 		in := r.inbound[p]
 		start := later(at, in.linkFree)
-		h.done = start.Add(r.cfg.Transfer.time(r.cfg.Requests[h.req].ContextTokens))
+		h.done = start.Add(r.cfg.Transfer.Time(r.cfg.Requests[h.req].ContextTokens))
 		in.linkFree = h.done
 		in.pending = append(in.pending, h)
 	}

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gpuscale/gpuscale/internal/bench/autoscalebench"
 	"github.com/gpuscale/gpuscale/internal/bench/offlinereplay"
 	"github.com/gpuscale/gpuscale/internal/bench/trace"
 	"github.com/gpuscale/gpuscale/internal/bench/workload"
@@ -96,5 +97,33 @@ func TestRunDisaggKVTransfer(t *testing.T) {
 				t.Errorf("ITL p90 %v, minutes within the ITL objective %d", over.ITLP90[0], over.ITLMet)
 			}
 		})
+	}
+}
+
+// TestLiveMatchesOffline pins the live bench's setup to the offline
+// replay's: the profile by name is the one replayed, and the pools, the
+// objectives and the transfer are the same.
+func TestLiveMatchesOffline(t *testing.T) {
+	reqs := []trace.Request{{At: 0, ContextTokens: 800, GeneratedTokens: 10}}
+	b := offlinereplay.NewDisaggBench(reqs, 2*time.Second, 150*time.Millisecond)
+	live := b.Live("w", [2]int{3, 4}, 6)
+	p, err := inferencesim.ProfileByName(live.Profile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p != b.Config.Profile {
+		t.Errorf("live profile %q is %+v, the offline replay runs %+v", live.Profile, p, b.Config.Profile)
+	}
+	if live.SLO != b.Config.SLO || live.ITLSLO != b.Config.ITLSLO || live.ModelLoad != b.Config.ModelLoad {
+		t.Errorf("objectives or load differ: live %v/%v/%v, offline %v/%v/%v", live.SLO, live.ITLSLO, live.ModelLoad, b.Config.SLO, b.Config.ITLSLO, b.Config.ModelLoad)
+	}
+	if got, want := live.Transfer(1100), b.Config.Transfer.Time(1100); got != want || got <= 0 {
+		t.Errorf("transfer of 1,100 tokens: live %v, offline %v", got, want)
+	}
+	if live.Initial != b.InitialPools || live.MaxReplicas != [2]int{6, 8} || live.Static != [2]int{3, 4} {
+		t.Errorf("pools: initial %v, max %v, static %v", live.Initial, live.MaxReplicas, live.Static)
+	}
+	if _, err := autoscalebench.NewDisaggPlan(live); err != nil {
+		t.Errorf("the live setup is not a plan: %v", err)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/gpuscale/gpuscale/internal/bench/autoscalebench"
 	"github.com/gpuscale/gpuscale/internal/bench/trace"
 	"github.com/gpuscale/gpuscale/pkg/inferencesim"
 	"github.com/gpuscale/gpuscale/pkg/signal/capacity"
@@ -106,4 +107,30 @@ func minutesWith(r DisaggResult) int {
 		}
 	}
 	return n
+}
+
+// liveProfile is NewDisaggBench's profile by the name the live bench's
+// servers are given it (inferencesim.Profiles).
+const liveProfile = "l4-llama-3.1-8b"
+
+// Live is this bench's setup on the real control plane
+// (autoscalebench.RunDisagg, `make bench-autoscale BENCH_FLAGS=--disaggregated`):
+// the same requests, objectives, profile, model load, KV transfer and
+// starting pools, static's pools as StaticDisagg sized them, every
+// autoscaled pool up to twice static's, played speedup times faster than
+// real time. A decode replica's link carries its caches at once there, not
+// one after another; at 25 Gb/s a cache takes 40-60 ms, and a replica is
+// handed a few a second.
+func (b DisaggBench) Live(workload string, static [numPools]int, speedup float64) autoscalebench.DisaggConfig {
+	return autoscalebench.DisaggConfig{
+		Workload: workload, Requests: b.Config.Requests, Speedup: speedup,
+		SLO: b.Config.SLO, ITLSLO: b.Config.ITLSLO, ModelLoad: b.Config.ModelLoad, Profile: liveProfile,
+		Transfer:    b.Config.Transfer.Time,
+		Static:      static,
+		Initial:     b.InitialPools,
+		MaxReplicas: [numPools]int{2 * static[Prefill], 2 * static[Decode]},
+		Policies:    autoscalebench.DisaggPolicies,
+		SampleEvery: 5 * time.Second,
+		Grace:       time.Minute,
+	}
 }

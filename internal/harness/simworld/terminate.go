@@ -168,10 +168,16 @@ func (w *World) Aborted(namespace string) inferencesim.Aborted {
 // the GPUs they hold: kwok removes a deleted pod at once, while a kubelet
 // keeps it, and its GPUs, until its containers exit.
 func (w *World) Terminating(namespace string) (pods, gpus int) {
+	return w.TerminatingNamed(namespace, "")
+}
+
+// TerminatingNamed is Terminating for the pods whose names begin with
+// prefix: a Deployment's pods are named after it.
+func (w *World) TerminatingNamed(namespace, prefix string) (pods, gpus int) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	for k, r := range w.terminating {
-		if k.Namespace == namespace {
+		if k.Namespace == namespace && strings.HasPrefix(k.Name, prefix) {
 			pods++
 			gpus += r.gpus
 		}
