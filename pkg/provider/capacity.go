@@ -323,7 +323,7 @@ func (p *Provider) decodeTTFT(ctx context.Context, namespace, model string) ([]c
 	if len(ready) == 0 {
 		return nil, nil
 	}
-	hs, err := th.PodTTFT(ctx, NewPodSet(namespace, ready), labels.SelectorFromValidatedSet(labels.Set{ModelLabel: model}))
+	hs, err := th.PodTTFT(ctx, NewPodSet(namespace, ready), labels.SelectorFromValidatedSet(labels.Set{ModelLabel: ModelLabelValue(model)}))
 	if err != nil {
 		return nil, &sourceError{err}
 	}

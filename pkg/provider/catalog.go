@@ -1,6 +1,7 @@
 package provider
 
 import (
+	"strings"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
@@ -98,6 +99,29 @@ var externalMetrics = map[string]bool{QueueDepth: true, TTFTP90: true, ITLP90: t
 
 // ModelLabel is the external metrics' label that selects a model.
 const ModelLabel = "model_name"
+
+// ModelLabelValue is model as a metric selector sees it: its name with
+// every character a label value cannot hold (anything but ASCII letters,
+// digits, '-', '_' and '.') replaced by '_'. A Hugging Face name's '/' is
+// not valid in a label selector, which the HPA controller and the API
+// server parse and check, so meta-llama/Llama-3.1-8B-Instruct is selected
+// as meta-llama_Llama-3.1-8B-Instruct; a valid name is itself.
+func ModelLabelValue(model string) string {
+	if !strings.ContainsFunc(model, notInLabelValue) {
+		return model
+	}
+	return strings.Map(func(r rune) rune {
+		if notInLabelValue(r) {
+			return '_'
+		}
+		return r
+	}, model)
+}
+
+// notInLabelValue reports whether r cannot be in a label value.
+func notInLabelValue(r rune) bool {
+	return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_' || r == '.')
+}
 
 // Resources the custom metrics API serves.
 var (

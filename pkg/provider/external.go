@@ -63,7 +63,7 @@ func (p *Provider) externalMetric(ctx context.Context, namespace string, sel lab
 		}
 		items = append(items, external_metrics.ExternalMetricValue{
 			MetricName:   metric,
-			MetricLabels: map[string]string{ModelLabel: m},
+			MetricLabels: map[string]string{ModelLabel: ModelLabelValue(m)},
 			Timestamp:    metav1.NewTime(v.Time),
 			Value:        q,
 		})

@@ -295,7 +295,7 @@ func TestNodesAndExternal(t *testing.T) {
 	for _, p := range []struct {
 		name, model string
 		q           float64
-	}{{"a", "llama", 3}, {"b", "llama", 4}, {"c", "mistral", 10}} {
+	}{{"a", "llama", 3}, {"b", "llama", 4}, {"c", "mistral", 10}, {"d", "meta-llama/Llama-3.1-8B-Instruct", 5}} {
 		f.addPod("ml", p.name, true, nil)
 		f.put("ml", p.name, signal.SourceInference, t0, p.model, map[signal.Signal]float64{signal.QueueDepth: p.q}, nil)
 	}
@@ -308,8 +308,18 @@ func TestNodesAndExternal(t *testing.T) {
 		t.Fatalf("external = %+v", ext.Items)
 	}
 	all, err := f.p.GetExternalMetric(context.Background(), "ml", labels.Everything(), cmprovider.ExternalMetricInfo{Metric: provider.QueueDepth})
-	if err != nil || len(all.Items) != 2 {
+	if err != nil || len(all.Items) != 3 {
 		t.Fatalf("all models = %+v, %v", all, err)
+	}
+	// A Hugging Face name cannot be a selector's value: it is selected
+	// by its label value (provider.ModelLabelValue).
+	if _, err := labels.Parse("model_name=meta-llama/Llama-3.1-8B-Instruct"); err == nil {
+		t.Fatal("a selector took a value with '/': the label value is not needed")
+	}
+	hf, _ := labels.Parse("model_name=meta-llama_Llama-3.1-8B-Instruct")
+	ext, err = f.p.GetExternalMetric(context.Background(), "ml", hf, cmprovider.ExternalMetricInfo{Metric: provider.QueueDepth})
+	if err != nil || len(ext.Items) != 1 || ext.Items[0].MetricLabels[provider.ModelLabel] != "meta-llama_Llama-3.1-8B-Instruct" || milli(t, &ext.Items[0].Value) != 5 {
+		t.Fatalf("a model by its label value: %+v, %v", ext, err)
 	}
 	none, _ := labels.Parse("model_name=gpt")
 	if _, err := f.p.GetExternalMetric(context.Background(), "ml", none, cmprovider.ExternalMetricInfo{Metric: provider.QueueDepth}); !apierrors.IsNotFound(err) {

@@ -248,3 +248,22 @@ func TestPrefillPoolReadsItsDecodePool(t *testing.T) {
 		})
 	}
 }
+
+func TestModelLabelValue(t *testing.T) {
+	for _, tc := range []struct{ model, want string }{
+		{"llama", "llama"},
+		{"Llama-3.1-8B_v2", "Llama-3.1-8B_v2"},
+		{"meta-llama/Llama-3.1-8B-Instruct", "meta-llama_Llama-3.1-8B-Instruct"},
+		{"llama3:8b@q4", "llama3_8b_q4"},
+		{"modèle", "mod_le"}, // one '_' a character, not a byte
+		{"", ""},
+	} {
+		got := provider.ModelLabelValue(tc.model)
+		if got != tc.want {
+			t.Errorf("ModelLabelValue(%q) = %q, want %q", tc.model, got, tc.want)
+		}
+		if _, err := labels.Parse(provider.ModelLabel + "=" + got); got != "" && err != nil {
+			t.Errorf("%q is not a selector's value: %v", got, err)
+		}
+	}
+}

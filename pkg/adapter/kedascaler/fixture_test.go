@@ -88,6 +88,12 @@ func newWorld(t *testing.T) *world {
 		Status: corev1.PodStatus{Phase: corev1.PodRunning, PodIP: "127.1.0.2",
 			Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}},
 	}))
+	// A pod serving a model under its Hugging Face id, in no workload.
+	must(t, pods.Add(&corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "hf-0", Labels: map[string]string{"app": "hf"}},
+		Status: corev1.PodStatus{Phase: corev1.PodRunning, PodIP: "127.1.0.3",
+			Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}},
+	}))
 	st := store.New(30)
 	p := provider.New(provider.Config{
 		Values: storesource.New(st, time.Minute, time.Minute, nil),
@@ -103,7 +109,8 @@ func newWorld(t *testing.T) *world {
 	return &world{store: st, provider: p}
 }
 
-// put stores a fresh sample of pod (llm-0 or db-0) serving model.
+// put stores a fresh sample of pod (llm-0, db-0, llm-decode-0 or hf-0)
+// serving model.
 func (w *world) put(pod string, src signal.Source, model string, sig signal.Signal, v float64) {
 	s := store.Sample{Time: time.Now(), Model: model}
 	s.Set(sig, v)

@@ -75,7 +75,7 @@ func TestMetadataErrors(t *testing.T) {
 		{"neither model nor object", with(nil, "model"), codes.InvalidArgument, `"object"`},
 		{"object kind", with(map[string]string{"object": "pod/llm-0"}, "model"), codes.InvalidArgument, `"pod/llm-0"`},
 		{"object without name", with(map[string]string{"object": "deployment/"}, "model"), codes.InvalidArgument, `"object"`},
-		{"model not a label value", with(map[string]string{"model": "meta-llama/Llama-3"}), codes.InvalidArgument, `"model"`},
+		{"model not a label value", with(map[string]string{"model": "meta-llama/" + strings.Repeat("x", 60)}), codes.InvalidArgument, `"model"`},
 		{"signal not per model", with(map[string]string{"signal": "gpu_utilization"}), codes.InvalidArgument, `"gpu_utilization"`},
 		{"no target", with(nil, "target"), codes.InvalidArgument, `"target" is required`},
 		{"target zero", with(map[string]string{"target": "0"}), codes.InvalidArgument, `"target"`},
@@ -136,6 +136,7 @@ func TestScopes(t *testing.T) {
 	w.put("llm-0", signal.SourceInference, "llama", signal.QueueDepth, 7)
 	w.put("llm-0", signal.SourceGPU, "", signal.GPUUtilization, 55.5)
 	w.put("db-0", signal.SourceInference, "mistral", signal.RequestsRunning, 3)
+	w.put("hf-0", signal.SourceInference, "meta-llama/Llama-3.1-8B-Instruct", signal.QueueDepth, 4)
 	decode := store.Sample{Time: time.Now(), Model: "llama"}
 	decode.Set(signal.RequestsRunning, 20)
 	decode.Set(signal.QueueDepth, 0)
@@ -150,6 +151,9 @@ func TestScopes(t *testing.T) {
 	}{
 		{"model external", map[string]string{"signal": "inference_queue_depth", "model": "llama", "target": "5"},
 			"gpuscale-inference_queue_depth-model-llama", 7, codes.OK},
+		// A Hugging Face id, as served, is selected by its label value.
+		{"model named with a slash", map[string]string{"signal": "inference_queue_depth", "model": "meta-llama/Llama-3.1-8B-Instruct", "target": "5"},
+			"gpuscale-inference_queue_depth-model-meta-llama_llama-3.1-8b-instruct", 4, codes.OK},
 		{"deployment object", map[string]string{"signal": "gpu_utilization", "object": "deployment/llm", "target": "70"},
 			"gpuscale-gpu_utilization-deployment-llm", 55.5, codes.OK},
 		{"statefulset object", map[string]string{"signal": "inference_requests_running", "object": "statefulset/db", "target": "2.5"},

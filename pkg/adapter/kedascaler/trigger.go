@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	pb "github.com/gpuscale/gpuscale/pkg/adapter/kedascaler/externalscaler"
+	"github.com/gpuscale/gpuscale/pkg/provider"
 )
 
 // Trigger metadata keys: the contract of a ScaledObject's gpuscale trigger
@@ -206,6 +207,9 @@ func (t *trigger) parseScope(md map[string]string, c catalog) error {
 		if !c.model[t.signal] {
 			return invalid("signal %q is not served per model (metadata %q); per model: %s; use %q for the others", t.signal, KeyModel, sortedKeys(c.model), KeyObject)
 		}
+		// The served name is taken as it is (a Hugging Face id's '/'
+		// included) and selected by its label value.
+		model = provider.ModelLabelValue(model)
 		if errs := validation.IsValidLabelValue(model); model == "" || len(errs) > 0 {
 			return invalid("metadata %q %s is not a model name gpuscale can select: %s", KeyModel, quote(model), strings.Join(append(errs, "a non-empty label value is required"), "; "))
 		}

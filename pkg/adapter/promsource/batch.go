@@ -26,7 +26,7 @@ func (s *Source) batches(shape, metric string, p Params, names []string, set fun
 		return nil, nil // nothing asked, nothing to query
 	}
 	regex := func(ns []string) string {
-		return escape(alternation(ns))
+		return escape(alternation(ns, regexp.QuoteMeta))
 	}
 	render := func(re string) (string, error) {
 		set(&p, re)

@@ -62,6 +62,12 @@ func TestModelMatch(t *testing.T) {
 		{"model_name", `, model!=""`, ""},
 		{"!model_name", `, model=""`, ""},
 		{"team=x", `, team="x"`, ""},
+		// A model is selected by its label value: '_' stands for a
+		// character a label value cannot hold (meta-llama/Llama-3.1-8B).
+		{"model_name=meta-llama_Llama-3.1-8B", `, model=~"meta-llama[^-.0-9A-Za-z]Llama-3\\.1-8B"`, ""},
+		{"model_name!=a_b", `, model!~"a[^-.0-9A-Za-z]b"`, ""},
+		{"model_name in (a_b,c)", `, model=~"a[^-.0-9A-Za-z]b|c"`, ""},
+		{"team=a_b", `, team="a_b"`, ""},
 		{"example.com/team=x", "", "not a Prometheus label name"},
 		{"model_name>3", "", "not supported"},
 	} {

@@ -7,6 +7,8 @@ import (
 
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/selection"
+
+	"github.com/gpuscale/gpuscale/pkg/provider"
 )
 
 // matcher is one PromQL label matcher.
@@ -30,18 +32,25 @@ func matchers(sel labels.Selector) ([]matcher, error) {
 		}
 		vals := r.Values().UnsortedList()
 		m := matcher{label: r.Key()}
-		switch r.Operator() {
-		case selection.Equals, selection.DoubleEquals:
+		// A model is selected by its label value, in which '_' stands
+		// for any character a label value cannot hold
+		// (provider.ModelLabelValue).
+		quote := regexp.QuoteMeta
+		if r.Key() == provider.ModelLabel {
+			quote = modelRegex
+		}
+		switch op := r.Operator(); {
+		case (op == selection.Equals || op == selection.DoubleEquals) && quote(vals[0]) == regexp.QuoteMeta(vals[0]):
 			m.op, m.value = "=", vals[0]
-		case selection.NotEquals:
+		case op == selection.NotEquals && quote(vals[0]) == regexp.QuoteMeta(vals[0]):
 			m.op, m.value = "!=", vals[0]
-		case selection.In:
-			m.op, m.value = "=~", alternation(r.Values().List())
-		case selection.NotIn:
-			m.op, m.value = "!~", alternation(r.Values().List())
-		case selection.Exists:
+		case op == selection.Equals || op == selection.DoubleEquals || op == selection.In:
+			m.op, m.value = "=~", alternation(r.Values().List(), quote)
+		case op == selection.NotEquals || op == selection.NotIn:
+			m.op, m.value = "!~", alternation(r.Values().List(), quote)
+		case op == selection.Exists:
 			m.op = "!="
-		case selection.DoesNotExist:
+		case op == selection.DoesNotExist:
 			m.op = "="
 		default:
 			return nil, fmt.Errorf("metric selector operator %q is not supported with --source=prometheus", r.Operator())
@@ -51,11 +60,22 @@ func matchers(sel labels.Selector) ([]matcher, error) {
 	return out, nil
 }
 
-// alternation is a regex matching exactly the given strings.
-func alternation(vals []string) string {
+// alternation is a regex matching exactly the given strings, each made a
+// regex by quote.
+func alternation(vals []string, quote func(string) string) string {
 	q := make([]string, len(vals))
 	for i, v := range vals {
-		q[i] = regexp.QuoteMeta(v)
+		q[i] = quote(v)
 	}
 	return strings.Join(q, "|")
+}
+
+// modelRegex matches the model names whose label value is v: each '_' any
+// one character a label value cannot hold, or '_' itself.
+func modelRegex(v string) string {
+	parts := strings.Split(v, "_")
+	for i, p := range parts {
+		parts[i] = regexp.QuoteMeta(p)
+	}
+	return strings.Join(parts, `[^-.0-9A-Za-z]`)
 }

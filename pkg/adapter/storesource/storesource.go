@@ -301,7 +301,8 @@ func quantileOf(q float64, incs []*histogram.Histogram) (float64, bool) {
 }
 
 // modelMatcher applies a metric label selector to the served model, the one
-// label gpuscale's inference metrics carry. The pods of a request serve one
+// label gpuscale's inference metrics carry, under its label value
+// (provider.ModelLabelValue). The pods of a request serve one
 // model or a few, so it keeps its last answer instead of building a label
 // set for each of thousands of pods.
 type modelMatcher struct {
@@ -322,7 +323,7 @@ func (m *modelMatcher) matches(model string) bool {
 	}
 	if !m.seen || model != m.model {
 		m.seen, m.model = true, model
-		m.result = m.sel.Matches(labels.Set{provider.ModelLabel: model})
+		m.result = m.sel.Matches(labels.Set{provider.ModelLabel: provider.ModelLabelValue(model)})
 	}
 	return m.result
 }
