@@ -88,9 +88,25 @@ type DisaggPlan struct {
 	DisaggConfig
 	// Duration is the slice billed: to the last arrival.
 	Duration time.Duration
-	// Drain is the pools' preStop and grace, from the requests' stream
-	// lengths on static's decode pool, as `adapter recommend` derives them.
-	Drain recommend.Drain
+	// Drain is each pool's preStop and grace, from its part of the
+	// requests' stream lengths on static's pool, as `adapter recommend`
+	// derives them from the pool's servers: a prefill's, a decode's from
+	// its cache's arrival.
+	Drain [2]recommend.Drain
+}
+
+// poolRequest is what a pool's server is asked of r: the prefill pool
+// computes the prompt and its first token, the decode pool takes the KV
+// cache over and generates every token.
+func poolRequest(pool int) func(trace.Request) inferencesim.Request {
+	if disaggPools[pool] == provider.RolePrefill {
+		return func(r trace.Request) inferencesim.Request {
+			return inferencesim.Request{ContextTokens: r.ContextTokens, GeneratedTokens: 1}
+		}
+	}
+	return func(r trace.Request) inferencesim.Request {
+		return inferencesim.Request{ContextTokens: r.ContextTokens, GeneratedTokens: r.GeneratedTokens, KVReady: true}
+	}
 }
 
 // NewDisaggPlan checks cfg.
@@ -133,8 +149,10 @@ func NewDisaggPlan(cfg DisaggConfig) (*DisaggPlan, error) {
 		return nil, fmt.Errorf("autoscalebench: %w", errors.Join(errs...))
 	}
 	p := &DisaggPlan{DisaggConfig: cfg, Duration: cfg.Requests[len(cfg.Requests)-1].At + time.Second}
-	if p.Drain, err = streamDrain(cfg.Requests, profile, cfg.Static[1]); err != nil {
-		return nil, err
+	for k := range disaggPools {
+		if p.Drain[k], err = streamDrainAs(cfg.Requests, profile, cfg.Static[k], poolRequest(k)); err != nil {
+			return nil, fmt.Errorf("%s pool: %w", disaggPools[k], err)
+		}
 	}
 	return p, nil
 }
@@ -166,13 +184,14 @@ func (p *DisaggPlan) EnvOptions(dir string, clock *Clock, log *slog.Logger) deve
 // poolDeployment is a pool's Deployment: the bench's simulated vLLM
 // server, draining as `adapter recommend` advises, its pods labelled with
 // their role when the policy reads roles.
-func (p *DisaggPlan) poolDeployment(namespace string, role provider.Role, replicas int32, labelRole bool) *appsv1.Deployment {
+func (p *DisaggPlan) poolDeployment(namespace string, pool int, replicas int32, labelRole bool) *appsv1.Deployment {
+	role := disaggPools[pool]
 	var labels map[string]string
 	if labelRole {
 		labels = map[string]string{provider.RolePodLabel: string(role)}
 	}
 	d := namedWorkload(namespace, poolName(role), p.Profile, replicas, p.wall(p.ModelLoad), labels,
-		func(t *corev1.PodTemplateSpec) { drainPod(t, p.Drain, p.Speedup) })
+		func(t *corev1.PodTemplateSpec) { drainPod(t, p.Drain[pool], p.Speedup) })
 	for i, e := range d.Spec.Template.Spec.Containers[0].Env {
 		if e.Name == "SIM_MODEL" {
 			d.Spec.Template.Spec.Containers[0].Env[i].Value = disaggModel

@@ -39,8 +39,10 @@ type DisaggPolicyRecording struct {
 func (p *DisaggPlan) recording(runs []*disaggRun) *DisaggRecording {
 	rec := &DisaggRecording{
 		Workload: p.Workload, Duration: p.Duration, Speedup: p.Speedup, SLO: p.SLO, ITLSLO: p.ITLSLO, Static: p.Static,
-		Setup: fmt.Sprintf("%s replicas in both pools, model load %v, KV caches moved in %v for 1,000 prompt tokens; autoscaled pools start at %d prefill and %d decode",
-			p.Profile, p.ModelLoad, p.Transfer(1000).Round(time.Millisecond), p.Initial[0], p.Initial[1]),
+		Setup: fmt.Sprintf("%s replicas in both pools, model load %v, KV caches moved in %v for 1,000 prompt tokens; autoscaled pools start at %d prefill and %d decode; "+
+			"drain (preStop, grace) %v, %v prefill and %v, %v decode",
+			p.Profile, p.ModelLoad, p.Transfer(1000).Round(time.Millisecond), p.Initial[0], p.Initial[1],
+			p.Drain[0].PreStop, p.Drain[0].Grace, p.Drain[1].PreStop, p.Drain[1].Grace),
 	}
 	for _, r := range runs {
 		r.mu.Lock()

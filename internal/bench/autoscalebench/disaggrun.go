@@ -151,8 +151,8 @@ func (p *DisaggPlan) createPools(ctx context.Context, env *devenv.Env, r *disagg
 	if r.policy == DisaggStatic {
 		sizes = p.Static
 	}
-	for k, role := range disaggPools {
-		d := p.poolDeployment(r.namespace, role, int32(sizes[k]), r.policy == DisaggPerRole)
+	for k := range disaggPools {
+		d := p.poolDeployment(r.namespace, k, int32(sizes[k]), r.policy == DisaggPerRole)
 		if _, err := client.AppsV1().Deployments(r.namespace).Create(ctx, d, metav1.CreateOptions{}); err != nil {
 			return fmt.Errorf("autoscalebench: deployment %s in %s: %w", d.Name, r.namespace, err)
 		}

@@ -33,6 +33,14 @@ func splitPolicy(name string) (policy string, drain bool) {
 // vLLM request-duration histogram of the slice's requests on n replicas
 // shows it (simulated offline, as StaticNeed sizes the static policy).
 func streamDrain(reqs []trace.Request, p inferencesim.Profile, n int) (recommend.Drain, error) {
+	return streamDrainAs(reqs, p, n, wholeRequest)
+}
+
+// streamDrainAs is streamDrain for a pool that serves as(r) of each
+// request r: a disaggregated pool's streams are its part of each request,
+// as its servers' own request-duration histograms show them to `adapter
+// recommend`.
+func streamDrainAs(reqs []trace.Request, p inferencesim.Profile, n int, as func(trace.Request) inferencesim.Request) (recommend.Drain, error) {
 	bounds := append(inferencesim.VLLMRequestLatencyBuckets(), math.Inf(1))
 	h := &histogram.Histogram{Bounds: bounds, Counts: make([]float64, len(bounds))}
 	observe := func(c inferencesim.Completion) {
@@ -43,7 +51,7 @@ func streamDrain(reqs []trace.Request, p inferencesim.Profile, n int) (recommend
 		h.Count++
 		h.Sum += s
 	}
-	if _, err := simulate(reqs, p, max(n, 1), observe); err != nil {
+	if _, err := simulateAs(reqs, p, max(n, 1), observe, as); err != nil {
 		return recommend.Drain{}, err
 	}
 	d := recommend.RecommendDrain(h, recommend.DefaultAutoscaler())

@@ -54,6 +54,18 @@ const rejected = -2
 // refused it, as simworld's round-robin does. finished, if not nil, hears
 // every request that completes.
 func simulate(reqs []trace.Request, p inferencesim.Profile, n int, finished func(inferencesim.Completion)) ([]time.Duration, error) {
+	return simulateAs(reqs, p, n, finished, wholeRequest)
+}
+
+// wholeRequest is a trace request as one server serves it, prompt and
+// output.
+func wholeRequest(r trace.Request) inferencesim.Request {
+	return inferencesim.Request{ContextTokens: r.ContextTokens, GeneratedTokens: r.GeneratedTokens}
+}
+
+// simulateAs is simulate with each request made a server's by as: a
+// disaggregated pool's part of it.
+func simulateAs(reqs []trace.Request, p inferencesim.Profile, n int, finished func(inferencesim.Completion), as func(trace.Request) inferencesim.Request) ([]time.Duration, error) {
 	origin := time.Unix(0, 0)
 	engines := make([]*inferencesim.Engine, n)
 	for i := range engines {
@@ -67,8 +79,7 @@ func simulate(reqs []trace.Request, p inferencesim.Profile, n int, finished func
 	ttft := make([]time.Duration, len(reqs))
 	for i, r := range reqs {
 		ttft[i] = -1
-		req := inferencesim.Request{ContextTokens: r.ContextTokens, GeneratedTokens: r.GeneratedTokens}
-		err := engines[i%n].SubmitNotify(origin.Add(r.At), req, func(d time.Duration) { ttft[i] = d })
+		err := engines[i%n].SubmitNotify(origin.Add(r.At), as(r), func(d time.Duration) { ttft[i] = d })
 		switch {
 		case errors.Is(err, inferencesim.ErrInvalidRequest):
 			ttft[i] = rejected
