@@ -1,9 +1,10 @@
 package provider
 
 import (
+	"strings"
+
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"strings"
 
 	"github.com/gpuscale/gpuscale/pkg/signal"
 )
