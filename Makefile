@@ -184,6 +184,9 @@ bench:
 # Replays the recorded hour of LLM traffic under four autoscaling policies
 # (about 12 minutes at the default 6x); docs/autoscaling.md. Pass flags
 # with BENCH_FLAGS, e.g. BENCH_FLAGS="--start=40m --duration=2m".
+# BENCH_FLAGS=--disaggregated replays the disaggregated workload instead (a
+# prefill and a decode Deployment under static, single-pool and per-role
+# HPAs, about 9 minutes) beside its offline replay (make bench-disaggregated).
 bench-autoscale:
 	hack/control-plane-build.sh >/dev/null
 	$(GO) run ./hack/bench-autoscale $(BENCH_FLAGS)

@@ -182,8 +182,10 @@ func (p *DisaggPlan) EnvOptions(dir string, clock *Clock, log *slog.Logger) deve
 }
 
 // poolDeployment is a pool's Deployment: the bench's simulated vLLM
-// server, draining as `adapter recommend` advises, its pods labelled with
-// their role when the policy reads roles.
+// server, draining as `adapter recommend` advises for a vLLM that exits
+// once idle (--shutdown-timeout, recommend.WaitDrain: disaggregated
+// serving needs a vLLM that has it), its pods labelled with their role
+// when the policy reads roles.
 func (p *DisaggPlan) poolDeployment(namespace string, pool int, replicas int32, labelRole bool) *appsv1.Deployment {
 	role := disaggPools[pool]
 	var labels map[string]string
@@ -191,7 +193,7 @@ func (p *DisaggPlan) poolDeployment(namespace string, pool int, replicas int32, 
 		labels = map[string]string{provider.RolePodLabel: string(role)}
 	}
 	d := namedWorkload(namespace, poolName(role), p.Profile, replicas, p.wall(p.ModelLoad), labels,
-		func(t *corev1.PodTemplateSpec) { drainPod(t, p.Drain[pool], p.Speedup) })
+		func(t *corev1.PodTemplateSpec) { waitDrainPod(t, p.Drain[pool].Wait, p.Speedup) })
 	for i, e := range d.Spec.Template.Spec.Containers[0].Env {
 		if e.Name == "SIM_MODEL" {
 			d.Spec.Template.Spec.Containers[0].Env[i].Value = disaggModel
@@ -227,7 +229,8 @@ func (p *DisaggPlan) disaggAutoscaler(policy, namespace string, pool int) (*auto
 	default:
 		return nil, fmt.Errorf("autoscalebench: disaggregated policy %q has no HPA", policy)
 	}
-	minR, maxR := int32(1), int32(p.MaxReplicas[pool])
+	// The pool's start until releaseStart lowers it.
+	minR, maxR := int32(p.Initial[pool]), int32(p.MaxReplicas[pool])
 	return &autoscalingv2.HorizontalPodAutoscaler{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace},
 		Spec: autoscalingv2.HorizontalPodAutoscalerSpec{

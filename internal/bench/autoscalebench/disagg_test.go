@@ -1,6 +1,9 @@
 package autoscalebench
 
 import (
+	"fmt"
+	"math"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -45,8 +48,13 @@ func TestDisaggPlanDrainsEachPool(t *testing.T) {
 		if got := provider.RoleOf(tmpl.Labels); got != disaggPools[k] {
 			t.Errorf("pool %d's pods have role %q, want %q", k, got, disaggPools[k])
 		}
-		if want := int64((p.Drain[k].PreStop.Seconds() + 5) / 6); tmpl.Spec.Containers[0].Lifecycle.PreStop.Sleep.Seconds > want {
-			t.Errorf("pool %d's preStop sleep %d s (wall), want at most %d", k, tmpl.Spec.Containers[0].Lifecycle.PreStop.Sleep.Seconds, want)
+		// The drain of a vLLM that exits once idle, in wall time: a
+		// 1 s sleep (the 5 s endpoint lag), the streams' timeout.
+		c := tmpl.Spec.Containers[0]
+		want := fmt.Sprintf("--shutdown-timeout=%d", int64(math.Ceil(p.Drain[k].Wait.ShutdownTimeout.Seconds()/6)))
+		if c.Lifecycle.PreStop.Sleep.Seconds != 1 || !slices.Contains(c.Args, want) ||
+			*tmpl.Spec.TerminationGracePeriodSeconds <= 1+int64(math.Ceil(p.Drain[k].Wait.ShutdownTimeout.Seconds()/6)) {
+			t.Errorf("pool %d: sleep %d s, args %v, grace %d s; want 1 s, %s and a grace over both", k, c.Lifecycle.PreStop.Sleep.Seconds, c.Args, *tmpl.Spec.TerminationGracePeriodSeconds, want)
 		}
 		if plain := p.poolDeployment("ns", k, 1, false); provider.RoleOf(plain.Spec.Template.Labels) != provider.RoleNone {
 			t.Errorf("pool %d without roles: labels %v", k, plain.Spec.Template.Labels)

@@ -40,9 +40,9 @@ func (p *DisaggPlan) recording(runs []*disaggRun) *DisaggRecording {
 	rec := &DisaggRecording{
 		Workload: p.Workload, Duration: p.Duration, Speedup: p.Speedup, SLO: p.SLO, ITLSLO: p.ITLSLO, Static: p.Static,
 		Setup: fmt.Sprintf("%s replicas in both pools, model load %v, KV caches moved in %v for 1,000 prompt tokens; autoscaled pools start at %d prefill and %d decode; "+
-			"drain (preStop, grace) %v, %v prefill and %v, %v decode",
+			"drain (preStop sleep, --shutdown-timeout) %v and %v prefill, %v and %v decode",
 			p.Profile, p.ModelLoad, p.Transfer(1000).Round(time.Millisecond), p.Initial[0], p.Initial[1],
-			p.Drain[0].PreStop, p.Drain[0].Grace, p.Drain[1].PreStop, p.Drain[1].Grace),
+			p.Drain[0].Wait.PreStop, p.Drain[0].Wait.ShutdownTimeout, p.Drain[1].Wait.PreStop, p.Drain[1].Wait.ShutdownTimeout),
 	}
 	for _, r := range runs {
 		r.mu.Lock()

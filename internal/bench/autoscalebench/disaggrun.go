@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/util/retry"
 
 	"github.com/gpuscale/gpuscale/internal/harness/devenv"
 	"github.com/gpuscale/gpuscale/pkg/inferencesim"
@@ -93,6 +94,7 @@ func RunDisagg(ctx context.Context, env *devenv.Env, p *DisaggPlan, clock *Clock
 	}
 	bgCtx, stop := context.WithCancel(ctx)
 	var bg sync.WaitGroup
+	bg.Go(func() { p.releaseStart(bgCtx, env, runs) })
 	bg.Go(func() { p.sample(bgCtx, env, runs, clock, start) })
 	for _, r := range runs {
 		bg.Go(func() { p.handOver(bgCtx, env, r, clock, start) })
@@ -317,6 +319,45 @@ func (p *DisaggPlan) handOver(ctx context.Context, env *devenv.Env, r *disaggRun
 			return
 		case <-r.wake:
 		case <-timer.C:
+		}
+	}
+}
+
+// releaseStart lowers every HPA's minReplicas from the pool's starting
+// size to 1 once the scale-down stabilization window has passed. An HPA
+// that ran before the slice remembers, for that window, the size it held
+// and scales down no further; a new one has no memory and may shrink a
+// pool at its first sync, before the load it starts into has shown. The
+// offline replay's HPA starts with that memory (offlinereplay.newHPA).
+func (p *DisaggPlan) releaseStart(ctx context.Context, env *devenv.Env, runs []*disaggRun) {
+	var window time.Duration
+	if down := recommendedBehavior(p.ModelLoad, p.Speedup).ScaleDown; down != nil && down.StabilizationWindowSeconds != nil {
+		window = time.Duration(*down.StabilizationWindowSeconds) * time.Second
+	}
+	select {
+	case <-ctx.Done():
+		return
+	case <-time.After(window):
+	}
+	one := int32(1)
+	for _, r := range runs {
+		if r.policy == DisaggStatic {
+			continue
+		}
+		hpas := env.Cluster.Client().AutoscalingV2().HorizontalPodAutoscalers(r.namespace)
+		for _, role := range disaggPools {
+			err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+				h, err := hpas.Get(ctx, poolName(role), metav1.GetOptions{})
+				if err != nil {
+					return err
+				}
+				h.Spec.MinReplicas = &one
+				_, err = hpas.Update(ctx, h, metav1.UpdateOptions{})
+				return err
+			})
+			if err != nil && ctx.Err() == nil {
+				p.Log.Warn("cannot lower an HPA's minReplicas to 1", "policy", r.policy, "hpa", poolName(role), "err", err)
+			}
 		}
 	}
 }

@@ -71,3 +71,17 @@ func drainPod(tmpl *corev1.PodTemplateSpec, d recommend.Drain, speedup float64) 
 	tmpl.Spec.TerminationGracePeriodSeconds = &grace
 	tmpl.Spec.Containers[0].Lifecycle = &corev1.Lifecycle{PreStop: &corev1.LifecycleHandler{Sleep: &corev1.SleepAction{Seconds: preStop}}}
 }
+
+// waitDrainPod puts d's drain for a server that exits once idle on the
+// template's inference container in wall time, rounding up as drainPod
+// does: a sleep for the endpoint lag, vLLM's --shutdown-timeout for the
+// streams, and a grace period over both.
+func waitDrainPod(tmpl *corev1.PodTemplateSpec, d recommend.WaitDrain, speedup float64) {
+	wall := func(t time.Duration) int64 { return int64(math.Ceil(t.Seconds() / speedup)) }
+	preStop, timeout := wall(d.PreStop), wall(d.ShutdownTimeout)
+	grace := max(wall(d.Grace), preStop+timeout+1)
+	c := &tmpl.Spec.Containers[0]
+	tmpl.Spec.TerminationGracePeriodSeconds = &grace
+	c.Lifecycle = &corev1.Lifecycle{PreStop: &corev1.LifecycleHandler{Sleep: &corev1.SleepAction{Seconds: preStop}}}
+	c.Args = append(c.Args, fmt.Sprintf("--shutdown-timeout=%d", timeout))
+}

@@ -99,10 +99,25 @@ type Drain struct {
 	Over    bool
 	// PreStop is the preStop sleep; Grace the terminationGracePeriodSeconds.
 	PreStop, Grace time.Duration
+	// Wait is the drain of a server that finishes its streams after
+	// SIGTERM and exits once it holds none.
+	Wait WaitDrain
 	// Reasons explain PreStop and Grace, keyed "preStop" and
 	// "terminationGracePeriodSeconds".
 	Reasons  map[string]string
 	Warnings []string
+}
+
+// WaitDrain is the drain of a server that, after SIGTERM, finishes the
+// streams it holds and exits as soon as it holds none: vLLM 0.18 and later
+// with --shutdown-timeout (vLLM's Kubernetes guide; KServe and llm-d set
+// it). The preStop sleep then covers only the endpoint lag, and a removed
+// replica gives its GPUs back when its own last stream ends, not after the
+// longest stream any replica has served, as the sleep alone holds them.
+type WaitDrain struct {
+	// PreStop is the preStop sleep, ShutdownTimeout the server's
+	// --shutdown-timeout and Grace the terminationGracePeriodSeconds.
+	PreStop, ShutdownTimeout, Grace time.Duration
 }
 
 // Drain timing beyond the streams themselves. Neither depends on the
@@ -134,6 +149,11 @@ func RecommendDrain(streams *histogram.Histogram, ca Autoscaler) Drain {
 	}
 	d.PreStop = roundUp(d.Longest+EndpointLag, time.Second)
 	d.Grace = d.PreStop + exitAllowance
+	// A stream that starts within the endpoint lag ends within Longest
+	// of SIGTERM, which comes at the lag's end.
+	d.Wait.PreStop = roundUp(EndpointLag, time.Second)
+	d.Wait.ShutdownTimeout = roundUp(d.Longest, time.Second)
+	d.Wait.Grace = d.Wait.PreStop + d.Wait.ShutdownTimeout + exitAllowance
 	d.Reasons["preStop"] = fmt.Sprintf("every measured stream (%.0f) ended within %v of its arrival; the sleep adds %v for "+
 		"load balancers to stop sending to a pod that is no longer Ready, so a stream that starts then ends within it too",
 		d.Streams, d.Longest, EndpointLag)

@@ -168,6 +168,14 @@ func TestWriteYAML(t *testing.T) {
 		tmpl.Spec.Containers[0].Name != "vllm" || tmpl.Spec.Containers[0].Lifecycle.PreStop.Sleep.Seconds != 25 {
 		t.Errorf("pod template %+v, want vllm's preStop sleep 25 s (20 s streams + 5 s) and a 35 s grace period", tmpl.Spec)
 	}
+	// The drain of a server that exits once idle: the sleep covers the
+	// endpoint lag, the shutdown timeout the streams, the grace both.
+	if w := r.Drain.Wait; w.PreStop != 5*time.Second || w.ShutdownTimeout != 20*time.Second || w.Grace != 35*time.Second {
+		t.Errorf("drain with --shutdown-timeout %+v, want a 5 s sleep, 20 s timeout and 35 s grace", w)
+	}
+	if !strings.Contains(out, "#   and add --shutdown-timeout=20 to the server's args") || !strings.Contains(out, "#   terminationGracePeriodSeconds: 35, preStop sleep seconds: 5") {
+		t.Errorf("the output does not give the --shutdown-timeout drain:\n%s", out)
+	}
 	lines := strings.Split(out, "\n")
 	for i, l := range lines {
 		trimmed := strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(l), "- "))

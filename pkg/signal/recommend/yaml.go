@@ -54,6 +54,11 @@ func (r *Recommendation) writeDrain(w io.Writer) {
 	fmt.Fprintln(w, "        sleep:")
 	fmt.Fprintf(w, "          # %s\n", d.Reasons["preStop"])
 	fmt.Fprintf(w, "          seconds: %d\n", int64(d.PreStop.Seconds()))
+	fmt.Fprintln(w, "# vLLM 0.18 or later drains after SIGTERM with --shutdown-timeout and exits once idle, so a removed")
+	fmt.Fprintln(w, "# replica gives its GPUs back when its own streams end: instead of the sleep above, set")
+	fmt.Fprintf(w, "#   terminationGracePeriodSeconds: %d, preStop sleep seconds: %d (the endpoint lag),\n",
+		int64(d.Wait.Grace.Seconds()), int64(d.Wait.PreStop.Seconds()))
+	fmt.Fprintf(w, "#   and add --shutdown-timeout=%d to the server's args\n", int64(d.Wait.ShutdownTimeout.Seconds()))
 	fmt.Fprintln(w, "---")
 }
 
