@@ -33,6 +33,10 @@ type DisaggPolicyRecording struct {
 	PolicyRecording
 	Pools  [2][]Sample
 	ITLP90 []JSONFloat
+	// Capacity are the adapter's capacity estimates each pool's HPA
+	// read, every HPA sync: its Deployment's (per-role) or the model's
+	// (single-pool, the same for both pools); none for static.
+	PoolCapacity [2][]CapacityParts `json:",omitempty"`
 }
 
 // recording assembles the results.
@@ -57,8 +61,9 @@ func (p *DisaggPlan) recording(runs []*disaggRun) *DisaggRecording {
 		rec.Policies = append(rec.Policies, DisaggPolicyRecording{
 			PolicyRecording: PolicyRecording{Policy: r.policy, Describe: r.describe,
 				Requests: slices.Clone(r.outcomes), Samples: slices.Clone(r.samples)},
-			Pools:  [2][]Sample{slices.Clone(r.pools[0]), slices.Clone(r.pools[1])},
-			ITLP90: itl,
+			Pools:        [2][]Sample{slices.Clone(r.pools[0]), slices.Clone(r.pools[1])},
+			ITLP90:       itl,
+			PoolCapacity: [2][]CapacityParts{slices.Clone(r.capacity[0]), slices.Clone(r.capacity[1])},
 		})
 		r.mu.Unlock()
 	}

@@ -33,6 +33,10 @@ type disaggRun struct {
 	gaps    [][]float32
 	samples []Sample // both pools together
 	pools   [2][]Sample
+	// capacity are the adapter's capacity estimates each pool's HPA
+	// reads: its Deployment's (per-role) or the model's (single-pool,
+	// the same for both).
+	capacity [2][]CapacityParts
 	// handoffs are the prefilled requests whose KV caches are on their
 	// way to the decode pool; wake tells handOver of a new one.
 	handoffs []handoff
@@ -96,6 +100,7 @@ func RunDisagg(ctx context.Context, env *devenv.Env, p *DisaggPlan, clock *Clock
 	var bg sync.WaitGroup
 	bg.Go(func() { p.releaseStart(bgCtx, env, runs) })
 	bg.Go(func() { p.sample(bgCtx, env, runs, clock, start) })
+	bg.Go(func() { p.sampleCapacity(bgCtx, env, runs, clock, start) })
 	for _, r := range runs {
 		bg.Go(func() { p.handOver(bgCtx, env, r, clock, start) })
 	}
@@ -425,6 +430,45 @@ func (p *DisaggPlan) sample(ctx context.Context, env *devenv.Env, runs []*disagg
 			r.samples = append(r.samples, Sample{At: at, Desired: pools[0].Desired + pools[1].Desired,
 				Ready: pools[0].Ready + pools[1].Ready, Pods: pools[0].Pods + pools[1].Pods, GPUs: pools[0].GPUs + pools[1].GPUs})
 			r.mu.Unlock()
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// sampleCapacity records the adapter's capacity estimates of every
+// autoscaled pool every capacitySampleEvery of trace time until ctx is
+// done.
+func (p *DisaggPlan) sampleCapacity(ctx context.Context, env *devenv.Env, runs []*disaggRun, clock *Clock, start time.Time) {
+	t := time.NewTicker(p.wall(capacitySampleEvery))
+	defer t.Stop()
+	for {
+		at := clock.Now().Sub(start)
+		body, err := env.AdapterGet(ctx, "/metrics")
+		for _, r := range runs {
+			if err != nil || r.policy == DisaggStatic {
+				continue
+			}
+			for k, role := range disaggPools {
+				target := "model/" + disaggModel
+				if r.policy == DisaggPerRole {
+					target = "deployment/" + poolName(role)
+				}
+				var parts CapacityParts
+				var ok bool
+				if parts, ok, err = parseCapacityParts(body, r.namespace, target); ok {
+					parts.At = at
+					r.mu.Lock()
+					r.capacity[k] = append(r.capacity[k], parts)
+					r.mu.Unlock()
+				}
+			}
+		}
+		if err != nil && ctx.Err() == nil {
+			p.Log.Warn("cannot read the adapter's capacity estimates", "err", err)
 		}
 		select {
 		case <-ctx.Done():
