@@ -35,7 +35,9 @@ const (
 // generated on a decode replica. Both autoscaled policies' HPAs must read
 // their metrics and grow both pools with the load (the per-role policy's
 // Object metric per pool, the single-pool policy's External metric of the
-// model), serve every request, and cut no stream when they scale down.
+// model, which the pods serve under its Hugging Face id and the HPAs select
+// by its label value), serve every request, and cut no stream when they
+// scale down.
 func TestDisaggregatedShortSlice(t *testing.T) {
 	if os.Getenv("GPUSCALE_E2E") != "1" {
 		t.Skip("GPUSCALE_E2E is not 1; the replay runs through `make e2e` (part of `make test`)")

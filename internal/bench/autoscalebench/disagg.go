@@ -192,20 +192,14 @@ func (p *DisaggPlan) poolDeployment(namespace string, pool int, replicas int32, 
 	if labelRole {
 		labels = map[string]string{provider.RolePodLabel: string(role)}
 	}
-	d := namedWorkload(namespace, poolName(role), p.Profile, replicas, p.wall(p.ModelLoad), labels,
+	return namedWorkload(namespace, poolName(role), p.Profile, replicas, p.wall(p.ModelLoad), labels,
 		func(t *corev1.PodTemplateSpec) { waitDrainPod(t, p.Drain[pool].Wait, p.Speedup) })
-	for i, e := range d.Spec.Template.Spec.Containers[0].Env {
-		if e.Name == "SIM_MODEL" {
-			d.Spec.Template.Spec.Containers[0].Env[i].Value = disaggModel
-		}
-	}
-	return d
 }
 
-// disaggModel is the model both pools serve, under a name an HPA's
-// External metric selector can carry (vLLM's --served-model-name): a
-// Hugging Face name's "/" is not valid in a label selector's value.
-const disaggModel = "llama-3.1-8b-instruct"
+// disaggModel is the model both pools serve, under its Hugging Face id, as
+// an External metric's selector names it: by its label value
+// (provider.ModelLabelValue), since a selector's value cannot hold '/'.
+var disaggModel = provider.ModelLabelValue(inferencesim.DefaultModel)
 
 // disaggAutoscaler is a pool's HPA under policy, with `adapter recommend`'s
 // behavior for the model load, compressed by the speedup.

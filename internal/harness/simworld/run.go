@@ -39,10 +39,14 @@ func (w *World) Run(ctx context.Context) error {
 		UpdateFunc: func(any, any) { w.trigger() },
 		DeleteFunc: func(any) { w.trigger() },
 	}
-	for _, inf := range []cache.SharedIndexInformer{pods.Informer(), nodes.Informer()} {
-		if _, err := inf.AddEventHandler(kick); err != nil {
-			return fmt.Errorf("simworld: watch: %w", err)
-		}
+	// A pod's deletion is noted before the sync it triggers.
+	podKick := kick
+	podKick.UpdateFunc = func(old, new any) { w.noteDeletion(old, new); w.trigger() }
+	if _, err := pods.Informer().AddEventHandler(podKick); err != nil {
+		return fmt.Errorf("simworld: watch: %w", err)
+	}
+	if _, err := nodes.Informer().AddEventHandler(kick); err != nil {
+		return fmt.Errorf("simworld: watch: %w", err)
 	}
 	factory.Start(ctx.Done())
 	for typ, ok := range factory.WaitForCacheSync(ctx.Done()) {
@@ -153,6 +157,11 @@ func (w *World) releaseLocked(pods map[podKey]*corev1.Pod) (stop func()) {
 			continue
 		}
 		stops = append(stops, r.stop)
+	}
+	for k := range w.deletionGrace {
+		if pods[k] == nil { // gone, with no server to terminate
+			delete(w.deletionGrace, k)
+		}
 	}
 	for k, r := range w.exporter {
 		if p := pods[k]; p == nil || r.exited() || r.node != p.Spec.NodeName || r.addr != w.exporterAddr(p) {

@@ -132,8 +132,7 @@ func (r *inferenceRun) terminate(now func() time.Time, t termination, scale floa
 // background, counting what it aborts. p is the pod as last seen, nil once
 // gone; a grace period its deletion set overrides the spec's.
 func (w *World) terminateLocked(k podKey, r *inferenceRun, p *corev1.Pod) {
-	t := r.term
-	t.withDeletion(p)
+	t := w.terminationLocked(k, r, p)
 	w.terminating[k] = r
 	w.draining.Add(1)
 	go func() {
@@ -183,4 +182,37 @@ func (w *World) TerminatingNamed(namespace, prefix string) (pods, gpus int) {
 		}
 	}
 	return pods, gpus
+}
+
+// terminationLocked is how r's pod, last seen as p (nil once gone), ends:
+// its spec's, with the grace period its deletion first gave it
+// (noteDeletion), else the one p carries.
+func (w *World) terminationLocked(k podKey, r *inferenceRun, p *corev1.Pod) termination {
+	t := r.term
+	t.withDeletion(p)
+	if g, ok := w.deletionGrace[k]; ok {
+		t.grace = g
+		delete(w.deletionGrace, k)
+	}
+	return t
+}
+
+// noteDeletion keeps the grace period a pod's deletion first gives it,
+// from the watch event that marks it deleted. kwok, as a kubelet does once
+// the containers have exited, then deletes the pod again with a grace of
+// 0, at once, and a World that synced only after that would read 0 and
+// abort a drain that had its grace period. A later shortening by a user
+// (a second delete with a smaller grace) looks the same and is not
+// followed; a deletion that starts at 0 (kubectl delete --force) is.
+func (w *World) noteDeletion(oldObj, newObj any) {
+	old, _ := oldObj.(*corev1.Pod)
+	pod, _ := newObj.(*corev1.Pod)
+	if old == nil || pod == nil || old.DeletionTimestamp != nil || pod.DeletionTimestamp == nil || pod.DeletionGracePeriodSeconds == nil {
+		return
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if _, seen := w.deletionGrace[keyOf(pod)]; !seen {
+		w.deletionGrace[keyOf(pod)] = time.Duration(max(*pod.DeletionGracePeriodSeconds, 0)) * time.Second
+	}
 }

@@ -161,3 +161,46 @@ func (tw *testWorld) completed(t *testing.T, ns, name string) int {
 	}
 	return -1
 }
+
+// TestDeletionGraceIsTheFirst: a pod's termination takes the grace period
+// its deletion first gave it, not the 0 of kwok's own deletion once the pod
+// is marked (which a sync after both reads); a deletion that starts at 0
+// (kubectl delete --force) keeps it.
+func TestDeletionGraceIsTheFirst(t *testing.T) {
+	deleting := func(p *corev1.Pod, grace int64) *corev1.Pod {
+		d := p.DeepCopy()
+		now := metav1.Now()
+		d.DeletionTimestamp, d.DeletionGracePeriodSeconds = &now, &grace
+		return d
+	}
+	for _, tc := range []struct {
+		name   string
+		graces []int64 // the deletions, in turn
+		want   time.Duration
+	}{
+		{"a drain, then kwok's", []int64{43, 0}, 43 * time.Second},
+		{"forced", []int64{0}, 0},
+		{"a drain alone", []int64{90}, 90 * time.Second},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w := &World{deletionGrace: map[podKey]time.Duration{}}
+			running := pod("llm", "a", "n1", podIP(1, 1), InferenceImage, withGrace(90))
+			prev := running
+			for _, g := range tc.graces {
+				next := deleting(running, g)
+				w.noteDeletion(prev, next)
+				prev = next
+			}
+			r := &inferenceRun{term: terminationOf(prev, &prev.Spec.Containers[0])}
+			w.mu.Lock()
+			got := w.terminationLocked(keyOf(prev), r, prev)
+			w.mu.Unlock()
+			if got.grace != tc.want {
+				t.Errorf("grace %v, want %v", got.grace, tc.want)
+			}
+			if len(w.deletionGrace) != 0 {
+				t.Errorf("the noted grace outlived its termination: %v", w.deletionGrace)
+			}
+		})
+	}
+}

@@ -145,6 +145,9 @@ type World struct {
 	// namespace, the requests they dropped (terminate.go).
 	terminating map[podKey]*inferenceRun
 	aborted     map[string]inferencesim.Aborted
+	// deletionGrace is the grace period each pod's deletion first gave
+	// it (noteDeletion), until its server's termination reads it.
+	deletionGrace map[podKey]time.Duration
 }
 
 // muteKey is a pod's inference server or exporter, by image prefix.
@@ -194,8 +197,9 @@ func New(o Options) (*World, error) {
 		next:       map[string]int{},
 		stopDrains: make(chan struct{}),
 
-		terminating: map[podKey]*inferenceRun{},
-		aborted:     map[string]inferencesim.Aborted{},
+		terminating:   map[podKey]*inferenceRun{},
+		aborted:       map[string]inferencesim.Aborted{},
+		deletionGrace: map[podKey]time.Duration{},
 	}, nil
 }
 
