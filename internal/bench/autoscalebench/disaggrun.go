@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/util/retry"
 
+	"github.com/gpuscale/gpuscale/internal/bench/trace"
 	"github.com/gpuscale/gpuscale/internal/harness/devenv"
 	"github.com/gpuscale/gpuscale/pkg/inferencesim"
 )
@@ -206,21 +207,8 @@ func (p *DisaggPlan) dispatch(ctx context.Context, env *devenv.Env, runs []*disa
 	if err != nil {
 		return Stats{}, err
 	}
-	lags := make([]time.Duration, 0, len(p.Requests))
 	var stats Stats
-	timer := time.NewTimer(0)
-	defer timer.Stop()
-	for i, req := range p.Requests {
-		due := wallStart.Add(p.wall(req.At))
-		if wait := time.Until(due); wait > 0 {
-			timer.Reset(wait)
-			select {
-			case <-ctx.Done():
-				return stats, ctx.Err()
-			case <-timer.C:
-			}
-		}
-		lags = append(lags, max(0, time.Since(due)))
+	err = pace(ctx, p.Requests, wallStart, p.wall, &stats, func(i int, req trace.Request) {
 		whole := inferencesim.Request{ContextTokens: req.ContextTokens, GeneratedTokens: req.GeneratedTokens}
 		for _, r := range runs {
 			// The whole request is checked as its server would: no
@@ -243,11 +231,8 @@ func (p *DisaggPlan) dispatch(ctx context.Context, env *devenv.Env, runs []*disa
 				p.Log.Debug("request not delivered", "policy", r.policy, "request", i, "err", err)
 			}
 		}
-	}
-	slices.Sort(lags)
-	stats.DispatchLagMax = lags[len(lags)-1]
-	stats.DispatchLagP99 = lags[min(len(lags)-1, len(lags)*99/100)]
-	return stats, nil
+	})
+	return stats, err
 }
 
 // settle marks request i settled once, after mark (if not nil) records
@@ -481,26 +466,15 @@ func (p *DisaggPlan) sampleCapacity(ctx context.Context, env *devenv.Env, runs [
 // settle waits for the end of the slice, then up to Grace for streams
 // still running.
 func (p *DisaggPlan) settle(ctx context.Context, runs []*disaggRun, clock *Clock, start time.Time) error {
-	if rest := p.wall(p.Duration - clock.Now().Sub(start)); rest > 0 {
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(rest):
-		}
-	}
-	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, p.wall(p.Grace), true, func(context.Context) (bool, error) {
+	return settleWithin(ctx, p.wall(p.Duration-clock.Now().Sub(start)), p.wall(p.Grace), func() bool {
 		for _, r := range runs {
 			r.mu.Lock()
 			left := r.left
 			r.mu.Unlock()
 			if left > 0 {
-				return false, nil
+				return false
 			}
 		}
-		return true, nil
+		return true
 	})
-	if err != nil && !errors.Is(err, context.DeadlineExceeded) {
-		return err
-	}
-	return nil
 }

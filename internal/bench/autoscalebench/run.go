@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/wait"
 
+	"github.com/gpuscale/gpuscale/internal/bench/trace"
 	"github.com/gpuscale/gpuscale/internal/harness/devenv"
 	"github.com/gpuscale/gpuscale/internal/harness/simworld"
 	"github.com/gpuscale/gpuscale/pkg/inferencesim"
@@ -248,21 +249,8 @@ func sample(ctx context.Context, env *devenv.Env, p *Plan, runs []*policyRun, cl
 // its arrival time on the compressed clock.
 func dispatch(ctx context.Context, env *devenv.Env, p *Plan, runs []*policyRun, wallStart time.Time) (Stats, error) {
 	selector := labels.SelectorFromSet(labels.Set{"app": workloadName})
-	lags := make([]time.Duration, 0, len(p.Requests))
 	var stats Stats
-	timer := time.NewTimer(0)
-	defer timer.Stop()
-	for i, req := range p.Requests {
-		due := wallStart.Add(p.wall(req.At))
-		if wait := time.Until(due); wait > 0 {
-			timer.Reset(wait)
-			select {
-			case <-ctx.Done():
-				return stats, ctx.Err()
-			case <-timer.C:
-			}
-		}
-		lags = append(lags, max(0, time.Since(due)))
+	err := pace(ctx, p.Requests, wallStart, p.wall, &stats, func(i int, req trace.Request) {
 		sim := inferencesim.Request{ContextTokens: req.ContextTokens, GeneratedTokens: req.GeneratedTokens}
 		for _, r := range runs {
 			_, err := env.World.SendFollow(r.namespace, selector, sim, inferencesim.Follow{FirstToken: r.firstToken(i), Aborted: r.aborted(i)})
@@ -278,11 +266,35 @@ func dispatch(ctx context.Context, env *devenv.Env, p *Plan, runs []*policyRun, 
 				p.Log.Debug("request not delivered", "policy", r.policy, "request", i, "err", err)
 			}
 		}
+	})
+	return stats, err
+}
+
+// pace calls send with each request at its arrival, wall(At) after
+// wallStart, and records in stats how late the calls came.
+func pace(ctx context.Context, reqs []trace.Request, wallStart time.Time, wall func(time.Duration) time.Duration, stats *Stats, send func(int, trace.Request)) error {
+	lags := make([]time.Duration, 0, len(reqs))
+	timer := time.NewTimer(0)
+	defer timer.Stop()
+	for i, req := range reqs {
+		due := wallStart.Add(wall(req.At))
+		if wait := time.Until(due); wait > 0 {
+			timer.Reset(wait)
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-timer.C:
+			}
+		}
+		lags = append(lags, max(0, time.Since(due)))
+		send(i, req)
 	}
-	slices.Sort(lags)
-	stats.DispatchLagMax = lags[len(lags)-1]
-	stats.DispatchLagP99 = lags[min(len(lags)-1, len(lags)*99/100)]
-	return stats, nil
+	if len(lags) > 0 {
+		slices.Sort(lags)
+		stats.DispatchLagMax = lags[len(lags)-1]
+		stats.DispatchLagP99 = lags[min(len(lags)-1, len(lags)*99/100)]
+	}
+	return nil
 }
 
 // firstToken records request i's time to first token.
@@ -328,24 +340,30 @@ func (r *policyRun) reject(i int) {
 // settle waits for the end of the slice, then up to Grace for requests
 // still waiting for their first token.
 func settle(ctx context.Context, p *Plan, runs []*policyRun, clock *Clock, start time.Time) error {
-	if rest := p.wall(p.Duration - clock.Now().Sub(start)); rest > 0 {
+	return settleWithin(ctx, p.wall(p.Duration-clock.Now().Sub(start)), p.wall(p.Grace), func() bool {
+		for _, r := range runs {
+			r.mu.Lock()
+			done := r.settled == len(r.outcomes)
+			r.mu.Unlock()
+			if !done {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+// settleWithin waits rest (wall time: the slice's end), then up to grace
+// until done.
+func settleWithin(ctx context.Context, rest, grace time.Duration, done func() bool) error {
+	if rest > 0 {
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-time.After(rest):
 		}
 	}
-	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, p.wall(p.Grace), true, func(context.Context) (bool, error) {
-		for _, r := range runs {
-			r.mu.Lock()
-			done := r.settled == len(r.outcomes)
-			r.mu.Unlock()
-			if !done {
-				return false, nil
-			}
-		}
-		return true, nil
-	})
+	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, grace, true, func(context.Context) (bool, error) { return done(), nil })
 	if err != nil && !errors.Is(err, context.DeadlineExceeded) {
 		return err
 	}
