@@ -55,8 +55,9 @@ func promQLScenario(t *testing.T, server, prefix string) {
 	// between two reading times.
 	env.World.SetRate(ns, sel, 10)
 	// A router for a model with no server: both sources serve its 0 in
-	// the per-model queue depth.
-	if _, err := env.Cluster.Client().CoreV1().Pods(ns).Create(ctx, devenv.RouterPod(ns, "epp", map[string]string{"app": "idle"}, "model-idle"), metav1.CreateOptions{}); err != nil {
+	// the per-model queue depth. It names the model as Hugging Face does,
+	// with a '/', which a selector names by its label value (comparisons).
+	if _, err := env.Cluster.Client().CoreV1().Pods(ns).Create(ctx, devenv.RouterPod(ns, "epp", map[string]string{"app": "idle"}, "org/model-idle"), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	for q, want := range map[string]float64{
@@ -225,6 +226,9 @@ func comparisons(ns string) []comparison {
 		{path: cm + "nodes/gpu-node-2/gpu_utilization", abs: 20},
 		{path: cm + "nodes/gpu-node-3/gpu_utilization", abs: 20},
 		{path: "/apis/external.metrics.k8s.io/v1beta1/namespaces/" + ns + "/inference_queue_depth", abs: 4},
+		// The router's model, org/model-idle, by its label value: in
+		// PromQL a regex matcher whose '_' stands for the '/'.
+		{path: "/apis/external.metrics.k8s.io/v1beta1/namespaces/" + ns + "/inference_queue_depth?labelSelector=model_name%3Dorg_model-idle", abs: 1},
 		{path: cm + "namespaces/" + ns + "/deployments.apps/llm/inference_ttft_seconds_p90", abs: 0.1, rel: 0.5},
 	}
 }
