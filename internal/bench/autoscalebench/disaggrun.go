@@ -83,19 +83,8 @@ func RunDisagg(ctx context.Context, env *devenv.Env, p *DisaggPlan, clock *Clock
 		"static", p.Static, "initial", p.Initial, "max", p.MaxReplicas, "wall", p.wall(p.Duration).Round(time.Second))
 
 	start, wallStart := clock.Now(), time.Now()
-	for _, r := range runs {
-		if r.policy == DisaggStatic {
-			continue
-		}
-		for k := range disaggPools {
-			hpa, err := p.disaggAutoscaler(r.policy, r.namespace, k)
-			if err != nil {
-				return nil, Stats{}, err
-			}
-			if _, err := env.Cluster.Client().AutoscalingV2().HorizontalPodAutoscalers(r.namespace).Create(ctx, hpa, metav1.CreateOptions{}); err != nil {
-				return nil, Stats{}, fmt.Errorf("autoscalebench: create the %s HPA of %s: %w", hpa.Name, r.policy, err)
-			}
-		}
+	if err := p.createHPAs(ctx, env, runs); err != nil {
+		return nil, Stats{}, err
 	}
 	bgCtx, stop := context.WithCancel(ctx)
 	var bg sync.WaitGroup
@@ -116,6 +105,25 @@ func RunDisagg(ctx context.Context, env *devenv.Env, p *DisaggPlan, clock *Clock
 	}
 	p.logHPAs(ctx, env, runs)
 	return p.recording(runs), stats, nil
+}
+
+// createHPAs makes each autoscaled policy's two HPAs.
+func (p *DisaggPlan) createHPAs(ctx context.Context, env *devenv.Env, runs []*disaggRun) error {
+	for _, r := range runs {
+		if r.policy == DisaggStatic {
+			continue
+		}
+		for k := range disaggPools {
+			hpa, err := p.disaggAutoscaler(r.policy, r.namespace, k)
+			if err != nil {
+				return err
+			}
+			if _, err := env.Cluster.Client().AutoscalingV2().HorizontalPodAutoscalers(r.namespace).Create(ctx, hpa, metav1.CreateOptions{}); err != nil {
+				return fmt.Errorf("autoscalebench: create the %s HPA of %s: %w", hpa.Name, r.policy, err)
+			}
+		}
+	}
+	return nil
 }
 
 // logHPAs logs each HPA's conditions at the end: why an HPA did not
