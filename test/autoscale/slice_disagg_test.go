@@ -19,7 +19,8 @@ import (
 	"github.com/gpuscale/gpuscale/internal/harness/devenv"
 )
 
-// The disaggregated slice: six minutes of the disaggregated workload from
+// The disaggregated slice (this file sorts after replay_test.go so that
+// TestReplayShortSlice, timing-sensitive, keeps its place in the run): six minutes of the disaggregated workload from
 // minute 5, as the first code-completion rush (prefill work) climbs beside
 // the chat (decode work). `make bench-autoscale BENCH_FLAGS=--disaggregated`
 // replays all 45 minutes (docs/autoscaling.md, "Prefill/decode
