@@ -62,7 +62,7 @@ func main() {
 	flag.DurationVar(&f.objective, "capacity-ttft-objective", 0, "The capacity policy's TTFT objective (0: the SLO).")
 	flag.DurationVar(&f.window, "capacity-window", time.Minute, "The capacity policy's prefill-time window (the adapter's --ttft-window).")
 	flag.BoolVar(&f.need, "per-minute-need", false, "Print each minute's arrivals and the fewest static replicas that meet it, and exit.")
-	flag.BoolVar(&f.parts, "capacity-parts", false, "Print the capacity estimate's parts at each minute's first sync.")
+	flag.BoolVar(&f.parts, "capacity-parts", false, "Print the capacity estimate's parts at each minute's first sync (with --disaggregated: each policy's and pool's).")
 	flag.Float64Var(&f.runningTarget, "running-requests-target", 16, "The running-requests policy's averageValue.")
 	flag.DurationVar(&f.down, "capacity-scale-down-window", 0, "The capacity policy's scale-down stabilization window (0: what `adapter recommend` gives).")
 	flag.IntVar(&f.downPercent, "capacity-scale-down-percent", 0, "The capacity policy's scale-down rate in percent per --capacity-scale-down-period, beside `adapter recommend`'s (0: what it gives).")
@@ -104,7 +104,7 @@ func run(f flags) error {
 		o.ReactiveHold, o.ReactiveMargin = f.reactiveHold, f.reactiveMargin
 		o.CapacityTarget = f.capacityTarget
 		o.Targets.RequestsRunning = f.runningTarget
-		o.Parts = partsPrinter(f.parts)
+		o.Parts = partsPrinter(f.parts, "")
 		o.Capacity = func(c *capacity.Config) {
 			c.SpreadKV = c.SpreadKV || f.spreadKV
 			c.MeasuredArrivals = c.MeasuredArrivals || f.measuredArrivals
@@ -248,7 +248,7 @@ func minutes(r robustness.Report) int {
 }
 
 // partsPrinter prints the first estimate of each minute, if on.
-func partsPrinter(on bool) func(time.Time, capacity.Estimate) {
+func partsPrinter(on bool, prefix string) func(time.Time, capacity.Estimate) {
 	if !on {
 		return nil
 	}
@@ -259,9 +259,24 @@ func partsPrinter(on bool) func(time.Time, capacity.Estimate) {
 			return
 		}
 		last = m
-		fmt.Printf("  minute %2d: ready %2d demand %5.1f forecast %5.1f | KV term %4.1f (slots %5.1f per replica %4.1f disp %.3f late %.3f res %5.1fs slack %4.2fs) | prefill term %4.1f (busy %4.2f, backlog %4.2f, max busy %.3f, disp %.3f, over %.3f) | ttft %5.2f corr %.2f | needed %5.1f\n",
-			m, e.Replicas, e.Demand, e.Forecast, e.KVNeeded, e.Slots, e.PerReplica, e.KVDispersion, e.LateBudget, e.Residence, e.Slack,
+		fmt.Printf("%s  minute %2d: ready %2d demand %5.1f forecast %5.1f | KV term %4.1f (slots %5.1f per replica %4.1f disp %.3f late %.3f res %5.1fs slack %4.2fs) | prefill term %4.1f (busy %4.2f, backlog %4.2f, max busy %.3f, disp %.3f, over %.3f) | ttft %5.2f corr %.2f | needed %5.1f\n",
+			prefix, m, e.Replicas, e.Demand, e.Forecast, e.KVNeeded, e.Slots, e.PerReplica, e.KVDispersion, e.LateBudget, e.Residence, e.Slack,
 			e.PrefillNeeded, e.PrefillBusy, e.PrefillBacklog, e.Prefill.MaxBusy, e.Dispersion, e.Prefill.OverObjective, e.MeasuredTTFT, e.Correction, e.Needed)
+	}
+}
+
+// disaggPartsPrinter prints, per policy and pool, the first estimate of
+// each minute (--capacity-parts with --disaggregated).
+func disaggPartsPrinter() func(string, time.Time, string, capacity.Estimate) {
+	printers := map[string]func(time.Time, capacity.Estimate){}
+	return func(policy string, now time.Time, pool string, e capacity.Estimate) {
+		key := policy + " " + pool
+		p, ok := printers[key]
+		if !ok {
+			p = partsPrinter(true, fmt.Sprintf("%-11s %-7s", policy, pool))
+			printers[key] = p
+		}
+		p(now, e)
 	}
 }
 
@@ -311,6 +326,9 @@ func runDisagg(f flags) error {
 	w := workload.Disaggregated()
 	b := offlinereplay.NewDisaggBench(slice(w.Generate(robustness.Seed), f.start, f.duration), slo, f.itl)
 	b.Config.SyncPhase = f.phase
+	if f.parts {
+		b.Parts = disaggPartsPrinter()
+	}
 	static, out, err := b.Run()
 	if err != nil {
 		return err

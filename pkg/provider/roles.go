@@ -103,6 +103,20 @@ func oneValue(r labels.Requirement) (string, bool) {
 // stream ends, seconds later, so that a request that waits misses the
 // objective, and the other half of the tail is the prefill pool's. A pool
 // of whole requests keeps the configuration.
+//
+// A role's pool holds its closed loop open (its correction bounds 1 and 1:
+// the measured quantile is still exported, and corrects nothing). The loop
+// corrects the model by the objective's quantile measured over the
+// window, and no server of either pool measures the objective's quantity:
+// a prefill server's time to first token ends where the cache's transfer
+// starts, and a decode server's starts where the transfer ends. Each pool
+// would correct itself by its part of a tail, against a share of the
+// objective that is itself an estimate (the decode pool's median), so each
+// would chase the other pool's error: on the real HPA controller the
+// prefill pool's loop read a quiet prefill tail as spare capacity and
+// took a tenth to a fifth off the pool, which lost minutes where arrivals
+// rose, and the decode pool's read the rush's own backlog as a model error
+// and added a quarter to its pool for the rest of the hour.
 func RoleCapacityConfig(cfg capacity.Config, role Role) capacity.Config {
 	switch role {
 	case RolePrefill:
@@ -110,6 +124,9 @@ func RoleCapacityConfig(cfg capacity.Config, role Role) capacity.Config {
 		cfg.PrefillPool = true
 	case RoleDecode:
 		cfg.Quantile = 1 - (1-cfg.Quantile)/2
+	default:
+		return cfg
 	}
+	cfg.MinCorrection, cfg.MaxCorrection = 1, 1
 	return cfg
 }

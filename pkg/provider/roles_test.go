@@ -139,8 +139,9 @@ func TestCapacityPerRole(t *testing.T) {
 }
 
 // TestRoleCapacityConfig: a prefill pool has no ITL term and a prefill
-// term that holds; a decode pool keeps half the tail for slot waits; a
-// pool of whole requests keeps the adapter's configuration.
+// term that holds; a decode pool keeps half the tail for slot waits; both
+// hold the closed loop open; a pool of whole requests keeps the adapter's
+// configuration, its loop included.
 func TestRoleCapacityConfig(t *testing.T) {
 	base := capacity.DefaultConfig()
 	base.ITLObjective = 100 * time.Millisecond
@@ -149,16 +150,23 @@ func TestRoleCapacityConfig(t *testing.T) {
 		itl      time.Duration
 		quantile float64
 		pool     bool
+		loop     [2]float64 // correction bounds
 	}{
-		{provider.RoleNone, 100 * time.Millisecond, 0.9, false},
-		{provider.RolePrefill, 0, 0.9, true},
-		{provider.RoleDecode, 100 * time.Millisecond, 0.95, false},
+		{provider.RoleNone, 100 * time.Millisecond, 0.9, false, [2]float64{base.MinCorrection, base.MaxCorrection}},
+		{provider.RolePrefill, 0, 0.9, true, [2]float64{1, 1}},
+		{provider.RoleDecode, 100 * time.Millisecond, 0.95, false, [2]float64{1, 1}},
 	} {
 		got := provider.RoleCapacityConfig(base, tc.role)
 		if got.ITLObjective != tc.itl || math.Abs(got.Quantile-tc.quantile) > 1e-12 || got.PrefillPool != tc.pool || got.Objective != base.Objective {
 			t.Errorf("role %q: ITL %v quantile %v prefill pool %v objective %v; want %v %v %v %v",
 				tc.role, got.ITLObjective, got.Quantile, got.PrefillPool, got.Objective, tc.itl, tc.quantile, tc.pool, base.Objective)
 		}
+		if b := [2]float64{got.MinCorrection, got.MaxCorrection}; b != tc.loop {
+			t.Errorf("role %q: correction bounds %v, want %v", tc.role, b, tc.loop)
+		}
+	}
+	if base.MinCorrection == 1 && base.MaxCorrection == 1 {
+		t.Fatal("the default configuration holds the loop open: the test cannot tell a role's from it")
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 	"github.com/gpuscale/gpuscale/internal/bench/trace"
 	"github.com/gpuscale/gpuscale/internal/bench/workload"
 	"github.com/gpuscale/gpuscale/pkg/inferencesim"
+	"github.com/gpuscale/gpuscale/pkg/signal/capacity"
 )
 
 // TestDisaggregatedGoal is issue #29's goal on the whole disaggregated
@@ -45,6 +46,43 @@ func TestDisaggregatedGoal(t *testing.T) {
 	}
 	if role.Result.ITLMet < role.Result.TTFTMet || role.Result.Unserved != 0 {
 		t.Errorf("per-role: ITL met in %d minutes, TTFT in %d, %d unserved", role.Result.ITLMet, role.Result.TTFTMet, role.Result.Unserved)
+	}
+}
+
+// TestDisaggLoopInputs: the replay hands every pool's TTFT histograms to
+// the estimators, as the adapter does, so the single-pool signal's closed
+// loop measures and corrects as on the real HPA controller, while each
+// role's pool measures its part of the time to first token and holds its
+// loop open (provider.RoleCapacityConfig).
+func TestDisaggLoopInputs(t *testing.T) {
+	tr := trace.Trace{Requests: workload.Disaggregated().Generate(2026)}
+	b := offlinereplay.NewDisaggBench(tr.Slice(5*time.Minute, 15*time.Minute), 2*time.Second, 150*time.Millisecond)
+	measured := map[string]int{}
+	corrected := map[string]int{}
+	b.Parts = func(policy string, _ time.Time, pool string, e capacity.Estimate) {
+		key := policy + "/" + pool
+		if e.MeasuredTTFT > 0 {
+			measured[key]++
+		}
+		if e.Correction != 1 {
+			corrected[key]++
+		}
+	}
+	if _, _, err := b.Run(); err != nil {
+		t.Fatal(err)
+	}
+	for _, key := range []string{"single-pool/model", "per-role/prefill", "per-role/decode"} {
+		if measured[key] == 0 {
+			t.Errorf("%s: no estimate measured a TTFT quantile (measured %v)", key, measured)
+		}
+	}
+	if corrected["single-pool/model"] == 0 {
+		t.Errorf("single-pool: the closed loop never corrected (corrected %v)", corrected)
+	}
+	for _, key := range []string{"per-role/prefill", "per-role/decode"} {
+		if corrected[key] != 0 {
+			t.Errorf("%s: %d estimates corrected by the closed loop, want none", key, corrected[key])
+		}
 	}
 }
 

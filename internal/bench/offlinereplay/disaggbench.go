@@ -25,6 +25,9 @@ type DisaggBench struct {
 	// InitialPools are the autoscaled policies' replicas at the start.
 	InitialPools [numPools]int
 	Policies     []string
+	// Parts, when set, is called with every capacity estimate of every
+	// autoscaled policy (DisaggOptions.Parts), after the policy's name.
+	Parts func(policy string, now time.Time, pool string, e capacity.Estimate)
 }
 
 // NewDisaggBench is the bench's setup for reqs: the L4 profile, the bench's
@@ -64,8 +67,11 @@ func (b DisaggBench) Run() (static [numPools]int, out []DisaggOutcome, err error
 		}
 		// The behavior is `adapter recommend`'s for the model's load
 		// time, as the robustness replay gives the recommended policy.
-		pol, beh, err := NewDisaggPolicy(name, DisaggOptions{Capacity: cc, Startup: b.Config.ModelLoad,
-			MaxReplicas: [numPools]int{2 * static[Prefill], 2 * static[Decode]}})
+		o := DisaggOptions{Capacity: cc, Startup: b.Config.ModelLoad, MaxReplicas: [numPools]int{2 * static[Prefill], 2 * static[Decode]}}
+		if b.Parts != nil {
+			o.Parts = func(now time.Time, pool string, e capacity.Estimate) { b.Parts(name, now, pool, e) }
+		}
+		pol, beh, err := NewDisaggPolicy(name, o)
 		if err != nil {
 			return static, nil, err
 		}

@@ -66,7 +66,9 @@ func NewDisaggPolicy(name string, o DisaggOptions) (DisaggPolicy, [numPools]Beha
 
 // capacityPods is what the adapter hands the estimator of a pool's pods:
 // a decode pool's without prefill times, a prefill pool's without token
-// gaps (provider.capacityPods); role-blind, everything.
+// gaps (provider.capacityPods); role-blind, everything. Every pool's TTFT
+// histograms go with them, as the adapter's do: the closed loop reads
+// them where the configuration leaves it closed.
 func capacityPods(v View, role provider.Role) []capacity.Pod {
 	pods := make([]capacity.Pod, 0, len(v.Pods))
 	for _, p := range v.Pods {
@@ -75,7 +77,7 @@ func capacityPods(v View, role provider.Role) []capacity.Pod {
 			cp.Startup = p.ReadyAt.Sub(p.Created)
 			if p.Data {
 				cp.Data, cp.Running, cp.Waiting, cp.KVPercent = true, float64(p.Running), float64(p.Waiting), 100*p.KVUsage
-				cp.UID = p.Name
+				cp.UID, cp.TTFT = p.Name, p.TTFT
 				if role != provider.RoleDecode {
 					cp.Prefill = p.Prefill
 				}
