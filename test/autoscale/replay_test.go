@@ -44,6 +44,15 @@ const (
 	sliceDuration = 3 * time.Minute
 )
 
+// attempts bounds the slice's replays. A replay's minutes are judged in
+// real time, so a machine too loaded to serve the slice on time (a cold CI
+// run compiling beside it) loses minutes under every policy. Static
+// provisioning is the control: the offline sizing says which minutes it
+// meets (plan.StaticMet), and a replay in which it met fewer measured the
+// machine, not the policies, so the slice is replayed again before any
+// policy is judged.
+const attempts = 2
+
 func TestReplayShortSlice(t *testing.T) {
 	if os.Getenv("GPUSCALE_E2E") != "1" {
 		t.Skip("GPUSCALE_E2E is not 1; the replay runs through `make e2e` (part of `make test`)")
@@ -62,23 +71,27 @@ func TestReplayShortSlice(t *testing.T) {
 	t.Logf("%d requests; static need %d replicas (SLO met in %d of %d minutes), start at %d, HPAs 1-%d",
 		len(plan.Requests), plan.Static, plan.StaticMet, plan.Minutes, plan.Initial, plan.MaxReplicas)
 
-	ctx, cancel := context.WithTimeout(t.Context(), 15*time.Minute)
-	defer cancel()
-	clock := autoscalebench.NewClock(cfg.Speedup)
-	env, err := devenv.Up(ctx, plan.EnvOptions(t.TempDir(), clock, cfg.Log))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := env.Down(); err != nil {
-			t.Errorf("teardown: %v", err)
+	var (
+		rec  *autoscalebench.Recording
+		sums map[string]autoscalebench.Summary
+	)
+	for attempt := 1; ; attempt++ {
+		rec = replaySlice(t, cfg, plan)
+		sums = map[string]autoscalebench.Summary{}
+		for _, s := range autoscalebench.Summarize(*rec) {
+			sums[s.Policy] = s
 		}
-	})
-	rec, stats, err := autoscalebench.Run(ctx, env, plan, clock)
-	if err != nil {
-		t.Fatal(err)
+		static := sums[autoscalebench.PolicyStatic]
+		if static.MinutesMet >= plan.StaticMet {
+			break
+		}
+		if attempt == attempts {
+			t.Fatalf("static provisioning met the SLO in %d of %d minutes in each of %d replays, where its offline sizing meets %d: "+
+				"the machine could not serve the slice on time, so no policy can be judged", static.MinutesMet, static.Minutes, attempts, plan.StaticMet)
+		}
+		t.Logf("replay %d: static provisioning met %d of %d minutes, its sizing %d: the machine was too loaded to judge; replaying the slice again",
+			attempt, static.MinutesMet, static.Minutes, plan.StaticMet)
 	}
-	t.Logf("dispatch lag p99 %v, max %v; requests with no ready replica %d", stats.DispatchLagP99, stats.DispatchLagMax, stats.NoBackend)
 
 	out := filepath.Join("..", "..", "_output", "bench-autoscale-short")
 	if err := os.RemoveAll(out); err != nil {
@@ -89,9 +102,7 @@ func TestReplayShortSlice(t *testing.T) {
 	}
 	checkReportFiles(t, out, cfg.Policies)
 
-	sums := map[string]autoscalebench.Summary{}
 	for _, s := range autoscalebench.Summarize(*rec) {
-		sums[s.Policy] = s
 		t.Logf("FIGURE replay %s: TTFT p50 %.3fs p90 %.3fs p99 %.3fs, SLO minutes %d/%d, GPU-hours %.3f (%.0f%% of static), scale-ups %d, scale-downs %d, peak %d, unserved %d",
 			s.Policy, s.TTFTP50, s.TTFTP90, s.TTFTP99, s.MinutesMet, s.Minutes, s.GPUHours, 100*s.StaticFraction, s.ScaleUps, s.ScaleDowns, s.PeakReplicas, s.Unserved)
 		if s.Served+s.Unserved+s.Rejected != len(plan.Requests) {
@@ -121,6 +132,30 @@ func TestReplayShortSlice(t *testing.T) {
 	if static.PeakReplicas != plan.Static || static.ScaleUps+static.ScaleDowns != 0 {
 		t.Errorf("static policy: peak %d replicas, %d scale events; want %d and none", static.PeakReplicas, static.ScaleUps+static.ScaleDowns, plan.Static)
 	}
+}
+
+// replaySlice replays plan once under every policy on a control plane of
+// its own, torn down before it returns.
+func replaySlice(t *testing.T, cfg autoscalebench.Config, plan *autoscalebench.Plan) *autoscalebench.Recording {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 15*time.Minute)
+	defer cancel()
+	clock := autoscalebench.NewClock(cfg.Speedup)
+	env, err := devenv.Up(ctx, plan.EnvOptions(t.TempDir(), clock, cfg.Log))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if err := env.Down(); err != nil {
+			t.Errorf("teardown: %v", err)
+		}
+	}()
+	rec, stats, err := autoscalebench.Run(ctx, env, plan, clock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("dispatch lag p99 %v, max %v; requests with no ready replica %d", stats.DispatchLagP99, stats.DispatchLagMax, stats.NoBackend)
+	return rec
 }
 
 // checkReportFiles: the report, its JSON and every plot exist and parse.
