@@ -420,21 +420,25 @@ func (e *Estimator) estimate(st *workloadState, now time.Time, pods []Pod, objec
 		e.kvPerReplica(st, &est)
 	}
 
-	if est.Forecast == 0 {
+	if est.Forecast == 0 && est.PrefillNeeded == 0 {
 		// Nothing runs or waits and nothing is expected: no capacity
 		// is used, whatever a replica holds.
 		e.closeLoop(st, now, pods, 0, objective, &est)
 		est.LoadingCredit = float64(est.Loading) * est.PerReplica
 		return est, nil
 	}
-	if est.Slots <= 0 {
-		return Estimate{}, ErrNoCapacity
+	if est.Forecast > 0 {
+		if est.Slots <= 0 {
+			return Estimate{}, ErrNoCapacity
+		}
+		if est.PerReplica <= 0 {
+			return Estimate{}, fmt.Errorf("%w: %.3g requests fit a replica's KV cache", ErrNoCapacity, est.Slots)
+		}
+		est.KVNeeded = est.Forecast / est.PerReplica
 	}
-	if est.PerReplica <= 0 {
-		return Estimate{}, fmt.Errorf("%w: %.3g requests fit a replica's KV cache", ErrNoCapacity, est.Slots)
-	}
+	// A prefill pool found empty between its requests (prefillTerm)
+	// needs no KV room now, and its prefill work still counts.
 	est.LoadingCredit = float64(est.Loading) * est.PerReplica
-	est.KVNeeded = est.Forecast / est.PerReplica
 	model := max(est.KVNeeded, est.PrefillNeeded, est.ITLNeeded)
 	e.closeLoop(st, now, pods, model, objective, &est)
 	est.Needed = est.Correction * model

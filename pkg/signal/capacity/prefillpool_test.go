@@ -69,3 +69,53 @@ func TestPrefillPoolAndObjective(t *testing.T) {
 		})
 	}
 }
+
+// TestPrefillPoolFoundEmpty: a prefill replica holds a request only for its
+// prefill, so a busy prefill pool is often found with nothing running or
+// waiting at a scrape. Its window's prefill work is still its load: the
+// pool asks for the replicas that work needs, where a pool of whole
+// requests found empty, which holds each for its whole stream, is idle.
+func TestPrefillPoolFoundEmpty(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		pool bool
+	}{
+		{"prefill pool", true},
+		{"whole requests", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := DefaultConfig()
+			cfg.PrefillPool = tc.pool
+			e := New(cfg, nil)
+			k := Key{Namespace: "ns", Target: "deployment/llm-prefill"}
+			t0 := time.Unix(1000, 0)
+			// Two replicas, each taking 40 prefills of 0.3-0.5 s in
+			// 15 s, found empty at both scrapes.
+			empty := func(uid string, n float64) Pod {
+				return Pod{Ready: true, Data: true, UID: uid, Prefill: prefillHist(10, n)}
+			}
+			if _, err := e.Estimate(k, t0, []Pod{empty("a", 100), empty("b", 100)}); err != nil {
+				t.Fatal(err)
+			}
+			est, err := e.Estimate(k, t0.Add(15*time.Second), []Pod{empty("a", 140), empty("b", 140)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if est.Demand != 0 || est.Forecast != 0 || est.KVNeeded != 0 {
+				t.Fatalf("demand %v, forecast %v, KV term %v: want an empty pool's zeros", est.Demand, est.Forecast, est.KVNeeded)
+			}
+			if !tc.pool {
+				if est.Needed != 0 || est.Utilization != 0 {
+					t.Errorf("Needed %v, Utilization %v: want an idle pool", est.Needed, est.Utilization)
+				}
+				return
+			}
+			if est.PrefillBusy <= 0 || est.PrefillNeeded <= 0 {
+				t.Fatalf("prefill busy %v, term %v: want the window's prefill work", est.PrefillBusy, est.PrefillNeeded)
+			}
+			if est.Needed != est.PrefillNeeded || est.Utilization != est.Needed/2 {
+				t.Errorf("Needed %v, Utilization %v: want the prefill term %v over 2 replicas", est.Needed, est.Utilization, est.PrefillNeeded)
+			}
+		})
+	}
+}

@@ -234,7 +234,16 @@ func (e *Estimator) prefillTerm(st *workloadState, now time.Time, pods []Pod, ru
 	if e.cfg.PrefillPool && !est.Prefill.Reachable && est.Prefill.Requests > 0 {
 		est.Prefill = prefillPoolLimit(inc, objective.Seconds(), e.cfg.Quantile, d)
 	}
-	if (!est.Prefill.Reachable && !e.cfg.PrefillPool) || est.Prefill.MaxBusy <= 0 || est.Forecast <= 0 {
+	if (!est.Prefill.Reachable && !e.cfg.PrefillPool) || est.Prefill.MaxBusy <= 0 {
+		return
+	}
+	// A replica holds a request for its whole stream, so none running or
+	// waiting, and none expected, is an idle pool. A prefill pool holds
+	// one only for its prefill, a fraction of a second: at 60% busy its
+	// replicas are found empty at a scrape about half the time. Its
+	// window's prefill work is its load, and the pool reads idle when
+	// that work has left the window.
+	if est.Forecast <= 0 && !e.cfg.PrefillPool {
 		return
 	}
 	growth := 1.0
