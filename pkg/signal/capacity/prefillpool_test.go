@@ -1,8 +1,11 @@
 package capacity
 
 import (
+	"math"
 	"testing"
 	"time"
+
+	"github.com/gpuscale/gpuscale/pkg/signal/histogram"
 )
 
 // TestPrefillPoolAndObjective: the prefill term at the objective a call
@@ -115,6 +118,54 @@ func TestPrefillPoolFoundEmpty(t *testing.T) {
 			}
 			if est.Needed != est.PrefillNeeded || est.Utilization != est.Needed/2 {
 				t.Errorf("Needed %v, Utilization %v: want the prefill term %v over 2 replicas", est.Needed, est.Utilization, est.PrefillNeeded)
+			}
+		})
+	}
+}
+
+// TestPrefillPoolFoundEmptyHostile: the window's prefill work counts for a
+// pool found empty, so a pod's spoofed prefill histogram reaches the
+// estimate on that path too: a sum that is huge, infinite or not a number,
+// or counts that run backwards, give an error or a finite estimate, never
+// a non-finite one.
+func TestPrefillPoolFoundEmptyHostile(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		spoof func(h *histogram.Histogram)
+	}{
+		{"huge sum", func(h *histogram.Histogram) { h.Sum = 1e300 }},
+		{"infinite sum", func(h *histogram.Histogram) { h.Sum = math.Inf(1) }},
+		{"sum not a number", func(h *histogram.Histogram) { h.Sum = math.NaN() }},
+		{"counts running backwards", func(h *histogram.Histogram) {
+			for i := range h.Counts {
+				h.Counts[i] /= 4
+			}
+			h.Count /= 4
+		}},
+		{"count not a number", func(h *histogram.Histogram) { h.Count = math.NaN() }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := DefaultConfig()
+			cfg.PrefillPool = true
+			e := New(cfg, nil)
+			k := Key{Namespace: "ns", Target: "deployment/llm-prefill"}
+			t0 := time.Unix(1000, 0)
+			empty := func(uid string, h *histogram.Histogram) Pod {
+				return Pod{Ready: true, Data: true, UID: uid, Prefill: h}
+			}
+			if _, err := e.Estimate(k, t0, []Pod{empty("a", prefillHist(10, 100)), empty("b", prefillHist(10, 100))}); err != nil {
+				t.Fatal(err)
+			}
+			spoofed := prefillHist(10, 140)
+			tc.spoof(spoofed)
+			est, err := e.Estimate(k, t0.Add(15*time.Second), []Pod{empty("a", spoofed), empty("b", prefillHist(10, 140))})
+			if err != nil {
+				return
+			}
+			for name, v := range map[string]float64{"Needed": est.Needed, "Utilization": est.Utilization, "PrefillNeeded": est.PrefillNeeded, "PrefillBusy": est.PrefillBusy} {
+				if math.IsNaN(v) || math.IsInf(v, 0) || v < 0 {
+					t.Errorf("%s = %v, want a finite, non-negative number or an error", name, v)
+				}
 			}
 		})
 	}

@@ -1,6 +1,7 @@
 package capacity
 
 import (
+	"math"
 	"time"
 
 	"github.com/gpuscale/gpuscale/pkg/signal/histogram"
@@ -95,7 +96,12 @@ func (w *prefillWindow) observe(now time.Time, pods []Pod, window time.Duration,
 		}
 		next[p.UID] = h
 		if prev, ok := w.last[p.UID]; ok && !w.lastAt.IsZero() {
-			if inc, err := histogram.Increase(prev, h); err == nil {
+			// Validate leaves a histogram's sum alone (PromQL's quantiles
+			// do not read it); the adapter's ingest refuses a non-finite
+			// or negative one (signal.CheckTTFT), and a caller that did
+			// not check gets the increase dropped here, since the prefill
+			// term's busy time and the KV term's residence are sums.
+			if inc, err := histogram.Increase(prev, h); err == nil && inc.Sum >= 0 && !math.IsInf(inc.Sum, 0) {
 				parts = append(parts, inc)
 				counts = append(counts, inc.Count)
 			}
