@@ -72,13 +72,15 @@ func TestReplayShortSlice(t *testing.T) {
 		len(plan.Requests), plan.Static, plan.StaticMet, plan.Minutes, plan.Initial, plan.MaxReplicas)
 
 	var (
-		rec  *autoscalebench.Recording
-		sums map[string]autoscalebench.Summary
+		rec       *autoscalebench.Recording
+		summaries []autoscalebench.Summary
+		sums      map[string]autoscalebench.Summary
 	)
 	for attempt := 1; ; attempt++ {
 		rec = replaySlice(t, cfg, plan)
+		summaries = autoscalebench.Summarize(*rec)
 		sums = map[string]autoscalebench.Summary{}
-		for _, s := range autoscalebench.Summarize(*rec) {
+		for _, s := range summaries {
 			sums[s.Policy] = s
 		}
 		static := sums[autoscalebench.PolicyStatic]
@@ -102,7 +104,7 @@ func TestReplayShortSlice(t *testing.T) {
 	}
 	checkReportFiles(t, out, cfg.Policies)
 
-	for _, s := range autoscalebench.Summarize(*rec) {
+	for _, s := range summaries {
 		t.Logf("FIGURE replay %s: TTFT p50 %.3fs p90 %.3fs p99 %.3fs, SLO minutes %d/%d, GPU-hours %.3f (%.0f%% of static), scale-ups %d, scale-downs %d, peak %d, unserved %d",
 			s.Policy, s.TTFTP50, s.TTFTP90, s.TTFTP99, s.MinutesMet, s.Minutes, s.GPUHours, 100*s.StaticFraction, s.ScaleUps, s.ScaleDowns, s.PeakReplicas, s.Unserved)
 		if s.Served+s.Unserved+s.Rejected != len(plan.Requests) {
