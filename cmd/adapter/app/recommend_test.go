@@ -91,7 +91,7 @@ func TestWriteRecommendations(t *testing.T) {
 	if err := writeRecommendations(context.Background(), fake.NewClientset(recommendFixture()...), o, &out); err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"# HPA demo/llm -> Deployment/llm", "stabilizationWindowSeconds: 120", "# WARNING: terminationGracePeriodSeconds 900"} {
+	for _, want := range []string{"# HPA demo/llm -> Deployment/llm", "stabilizationWindowSeconds: 105", "# WARNING: terminationGracePeriodSeconds 900"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("output lacks %q:\n%s", want, out.String())
 		}

@@ -232,7 +232,7 @@ func (p *DisaggPlan) disaggAutoscaler(policy, namespace string, pool int) (*auto
 			MinReplicas:    &minR,
 			MaxReplicas:    maxR,
 			Metrics:        []autoscalingv2.MetricSpec{metric},
-			Behavior:       recommendedBehavior(p.ModelLoad, p.Speedup),
+			Behavior:       recommendedBehavior(p.ModelLoad+Scheduling, p.Speedup),
 		},
 	}, nil
 }

@@ -125,7 +125,7 @@ func NewPlan(cfg Config) (*Plan, error) {
 		cfg.Duration = end
 	}
 	p := &Plan{Config: cfg, profile: profile, Requests: cfg.Trace.Slice(cfg.Start, cfg.Duration)}
-	p.Targets.ModelLoad = cfg.ModelLoad
+	p.Targets.ModelLoad, p.Targets.Startup = cfg.ModelLoad, cfg.ModelLoad+Scheduling
 	if len(p.Requests) == 0 {
 		return nil, fmt.Errorf("autoscalebench: the trace has no requests in [%v, %v)", cfg.Start, cfg.Start+cfg.Duration)
 	}

@@ -59,9 +59,30 @@ type Targets struct {
 	// TTFT is the value of the Deployment's inference_ttft_seconds_p90:
 	// the SLO itself.
 	TTFT time.Duration
-	// ModelLoad, in trace time, is what `adapter recommend` would measure
-	// as the replicas' start-up time.
+	// ModelLoad, in trace time, is how long a new replica's server loads
+	// its model.
 	ModelLoad time.Duration
+	// Startup, in trace time, is what `adapter recommend` measures of the
+	// replicas: creation to Ready, the scheduling before the load
+	// included (0: ModelLoad). The recommended policies run its advice.
+	Startup time.Duration
+}
+
+// Scheduling is a new replica's time from its creation to the start of
+// its model load (scheduling, container start), which `adapter
+// recommend`'s creation-to-Ready start-up counts beside the load. The
+// offline replay starts its replicas that much later (its StartDelay);
+// the bench's HPAs get the advice for that start-up, which a pod that
+// loads for ModelLoad never takes less than.
+const Scheduling = 3 * time.Second
+
+// RecommendStartup is the start-up the recommended policies' behavior is
+// advised for: Startup, or ModelLoad where it is not set.
+func (t Targets) RecommendStartup() time.Duration {
+	if t.Startup > 0 {
+		return t.Startup
+	}
+	return t.ModelLoad
 }
 
 // namespaceFor is where a run's workload runs.
@@ -75,7 +96,7 @@ func describe(policy string, t Targets, static, minR, maxR int) string {
 	case PolicyQueueDepth:
 		return fmt.Sprintf("HPA: pods inference_queue_depth averageValue %s, %d-%d replicas", fmtFloat(t.QueueDepth), minR, maxR)
 	case PolicyQueueDepthRecommended:
-		return fmt.Sprintf("as queue-depth, with the behavior `adapter recommend` gives for a %v model load", t.ModelLoad)
+		return fmt.Sprintf("as queue-depth, with the behavior `adapter recommend` gives for a %v start-up", t.RecommendStartup())
 	case PolicyRunningRequests:
 		return fmt.Sprintf("HPA: pods inference_requests_running averageValue %s, %d-%d replicas", fmtFloat(t.RequestsRunning), minR, maxR)
 	case PolicyTTFT:
@@ -151,7 +172,7 @@ func autoscaler(policy, namespace string, t Targets, minR, maxR int32, speedup f
 	behavior := defaultBehavior()
 	compress(behavior, speedup)
 	if policy == PolicyQueueDepthRecommended || policy == PolicyCapacity {
-		behavior = recommendedBehavior(t.ModelLoad, speedup)
+		behavior = recommendedBehavior(t.RecommendStartup(), speedup)
 	}
 	return &autoscalingv2.HorizontalPodAutoscaler{
 		ObjectMeta: metav1.ObjectMeta{Name: workloadName, Namespace: namespace},
@@ -166,10 +187,10 @@ func autoscaler(policy, namespace string, t Targets, minR, maxR int32, speedup f
 }
 
 // recommendedBehavior is `adapter recommend`'s behavior for replicas that
-// take modelLoad to start, compressed by speedup.
-func recommendedBehavior(modelLoad time.Duration, speedup float64) *autoscalingv2.HorizontalPodAutoscalerBehavior {
+// take startup to start, compressed by speedup.
+func recommendedBehavior(startup time.Duration, speedup float64) *autoscalingv2.HorizontalPodAutoscalerBehavior {
 	rec := recommend.Recommend(recommend.Workload{
-		Startup: []time.Duration{modelLoad}, GPUsPerPod: 1, GPUsPerNode: 8,
+		Startup: []time.Duration{startup}, GPUsPerPod: 1, GPUsPerNode: 8,
 	}, recommend.DefaultAutoscaler())
 	compress(&rec.Behavior, speedup)
 	return &rec.Behavior

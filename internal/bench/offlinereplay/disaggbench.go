@@ -37,7 +37,7 @@ type DisaggBench struct {
 func NewDisaggBench(reqs []trace.Request, slo, itl time.Duration) DisaggBench {
 	return DisaggBench{
 		Config: DisaggConfig{Requests: reqs, Profile: inferencesim.L4Profile(), SLO: slo, ITLSLO: itl,
-			ModelLoad: time.Minute, StartDelay: 3 * time.Second, Grace: 30 * time.Second, Transfer: DefaultKVTransfer(),
+			ModelLoad: time.Minute, StartDelay: autoscalebench.Scheduling, Grace: 30 * time.Second, Transfer: DefaultKVTransfer(),
 			Scrape: 5 * time.Second, Sync: 15 * time.Second, SyncPhase: 7 * time.Second},
 		Limit: 20, InitialPools: [numPools]int{2, 3}, Policies: DisaggPolicies,
 	}
@@ -67,7 +67,7 @@ func (b DisaggBench) Run() (static [numPools]int, out []DisaggOutcome, err error
 		}
 		// The behavior is `adapter recommend`'s for the model's load
 		// time, as the robustness replay gives the recommended policy.
-		o := DisaggOptions{Capacity: cc, Startup: b.Config.ModelLoad, MaxReplicas: [numPools]int{2 * static[Prefill], 2 * static[Decode]}}
+		o := DisaggOptions{Capacity: cc, Startup: b.Config.ModelLoad + b.Config.StartDelay, MaxReplicas: [numPools]int{2 * static[Prefill], 2 * static[Decode]}}
 		if b.Parts != nil {
 			o.Parts = func(now time.Time, pool string, e capacity.Estimate) { b.Parts(name, now, pool, e) }
 		}

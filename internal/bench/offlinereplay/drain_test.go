@@ -26,7 +26,7 @@ func TestScaleDownCutsNoStream(t *testing.T) {
 		start, duration time.Duration // 0 duration: to the end
 		policy          string
 	}{
-		{"azure-llm-inference-2023-conv.csv", 18 * time.Minute, 5 * time.Minute, autoscalebench.Recommended},
+		{"azure-llm-inference-2023-conv.csv", 18 * time.Minute, 7 * time.Minute, autoscalebench.Recommended},
 		{"synthetic-burst.csv", 13 * time.Minute, 5 * time.Minute, autoscalebench.Recommended},
 		{"synthetic-code-completion.csv", 0, 0, autoscalebench.PolicyQueueDepth},
 	}

@@ -48,7 +48,8 @@ const hpaTolerance = 0.1
 // except where said, are the bench's.
 type PolicyOptions struct {
 	// Targets are the bench's HPA targets; Targets.TTFT is the SLO and
-	// Targets.ModelLoad the start-up time `adapter recommend` measures.
+	// Targets.RecommendStartup the start-up time `adapter recommend`
+	// measures.
 	Targets autoscalebench.Targets
 	// Objective and Window are the capacity signal's TTFT objective (0:
 	// the SLO) and prefill-time window (0: a minute); DownWindow, when not
@@ -104,7 +105,7 @@ func NewPolicy(name string, o PolicyOptions) (Policy, Behavior, error) {
 	case autoscalebench.PolicyQueueDepth:
 		return podsAverage{target: t.QueueDepth, value: waiting}, DefaultBehavior(1, maxR), nil
 	case autoscalebench.PolicyQueueDepthRecommended:
-		return podsAverage{target: t.QueueDepth, value: waiting}, Recommended(t.ModelLoad, 1, maxR), nil
+		return podsAverage{target: t.QueueDepth, value: waiting}, Recommended(t.RecommendStartup(), 1, maxR), nil
 	case autoscalebench.PolicyRunningRequests:
 		return podsAverage{target: t.RequestsRunning, value: running}, DefaultBehavior(1, maxR), nil
 	case autoscalebench.PolicyTTFT:
@@ -125,7 +126,7 @@ func NewPolicy(name string, o PolicyOptions) (Policy, Behavior, error) {
 		if o.Capacity != nil {
 			o.Capacity(&cfg)
 		}
-		b := Recommended(t.ModelLoad, 1, maxR)
+		b := Recommended(t.RecommendStartup(), 1, maxR)
 		if o.DownWindow > 0 {
 			b.DownWindow = o.DownWindow
 		}

@@ -101,7 +101,7 @@ type Setup struct {
 // DefaultSetup is the bench's: L4 replicas that load for a minute, a 5 s
 // scrape, a 15 s HPA sync, and its HPA targets.
 func DefaultSetup() Setup {
-	return Setup{Profile: inferencesim.L4Profile(), ModelLoad: time.Minute, StartDelay: 3 * time.Second,
+	return Setup{Profile: inferencesim.L4Profile(), ModelLoad: time.Minute, StartDelay: autoscalebench.Scheduling,
 		Grace: 30 * time.Second, Scrape: 5 * time.Second, Sync: 15 * time.Second, Phase: 7 * time.Second,
 		GPUUtil: 70, QueueDepth: 1, RunReq: 16, MaxOfStatic: 1}
 }
@@ -197,7 +197,7 @@ func runOne(w Workload, policies []string, s Setup) (Report, error) {
 	}
 	opts := offlinereplay.PolicyOptions{
 		Targets: autoscalebench.Targets{GPUUtilization: s.GPUUtil, QueueDepth: s.QueueDepth, RequestsRunning: s.RunReq,
-			TTFT: slo, ModelLoad: s.ModelLoad},
+			TTFT: slo, ModelLoad: s.ModelLoad, Startup: s.ModelLoad + s.StartDelay},
 		MaxReplicas: max(1, int(math.Ceil(s.MaxOfStatic*float64(static)))),
 	}
 	if s.Tweak != nil {

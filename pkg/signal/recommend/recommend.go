@@ -94,7 +94,6 @@ const (
 	hpaSyncPeriod          = 15 * time.Second  // the HPA controller's default --horizontal-pod-autoscaler-sync-period
 	hpaDefaultStabilize    = 300 * time.Second // the HPA's default scale-down stabilization window
 	minScaleDownStabilize  = 60 * time.Second
-	stabilizeStep          = 30 * time.Second
 	scaleUpPods            = 4
 	scaleDownPeriod        = 60 * time.Second
 	defaultTerminationWait = 30 * time.Second
@@ -139,10 +138,14 @@ func (r *Recommendation) scaleDown(ca Autoscaler) *autoscalingv2.HPAScalingRules
 	window := hpaDefaultStabilize
 	why := fmt.Sprintf("no Ready pod to measure start-up from: the HPA's default %v", hpaDefaultStabilize)
 	if r.StartupP95 > 0 {
-		window = max(minScaleDownStabilize, roundUp(r.StartupP95, stabilizeStep))
-		why = fmt.Sprintf("no shorter than the start-up p95 (%v over %d pods, rounded up to %v, at least %v): "+
+		// The HPA keeps one recommendation per sync, so a window of whole
+		// sync periods holds the syncs of a start-up and no more; a coarser
+		// step holds a fleet the load no longer needs (a 63 s start-up
+		// rounded to 30 s was held 90 s).
+		window = max(minScaleDownStabilize, roundUp(r.StartupP95, hpaSyncPeriod))
+		why = fmt.Sprintf("no shorter than the start-up p95 (%v over %d pods, rounded up to the HPA's %v sync period, at least %v): "+
 			"a replica removed in a dip shorter than that is needed again before a new one could be Ready",
-			r.StartupP95, len(r.Workload.Startup), stabilizeStep, minScaleDownStabilize)
+			r.StartupP95, len(r.Workload.Startup), hpaSyncPeriod, minScaleDownStabilize)
 	}
 	r.Reasons["scaleDown.stabilizationWindowSeconds"] = why
 	r.Reasons["scaleDown.policies[0].value"] = "one replica at a time: each removal takes the replica with the lowest deletion cost " +

@@ -33,7 +33,8 @@ func TestRecommend(t *testing.T) {
 		wantStabilize int32
 		wantWarnings  []string // substrings, one per warning, in order
 	}{
-		{"p95 rounded up to 30s", func(w *Workload, _ *Autoscaler) { w.Startup = secs(40, 50, 95, 60) }, 120, nil},
+		{"p95 rounded up to the sync period", func(w *Workload, _ *Autoscaler) { w.Startup = secs(40, 50, 95, 60) }, 105, nil},
+		{"a minute's load and scheduling", func(w *Workload, _ *Autoscaler) { w.Startup = secs(63) }, 75, nil},
 		{"fast start-up: at least 60s", func(w *Workload, _ *Autoscaler) { w.Startup = secs(5, 8, 12) }, 60, nil},
 		{"exact step stays", func(w *Workload, _ *Autoscaler) { w.Startup = secs(90) }, 90, nil},
 		{"nothing measured: HPA default", func(*Workload, *Autoscaler) {}, 300, []string{"no Ready pods"}},
@@ -56,7 +57,7 @@ func TestRecommend(t *testing.T) {
 			w.Startup, w.Current = secs(100, 200), withStabilization(60)
 		}, 210, []string{"scales down after 1m0s of lower load, faster than its pods start (p95 3m20s)"}},
 		{"default HPA window slower than start-up", func(w *Workload, _ *Autoscaler) { w.Startup = secs(200) }, 210, nil},
-		{"default HPA window faster than a slow start-up", func(w *Workload, _ *Autoscaler) { w.Startup = secs(400) }, 420,
+		{"default HPA window faster than a slow start-up", func(w *Workload, _ *Autoscaler) { w.Startup = secs(400) }, 405,
 			[]string{"scales down after 5m0s"}},
 	}
 	for _, tc := range cases {
