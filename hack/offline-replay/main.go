@@ -333,6 +333,6 @@ func runDisagg(f flags) error {
 	if err != nil {
 		return err
 	}
-	fmt.Printf("%s (%s), TTFT p90 %v and ITL p90 %v:\n\n%s", w.Name, w.About, slo, f.itl, offlinereplay.DisaggTable(static, out))
+	fmt.Printf("%s (%s), TTFT p90 %v and ITL p90 %v:\n\n%s\n%s", w.Name, w.About, slo, f.itl, offlinereplay.DisaggTable(static, out), b.Lost(out))
 	return nil
 }

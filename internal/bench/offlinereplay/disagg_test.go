@@ -165,3 +165,25 @@ func TestLiveMatchesOffline(t *testing.T) {
 		t.Errorf("the live setup is not a plan: %v", err)
 	}
 }
+
+// TestDisaggLost: the lost-minutes report names the minutes static meets
+// and a policy misses, with each pool's replicas after the minute's last
+// sync, and nothing for a minute static misses too.
+func TestDisaggLost(t *testing.T) {
+	b := offlinereplay.DisaggBench{Config: offlinereplay.DisaggConfig{Sync: 15 * time.Second, SyncPhase: 7 * time.Second}}
+	static := offlinereplay.DisaggResult{Result: offlinereplay.Result{MetMinute: []bool{true, true, false}, MinutesMet: 2}}
+	pol := offlinereplay.DisaggResult{
+		Result:     offlinereplay.Result{MetMinute: []bool{true, false, false}, P90: []float64{1, 2.4, 9}},
+		PrefillP90: []float64{0.5, 2.01, 8},
+		ITLP90:     []float64{0.08, 0.09, 0.1},
+	}
+	// Syncs at 7, 22, 37, 52 s (minute 0), 67, 82, 97, 112 s (minute 1), ...
+	pol.PoolDesired[offlinereplay.Prefill] = []int{2, 2, 2, 2, 3, 4, 5, 6, 7}
+	pol.PoolDesired[offlinereplay.Decode] = []int{3, 3, 3, 3, 3, 3, 4, 5, 5}
+	got := b.Lost([]offlinereplay.DisaggOutcome{{Policy: "static", Result: static}, {Policy: "per-role", Result: pol}})
+	want := "per-role: 1 of static's 2 minutes lost\n" +
+		"  minute  1: TTFT p90 2.40s (prefill 2.01s), ITL p90 90ms, replicas prefill 6 decode 5\n"
+	if got != want {
+		t.Errorf("Lost:\n%q\nwant\n%q", got, want)
+	}
+}

@@ -3,6 +3,7 @@ package offlinereplay
 import (
 	"fmt"
 	"math"
+	"strconv"
 	"strings"
 	"time"
 
@@ -102,6 +103,60 @@ func DisaggTable(static [numPools]int, out []DisaggOutcome) string {
 			r.PoolPeak[Prefill], r.PoolPeak[Decode], r.Unserved)
 	}
 	return b.String()
+}
+
+// Lost lists, for each autoscaled outcome, the minutes static's
+// (out[0]) meets and it does not: the minute's TTFT p90, the prefill pool's
+// part of it (arrival to the end of prefill), the ITL p90, and each pool's
+// replicas as its HPA left them at the minute's last sync. Each line is what
+// to read first when a policy loses a minute: which pool was short, and by
+// how much of the objective.
+func (b DisaggBench) Lost(out []DisaggOutcome) string {
+	if len(out) == 0 {
+		return ""
+	}
+	static := out[0].Result
+	var sb strings.Builder
+	for _, o := range out[1:] {
+		r := o.Result
+		var lost []string
+		for m, ok := range r.MetMinute {
+			if ok || m >= len(static.MetMinute) || !static.MetMinute[m] {
+				continue
+			}
+			lost = append(lost, fmt.Sprintf("  minute %2d: TTFT p90 %.2fs (prefill %.2fs), ITL p90 %.0fms, replicas prefill %s decode %s",
+				m, r.P90[m], at(r.PrefillP90, m), 1000*at(r.ITLP90, m),
+				b.poolAt(r.PoolDesired[Prefill], m), b.poolAt(r.PoolDesired[Decode], m)))
+		}
+		fmt.Fprintf(&sb, "%s: %d of static's %d minutes lost\n", o.Policy, len(lost), static.MinutesMet)
+		for _, l := range lost {
+			sb.WriteString(l + "\n")
+		}
+	}
+	return sb.String()
+}
+
+// poolAt is a pool's replicas after the last sync of minute m ("-" before
+// its first): desired holds one entry a sync, the first at SyncPhase.
+func (b DisaggBench) poolAt(desired []int, m int) string {
+	sync := b.Config.Sync
+	if sync <= 0 || len(desired) == 0 {
+		return "-"
+	}
+	end := time.Duration(m+1)*time.Minute - b.Config.SyncPhase
+	if end <= 0 {
+		return "-"
+	}
+	i := min(int((end-1)/sync), len(desired)-1)
+	return strconv.Itoa(desired[i])
+}
+
+// at is v[i], NaN past its end.
+func at(v []float64, i int) float64 {
+	if i < len(v) {
+		return v[i]
+	}
+	return math.NaN()
 }
 
 // minutesWith counts r's minutes with arrivals.
