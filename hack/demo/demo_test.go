@@ -79,3 +79,24 @@ func readmeYAML() (*autoscalingv2.HorizontalPodAutoscaler, error) {
 	var h autoscalingv2.HorizontalPodAutoscaler
 	return &h, yaml.UnmarshalStrict(block, &h)
 }
+
+// TestExampleBehaviorIsTheREADMEs: deploy/examples/hpa-capacity.yaml, the
+// README's HPA as a file to apply, carries the same behavior, the advice
+// of `adapter recommend` for the README's start-up.
+func TestExampleBehaviorIsTheREADMEs(t *testing.T) {
+	readme, err := readmeYAML()
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile("../../deploy/examples/hpa-capacity.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var example autoscalingv2.HorizontalPodAutoscaler
+	if err := yaml.UnmarshalStrict(b, &example); err != nil {
+		t.Fatal(err)
+	}
+	if example.Spec.Behavior == nil || !equality.Semantic.DeepEqual(*example.Spec.Behavior, *readme.Spec.Behavior) {
+		t.Errorf("deploy/examples/hpa-capacity.yaml's behavior %+v, the README's %+v", example.Spec.Behavior, *readme.Spec.Behavior)
+	}
+}

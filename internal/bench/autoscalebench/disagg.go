@@ -157,6 +157,13 @@ func NewDisaggPlan(cfg DisaggConfig) (*DisaggPlan, error) {
 	return p, nil
 }
 
+// behavior is `adapter recommend`'s advice for the pools' start-up, the
+// model load after Scheduling, which both pools' HPAs run and whose
+// scale-down window the start's hold lasts (releaseStart).
+func (p *DisaggPlan) behavior() *autoscalingv2.HorizontalPodAutoscalerBehavior {
+	return recommendedBehavior(p.ModelLoad+Scheduling, p.Speedup)
+}
+
 func (p *DisaggPlan) wall(d time.Duration) time.Duration {
 	return time.Duration(float64(d) / p.Speedup)
 }
@@ -232,7 +239,7 @@ func (p *DisaggPlan) disaggAutoscaler(policy, namespace string, pool int) (*auto
 			MinReplicas:    &minR,
 			MaxReplicas:    maxR,
 			Metrics:        []autoscalingv2.MetricSpec{metric},
-			Behavior:       recommendedBehavior(p.ModelLoad+Scheduling, p.Speedup),
+			Behavior:       p.behavior(),
 		},
 	}, nil
 }

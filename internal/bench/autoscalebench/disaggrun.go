@@ -329,7 +329,7 @@ func (p *DisaggPlan) handOver(ctx context.Context, env *devenv.Env, r *disaggRun
 // offline replay's HPA starts with that memory (offlinereplay.newHPA).
 func (p *DisaggPlan) releaseStart(ctx context.Context, env *devenv.Env, runs []*disaggRun) {
 	var window time.Duration
-	if down := recommendedBehavior(p.ModelLoad+Scheduling, p.Speedup).ScaleDown; down != nil && down.StabilizationWindowSeconds != nil {
+	if down := p.behavior().ScaleDown; down != nil && down.StabilizationWindowSeconds != nil {
 		window = time.Duration(*down.StabilizationWindowSeconds) * time.Second
 	}
 	select {
