@@ -15,33 +15,46 @@ import (
 
 	"github.com/gpuscale/gpuscale/pkg/adapter/store"
 	"github.com/gpuscale/gpuscale/pkg/signal"
+	"github.com/gpuscale/gpuscale/pkg/signal/dialect"
 	"github.com/gpuscale/gpuscale/pkg/signal/histogram"
 )
 
-// vLLM's TTFT bucket layout. Each sample gets its own copy, as each scrape
-// parses one.
-var vllmBounds = []float64{0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0,
-	2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0, 160.0, 640.0, 2560.0, math.Inf(1)}
+// scraped is a cumulative histogram of bounds (and +Inf) as one scrape
+// parses it, into its own slices: n requests, spread over the buckets.
+func scraped(bounds []float64, n int) *histogram.Histogram {
+	h := &histogram.Histogram{Bounds: append(slices.Clone(bounds), math.Inf(1)), Count: float64(n), Sum: float64(n) / 4}
+	h.Counts = make([]float64, len(h.Bounds))
+	for i := range h.Counts {
+		h.Counts[i] = float64(n * (i + 1) / len(h.Counts))
+	}
+	return h
+}
 
-func heapInUse() uint64 {
+// heapInUse returns, after two collections, the heap's spans in use (what
+// the process holds for the heap, fragmentation included) and the bytes of
+// live objects in them.
+func heapInUse() (spans, live uint64) {
 	runtime.GC()
 	runtime.GC()
 	var m runtime.MemStats
 	runtime.ReadMemStats(&m)
-	return m.HeapInuse
+	return m.HeapInuse, m.HeapAlloc
 }
 
 // BenchmarkMemory10kPods measures what the adapter holds for 10,000 pods:
 // the slimmed pod informer cache plus a full window (what the default
 // --ttft-window needs, at the default 5s scrape interval) of GPU and
-// inference samples (4 GPU signals, 3 inference gauges and a 22-bucket
-// TTFT histogram behind the 3 TTFT quantiles). Reported as heap-MiB.
+// inference samples: 4 GPU signals, 3 inference gauges, and vLLM's TTFT,
+// inter-token latency and prefill-time histograms, each parsed afresh as a
+// scrape parses it, its counts a few requests up at every scrape. Reported
+// as heap-MiB (the heap's spans in use) and live-MiB (its live objects).
 func BenchmarkMemory10kPods(b *testing.B) {
 	const pods = 10000
+	vllm, _ := dialect.Lookup(dialect.VLLM)
 	o := NewOptions()
 	o.Complete()
 	for i := 0; i < b.N; i++ {
-		base := heapInUse()
+		baseSpans, baseLive := heapInUse()
 		idx := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
 		st := o.newStore()
 		t0 := time.Now()
@@ -60,14 +73,16 @@ func BenchmarkMemory10kPods(b *testing.B) {
 				for sig := signal.QueueDepth; sig <= signal.KVCacheUtilization; sig++ {
 					inf.Set(sig, float64(s))
 				}
-				h := &histogram.Histogram{Bounds: slices.Clone(vllmBounds), Counts: make([]float64, len(vllmBounds)), Count: float64(s), Sum: float64(s)}
-				inf.TTFT = h
+				inf.TTFT = scraped(vllm.Reads[dialect.TTFT].Buckets, s)
+				inf.ITL = scraped(vllm.Reads[dialect.ITL].Buckets, 50*s)
+				inf.Prefill = scraped(vllm.Reads[dialect.Prefill].Buckets, s)
 				st.PutPod(k, signal.SourceGPU, g)
 				st.PutPod(k, signal.SourceInference, inf)
 			}
 		}
-		used := heapInUse() - base
-		b.ReportMetric(float64(used)/(1<<20), "heap-MiB")
+		spans, live := heapInUse()
+		b.ReportMetric(float64(spans-baseSpans)/(1<<20), "heap-MiB")
+		b.ReportMetric(float64(live-baseLive)/(1<<20), "live-MiB")
 		runtime.KeepAlive(idx)
 		runtime.KeepAlive(st)
 	}
