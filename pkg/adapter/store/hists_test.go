@@ -2,6 +2,7 @@ package store
 
 import (
 	"math"
+	"slices"
 	"testing"
 	"time"
 
@@ -87,4 +88,55 @@ func TestInvalidITLDropped(t *testing.T) {
 	if v, _ := got.Get(signal.QueueDepth); v != 3 {
 		t.Fatalf("queue %v, want 3", v)
 	}
+}
+
+// TestNewestHistogramsFromTheWindow: the newest sample's TTFT and ITL are
+// kept once, in the window, yet Latest and LatestHistEach give them back
+// equal to what was put, packed or not, and coverage counts them; a sample
+// without them gives none back.
+func TestNewestHistogramsFromTheWindow(t *testing.T) {
+	itl := func(n float64) *histogram.Histogram {
+		return &histogram.Histogram{Bounds: []float64{0.05, math.Inf(1)}, Counts: []float64{n, 2 * n}, Count: 2 * n, Sum: n / 10}
+	}
+	s := New(8)
+	k := Key{"ns", "p"}
+	for i := range 4 {
+		smp := Sample{Time: t0.Add(time.Duration(i) * 5 * time.Second), TTFT: hist(float64(i), float64(2*i), float64(3*i)), ITL: itl(float64(10 * i))}
+		if i == 2 {
+			smp.TTFT = hist(0.5, 1, 1) // fractional: kept whole, not packed
+		}
+		s.PutPod(k, signal.SourceInference, smp)
+		now := smp.Time
+		if held := s.pods["ns"].latest[signal.SourceInference][0]; held.TTFT != nil || held.ITL != nil {
+			t.Fatalf("scrape %d: the newest sample keeps its own copy of its histograms", i)
+		}
+		got, ok := s.Latest(k, signal.SourceInference, now, time.Second)
+		if !ok {
+			t.Fatalf("scrape %d: no newest sample", i)
+		}
+		var each [signal.NumHists]*histogram.Histogram
+		for kind := range signal.NumHists {
+			s.LatestHistEach(NewLookup("ns", []string{"p"}), signal.SourceInference, kind, now, time.Second, func(_ int, _ *Sample, h *histogram.Histogram) {
+				each[kind] = h
+			})
+		}
+		for kind, want := range map[signal.Hist]*histogram.Histogram{signal.HistTTFT: smp.TTFT, signal.HistITL: smp.ITL} {
+			for name, h := range map[string]*histogram.Histogram{"Latest": got.Hist(kind), "LatestHistEach": each[kind]} {
+				if h == nil || !histogram.SameBounds(h, want) || !slices.Equal(h.Counts, want.Counts) || h.Sum != want.Sum || h.Count != want.Count {
+					t.Fatalf("scrape %d: %s's %v = %+v, want %+v", i, name, kind, h, want)
+				}
+			}
+		}
+		if cov := s.PodCoverage(now, time.Second); cov[int(signal.NumSignals)+int(signal.HistITL)].Fresh != 1 {
+			t.Fatalf("scrape %d: ITL coverage %+v", i, cov[int(signal.NumSignals)+int(signal.HistITL)])
+		}
+	}
+	bare := Sample{Time: t0.Add(time.Minute)}
+	s.PutPod(k, signal.SourceInference, bare)
+	if got, _ := s.Latest(k, signal.SourceInference, bare.Time, time.Second); got.TTFT != nil || got.ITL != nil {
+		t.Fatal("a sample without histograms gives back its predecessor's")
+	}
+	s.LatestHistEach(NewLookup("ns", []string{"p"}), signal.SourceInference, signal.HistTTFT, bare.Time, time.Second, func(int, *Sample, *histogram.Histogram) {
+		t.Fatal("LatestHistEach gives a histogram the newest sample lacks")
+	})
 }

@@ -35,6 +35,9 @@ type Sample struct {
 	Prefill *histogram.Histogram
 	// Model is the served model, for per-model external metrics.
 	Model string
+	// inWindow has bit k set for each histogram kind k that the store
+	// keeps of this sample in its window only (objects.put).
+	inWindow uint8
 }
 
 // Hist returns the sample's histogram of kind h, nil if it has none.
@@ -46,6 +49,21 @@ func (s *Sample) Hist(h signal.Hist) *histogram.Histogram {
 		return s.ITL
 	}
 	return nil
+}
+
+func (s *Sample) setHist(h signal.Hist, v *histogram.Histogram) {
+	switch h {
+	case signal.HistTTFT:
+		s.TTFT = v
+	case signal.HistITL:
+		s.ITL = v
+	}
+}
+
+// hasHist reports whether the sample has a histogram of kind h, held by it
+// or by its window.
+func (s *Sample) hasHist(h signal.Hist) bool {
+	return s.Hist(h) != nil || s.inWindow&(1<<h) != 0
 }
 
 // Set records a signal's value.
@@ -167,7 +185,33 @@ func (o *objects) put(name string, src signal.Source, smp Sample, keep retention
 		// Only the newest sample keeps one (the window does not).
 		smp.Prefill.Bounds = lay.share(smp.Prefill, last.Prefill)
 	}
+	for k := range signal.NumHists {
+		if smp.Hist(k) != nil {
+			// The window's newest point holds it, mostly packed
+			// (80 bytes for vLLM's TTFT); a full copy here as well
+			// would cost about 250 bytes a pod and kind.
+			smp.setHist(k, nil)
+			smp.inWindow |= 1 << k
+		}
+	}
 	*last = smp
+}
+
+// withHists returns smp, slot i's newest sample from src, with the
+// histograms its window keeps unpacked into new histograms (their Bounds
+// shared with the store's).
+func (o *objects) withHists(i int, src signal.Source, smp Sample) Sample {
+	if smp.inWindow == 0 {
+		return smp
+	}
+	n := o.entries[i].windows[src].newest()
+	for k := range signal.NumHists {
+		if smp.inWindow&(1<<k) != 0 && n.hists[k].h != nil {
+			smp.setHist(k, n.hists[k].h.unpack(&histogram.Histogram{}))
+		}
+	}
+	smp.inWindow = 0
+	return smp
 }
 
 // fresh returns the newest sample of slot i from src, nil unless it is no
@@ -268,13 +312,15 @@ func (s *Store) PutNode(name string, smp Sample) {
 }
 
 // Latest returns the newest sample of a pod from a source, if it is no
-// older than maxAge at now. The copy is safe to keep.
+// older than maxAge at now. The copy is safe to keep; its histograms are
+// the store's or share their bounds with it, and are not to be modified.
 func (s *Store) Latest(k Key, src signal.Source, now time.Time, maxAge time.Duration) (Sample, bool) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	ns := s.pods[k.Namespace]
-	if smp := ns.fresh(ns.lookup(k.Name), src, now, maxAge); smp != nil {
-		return *smp, true
+	i := ns.lookup(k.Name)
+	if smp := ns.fresh(i, src, now, maxAge); smp != nil {
+		return ns.withHists(i, src, *smp), true
 	}
 	return Sample{}, false
 }
@@ -329,7 +375,8 @@ func (l *Lookup) slots(ns *objects) []int32 {
 
 // LatestEach calls fn(i, sample) for every name i of l that has a fresh
 // newest sample from src, all under one read lock: the Pods-metric path
-// over thousands of pods. fn must be quick and must not keep smp.
+// over thousands of pods. fn must be quick and must not keep smp. The
+// samples' TTFT and ITL are nil: LatestHistEach reads them.
 func (s *Store) LatestEach(l *Lookup, src signal.Source, now time.Time, maxAge time.Duration, fn func(i int, smp *Sample)) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
@@ -344,6 +391,39 @@ func (s *Store) LatestEach(l *Lookup, src signal.Source, now time.Time, maxAge t
 		}
 		if smp := &latest[j]; isFresh(smp, now, maxAge) {
 			fn(i, smp)
+		}
+	}
+}
+
+// LatestHistEach calls fn(i, sample, h) for every name i of l whose fresh
+// newest sample from src has a histogram of kind k: h, unpacked into a new
+// histogram that fn may keep (its Bounds are the store's, not to be
+// modified). fn must not keep smp.
+func (s *Store) LatestHistEach(l *Lookup, src signal.Source, k signal.Hist, now time.Time, maxAge time.Duration, fn func(i int, smp *Sample, h *histogram.Histogram)) {
+	if k >= signal.NumHists {
+		return
+	}
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	ns := s.pods[l.namespace]
+	if ns == nil {
+		return
+	}
+	latest := ns.latest[src]
+	for i, j := range l.slots(ns) {
+		if j < 0 {
+			continue
+		}
+		smp := &latest[j]
+		if !isFresh(smp, now, maxAge) || !smp.hasHist(k) {
+			continue
+		}
+		if h := smp.Hist(k); h != nil {
+			fn(i, smp, h)
+			continue
+		}
+		if p := ns.entries[j].windows[src].newest().hists[k].h; p != nil {
+			fn(i, smp, p.unpack(&histogram.Histogram{}))
 		}
 	}
 }
@@ -479,7 +559,7 @@ func cover(out *[int(signal.NumSignals) + int(signal.NumHists)]Coverage, n *Samp
 		}
 	}
 	for k := range signal.NumHists {
-		if n.Hist(k) != nil {
+		if n.hasHist(k) {
 			out[int(signal.NumSignals)+int(k)].add(n.Time)
 		}
 	}

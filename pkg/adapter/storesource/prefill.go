@@ -27,13 +27,13 @@ func (s *Source) PodPrefill(_ context.Context, set *provider.PodSet, sel labels.
 // PodTTFT implements provider.TTFTHistograms as PodPrefill does, with the
 // cumulative time-to-first-token histograms.
 func (s *Source) PodTTFT(_ context.Context, set *provider.PodSet, sel labels.Selector) ([]*histogram.Histogram, error) {
-	return s.newest(set, sel, func(smp *store.Sample) *histogram.Histogram { return smp.TTFT }), nil
+	return s.newestHist(set, sel, signal.HistTTFT), nil
 }
 
 // PodITL implements provider.ITLHistograms as PodPrefill does, with the
 // cumulative inter-token latency histograms.
 func (s *Source) PodITL(_ context.Context, set *provider.PodSet, sel labels.Selector) ([]*histogram.Histogram, error) {
-	return s.newest(set, sel, func(smp *store.Sample) *histogram.Histogram { return smp.ITL }), nil
+	return s.newestHist(set, sel, signal.HistITL), nil
 }
 
 // newest is each pod's histogram of the kind of, from its newest fresh
@@ -60,5 +60,23 @@ func (s *Source) newest(set *provider.PodSet, sel labels.Selector, of func(*stor
 			keep(i, &smp)
 		}
 	}
+	return out
+}
+
+// newestHist is newest for a latency histogram (TTFT, ITL), which the store
+// keeps in its windows rather than in the newest sample.
+func (s *Source) newestHist(set *provider.PodSet, sel labels.Selector, k signal.Hist) []*histogram.Histogram {
+	if set.Namespace == "" {
+		// Latest gives each sample with its histograms.
+		return s.newest(set, sel, func(smp *store.Sample) *histogram.Histogram { return smp.Hist(k) })
+	}
+	out := make([]*histogram.Histogram, len(set.Pods))
+	mm := newModelMatcher(sel)
+	lookup := provider.Memo(set, s.lookup, func() *store.Lookup { return store.NewLookup(set.Namespace, set.Names()) })
+	s.st.LatestHistEach(lookup, signal.SourceInference, k, s.now(), s.maxStaleness, func(i int, smp *store.Sample, h *histogram.Histogram) {
+		if mm.matches(smp.Model) {
+			out[i] = h
+		}
+	})
 	return out
 }
