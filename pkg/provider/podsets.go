@@ -8,80 +8,9 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/selection"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 )
-
-// PodSet is the Ready pods one API call asks about. The provider builds it
-// from the informer cache and, while no pod of the namespace changes,
-// hands the same set to every call with the same label selector, so a
-// Values source may keep what it derives from the set (Memo) instead of
-// deriving it on every call. A PodSet is never modified once built.
-type PodSet struct {
-	// Namespace is the namespace of every pod, "" when they span several.
-	Namespace string
-	// Pods are the Ready pods, in no particular order. They are the
-	// informer's objects: read them, never modify them.
-	Pods []*corev1.Pod
-	// names are the pods' names, copied while the pods are listed: at
-	// 10,000 pods, reading each pod object again later is a cache miss
-	// per pod.
-	names []string
-	// gen is the generation of the pods it was built from: of the pods
-	// that carry the label dep when byLabel, else of the namespace's.
-	gen     uint64
-	dep     labelPair
-	byLabel bool
-	// src is the generation gen was read from (nil when neither the
-	// namespace's pods nor the label's existed): checking it is a
-	// pointer read, where looking it up again cost most of evicting a set
-	// among 1,024. A table or label dropped moves its generation on first,
-	// so a set of one never looks current.
-	src  *generation
-	memo sync.Map
-	// While it is kept: key is its key, cost what keeping it is taken to
-	// cost (podSetCost), and newer and older its neighbours in the order
-	// of use, [all] among all sets and [inNS] among its namespace's.
-	key          podSetKey
-	cost         int64
-	newer, older [2]*PodSet
-}
-
-// NewPodSet returns a set of pods that the caller has already filtered
-// (all Ready, all in namespace unless namespace is "").
-func NewPodSet(namespace string, pods []*corev1.Pod) *PodSet {
-	names := make([]string, len(pods))
-	for i, p := range pods {
-		names[i] = p.Name
-	}
-	return &PodSet{Namespace: namespace, Pods: pods, names: names}
-}
-
-// Names returns the pods' names, aligned with Pods. The caller must not
-// modify the slice.
-func (s *PodSet) Names() []string { return s.names }
-
-// MemoKey names one thing a Values source derives from a PodSet, and its
-// type. Keys compare by identity: each NewMemoKey is a key of its own.
-// What is memoised must depend on the set's namespace and names only: a
-// set rebuilt after a pod change with the same names in the same order
-// starts with its predecessor's memos.
-type MemoKey[T any] struct{ name string }
-
-// NewMemoKey returns a key; name only helps debugging.
-func NewMemoKey[T any](name string) *MemoKey[T] { return &MemoKey[T]{name: name} }
-
-// Memo returns what build returned for key the first time it was asked
-// for set. build may run more than once when calls race; only one result
-// is kept.
-func Memo[T any](set *PodSet, key *MemoKey[T], build func() T) T {
-	if v, ok := set.memo.Load(key); ok {
-		return v.(T)
-	}
-	v, _ := set.memo.LoadOrStore(key, build())
-	return v.(T)
-}
 
 // PodEvents is where the provider learns that pods changed: the pod
 // informer whose lister it reads.
@@ -201,41 +130,6 @@ func (s *podSets) usedLocked(set *PodSet) {
 
 type podSetKey struct{ namespace, selector string }
 
-// podTable is one namespace's pods. Slots are dense: a deleted pod's slot
-// is taken by the last one.
-//
-// byLabel indexes the slots by label, so that a selector that requires a
-// label (a workload's selector does) is answered from the pods that carry
-// it rather than from all the namespace's: with 1,000 Deployments in one
-// namespace, matching each pod of the namespace against the selector was
-// most of each HPA call's cost. Each label also has its own generation, so
-// a set built from a label's pods stays current while pods without it
-// change. The index is the size of the pods' labels, which those who may
-// create pods choose, not readers: 10,000 pods with one label of their own
-// each (a StatefulSet's pod-name) and two shared grew the heap by 2.6 MiB.
-type podTable struct {
-	gen     *generation
-	slots   map[string]int32
-	pods    []*corev1.Pod
-	ready   []bool
-	byLabel map[labelPair]*posting
-}
-
-// labelPair is one label, key and value.
-type labelPair struct{ key, value string }
-
-// posting is the slots of the pods that carry one label, and the count of
-// changes at the latest change to any pod that carries it or carried it.
-type posting struct {
-	gen   *generation
-	slots map[int32]struct{}
-}
-
-// generation is the count of changes at the latest change to some pods.
-// It is its own small object so that a set can point at it without
-// keeping the pods' table or index alive.
-type generation struct{ n uint64 }
-
 func newPodSets(lister corelisters.PodLister) *podSets {
 	return &podSets{lister: lister, tables: map[string]*podTable{}, sets: map[podSetKey]*PodSet{}, byNS: map[string]*keptSets{}}
 }
@@ -313,49 +207,6 @@ func (s *podSets) put(obj any) {
 	t.index(pod.Labels, i, s.changes)
 }
 
-// index files slot i under each of lbl, unindex takes it out; both mark
-// each label changed at gen.
-func (t *podTable) index(lbl map[string]string, i int32, gen uint64) {
-	for k, v := range lbl {
-		l := labelPair{k, v}
-		p := t.byLabel[l]
-		if p == nil {
-			p = &posting{gen: &generation{}, slots: map[int32]struct{}{}}
-			t.byLabel[l] = p
-		}
-		p.slots[i] = struct{}{}
-		p.gen.n = gen
-	}
-}
-
-func (t *podTable) unindex(lbl map[string]string, i int32, gen uint64) {
-	for k, v := range lbl {
-		l := labelPair{k, v}
-		p := t.byLabel[l]
-		if p == nil {
-			continue
-		}
-		delete(p.slots, i)
-		p.gen.n = gen
-		if len(p.slots) == 0 {
-			// An absent label is generation 0, which only the empty
-			// sets built while it was absent carry.
-			delete(t.byLabel, l)
-		}
-	}
-}
-
-// moved refiles the pod of slot from under its labels as slot to; the pod
-// did not change, so neither do the labels' generations.
-func (t *podTable) moved(lbl map[string]string, from, to int32) {
-	for k, v := range lbl {
-		if p := t.byLabel[labelPair{k, v}]; p != nil {
-			delete(p.slots, from)
-			p.slots[to] = struct{}{}
-		}
-	}
-}
-
 func (s *podSets) deleted(obj any) {
 	var ns, name string
 	switch o := obj.(type) {
@@ -390,14 +241,6 @@ func (s *podSets) deleted(obj any) {
 		// built while it was absent carry.
 		delete(s.tables, ns)
 	}
-}
-
-func (t *podTable) slot(name string) (int32, bool) {
-	if t == nil {
-		return 0, false
-	}
-	i, ok := t.slots[name]
-	return i, ok
 }
 
 // genLocked returns the generation that sets of namespace depend on.
@@ -486,102 +329,6 @@ func (s *podSets) matching(namespace string, selector labels.Selector) (pods []*
 	t := s.tables[namespace]
 	t.match(selector, func(n int) { pods = make([]*corev1.Pod, 0, n) }, func(i int32) { pods = append(pods, t.pods[i]) })
 	return pods, true
-}
-
-// match calls fn with the slot of each pod of t (nil: none) that selector
-// matches, in slot order, after telling grow how many pods it will look
-// at, and returns what the answer depends on: the pods
-// of the label dep when byLabel, else all the namespace's, and their
-// generation (nil when there are none).
-//
-// A selector that requires a label (key=value, key==value or key in
-// (value)) can only match pods that carry it, so only those are matched,
-// and the answer stays current while they do not change; of several such
-// labels the one the fewest pods carry is taken. A selector that requires
-// none is matched against every pod.
-func (t *podTable) match(selector labels.Selector, grow func(int), fn func(int32)) (dep labelPair, byLabel bool, gen *generation) {
-	var p *posting
-	if reqs, ok := selector.Requirements(); ok {
-		for i := range reqs {
-			l, ok := requiredLabel(&reqs[i])
-			if !ok {
-				continue
-			}
-			q := t.posting(l)
-			if !byLabel || q.len() < p.len() {
-				dep, byLabel, p = l, true, q
-			}
-		}
-	}
-	if t == nil {
-		return dep, byLabel, nil
-	}
-	everything := selector.Empty()
-	matches := func(i int32) {
-		if everything || selector.Matches(labels.Set(t.pods[i].Labels)) {
-			fn(i)
-		}
-	}
-	switch {
-	case !byLabel:
-		gen = t.gen
-	case p == nil:
-		return dep, byLabel, nil // no pod carries the label
-	default:
-		gen = p.gen
-		// Walking a label's slots in a map costs several times what
-		// walking the table's array does: a label most pods carry is
-		// cheaper to check on the array.
-		if len(p.slots) < len(t.pods)/4 {
-			grow(len(p.slots))
-			slots := make([]int32, 0, len(p.slots))
-			for i := range p.slots {
-				slots = append(slots, i)
-			}
-			slices.Sort(slots)
-			for _, i := range slots {
-				matches(i)
-			}
-			return dep, byLabel, gen
-		}
-	}
-	if byLabel {
-		grow(len(p.slots))
-	} else {
-		grow(len(t.pods))
-	}
-	for i := range t.pods {
-		matches(int32(i))
-	}
-	return dep, byLabel, gen
-}
-
-// posting returns the pods of label l, nil when none carries it (or t is
-// nil).
-func (t *podTable) posting(l labelPair) *posting {
-	if t == nil {
-		return nil
-	}
-	return t.byLabel[l]
-}
-
-func (p *posting) len() int {
-	if p == nil {
-		return 0
-	}
-	return len(p.slots)
-}
-
-// requiredLabel returns the label r requires a pod to carry, if it
-// requires one.
-func requiredLabel(r *labels.Requirement) (labelPair, bool) {
-	switch r.Operator() {
-	case selection.Equals, selection.DoubleEquals, selection.In:
-		if v := r.ValuesUnsorted(); len(v) == 1 {
-			return labelPair{r.Key(), v[0]}, true
-		}
-	}
-	return labelPair{}, false
 }
 
 // listed builds a set from the informer cache: before the provider hears
