@@ -448,8 +448,9 @@ func (p *Provider) itemFiller(def metricDef) func(mv *custom_metrics.MetricValue
 		w := int64(p.cfg.TTFTWindow / time.Second)
 		window = &w
 	}
+	qs := &quantities{def: def}
 	return func(mv *custom_metrics.MetricValue, namespace, name string, v Value) error {
-		q, err := quantityOf(v.V, def, 1)
+		q, err := qs.of(v.V)
 		if err != nil {
 			return err
 		}
