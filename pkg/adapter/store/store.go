@@ -380,6 +380,12 @@ func (l *Lookup) slots(ns *objects) []int32 {
 func (s *Store) LatestEach(l *Lookup, src signal.Source, now time.Time, maxAge time.Duration, fn func(i int, smp *Sample)) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
+	s.eachFreshLocked(l, src, now, maxAge, func(i int, _ *objects, _ int32, smp *Sample) { fn(i, smp) })
+}
+
+// eachFreshLocked calls fn for every name i of l that has a fresh newest
+// sample from src, smp in slot j of ns. The caller holds the read lock.
+func (s *Store) eachFreshLocked(l *Lookup, src signal.Source, now time.Time, maxAge time.Duration, fn func(i int, ns *objects, j int32, smp *Sample)) {
 	ns := s.pods[l.namespace]
 	if ns == nil {
 		return
@@ -390,7 +396,7 @@ func (s *Store) LatestEach(l *Lookup, src signal.Source, now time.Time, maxAge t
 			continue
 		}
 		if smp := &latest[j]; isFresh(smp, now, maxAge) {
-			fn(i, smp)
+			fn(i, ns, j, smp)
 		}
 	}
 }
@@ -405,27 +411,15 @@ func (s *Store) LatestHistEach(l *Lookup, src signal.Source, k signal.Hist, now 
 	}
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	ns := s.pods[l.namespace]
-	if ns == nil {
-		return
-	}
-	latest := ns.latest[src]
-	for i, j := range l.slots(ns) {
-		if j < 0 {
-			continue
-		}
-		smp := &latest[j]
-		if !isFresh(smp, now, maxAge) || !smp.hasHist(k) {
-			continue
-		}
+	s.eachFreshLocked(l, src, now, maxAge, func(i int, ns *objects, j int32, smp *Sample) {
 		if h := smp.Hist(k); h != nil {
 			fn(i, smp, h)
-			continue
+		} else if smp.hasHist(k) {
+			if p := ns.entries[j].windows[src].newest().hists[k].h; p != nil {
+				fn(i, smp, p.unpack(&histogram.Histogram{}))
+			}
 		}
-		if p := ns.entries[j].windows[src].newest().hists[k].h; p != nil {
-			fn(i, smp, p.unpack(&histogram.Histogram{}))
-		}
-	}
+	})
 }
 
 // LatestNode is Latest for a node's GPU sample.
