@@ -124,6 +124,18 @@ func FuzzPackUnpack(f *testing.F) {
 			}
 		}
 		end := t0.Add(time.Duration(len(series)) * time.Second)
+		// The newest sample's histogram, kept in the window only, comes
+		// back whole through both readers.
+		newest := kept[len(kept)-1]
+		if got, ok := s.Latest(k, signal.SourceInference, end, time.Hour); !ok || got.TTFT == nil || !same(got.TTFT, newest) {
+			t.Fatalf("Latest gives %+v, the newest put %+v", got.TTFT, newest)
+		}
+		var each *histogram.Histogram
+		s.LatestHistEach(NewLookup("ns", []string{"p"}), signal.SourceInference, signal.HistTTFT, end, time.Hour,
+			func(_ int, _ *Sample, h *histogram.Histogram) { each = h })
+		if each == nil || !same(each, newest) {
+			t.Fatalf("LatestHistEach gives %+v, the newest put %+v", each, newest)
+		}
 		if inc, ok := s.TTFTIncrease(k, end, time.Hour, time.Hour); ok {
 			for i, c := range inc.Counts {
 				if math.IsNaN(c) || math.IsInf(c, 0) || c < 0 {
