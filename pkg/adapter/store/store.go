@@ -60,10 +60,10 @@ func (s *Sample) setHist(h signal.Hist, v *histogram.Histogram) {
 	}
 }
 
-// hasHist reports whether the sample has a histogram of kind h, held by it
-// or by its window.
-func (s *Sample) hasHist(h signal.Hist) bool {
-	return s.Hist(h) != nil || s.inWindow&(1<<h) != 0
+// windowHas reports whether the store keeps the sample's histogram of kind
+// h, in its window: true of every stored newest sample that came with one.
+func (s *Sample) windowHas(h signal.Hist) bool {
+	return s.inWindow&(1<<h) != 0
 }
 
 // Set records a signal's value.
@@ -204,14 +204,23 @@ func (o *objects) withHists(i int, src signal.Source, smp Sample) Sample {
 	if smp.inWindow == 0 {
 		return smp
 	}
-	n := o.entries[i].windows[src].newest()
 	for k := range signal.NumHists {
-		if smp.inWindow&(1<<k) != 0 && n.hists[k].h != nil {
-			smp.setHist(k, n.hists[k].h.unpack(&histogram.Histogram{}))
+		if smp.windowHas(k) {
+			smp.setHist(k, o.newestHist(i, src, k))
 		}
 	}
 	smp.inWindow = 0
 	return smp
+}
+
+// newestHist is the histogram of kind k of slot i's newest sample from src,
+// unpacked into a new histogram (its Bounds shared with the store's), nil
+// if the window holds none.
+func (o *objects) newestHist(i int, src signal.Source, k signal.Hist) *histogram.Histogram {
+	if p := o.entries[i].windows[src].newest().hists[k].h; p != nil {
+		return p.unpack(&histogram.Histogram{})
+	}
+	return nil
 }
 
 // fresh returns the newest sample of slot i from src, nil unless it is no
@@ -412,11 +421,9 @@ func (s *Store) LatestHistEach(l *Lookup, src signal.Source, k signal.Hist, now 
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	s.eachFreshLocked(l, src, now, maxAge, func(i int, ns *objects, j int32, smp *Sample) {
-		if h := smp.Hist(k); h != nil {
-			fn(i, smp, h)
-		} else if smp.hasHist(k) {
-			if p := ns.entries[j].windows[src].newest().hists[k].h; p != nil {
-				fn(i, smp, p.unpack(&histogram.Histogram{}))
+		if smp.windowHas(k) {
+			if h := ns.newestHist(int(j), src, k); h != nil {
+				fn(i, smp, h)
 			}
 		}
 	})
@@ -553,7 +560,7 @@ func cover(out *[int(signal.NumSignals) + int(signal.NumHists)]Coverage, n *Samp
 		}
 	}
 	for k := range signal.NumHists {
-		if n.hasHist(k) {
+		if n.windowHas(k) {
 			out[int(signal.NumSignals)+int(k)].add(n.Time)
 		}
 	}
