@@ -47,6 +47,7 @@ func run() error {
 		from      = flag.String("report-from", "", "Write the report and plots of an earlier run's recording.json into --out, without replaying.")
 		disagg    = flag.Bool("disaggregated", false, "Replay the disaggregated workload (a prefill and a decode pool per policy: static, single-pool, per-role) instead of a trace, "+
 			"beside the offline replay of the same requests; --slo (default 2s here) and --itl-slo judge it, --start and --duration slice it, --out defaults to _output/bench-autoscale-disaggregated.")
+		drain  = flag.String("drain", string(autoscalebench.DrainWait), "How a removed replica drains, as adapter recommend prints it: wait (vLLM 0.18 or later: a preStop sleep over the endpoint lag, then --shutdown-timeout, exiting once idle) or sleep (a preStop sleep over the longest stream, for a server that aborts at SIGTERM).")
 		itlSLO = flag.Duration("itl-slo", 150*time.Millisecond, "With --disaggregated: the ITL p90 a minute must stay within.")
 	)
 	flag.Parse()
@@ -73,6 +74,7 @@ func run() error {
 	}
 	cfg := autoscalebench.DefaultConfig(*tracePath, tr)
 	cfg.Start, cfg.Speedup, cfg.SLO, cfg.ModelLoad, cfg.Profile = *start, *speedup, *slo, *modelLoad, *profile
+	cfg.DrainMode = autoscalebench.DrainMode(*drain)
 	if *duration > 0 {
 		cfg.Duration = *duration // the plan ends it with the trace
 	}

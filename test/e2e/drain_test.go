@@ -35,7 +35,7 @@ func TestHelmNotesScaleDownDrain(t *testing.T) {
 		return n
 	}
 	on := notes("--set", "scaleDown.enabled=true")
-	for _, want := range []string{"gpuscale.io/scale-down: managed", "adapter recommend", "terminationGracePeriodSeconds: 135", "preStop: {sleep: {seconds: 125}}"} {
+	for _, want := range []string{"gpuscale.io/scale-down: managed", "adapter recommend", "terminationGracePeriodSeconds: 135", "--shutdown-timeout=120", "preStop: {sleep: {seconds: 5}}"} {
 		if !strings.Contains(on, want) {
 			t.Errorf("scale-down notes lack %q:\n%s", want, on)
 		}

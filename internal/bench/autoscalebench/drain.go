@@ -21,6 +21,44 @@ import (
 // request it holds at SIGTERM. Every other run's replicas drain.
 const AbortSuffix = "+abort"
 
+// DrainMode is how the bench's replicas drain when an HPA removes them.
+// `adapter recommend` prints both (recommend.Drain).
+type DrainMode string
+
+const (
+	// DrainWait is a vLLM 0.18 or later with --shutdown-timeout: after
+	// SIGTERM it finishes its own streams and exits once it holds none,
+	// so the preStop sleep covers only the endpoint lag
+	// (recommend.WaitDrain). vLLM's Kubernetes guide, KServe and llm-d's
+	// guides set it, and disaggregated serving needs it.
+	DrainWait DrainMode = "wait"
+	// DrainSleep is a server that aborts what it holds at SIGTERM: a
+	// preStop sleep over the longest stream any replica has served holds
+	// a removed replica's GPUs that long, busy or not.
+	DrainSleep DrainMode = "sleep"
+)
+
+// DrainModes are the modes a Config may name.
+var DrainModes = []DrainMode{DrainWait, DrainSleep}
+
+// template returns what puts d on a pod template in this mode, at speedup.
+func (m DrainMode) template(d recommend.Drain, speedup float64) func(*corev1.PodTemplateSpec) {
+	if m == DrainSleep {
+		return func(t *corev1.PodTemplateSpec) { drainPod(t, d, speedup) }
+	}
+	return func(t *corev1.PodTemplateSpec) { waitDrainPod(t, d.Wait, speedup) }
+}
+
+// drainSetup says in a few words how the plan's replicas drain, in trace
+// time, for the report.
+func (p *Plan) drainSetup() string {
+	if p.DrainMode == DrainSleep {
+		return fmt.Sprintf("preStop sleep %v (the longest stream), grace %v", p.Drain.PreStop, p.Drain.Grace)
+	}
+	w := p.Drain.Wait
+	return fmt.Sprintf("preStop sleep %v, --shutdown-timeout %v (exits once idle), grace %v", w.PreStop, w.ShutdownTimeout, w.Grace)
+}
+
 // splitPolicy returns the policy a run's name runs, and whether its
 // replicas drain.
 func splitPolicy(name string) (policy string, drain bool) {

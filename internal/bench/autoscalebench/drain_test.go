@@ -2,6 +2,8 @@ package autoscalebench
 
 import (
 	"slices"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -85,5 +87,69 @@ func TestDrainPodRoundsUp(t *testing.T) {
 	}
 	if plain := workload("ns", "l4-llama-3.1-8b", 1, time.Second, nil); plain.Spec.Template.Spec.Containers[0].Lifecycle != nil {
 		t.Error("a workload without drain has a preStop hook")
+	}
+}
+
+// TestDrainModes: a plan drains as a vLLM that exits once idle unless told
+// otherwise, each mode puts its own form of the recommended drain on the
+// template, and an unknown mode is refused.
+func TestDrainModes(t *testing.T) {
+	reqs := steady(2, 3*time.Minute)
+	for i := range reqs {
+		reqs[i].GeneratedTokens = 600 // streams of tens of seconds
+	}
+	tr := &trace.Trace{Requests: reqs}
+	cfg := DefaultConfig("steady", tr)
+	cfg.DrainMode = ""
+	p, err := NewPlan(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.DrainMode != DrainWait {
+		t.Fatalf("default drain %q, want %q", p.DrainMode, DrainWait)
+	}
+	d := p.Drain
+	tests := []struct {
+		mode              DrainMode
+		preStop, grace    time.Duration
+		shutdownTimeout   time.Duration // 0: no --shutdown-timeout
+		coversWithinSleep bool
+	}{
+		{DrainWait, d.Wait.PreStop, d.Wait.Grace, d.Wait.ShutdownTimeout, false},
+		{DrainSleep, d.PreStop, d.Grace, 0, true},
+	}
+	for _, tt := range tests {
+		t.Run(string(tt.mode), func(t *testing.T) {
+			w := workload("ns", p.Profile, 1, time.Second, tt.mode.template(d, 1))
+			spec := w.Spec.Template.Spec
+			c := spec.Containers[0]
+			if got := time.Duration(c.Lifecycle.PreStop.Sleep.Seconds) * time.Second; got != tt.preStop {
+				t.Errorf("preStop sleep %v, want %v", got, tt.preStop)
+			}
+			if got := time.Duration(*spec.TerminationGracePeriodSeconds) * time.Second; got != tt.grace {
+				t.Errorf("grace %v, want %v", got, tt.grace)
+			}
+			var timeout string
+			for _, a := range c.Args {
+				if v, ok := strings.CutPrefix(a, "--shutdown-timeout="); ok {
+					timeout = v
+				}
+			}
+			if want := ""; tt.shutdownTimeout > 0 {
+				want = strconv.Itoa(int(tt.shutdownTimeout.Seconds()))
+				if timeout != want {
+					t.Errorf("--shutdown-timeout=%q, want %q", timeout, want)
+				}
+			} else if timeout != want {
+				t.Errorf("a sleep drain sets --shutdown-timeout=%s", timeout)
+			}
+			if covers := tt.preStop >= d.Longest; covers != tt.coversWithinSleep {
+				t.Errorf("the sleep (%v) covers the longest stream (%v): %v, want %v", tt.preStop, d.Longest, covers, tt.coversWithinSleep)
+			}
+		})
+	}
+	cfg.DrainMode = "forever"
+	if _, err := NewPlan(cfg); err == nil || !strings.Contains(err.Error(), "unknown drain") {
+		t.Errorf("an unknown drain mode: %v", err)
 	}
 }

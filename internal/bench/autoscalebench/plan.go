@@ -46,7 +46,10 @@ type Config struct {
 	// requests still in flight. A deleted replica drains as its pod
 	// template says (Plan.Drain).
 	Grace time.Duration
-	Log   *slog.Logger
+	// DrainMode is how a removed replica drains: DrainWait (the default,
+	// when empty) or DrainSleep.
+	DrainMode DrainMode
+	Log       *slog.Logger
 }
 
 // DefaultConfig is the replay `make bench-autoscale` runs on a trace.
@@ -62,6 +65,7 @@ func DefaultConfig(path string, t *trace.Trace) Config {
 		Targets:     Targets{GPUUtilization: 70, QueueDepth: 1, RequestsRunning: 16, TTFT: time.Second},
 		SampleEvery: 5 * time.Second,
 		Grace:       30 * time.Second,
+		DrainMode:   DrainWait,
 	}
 }
 
@@ -78,9 +82,9 @@ type Plan struct {
 	// static need of the slice's first minute, as if the traffic before
 	// the slice had been served well.
 	Initial int
-	// Drain is the preStop sleep and grace period of the replicas' pod
-	// template, from the slice's stream lengths as `adapter recommend`
-	// derives them (see AbortSuffix for runs without it).
+	// Drain is the drain of the replicas' pod template in DrainMode, from
+	// the slice's stream lengths as `adapter recommend` derives them (see
+	// AbortSuffix for runs without it).
 	Drain recommend.Drain
 }
 
@@ -109,6 +113,12 @@ func NewPlan(cfg Config) (*Plan, error) {
 	}
 	if len(cfg.Policies) == 0 {
 		errs = append(errs, errors.New("no policies"))
+	}
+	if cfg.DrainMode == "" {
+		cfg.DrainMode = DrainWait
+	}
+	if !slices.Contains(DrainModes, cfg.DrainMode) {
+		errs = append(errs, fmt.Errorf("unknown drain %q (known: %v)", cfg.DrainMode, DrainModes))
 	}
 	profile, err := inferencesim.ProfileByName(cfg.Profile)
 	if err != nil {

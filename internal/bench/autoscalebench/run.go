@@ -135,7 +135,7 @@ func createWorkload(ctx context.Context, env *devenv.Env, p *Plan, ns string, re
 	}
 	var drainTemplate func(*corev1.PodTemplateSpec)
 	if drain {
-		drainTemplate = func(t *corev1.PodTemplateSpec) { drainPod(t, p.Drain, p.Speedup) }
+		drainTemplate = p.DrainMode.template(p.Drain, p.Speedup)
 	}
 	d := workload(ns, p.Profile, replicas, p.wall(p.ModelLoad), drainTemplate)
 	if _, err := client.AppsV1().Deployments(ns).Create(ctx, d, metav1.CreateOptions{}); err != nil {
@@ -377,8 +377,8 @@ func recording(p *Plan, runs []*policyRun) *Recording {
 		Speedup: p.Speedup, SLO: p.SLO, StaticReplicas: p.Static, StaticMinutesMet: p.StaticMet,
 		GPUsPerReplica: int(scaledown.PodGPUs(&corev1.Pod{Spec: workload("", p.Profile, 1, 0, nil).Spec.Template.Spec}, scaledown.DefaultGPUResource)),
 		RateBucket:     rateBucket,
-		Setup: fmt.Sprintf("%s (%s), model load %v, every workload starts at %d replicas, HPAs %d-%d",
-			p.Profile, p.profile.Name, p.ModelLoad, p.Initial, 1, p.MaxReplicas),
+		Setup: fmt.Sprintf("%s (%s), model load %v, every workload starts at %d replicas, HPAs %d-%d, removed replicas drain: %s",
+			p.Profile, p.profile.Name, p.ModelLoad, p.Initial, 1, p.MaxReplicas, p.drainSetup()),
 	}
 	buckets := int((p.Duration + rateBucket - 1) / rateBucket)
 	rec.RequestRate = make([]float64, buckets)
