@@ -12,7 +12,8 @@ import (
 
 // seriesFrom builds a series of histograms of one layout from fuzz bytes:
 // raw[0] is the number of buckets (past maxPackedBuckets too), raw[1]
-// picks how counts are read. In bits mode every count is 8 bytes of any
+// picks how counts are read, and whether every other histogram's count is
+// one more than its +Inf bucket's (a malformed exposition). In bits mode every count is 8 bytes of any
 // float64 (NaN, infinities, negatives: any input); in steps mode one byte
 // per count steps it from the previous histogram's, as a server's counters
 // grow, sometimes by more than 16 bits hold, sometimes by a fraction, and
@@ -21,7 +22,7 @@ func seriesFrom(raw []byte) []*histogram.Histogram {
 	if len(raw) < 2 {
 		return nil
 	}
-	n, bits := int(raw[0])%(maxPackedBuckets+4)+1, raw[1]&1 == 1
+	n, bits, apart := int(raw[0])%(maxPackedBuckets+4)+1, raw[1]&1 == 1, raw[1]&2 == 2
 	raw = raw[2:]
 	bounds := make([]float64, n)
 	for i := range bounds[:n-1] {
@@ -61,6 +62,9 @@ func seriesFrom(raw []byte) []*histogram.Histogram {
 			raw = raw[n:]
 		}
 		h.Count = h.Counts[n-1]
+		if apart && len(out)%2 == 1 {
+			h.Count++
+		}
 		copy(prev, h.Counts)
 		out = append(out, h)
 	}
@@ -90,6 +94,7 @@ func FuzzPackUnpack(f *testing.F) {
 	f.Add([]byte{3, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9})
 	f.Add([]byte{23, 0, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 254})
 	f.Add([]byte{2, 0, 5, 5, 255, 1, 250, 3, 7, 7})
+	f.Add([]byte{3, 2, 1, 2, 3, 1, 1, 1, 2, 2, 2, 0, 0, 0})
 	f.Add([]byte{27, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28})
 	f.Add(append([]byte{1, 1}, 0, 0, 0, 0, 0, 0, 0xf8, 0x7f, 0, 0, 0, 0, 0, 0, 0xf0, 0xff))
 	f.Fuzz(func(t *testing.T, raw []byte) {

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/gpuscale/gpuscale/pkg/signal"
 	"github.com/gpuscale/gpuscale/pkg/signal/histogram"
@@ -29,20 +30,41 @@ func TestPackUnpack(t *testing.T) {
 		{"other layout", hist(10, 20, 30, 40), base, false},
 		{"large integers", hist(1<<52+3, 1<<52+9, 1<<52+9), hist(1<<52, 1<<52, 1<<52), true},
 		{"more buckets than packed", hist(make([]float64, maxPackedBuckets+1)...), hist(make([]float64, maxPackedBuckets+1)...), false},
+		{"as many buckets as packed", hist(make([]float64, maxPackedBuckets)...), hist(make([]float64, maxPackedBuckets)...), true},
+		{"count not the +Inf bucket's", withCount(hist(12, 25, 31), 40), base, false},
+		{"base's count not its +Inf bucket's", hist(12, 25, 31), withCount(hist(10, 20, 30), 29), false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			tt.h.Sum = 7.25
 			want := &histogram.Histogram{Bounds: tt.h.Bounds, Counts: slices.Clone(tt.h.Counts), Sum: tt.h.Sum, Count: tt.h.Count}
 			p := pack(tt.h, tt.base)
-			if p.packed != tt.wantPacked {
-				t.Fatalf("packed = %v, want %v", p.packed, tt.wantPacked)
+			if packed := p.base == tt.base && tt.base != tt.h; packed != tt.wantPacked {
+				t.Fatalf("packed against the base: %v, want %v", packed, tt.wantPacked)
+			}
+			if !tt.wantPacked && p.base != tt.h {
+				t.Fatal("a histogram not packed is not its own base")
 			}
 			got := p.unpack(&histogram.Histogram{Counts: make([]float64, 1)})
 			if !slices.Equal(got.Counts, want.Counts) || got.Sum != want.Sum || got.Count != want.Count || !slices.Equal(got.Bounds, want.Bounds) {
 				t.Errorf("unpacked %+v, want %+v", got, want)
 			}
 		})
+	}
+}
+
+// withCount returns h with its count set apart from its +Inf bucket's.
+func withCount(h *histogram.Histogram, count float64) *histogram.Histogram {
+	h.Count = count
+	return h
+}
+
+// TestPackedHistSize: a packed histogram is one of Go's 64-byte size
+// classes; at 10,000 pods, 14 samples and two kinds, 16 bytes more is 4
+// MiB.
+func TestPackedHistSize(t *testing.T) {
+	if n := unsafe.Sizeof(packedHist{}); n != 64 {
+		t.Errorf("packedHist is %d bytes, want 64", n)
 	}
 }
 
