@@ -58,7 +58,7 @@ func main() {
 	flag.DurationVar(&f.phase, "sync-phase", 7*time.Second, "Time of the first HPA sync (the bench's is wherever the controller's timer falls).")
 	flag.DurationVar(&f.start, "start", 0, "Start of the slice to replay.")
 	flag.DurationVar(&f.duration, "duration", 0, "Length of the slice (0: to the end).")
-	flag.StringVar(&f.schedule, "schedule", "37s:9", "For the schedule policy: at DURATION ask for N replicas, as DURATION:N.")
+	flag.StringVar(&f.schedule, "schedule", "37s:9", "For the schedule policy: from DURATION on ask for N replicas, as DURATION:N, several comma-separated (it never scales down).")
 	flag.DurationVar(&f.objective, "capacity-ttft-objective", 0, "The capacity policy's TTFT objective (0: the SLO).")
 	flag.DurationVar(&f.window, "capacity-window", time.Minute, "The capacity policy's prefill-time window (the adapter's --ttft-window).")
 	flag.BoolVar(&f.need, "per-minute-need", false, "Print each minute's arrivals and the fewest static replicas that meet it, and exit.")

@@ -1,8 +1,10 @@
 package offlinereplay
 
 import (
+	"cmp"
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -154,18 +156,17 @@ func NewPolicy(name string, o PolicyOptions) (Policy, Behavior, error) {
 		}
 		return needOracle{need: o.Need, margin: o.ReactiveMargin}, b, nil
 	case PolicySchedule:
-		at, n, ok := strings.Cut(o.Schedule, ":")
-		d, err := time.ParseDuration(at)
-		if err != nil || !ok {
-			return nil, Behavior{}, fmt.Errorf("--schedule %q: want DURATION:N", o.Schedule)
-		}
-		k, err := strconv.Atoi(n)
+		steps, err := parseSchedule(o.Schedule)
 		if err != nil {
-			return nil, Behavior{}, fmt.Errorf("--schedule %q: %w", o.Schedule, err)
+			return nil, Behavior{}, err
 		}
-		b := DefaultBehavior(1, max(k, maxR))
-		b.UpPods, b.DownWindow = k, time.Hour
-		return scheduled{at: d, n: k}, b, nil
+		top := 0
+		for _, st := range steps {
+			top = max(top, st.n)
+		}
+		b := DefaultBehavior(1, max(top, maxR))
+		b.UpPods, b.DownWindow = top, time.Hour
+		return steps, b, nil
 	}
 	return nil, Behavior{}, fmt.Errorf("unknown policy %q (known: %s, %s)", name, strings.Join(AllPolicies(), ", "), PolicySchedule)
 }
@@ -404,14 +405,41 @@ func (c needOracle) Recommend(v View) (int, bool) {
 
 // scheduled asks for n replicas from at on: a policy that knows the
 // future, to bound what any policy could do.
-type scheduled struct {
+// scheduled asks for each step's count from its time on, the last step
+// whose time has come; before the first, for the replicas it has. With the
+// schedule policy's hour-long scale-down window it never scales down.
+type scheduled []scheduleStep
+
+type scheduleStep struct {
 	at time.Duration
 	n  int
 }
 
-func (s scheduled) Recommend(v View) (int, bool) {
-	if v.Now.Sub(origin) >= s.at {
-		return s.n, true
+// parseSchedule reads DURATION:N[,DURATION:N...], in any order.
+func parseSchedule(spec string) (scheduled, error) {
+	var steps scheduled
+	for part := range strings.SplitSeq(spec, ",") {
+		at, n, ok := strings.Cut(part, ":")
+		d, err := time.ParseDuration(at)
+		if err != nil || !ok || d < 0 {
+			return nil, fmt.Errorf("--schedule %q: want DURATION:N[,DURATION:N...], got %q", spec, part)
+		}
+		k, err := strconv.Atoi(n)
+		if err != nil || k < 1 {
+			return nil, fmt.Errorf("--schedule %q: %q is not a replica count", spec, n)
+		}
+		steps = append(steps, scheduleStep{at: d, n: k})
 	}
-	return v.Spec, true
+	slices.SortStableFunc(steps, func(a, b scheduleStep) int { return cmp.Compare(a.at, b.at) })
+	return steps, nil
+}
+
+func (s scheduled) Recommend(v View) (int, bool) {
+	n := v.Spec
+	for _, st := range s {
+		if v.Now.Sub(origin) >= st.at {
+			n = st.n
+		}
+	}
+	return n, true
 }

@@ -36,6 +36,8 @@ func TestNewPolicy(t *testing.T) {
 		{name: "reactive without needs", policy: "reactive", edit: func(o *PolicyOptions) { o.Need = nil }, wantErr: "needs each minute's need"},
 		{name: "clairvoyant without needs", policy: "clairvoyant", edit: func(o *PolicyOptions) { o.Need = nil }, wantErr: "needs each minute's need"},
 		{name: "a schedule without its count", policy: "schedule", edit: func(o *PolicyOptions) { o.Schedule = "37s" }, wantErr: "want DURATION:N"},
+		{name: "a schedule with a bad step", policy: "schedule", edit: func(o *PolicyOptions) { o.Schedule = "7s:3,6m:x" }, wantErr: "not a replica count"},
+		{name: "a schedule of steps", policy: "schedule", edit: func(o *PolicyOptions) { o.Schedule = "6m:10,7s:3" }, wantDown: time.Hour},
 		{name: "an unknown policy", policy: "queue-size", wantErr: "unknown policy"},
 	}
 	for _, tt := range tests {
@@ -64,6 +66,27 @@ func TestNewPolicy(t *testing.T) {
 				t.Errorf("target %v, want %v", pa.target, tt.wantTarget)
 			}
 		})
+	}
+}
+
+// TestScheduleSteps: a schedule asks for each step's count from its time
+// on, whatever order the steps were given in, and for the replicas it has
+// before the first.
+func TestScheduleSteps(t *testing.T) {
+	p, b, err := NewPolicy(PolicySchedule, PolicyOptions{Schedule: "6m37s:10,7s:3", MaxReplicas: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b.MaxReplicas != 10 || b.UpPods != 10 {
+		t.Errorf("max replicas %d, up by %d; want the largest step's 10", b.MaxReplicas, b.UpPods)
+	}
+	for _, tc := range []struct {
+		at   time.Duration
+		want int
+	}{{0, 2}, {6 * time.Second, 2}, {7 * time.Second, 3}, {6 * time.Minute, 3}, {6*time.Minute + 37*time.Second, 10}, {time.Hour, 10}} {
+		if got, _ := p.Recommend(View{Now: origin.Add(tc.at), Spec: 2}); got != tc.want {
+			t.Errorf("at %v: %d replicas, want %d", tc.at, got, tc.want)
+		}
 	}
 }
 
