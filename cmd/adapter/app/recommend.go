@@ -139,6 +139,7 @@ func gatherWorkloads(ctx context.Context, client kubernetes.Interface, o Recomme
 		}
 		w.Streams, w.StreamErrors = streamsOf(ctx, read, pods.Items)
 		w.Container = servingContainer(tmpl)
+		w.ShutdownTimeout = shutdownTimeoutOf(tmpl, w.Container)
 		out = append(out, w)
 	}
 	return out, nil

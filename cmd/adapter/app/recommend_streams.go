@@ -5,7 +5,10 @@ import (
 	"fmt"
 	"io"
 	"net/url"
+	"slices"
 	"strconv"
+	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/kubernetes"
@@ -108,4 +111,42 @@ func servingContainer(tmpl *corev1.PodTemplateSpec) string {
 		}
 	}
 	return tmpl.Spec.Containers[0].Name
+}
+
+// shutdownTimeoutOf returns the --shutdown-timeout (in seconds, as vLLM
+// takes it) that the template's container of that name passes in its
+// command or args, either as one word or two, or inside a shell command
+// line; 0 when it passes none or a value that is not a positive number of
+// seconds.
+func shutdownTimeoutOf(tmpl *corev1.PodTemplateSpec, container string) time.Duration {
+	for _, c := range tmpl.Spec.Containers {
+		if c.Name != container {
+			continue
+		}
+		var words []string
+		for _, arg := range slices.Concat(c.Command, c.Args) {
+			words = append(words, strings.Fields(arg)...)
+		}
+		var timeout time.Duration
+		for i, word := range words {
+			flag, value, inline := strings.Cut(word, "=")
+			if flag != "--shutdown-timeout" && flag != "--shutdown_timeout" {
+				continue
+			}
+			if !inline {
+				if i+1 >= len(words) {
+					continue
+				}
+				value = words[i+1]
+			}
+			// The last one given wins, as argparse has it.
+			if n, err := strconv.Atoi(value); err == nil && n > 0 {
+				timeout = time.Duration(n) * time.Second
+			} else {
+				timeout = 0
+			}
+		}
+		return timeout
+	}
+	return 0
 }

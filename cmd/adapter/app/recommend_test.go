@@ -159,4 +159,53 @@ vllm:e2e_request_latency_seconds_count ` + strconv.Itoa(n) + `
 			t.Errorf("output lacks %q:\n%s", want, out.String())
 		}
 	}
+
+	// A server that passes --shutdown-timeout exits once idle: the patch
+	// sleeps over the endpoint lag only, and its grace covers the longer
+	// of the timeout and the longest stream.
+	for _, obj := range objs {
+		if d, ok := obj.(*appsv1.Deployment); ok {
+			d.Spec.Template.Spec.Containers[1].Args = []string{"--model=m", "--shutdown-timeout=60"}
+		}
+	}
+	out.Reset()
+	if err := writeRecommendations(context.Background(), fake.NewClientset(objs...), o, &out); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"terminationGracePeriodSeconds: 75", "- name: vllm", "seconds: 5\n", "--shutdown-timeout=60"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("with --shutdown-timeout, output lacks %q:\n%s", want, out.String())
+		}
+	}
+}
+
+// TestShutdownTimeoutOf: the serving container's --shutdown-timeout, as
+// vLLM's argument parser reads it, wherever the template passes it.
+func TestShutdownTimeoutOf(t *testing.T) {
+	tests := []struct {
+		name          string
+		command, args []string
+		container     string
+		want          time.Duration
+	}{
+		{"none", nil, []string{"--model=m", "--port=8000"}, "vllm", 0},
+		{"one word", nil, []string{"--model=m", "--shutdown-timeout=120"}, "vllm", 120 * time.Second},
+		{"two words", []string{"vllm", "serve"}, []string{"m", "--shutdown-timeout", "90"}, "vllm", 90 * time.Second},
+		{"underscores", nil, []string{"--shutdown_timeout=30"}, "vllm", 30 * time.Second},
+		{"inside a shell command line", []string{"/bin/sh", "-c"}, []string{"exec vllm serve m --shutdown-timeout=60 --port 8000"}, "vllm", time.Minute},
+		{"the last one given", nil, []string{"--shutdown-timeout=60", "--shutdown-timeout=0"}, "vllm", 0},
+		{"zero: abort at once", nil, []string{"--shutdown-timeout=0"}, "vllm", 0},
+		{"not a number", nil, []string{"--shutdown-timeout=2m"}, "vllm", 0},
+		{"no value", nil, []string{"--shutdown-timeout"}, "vllm", 0},
+		{"another container's (the args are vllm's)", nil, []string{"--shutdown-timeout=120"}, "proxy", 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tmpl := &corev1.PodTemplateSpec{Spec: corev1.PodSpec{Containers: []corev1.Container{
+				{Name: "proxy"}, {Name: "vllm", Command: tt.command, Args: tt.args}}}}
+			if got := shutdownTimeoutOf(tmpl, tt.container); got != tt.want {
+				t.Errorf("shutdownTimeoutOf(%q %q, %s) = %v, want %v", tt.command, tt.args, tt.container, got, tt.want)
+			}
+		})
+	}
 }

@@ -69,6 +69,11 @@ type Workload struct {
 	// serving container the preStop hook belongs to.
 	Streams   *histogram.Histogram
 	Container string
+	// ShutdownTimeout is the serving container's --shutdown-timeout (vLLM
+	// 0.18 and later): after SIGTERM it finishes its streams for up to
+	// that long and exits once it holds none. Zero when it passes none: a
+	// server that aborts what it holds at SIGTERM.
+	ShutdownTimeout time.Duration
 	// StreamErrors says which pods' histograms could not be read.
 	StreamErrors []string
 }

@@ -196,6 +196,63 @@ func TestWriteYAML(t *testing.T) {
 	}
 }
 
+// TestWriteYAMLWaitDrain: for a serving container that passes
+// --shutdown-timeout, the pod template's patch carries the drain of a
+// server that exits once idle (a sleep over the endpoint lag, a grace over
+// the sleep, the timeout and the exit), warns when the timeout is shorter
+// than the longest stream, and gives the sleep form in a comment.
+func TestWriteYAMLWaitDrain(t *testing.T) {
+	tests := []struct {
+		name          string
+		timeout       time.Duration
+		wantGrace     int64
+		wantWarnings  int
+		wantInWarning string
+	}{
+		{"a timeout over the longest stream", 30 * time.Second, 45, 0, ""},
+		{"a timeout of the longest stream", 20 * time.Second, 35, 0, ""},
+		{"a timeout shorter than the longest stream", 10 * time.Second, 35, 1, "raise it to 20"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := Recommend(Workload{HPA: "demo/llm", Target: "Deployment/llm", Startup: secs(80, 95, 70), GPUsPerPod: 1, GPUsPerNode: 8,
+				Streams: streams(t, map[float64]float64{5: 10, 10: 30, 20: 31}), Container: "vllm", ShutdownTimeout: tt.timeout}, DefaultAutoscaler())
+			var buf bytes.Buffer
+			if err := r.WriteYAML(&buf); err != nil {
+				t.Fatal(err)
+			}
+			out := buf.String()
+			t.Logf("\n%s", out)
+			docs := strings.Split(strings.TrimSuffix(out, "---\n"), "---\n")
+			if len(docs) != 2 {
+				t.Fatalf("%d documents, want the behavior and the pod template:\n%s", len(docs), out)
+			}
+			var tmpl corev1.PodTemplateSpec
+			if err := yaml.UnmarshalStrict([]byte(docs[1]), &tmpl); err != nil {
+				t.Fatalf("second document is not a pod template: %v\n%s", err, docs[1])
+			}
+			if g := tmpl.Spec.TerminationGracePeriodSeconds; g == nil || *g != tt.wantGrace || len(tmpl.Spec.Containers) != 1 ||
+				tmpl.Spec.Containers[0].Name != "vllm" || tmpl.Spec.Containers[0].Lifecycle.PreStop.Sleep.Seconds != 5 {
+				t.Errorf("pod template %+v, want vllm's 5 s preStop sleep and a %d s grace period\n%s", tmpl.Spec, tt.wantGrace, docs[1])
+			}
+			if n := strings.Count(docs[1], "# WARNING: "); n != tt.wantWarnings || !strings.Contains(docs[1], tt.wantInWarning) {
+				t.Errorf("%d warnings, want %d mentioning %q:\n%s", n, tt.wantWarnings, tt.wantInWarning, docs[1])
+			}
+			if !strings.Contains(docs[1], "#   terminationGracePeriodSeconds: 35, preStop sleep seconds: 25") {
+				t.Errorf("the sleep form is not given for servers without --shutdown-timeout:\n%s", docs[1])
+			}
+			lines := strings.Split(docs[1], "\n")
+			for i, l := range lines {
+				trimmed := strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(l), "- "))
+				if k, _, ok := strings.Cut(trimmed, ": "); ok && !strings.HasPrefix(trimmed, "#") && k != "name" &&
+					(i == 0 || !strings.HasPrefix(strings.TrimSpace(lines[i-1]), "# ")) {
+					t.Errorf("line %d %q has no reason above it", i+1, l)
+				}
+			}
+		})
+	}
+}
+
 // TestCapacityTargetValue: the HPA's target value is the README's 800m.
 func TestCapacityTargetValue(t *testing.T) {
 	if got := CapacityTargetValue().String(); got != "800m" {

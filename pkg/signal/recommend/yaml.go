@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"time"
 
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
 )
@@ -33,7 +34,12 @@ func (r *Recommendation) WriteYAML(w io.Writer) error {
 
 // writeDrain writes the pod-template advice as a second document, which
 // merges into the target's spec.template (kubectl patch --type=strategic
-// with this file, say). With nothing measured it writes only why.
+// with this file, say). The patch sets the preStop sleep and the grace
+// period, never the server's args, which a strategic merge would replace:
+// so it carries the drain of a server that exits once idle only when the
+// serving container already passes --shutdown-timeout, and the sleep over
+// the longest stream otherwise, with the other form in a comment. With
+// nothing measured it writes only why.
 func (r *Recommendation) writeDrain(w io.Writer) {
 	d, wl := r.Drain, r.Workload
 	fmt.Fprintf(w, "# %s pod template: a replica the HPA removes finishes its streams before it exits\n", wl.Target)
@@ -43,23 +49,58 @@ func (r *Recommendation) writeDrain(w io.Writer) {
 	if d.Longest <= 0 {
 		return
 	}
+	if wl.ShutdownTimeout > 0 {
+		r.writeWaitDrain(w)
+		return
+	}
 	fmt.Fprintf(w, "# measured: %.0f streams, the longest within %v\n", d.Streams, d.Longest)
 	fmt.Fprintln(w, "spec:")
 	fmt.Fprintf(w, "  # %s\n", d.Reasons["terminationGracePeriodSeconds"])
 	fmt.Fprintf(w, "  terminationGracePeriodSeconds: %d\n", int64(d.Grace.Seconds()))
-	fmt.Fprintln(w, "  containers:")
-	fmt.Fprintf(w, "  - name: %s\n", orUnknown(wl.Container != "", wl.Container))
-	fmt.Fprintln(w, "    lifecycle:")
-	fmt.Fprintln(w, "      preStop:")
-	fmt.Fprintln(w, "        sleep:")
-	fmt.Fprintf(w, "          # %s\n", d.Reasons["preStop"])
-	fmt.Fprintf(w, "          seconds: %d\n", int64(d.PreStop.Seconds()))
+	writePreStop(w, wl.Container, d.Reasons["preStop"], d.PreStop)
 	fmt.Fprintln(w, "# vLLM 0.18 or later drains after SIGTERM with --shutdown-timeout and exits once idle, so a removed")
 	fmt.Fprintln(w, "# replica gives its GPUs back when its own streams end: instead of the sleep above, set")
 	fmt.Fprintf(w, "#   terminationGracePeriodSeconds: %d, preStop sleep seconds: %d (the endpoint lag),\n",
 		int64(d.Wait.Grace.Seconds()), int64(d.Wait.PreStop.Seconds()))
 	fmt.Fprintf(w, "#   and add --shutdown-timeout=%d to the server's args\n", int64(d.Wait.ShutdownTimeout.Seconds()))
 	fmt.Fprintln(w, "---")
+}
+
+// writeWaitDrain writes the drain of a serving container that passes
+// --shutdown-timeout: the sleep covers the endpoint lag only, and the
+// grace period the sleep, the longer of the server's timeout and the
+// longest stream, and the exit.
+func (r *Recommendation) writeWaitDrain(w io.Writer) {
+	d, wl := r.Drain, r.Workload
+	timeout := max(wl.ShutdownTimeout, d.Wait.ShutdownTimeout)
+	grace := d.Wait.PreStop + timeout + exitAllowance
+	if wl.ShutdownTimeout < d.Wait.ShutdownTimeout {
+		fmt.Fprintf(w, "# WARNING: the server's --shutdown-timeout=%d is shorter than the longest measured stream (%v): "+
+			"the server of a removed replica aborts the streams it still holds then; raise it to %d\n",
+			int64(wl.ShutdownTimeout.Seconds()), d.Longest, int64(d.Wait.ShutdownTimeout.Seconds()))
+	}
+	fmt.Fprintf(w, "# measured: %.0f streams, the longest within %v; the server exits once idle (--shutdown-timeout=%d)\n",
+		d.Streams, d.Longest, int64(wl.ShutdownTimeout.Seconds()))
+	fmt.Fprintln(w, "spec:")
+	fmt.Fprintf(w, "  # the preStop sleep, %v of streams (the longer of --shutdown-timeout and the longest stream), and %v for the server to exit after them\n",
+		timeout, exitAllowance)
+	fmt.Fprintf(w, "  terminationGracePeriodSeconds: %d\n", int64(grace.Seconds()))
+	writePreStop(w, wl.Container, fmt.Sprintf("load balancers stop sending to a pod that is no longer Ready within %v; "+
+		"SIGTERM then stops new requests, and the server finishes those it holds", d.Wait.PreStop), d.Wait.PreStop)
+	fmt.Fprintf(w, "# without --shutdown-timeout the server aborts its streams at SIGTERM, and the sleep must cover them:\n")
+	fmt.Fprintf(w, "#   terminationGracePeriodSeconds: %d, preStop sleep seconds: %d\n", int64(d.Grace.Seconds()), int64(d.PreStop.Seconds()))
+	fmt.Fprintln(w, "---")
+}
+
+// writePreStop writes the serving container's preStop sleep, with why.
+func writePreStop(w io.Writer, container, why string, sleep time.Duration) {
+	fmt.Fprintln(w, "  containers:")
+	fmt.Fprintf(w, "  - name: %s\n", orUnknown(container != "", container))
+	fmt.Fprintln(w, "    lifecycle:")
+	fmt.Fprintln(w, "      preStop:")
+	fmt.Fprintln(w, "        sleep:")
+	fmt.Fprintf(w, "          # %s\n", why)
+	fmt.Fprintf(w, "          seconds: %d\n", int64(sleep.Seconds()))
 }
 
 func (r *Recommendation) writeRules(w io.Writer, name string, rules *autoscalingv2.HPAScalingRules) {
