@@ -142,16 +142,7 @@ func TestWriteYAML(t *testing.T) {
 	r := Recommend(Workload{HPA: "demo/llm", Target: "Deployment/llm", Startup: secs(80, 95, 70), GPUsPerPod: 1, GPUsPerNode: 8,
 		TerminationGracePeriod: 900 * time.Second, Current: withStabilization(30),
 		Streams: streams(t, map[float64]float64{5: 10, 10: 30, 20: 31}), Container: "vllm"}, ca)
-	var buf bytes.Buffer
-	if err := r.WriteYAML(&buf); err != nil {
-		t.Fatal(err)
-	}
-	out := buf.String()
-	t.Logf("\n%s", out)
-	docs := strings.Split(strings.TrimSuffix(out, "---\n"), "---\n")
-	if len(docs) != 2 {
-		t.Fatalf("%d documents, want the behavior and the pod template", len(docs))
-	}
+	out, docs := writtenDocs(t, r)
 	var got struct {
 		Behavior autoscalingv2.HorizontalPodAutoscalerBehavior `json:"behavior"`
 	}
@@ -177,6 +168,36 @@ func TestWriteYAML(t *testing.T) {
 	if !strings.Contains(out, "#   and add --shutdown-timeout=20 to the server's args") || !strings.Contains(out, "#   terminationGracePeriodSeconds: 35, preStop sleep seconds: 5") {
 		t.Errorf("the output does not give the --shutdown-timeout drain:\n%s", out)
 	}
+	checkReasons(t, out)
+	if n := strings.Count(docs[0], "# WARNING: "); n != 3 {
+		t.Errorf("%d warnings in the behavior, want 3 (threshold, grace period, fast scale-down)", n)
+	}
+	if n := strings.Count(docs[1], "# WARNING: "); n != 0 {
+		t.Errorf("%d warnings in the pod template, want none", n)
+	}
+}
+
+// writtenDocs writes r as YAML and returns it whole and as its two
+// documents, the behavior and the pod template.
+func writtenDocs(t *testing.T, r Recommendation) (string, []string) {
+	t.Helper()
+	var buf bytes.Buffer
+	if err := r.WriteYAML(&buf); err != nil {
+		t.Fatal(err)
+	}
+	out := buf.String()
+	t.Logf("\n%s", out)
+	docs := strings.Split(strings.TrimSuffix(out, "---\n"), "---\n")
+	if len(docs) != 2 {
+		t.Fatalf("%d documents, want the behavior and the pod template:\n%s", len(docs), out)
+	}
+	return out, docs
+}
+
+// checkReasons fails every line of out that sets a number or a word
+// without a comment line above it saying why.
+func checkReasons(t *testing.T, out string) {
+	t.Helper()
 	lines := strings.Split(out, "\n")
 	for i, l := range lines {
 		trimmed := strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(l), "- "))
@@ -187,12 +208,6 @@ func TestWriteYAML(t *testing.T) {
 		if i == 0 || !strings.HasPrefix(strings.TrimSpace(lines[i-1]), "# ") {
 			t.Errorf("line %d %q (%s=%s) has no reason above it", i+1, l, k, v)
 		}
-	}
-	if n := strings.Count(docs[0], "# WARNING: "); n != 3 {
-		t.Errorf("%d warnings in the behavior, want 3 (threshold, grace period, fast scale-down)", n)
-	}
-	if n := strings.Count(docs[1], "# WARNING: "); n != 0 {
-		t.Errorf("%d warnings in the pod template, want none", n)
 	}
 }
 
@@ -217,16 +232,7 @@ func TestWriteYAMLWaitDrain(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			r := Recommend(Workload{HPA: "demo/llm", Target: "Deployment/llm", Startup: secs(80, 95, 70), GPUsPerPod: 1, GPUsPerNode: 8,
 				Streams: streams(t, map[float64]float64{5: 10, 10: 30, 20: 31}), Container: "vllm", ShutdownTimeout: tt.timeout}, DefaultAutoscaler())
-			var buf bytes.Buffer
-			if err := r.WriteYAML(&buf); err != nil {
-				t.Fatal(err)
-			}
-			out := buf.String()
-			t.Logf("\n%s", out)
-			docs := strings.Split(strings.TrimSuffix(out, "---\n"), "---\n")
-			if len(docs) != 2 {
-				t.Fatalf("%d documents, want the behavior and the pod template:\n%s", len(docs), out)
-			}
+			_, docs := writtenDocs(t, r)
 			var tmpl corev1.PodTemplateSpec
 			if err := yaml.UnmarshalStrict([]byte(docs[1]), &tmpl); err != nil {
 				t.Fatalf("second document is not a pod template: %v\n%s", err, docs[1])
@@ -241,14 +247,7 @@ func TestWriteYAMLWaitDrain(t *testing.T) {
 			if !strings.Contains(docs[1], "#   terminationGracePeriodSeconds: 35, preStop sleep seconds: 25") {
 				t.Errorf("the sleep form is not given for servers without --shutdown-timeout:\n%s", docs[1])
 			}
-			lines := strings.Split(docs[1], "\n")
-			for i, l := range lines {
-				trimmed := strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(l), "- "))
-				if k, _, ok := strings.Cut(trimmed, ": "); ok && !strings.HasPrefix(trimmed, "#") && k != "name" &&
-					(i == 0 || !strings.HasPrefix(strings.TrimSpace(lines[i-1]), "# ")) {
-					t.Errorf("line %d %q has no reason above it", i+1, l)
-				}
-			}
+			checkReasons(t, docs[1])
 		})
 	}
 }
