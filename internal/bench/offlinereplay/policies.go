@@ -403,10 +403,9 @@ func (c needOracle) Recommend(v View) (int, bool) {
 	return want, true
 }
 
-// scheduled asks for n replicas from at on: a policy that knows the
-// future, to bound what any policy could do.
 // scheduled asks for each step's count from its time on, the last step
-// whose time has come; before the first, for the replicas it has. With the
+// whose time has come; before the first, for the replicas it has: a policy
+// that knows the future, to bound what any policy could do. With the
 // schedule policy's hour-long scale-down window it never scales down.
 type scheduled []scheduleStep
 

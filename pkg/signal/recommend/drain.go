@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"time"
 
 	dto "github.com/prometheus/client_model/go"
@@ -132,6 +133,26 @@ const (
 	// server holding no request shuts down in seconds.
 	exitAllowance = 10 * time.Second
 )
+
+// forServerTimeout is d for a serving container that already passes
+// --shutdown-timeout=t (nothing changes when t is 0 or nothing was
+// measured). Its pod-template patch is then the wait drain, and the patch
+// cannot change t, which is in the server's args: the grace period covers
+// the sleep, the longer of t and the longest stream, and the exit, and a t
+// shorter than the longest stream is warned of, with what to raise it to
+// (Wait.ShutdownTimeout).
+func (d Drain) forServerTimeout(t time.Duration) Drain {
+	if d.Longest <= 0 || t <= 0 {
+		return d
+	}
+	d.Wait.Grace = d.Wait.PreStop + max(t, d.Wait.ShutdownTimeout) + exitAllowance
+	if t < d.Wait.ShutdownTimeout {
+		d.Warnings = append(slices.Clone(d.Warnings), fmt.Sprintf("the server's --shutdown-timeout=%d is shorter than the longest measured stream (%v): "+
+			"the server of a removed replica aborts the streams it still holds then; raise it to %d",
+			int64(t.Seconds()), d.Longest, int64(d.Wait.ShutdownTimeout.Seconds())))
+	}
+	return d
+}
 
 // ErrNoStreams is what RecommendDrain's warning says when nothing was
 // measured.

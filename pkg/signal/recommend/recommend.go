@@ -110,7 +110,7 @@ func Recommend(w Workload, ca Autoscaler) Recommendation {
 	r.Behavior.ScaleUp = r.scaleUp()
 	r.Behavior.ScaleDown = r.scaleDown(ca)
 	r.Warnings = warnings(w, ca, r.StartupP95)
-	r.Drain = RecommendDrain(w.Streams, ca)
+	r.Drain = RecommendDrain(w.Streams, ca).forServerTimeout(w.ShutdownTimeout)
 	for _, e := range w.StreamErrors {
 		r.Drain.Warnings = append(r.Drain.Warnings, "stream lengths: "+e)
 	}

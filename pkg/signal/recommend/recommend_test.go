@@ -232,6 +232,9 @@ func TestWriteYAMLWaitDrain(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			r := Recommend(Workload{HPA: "demo/llm", Target: "Deployment/llm", Startup: secs(80, 95, 70), GPUsPerPod: 1, GPUsPerNode: 8,
 				Streams: streams(t, map[float64]float64{5: 10, 10: 30, 20: 31}), Container: "vllm", ShutdownTimeout: tt.timeout}, DefaultAutoscaler())
+			if n := len(r.Drain.Warnings); n != tt.wantWarnings {
+				t.Errorf("the recommendation carries %d drain warnings %q, want %d", n, r.Drain.Warnings, tt.wantWarnings)
+			}
 			_, docs := writtenDocs(t, r)
 			var tmpl corev1.PodTemplateSpec
 			if err := yaml.UnmarshalStrict([]byte(docs[1]), &tmpl); err != nil {

@@ -67,24 +67,17 @@ func (r *Recommendation) writeDrain(w io.Writer) {
 }
 
 // writeWaitDrain writes the drain of a serving container that passes
-// --shutdown-timeout: the sleep covers the endpoint lag only, and the
-// grace period the sleep, the longer of the server's timeout and the
-// longest stream, and the exit.
+// --shutdown-timeout (Drain.forServerTimeout): the sleep covers the
+// endpoint lag only, and the grace period the sleep, the streams and the
+// exit.
 func (r *Recommendation) writeWaitDrain(w io.Writer) {
 	d, wl := r.Drain, r.Workload
-	timeout := max(wl.ShutdownTimeout, d.Wait.ShutdownTimeout)
-	grace := d.Wait.PreStop + timeout + exitAllowance
-	if wl.ShutdownTimeout < d.Wait.ShutdownTimeout {
-		fmt.Fprintf(w, "# WARNING: the server's --shutdown-timeout=%d is shorter than the longest measured stream (%v): "+
-			"the server of a removed replica aborts the streams it still holds then; raise it to %d\n",
-			int64(wl.ShutdownTimeout.Seconds()), d.Longest, int64(d.Wait.ShutdownTimeout.Seconds()))
-	}
 	fmt.Fprintf(w, "# measured: %.0f streams, the longest within %v; the server exits once idle (--shutdown-timeout=%d)\n",
 		d.Streams, d.Longest, int64(wl.ShutdownTimeout.Seconds()))
 	fmt.Fprintln(w, "spec:")
 	fmt.Fprintf(w, "  # the preStop sleep, %v of streams (the longer of --shutdown-timeout and the longest stream), and %v for the server to exit after them\n",
-		timeout, exitAllowance)
-	fmt.Fprintf(w, "  terminationGracePeriodSeconds: %d\n", int64(grace.Seconds()))
+		d.Wait.Grace-d.Wait.PreStop-exitAllowance, exitAllowance)
+	fmt.Fprintf(w, "  terminationGracePeriodSeconds: %d\n", int64(d.Wait.Grace.Seconds()))
 	writePreStop(w, wl.Container, fmt.Sprintf("load balancers stop sending to a pod that is no longer Ready within %v; "+
 		"SIGTERM then stops new requests, and the server finishes those it holds", d.Wait.PreStop), d.Wait.PreStop)
 	fmt.Fprintf(w, "# without --shutdown-timeout the server aborts its streams at SIGTERM, and the sleep must cover them:\n")
