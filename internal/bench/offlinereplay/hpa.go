@@ -3,6 +3,8 @@ package offlinereplay
 import (
 	"math"
 	"time"
+
+	autoscalingv2 "k8s.io/api/autoscaling/v2"
 )
 
 // Behavior is an HPA's scaling behavior (autoscaling/v2), as the HPA
@@ -10,21 +12,42 @@ import (
 type Behavior struct {
 	// UpWindow and DownWindow are the stabilization windows.
 	UpWindow, DownWindow time.Duration
-	// Scale-up may add the larger of UpPercent and UpPods per UpPeriod.
-	UpPercent, UpPods int
-	UpPeriod          time.Duration
-	// Scale-down may remove the larger of DownPods and DownPercent per
-	// DownPeriod (selectPolicy Max, the controller's default).
-	DownPods, DownPercent int
-	DownPeriod            time.Duration
-	MinReplicas           int
-	MaxReplicas           int
+	// Up and Down are the rate policies. Of each direction's, the
+	// controller takes the one that allows the largest change (selectPolicy
+	// Max, its default), each relative to the replicas at the start of its
+	// own period.
+	Up, Down    []Rate
+	MinReplicas int
+	MaxReplicas int
+}
+
+// Rate is one scaling policy (autoscalingv2.HPAScalingPolicy): Value pods,
+// or Value percent of the replicas at the period's start, per Period.
+type Rate struct {
+	Percent bool
+	Value   int
+	Period  time.Duration
+}
+
+// Pods is a rate of n pods per period.
+func Pods(n int, period time.Duration) Rate { return Rate{Value: n, Period: period} }
+
+// Percent is a rate of p percent per period.
+func Percent(p int, period time.Duration) Rate { return Rate{Percent: true, Value: p, Period: period} }
+
+// RatesOf reads an HPA's scaling policies.
+func RatesOf(policies []autoscalingv2.HPAScalingPolicy) []Rate {
+	out := make([]Rate, 0, len(policies))
+	for _, p := range policies {
+		out = append(out, Rate{Percent: p.Type == autoscalingv2.PercentScalingPolicy, Value: int(p.Value), Period: time.Duration(p.PeriodSeconds) * time.Second})
+	}
+	return out
 }
 
 // DefaultBehavior is the HPA controller's default behavior.
 func DefaultBehavior(minR, maxR int) Behavior {
-	return Behavior{UpPercent: 100, UpPods: 4, UpPeriod: 15 * time.Second,
-		DownWindow: 300 * time.Second, DownPercent: 100, DownPeriod: 15 * time.Second,
+	return Behavior{Up: []Rate{Percent(100, 15*time.Second), Pods(4, 15*time.Second)},
+		DownWindow: 300 * time.Second, Down: []Rate{Percent(100, 15*time.Second)},
 		MinReplicas: minR, MaxReplicas: maxR}
 }
 
@@ -90,29 +113,47 @@ func (h *hpa) stabilize(now time.Time, want int) int {
 	return h.spec
 }
 
-// limit applies the rate policies, each relative to the replicas at the
-// start of its period.
+// limit applies the rate policies as the controller does
+// (calculateScaleUpLimitWithScalingRules and
+// calculateScaleDownLimitWithBehaviors): each policy relative to the
+// replicas at the start of its period, which undoes every change within
+// it, up and down; a percent rounds up when scaling up and truncates when
+// scaling down.
 func (h *hpa) limit(now time.Time, desired int) int {
 	if desired == h.spec {
 		return desired
 	}
-	up := desired > h.spec
+	if desired > h.spec {
+		most := math.MinInt
+		for _, r := range h.b.Up {
+			start := h.periodStart(now, r.Period)
+			proposed := start + r.Value
+			if r.Percent {
+				proposed = int(math.Ceil(float64(start) * (1 + float64(r.Value)/100)))
+			}
+			most = max(most, proposed)
+		}
+		return min(desired, max(most, h.spec))
+	}
+	least := math.MaxInt
+	for _, r := range h.b.Down {
+		start := h.periodStart(now, r.Period)
+		proposed := start - r.Value
+		if r.Percent {
+			proposed = int(float64(start) * (1 - float64(r.Value)/100))
+		}
+		least = min(least, proposed)
+	}
+	return max(desired, min(least, h.spec))
+}
+
+// periodStart is the replicas at the start of a period ending now.
+func (h *hpa) periodStart(now time.Time, period time.Duration) int {
 	start := h.spec
 	for _, c := range h.changes {
-		if up && c.delta > 0 && now.Sub(c.at) < h.b.UpPeriod || !up && c.delta < 0 && now.Sub(c.at) < h.b.DownPeriod {
+		if now.Sub(c.at) < period {
 			start -= c.delta
 		}
 	}
-	if up {
-		most := max(start+h.b.UpPods, int(math.Ceil(float64(start)*(1+float64(h.b.UpPercent)/100))))
-		return min(desired, max(most, h.spec))
-	}
-	least := start
-	if h.b.DownPods > 0 {
-		least = start - h.b.DownPods
-	}
-	if h.b.DownPercent > 0 {
-		least = min(least, int(math.Ceil(float64(start)*(1-float64(h.b.DownPercent)/100))))
-	}
-	return max(desired, min(least, h.spec))
+	return start
 }

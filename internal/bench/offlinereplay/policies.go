@@ -9,8 +9,6 @@ import (
 	"strings"
 	"time"
 
-	autoscalingv2 "k8s.io/api/autoscaling/v2"
-
 	"github.com/gpuscale/gpuscale/internal/bench/autoscalebench"
 	"github.com/gpuscale/gpuscale/pkg/signal/capacity"
 	"github.com/gpuscale/gpuscale/pkg/signal/histogram"
@@ -57,8 +55,9 @@ type PolicyOptions struct {
 	// the SLO) and prefill-time window (0: a minute); DownWindow, when not
 	// 0, replaces the scale-down window `adapter recommend` gives it.
 	Objective, Window, DownWindow time.Duration
-	// DownPercent and DownPeriod, when DownPercent is not 0, replace the
-	// scale-down rate `adapter recommend` gives the capacity policy.
+	// DownPeriod, when not 0, replaces the period of every scale-down
+	// policy `adapter recommend` gives the capacity policy; DownPercent,
+	// when not 0, adds a policy of that percent per the same period.
 	DownPercent int
 	DownPeriod  time.Duration
 	// TTFTWindow is the adapter's --ttft-window (0: a minute).
@@ -132,9 +131,7 @@ func NewPolicy(name string, o PolicyOptions) (Policy, Behavior, error) {
 		if o.DownWindow > 0 {
 			b.DownWindow = o.DownWindow
 		}
-		if o.DownPercent > 0 {
-			b.DownPercent, b.DownPeriod = o.DownPercent, o.DownPeriod
-		}
+		b.Down = o.downRates(b.Down)
 		target := o.CapacityTarget
 		if !(target > 0) {
 			target = recommend.CapacityTarget
@@ -165,7 +162,8 @@ func NewPolicy(name string, o PolicyOptions) (Policy, Behavior, error) {
 			top = max(top, st.n)
 		}
 		b := DefaultBehavior(1, max(top, maxR))
-		b.UpPods, b.DownWindow = top, time.Hour
+		b.Up = append(b.Up, Pods(top, 15*time.Second))
+		b.DownWindow = time.Hour
 		return steps, b, nil
 	}
 	return nil, Behavior{}, fmt.Errorf("unknown policy %q (known: %s, %s)", name, strings.Join(AllPolicies(), ", "), PolicySchedule)
@@ -174,7 +172,7 @@ func NewPolicy(name string, o PolicyOptions) (Policy, Behavior, error) {
 // Unlimited is a behavior with no stabilization and no rate limits: a
 // controller that sets the Deployment's scale itself.
 func Unlimited(minR, maxR int) Behavior {
-	return Behavior{UpPods: 1 << 20, UpPeriod: time.Second, DownPercent: 100, DownPeriod: time.Second, MinReplicas: minR, MaxReplicas: maxR}
+	return Behavior{Up: []Rate{Pods(1<<20, time.Second)}, Down: []Rate{Percent(100, time.Second)}, MinReplicas: minR, MaxReplicas: maxR}
 }
 
 // Recommended is the behavior `adapter recommend` gives for a start-up
@@ -185,22 +183,27 @@ func Recommended(startup time.Duration, minR, maxR int) Behavior {
 	up, down := rec.Behavior.ScaleUp, rec.Behavior.ScaleDown
 	b.UpWindow = time.Duration(*up.StabilizationWindowSeconds) * time.Second
 	b.DownWindow = time.Duration(*down.StabilizationWindowSeconds) * time.Second
-	b.UpPods, b.UpPercent, b.UpPeriod = rates(up.Policies)
-	b.DownPods, b.DownPercent, b.DownPeriod = rates(down.Policies)
+	b.Up, b.Down = RatesOf(up.Policies), RatesOf(down.Policies)
 	return b
 }
 
-// rates reads an HPA's rate policies: pods and percent per period.
-func rates(policies []autoscalingv2.HPAScalingPolicy) (pods, percent int, period time.Duration) {
-	for _, p := range policies {
-		period = time.Duration(p.PeriodSeconds) * time.Second
-		if p.Type == autoscalingv2.PodsScalingPolicy {
-			pods = int(p.Value)
-		} else {
-			percent = int(p.Value)
+// downRates is the recommended policy's scale-down rates with the
+// options' period and percent.
+func (o PolicyOptions) downRates(rates []Rate) []Rate {
+	out := slices.Clone(rates)
+	if o.DownPeriod > 0 {
+		for i := range out {
+			out[i].Period = o.DownPeriod
 		}
 	}
-	return pods, percent, period
+	if o.DownPercent > 0 {
+		period := o.DownPeriod
+		if period <= 0 {
+			period = out[0].Period
+		}
+		out = append(out, Percent(o.DownPercent, period))
+	}
+	return out
 }
 
 func waiting(p PodView) float64 { return float64(p.Waiting) }

@@ -77,8 +77,9 @@ func TestScheduleSteps(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if b.MaxReplicas != 10 || b.UpPods != 10 {
-		t.Errorf("max replicas %d, up by %d; want the largest step's 10", b.MaxReplicas, b.UpPods)
+	h := newHPA(b, 3)
+	if b.MaxReplicas != 10 || h.decide(origin.Add(15*time.Second), 10) != 10 {
+		t.Errorf("max replicas %d, up from 3 to %d in one sync; want the largest step's 10", b.MaxReplicas, h.spec)
 	}
 	for _, tc := range []struct {
 		at   time.Duration

@@ -11,8 +11,8 @@ import (
 
 func TestHPADecide(t *testing.T) {
 	at := func(s int) time.Time { return origin.Add(time.Duration(s) * time.Second) }
-	recommended := Behavior{UpPercent: 100, UpPods: 4, UpPeriod: 15 * time.Second,
-		DownWindow: 60 * time.Second, DownPods: 1, DownPeriod: 60 * time.Second, MinReplicas: 1, MaxReplicas: 18}
+	up := []Rate{Percent(100, 15*time.Second), Pods(4, 15*time.Second)}
+	recommended := Behavior{Up: up, DownWindow: 60 * time.Second, Down: []Rate{Pods(1, time.Minute)}, MinReplicas: 1, MaxReplicas: 18}
 	tests := []struct {
 		name  string
 		b     Behavior
@@ -36,11 +36,28 @@ func TestHPADecide(t *testing.T) {
 		},
 		{
 			// Pods and percent together: the larger change (selectPolicy
-			// Max), each relative to the replicas at the period's start.
-			name: "pods or percent down", b: Behavior{UpPercent: 100, UpPods: 4, UpPeriod: 15 * time.Second,
-				DownWindow: 60 * time.Second, DownPods: 1, DownPercent: 25, DownPeriod: 60 * time.Second, MinReplicas: 1, MaxReplicas: 40},
+			// Max), each relative to the replicas at the period's start; a
+			// percent down truncates, as the controller's int32() does.
+			name: "pods or percent down", b: Behavior{Up: up, DownWindow: 60 * time.Second,
+				Down: []Rate{Pods(1, time.Minute), Percent(25, time.Minute)}, MinReplicas: 1, MaxReplicas: 40},
 			start: 20,
-			steps: []struct{ at, want, got int }{{61, 3, 15}, {76, 3, 15}, {121, 3, 12}, {181, 3, 9}, {241, 3, 7}, {301, 3, 6}, {361, 3, 5}},
+			steps: []struct{ at, want, got int }{{61, 3, 15}, {76, 3, 15}, {121, 3, 11}, {181, 3, 8}, {241, 3, 6}, {301, 3, 4}, {361, 3, 3}},
+		},
+		{
+			// Each policy has its own period: 1 pod a minute or 50% per
+			// 3 minutes, whichever removes more.
+			name: "periods of their own", b: Behavior{Up: up, Down: []Rate{Pods(1, time.Minute), Percent(50, 3*time.Minute)}, MinReplicas: 1, MaxReplicas: 40},
+			start: 20,
+			steps: []struct{ at, want, got int }{{15, 1, 10}, {30, 1, 10}, {75, 1, 9}, {135, 1, 8}, {195, 1, 5}},
+		},
+		{
+			// The controller's period start undoes the changes of both
+			// directions within the period (currentReplicas -
+			// replicasAdded + replicasDeleted), so a scale-up just before
+			// widens the scale-down that follows it.
+			name: "a scale-up within the down period", b: Behavior{Up: []Rate{Pods(4, 15*time.Second)}, Down: []Rate{Pods(1, time.Minute)}, MinReplicas: 1, MaxReplicas: 40},
+			start: 2,
+			steps: []struct{ at, want, got int }{{15, 6, 6}, {30, 1, 1}},
 		},
 		{
 			name: "bounds", b: recommended, start: 2,
