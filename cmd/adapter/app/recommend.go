@@ -1,6 +1,7 @@
 package app
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -24,6 +25,9 @@ type RecommendOptions struct {
 	Namespace   string
 	GPUsPerNode int64
 	Autoscaler  recommend.Autoscaler
+	// TTFTWindow is the adapter's --ttft-window (recommend.Workload's
+	// SignalWindow; 0: the adapter's default).
+	TTFTWindow time.Duration
 	// read reads a pod's metrics; nil: through the API server's pod proxy.
 	read exposition
 }
@@ -38,6 +42,7 @@ func (o *RecommendOptions) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&ca.DelayAfterAdd, "scale-down-delay-after-add", ca.DelayAfterAdd, "The cluster autoscaler's --scale-down-delay-after-add.")
 	fs.Float64Var(&ca.GPUUtilizationThreshold, "scale-down-gpu-utilization-threshold", ca.GPUUtilizationThreshold, "The cluster autoscaler's --scale-down-gpu-utilization-threshold (GPU nodes are rated by it, not by --scale-down-utilization-threshold).")
 	fs.Var(secondsValue{&ca.MaxGracefulTermination}, "max-graceful-termination-sec", "The cluster autoscaler's --max-graceful-termination-sec.")
+	fs.DurationVar(&o.TTFTWindow, "ttft-window", NewOptions().TTFTWindow, "The adapter's --ttft-window: the window the capacity signal measures TTFT over, which paces scale-down.")
 }
 
 // secondsValue is a duration flag given in whole seconds, as the cluster
@@ -133,6 +138,7 @@ func gatherWorkloads(ctx context.Context, client kubernetes.Interface, o Recomme
 			return nil, fmt.Errorf("listing pods of %s/%s: %w", h.Namespace, h.Name, err)
 		}
 		w := measure(h, tmpl, pods.Items, nodes, o.GPUsPerNode)
+		w.SignalWindow = cmp.Or(o.TTFTWindow, NewOptions().TTFTWindow)
 		read := o.read
 		if read == nil {
 			read = proxyExposition(client)

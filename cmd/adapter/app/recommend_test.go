@@ -79,9 +79,15 @@ func TestGatherWorkloads(t *testing.T) {
 		w.TerminationGracePeriod != 900*time.Second || len(w.Startup) != 2 || recommend.Percentile(w.Startup, 0.95) != 100*time.Second {
 		t.Errorf("workload = %+v", w)
 	}
-	ws, _ = gatherWorkloads(context.Background(), client, RecommendOptions{GPUsPerNode: 4})
+	if w.SignalWindow != recommend.DefaultSignalWindow {
+		t.Errorf("signal window %v at the adapter's defaults, want %v", w.SignalWindow, recommend.DefaultSignalWindow)
+	}
+	ws, _ = gatherWorkloads(context.Background(), client, RecommendOptions{GPUsPerNode: 4, TTFTWindow: 2 * time.Minute})
 	if ws[0].GPUsPerNode != 4 {
 		t.Errorf("--gpus-per-node ignored: %d", ws[0].GPUsPerNode)
+	}
+	if ws[0].SignalWindow != 2*time.Minute {
+		t.Errorf("signal window %v with --ttft-window=2m", ws[0].SignalWindow)
 	}
 }
 
@@ -91,7 +97,7 @@ func TestWriteRecommendations(t *testing.T) {
 	if err := writeRecommendations(context.Background(), fake.NewClientset(recommendFixture()...), o, &out); err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"# HPA demo/llm -> Deployment/llm", "stabilizationWindowSeconds: 105", "# WARNING: terminationGracePeriodSeconds 900"} {
+	for _, want := range []string{"# HPA demo/llm -> Deployment/llm", "stabilizationWindowSeconds: 105", "periodSeconds: 60", "# WARNING: terminationGracePeriodSeconds 900"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("output lacks %q:\n%s", want, out.String())
 		}

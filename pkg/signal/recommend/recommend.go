@@ -76,7 +76,13 @@ type Workload struct {
 	ShutdownTimeout time.Duration
 	// StreamErrors says which pods' histograms could not be read.
 	StreamErrors []string
+	// SignalWindow is the adapter's --ttft-window, the window the capacity
+	// signal measures TTFT and prefill times over (0: DefaultSignalWindow).
+	SignalWindow time.Duration
 }
+
+// DefaultSignalWindow is the adapter's default --ttft-window.
+const DefaultSignalWindow = time.Minute
 
 // Recommendation is the advice for one HPA.
 type Recommendation struct {
@@ -100,7 +106,6 @@ const (
 	hpaDefaultStabilize    = 300 * time.Second // the HPA's default scale-down stabilization window
 	minScaleDownStabilize  = 60 * time.Second
 	scaleUpPods            = 4
-	scaleDownPeriod        = 60 * time.Second
 	defaultTerminationWait = 30 * time.Second
 )
 
@@ -155,10 +160,12 @@ func (r *Recommendation) scaleDown(ca Autoscaler) *autoscalingv2.HPAScalingRules
 	r.Reasons["scaleDown.stabilizationWindowSeconds"] = why
 	r.Reasons["scaleDown.policies[0].value"] = "one replica at a time: each removal takes the replica with the lowest deletion cost " +
 		"(gpuscale's scale-down controller puts the emptiest GPU node's first), so nodes empty one by one"
-	r.Reasons["scaleDown.policies[0].periodSeconds"] = fmt.Sprintf("%v: longer than a metric window and an HPA sync, so the load "+
-		"moved to the remaining replicas is seen before the next removal", scaleDownPeriod)
+	period := r.scaleDownPeriod()
+	r.Reasons["scaleDown.policies[0].periodSeconds"] = fmt.Sprintf("%v: the signal's window (the adapter's --ttft-window, %v, rounded up to "+
+		"the HPA's %v sync). The capacity counts a removed replica gone at the next sync, but the TTFT its closed loop corrects by is "+
+		"measured over the window: a removal waits until the last one shows in it", period, r.signalWindow(), hpaSyncPeriod)
 	if perNode := r.replicasPerNode(); perNode > 0 {
-		empty := window + time.Duration(perNode-1)*scaleDownPeriod
+		empty := window + time.Duration(perNode-1)*period
 		r.Reasons["scaleDown"] = fmt.Sprintf("a node of %d replicas empties about %v after the load drops; the cluster autoscaler "+
 			"removes it %v later (--scale-down-unneeded-time), and not within %v of its last scale-up (--scale-down-delay-after-add)",
 			perNode, empty, ca.UnneededTime, ca.DelayAfterAdd)
@@ -166,9 +173,25 @@ func (r *Recommendation) scaleDown(ca Autoscaler) *autoscalingv2.HPAScalingRules
 	return &autoscalingv2.HPAScalingRules{
 		StabilizationWindowSeconds: ptr(int32(window.Seconds())),
 		Policies: []autoscalingv2.HPAScalingPolicy{
-			{Type: autoscalingv2.PodsScalingPolicy, Value: 1, PeriodSeconds: int32(scaleDownPeriod.Seconds())},
+			{Type: autoscalingv2.PodsScalingPolicy, Value: 1, PeriodSeconds: int32(period.Seconds())},
 		},
 	}
+}
+
+func (r *Recommendation) signalWindow() time.Duration {
+	if r.Workload.SignalWindow > 0 {
+		return r.Workload.SignalWindow
+	}
+	return DefaultSignalWindow
+}
+
+// scaleDownPeriod is the time between two removals: the signal's window,
+// in whole syncs. A slower rate (the window plus the stabilization
+// window) met the family's scale-event goal on three draws, and cost the
+// disaggregated per-role HPAs 2-5 points of static's GPU-hours
+// (docs/autoscaling.md, "Round seven").
+func (r *Recommendation) scaleDownPeriod() time.Duration {
+	return roundUp(r.signalWindow(), hpaSyncPeriod)
 }
 
 func (r *Recommendation) replicasPerNode() int64 {

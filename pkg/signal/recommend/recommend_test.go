@@ -87,6 +87,32 @@ func TestRecommend(t *testing.T) {
 	}
 }
 
+// TestScaleDownPeriod: one removal per signal window, in whole HPA syncs.
+func TestScaleDownPeriod(t *testing.T) {
+	cases := []struct {
+		name   string
+		window time.Duration
+		want   int32
+	}{
+		{"the adapter's default window", 0, 60},
+		{"a two-minute window", 2 * time.Minute, 120},
+		{"a window just past a sync", 61 * time.Second, 75},
+		{"a short window: one sync", 10 * time.Second, 15},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			w := Workload{HPA: "demo/llm", Startup: secs(63), SignalWindow: tc.window, GPUsPerPod: 1, GPUsPerNode: 8}
+			r := Recommend(w, DefaultAutoscaler())
+			if got := r.Behavior.ScaleDown.Policies[0].PeriodSeconds; got != tc.want {
+				t.Errorf("scale-down period %d s, want %d", got, tc.want)
+			}
+			if why := r.Reasons["scaleDown.policies[0].periodSeconds"]; !strings.Contains(why, "--ttft-window") {
+				t.Errorf("reason %q does not say why", why)
+			}
+		})
+	}
+}
+
 func TestPercentile(t *testing.T) {
 	cases := []struct {
 		in   []time.Duration
