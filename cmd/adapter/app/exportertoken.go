@@ -7,7 +7,6 @@ import (
 	"log/slog"
 
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/component-base/metrics/legacyregistry"
 
 	"github.com/gpuscale/gpuscale/pkg/adapter/tokensecret"
 	"github.com/gpuscale/gpuscale/pkg/tokenfile"
@@ -57,7 +56,7 @@ func (o *Options) exporterTokenFile(log *slog.Logger) (*tokenfile.File, error) {
 	if err != nil {
 		return nil, fmt.Errorf("--exporter-token-file: %w", err)
 	}
-	legacyregistry.RawMustRegister(f.Collectors()...)
+	o.metricsRegisterer().MustRegister(f.Collectors()...)
 	return f, nil
 }
 
@@ -86,7 +85,7 @@ func (a *Adapter) startExporterTokenSecret(ctx context.Context, log *slog.Logger
 	if err != nil {
 		return err
 	}
-	legacyregistry.RawMustRegister(k.Collectors()...)
+	a.Options.metricsRegisterer().MustRegister(k.Collectors()...)
 	go k.Run(ctx)
 	return nil
 }

@@ -4,6 +4,9 @@ import (
 	"log/slog"
 	"path/filepath"
 	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 )
 
 func TestValidateExporterToken(t *testing.T) {
@@ -26,10 +29,15 @@ func TestValidateExporterToken(t *testing.T) {
 // the file from there).
 func TestExporterTokenFileAbsentAtStart(t *testing.T) {
 	o := NewOptions()
+	reg := prometheus.NewPedanticRegistry()
+	o.registerer = reg
 	o.ExporterTokenFile = filepath.Join(t.TempDir(), "exporter-token", "token")
 	f, err := o.exporterTokenFile(slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatalf("a token file not there yet: %v", err)
+	}
+	if n, err := testutil.GatherAndCount(reg); err != nil || n == 0 {
+		t.Errorf("the token file's metrics: %d series registered with the adapter's registerer (%v)", n, err)
 	}
 	if f == nil {
 		t.Fatal("no token file followed")

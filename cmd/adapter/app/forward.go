@@ -8,8 +8,8 @@ import (
 	"net/url"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/pflag"
-	"k8s.io/component-base/metrics/legacyregistry"
 	cmprovider "sigs.k8s.io/custom-metrics-apiserver/pkg/provider"
 
 	"github.com/gpuscale/gpuscale/pkg/adapter/federation"
@@ -64,7 +64,7 @@ func (o *ForwardOptions) validate() []error {
 
 // wrap returns local itself when federation is off, else a provider that
 // forwards every other name, and the loop that refreshes its discovery.
-func (o *ForwardOptions) wrap(local cmprovider.MetricsProvider, log *slog.Logger) (cmprovider.MetricsProvider, func(context.Context), error) {
+func (o *ForwardOptions) wrap(local cmprovider.MetricsProvider, reg prometheus.Registerer, log *slog.Logger) (cmprovider.MetricsProvider, func(context.Context), error) {
 	if !o.enabled() {
 		return local, nil, nil
 	}
@@ -74,7 +74,7 @@ func (o *ForwardOptions) wrap(local cmprovider.MetricsProvider, log *slog.Logger
 		return nil, nil, fmt.Errorf("--forward-to: %w", err)
 	}
 	metrics := federation.NewMetrics()
-	legacyregistry.RawMustRegister(metrics.Collectors()...)
+	reg.MustRegister(metrics.Collectors()...)
 	p := federation.New(local, backend, metrics, log)
 	return p, func(ctx context.Context) { p.Run(ctx, o.DiscoveryInterval) }, nil
 }

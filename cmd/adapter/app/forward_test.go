@@ -27,7 +27,7 @@ func TestValidateForward(t *testing.T) {
 // gpuscale's own, untouched.
 func TestForwardOffServesLocal(t *testing.T) {
 	o := defaultForwardOptions()
-	served, run, err := o.wrap(nil, nil)
+	served, run, err := o.wrap(nil, nil, nil)
 	if err != nil || served != nil || run != nil {
 		t.Fatalf("wrap with federation off = %v, %v, %v; want the local provider and no loop", served, run != nil, err)
 	}

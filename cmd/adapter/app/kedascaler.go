@@ -11,7 +11,6 @@ import (
 
 	"github.com/spf13/pflag"
 	"k8s.io/apiserver/pkg/authorization/authorizer"
-	"k8s.io/component-base/metrics/legacyregistry"
 
 	"github.com/gpuscale/gpuscale/pkg/adapter/certrotation"
 	"github.com/gpuscale/gpuscale/pkg/adapter/kedascaler"
@@ -135,7 +134,7 @@ func (a *Adapter) startKEDAScaler(ctx context.Context, cancel context.CancelCaus
 		return err
 	}
 	requests := kedascaler.NewRequests()
-	legacyregistry.RawMustRegister(requests)
+	a.Options.metricsRegisterer().MustRegister(requests)
 	srv, err := kedascaler.NewServer(kedascaler.Config{
 		Metrics: metrics, CheckInterval: o.CheckInterval, Requests: requests, Logger: log.With("component", "kedascaler"),
 		TLS:        creds,

@@ -9,9 +9,11 @@ import (
 	"net/url"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/pflag"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/component-base/metrics/legacyregistry"
 
 	"github.com/gpuscale/gpuscale/pkg/adapter/discovery"
 	"github.com/gpuscale/gpuscale/pkg/adapter/kedascaler"
@@ -22,6 +24,11 @@ import (
 // Options are the adapter's own flags; the API server's (TLS, delegated
 // authn/authz, kubeconfigs) come from custom-metrics-apiserver.
 type Options struct {
+	// registerer takes the adapter's own metrics (nil: the API server's
+	// legacy registry, which its /metrics serves). A test gives each run
+	// a registry of its own, so the same test can run twice in a process.
+	registerer prometheus.Registerer
+
 	Source           string
 	ScrapeInterval   time.Duration
 	ScrapeTimeout    time.Duration
@@ -327,4 +334,12 @@ func (o *Options) capacityConfig() capacity.Config {
 	cfg.ITLObjective = o.CapacityITLObjective
 	cfg.MaxTargetsPerNamespace, cfg.MaxTargets = o.CapacityMaxWorkloadsPerNamespace, o.CapacityMaxWorkloads
 	return cfg
+}
+
+// metricsRegisterer is where the adapter's own metrics are registered.
+func (o *Options) metricsRegisterer() prometheus.Registerer {
+	if o.registerer != nil {
+		return o.registerer
+	}
+	return legacyregistry.Registerer()
 }

@@ -9,7 +9,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/pflag"
+	"k8s.io/component-base/metrics/legacyregistry"
 
 	"github.com/gpuscale/gpuscale/pkg/adapter/discovery"
 	"github.com/gpuscale/gpuscale/pkg/adapter/promsource"
@@ -109,6 +111,7 @@ func TestPrometheusSource(t *testing.T) {
 	}
 	o := NewOptions()
 	o.Source, o.Prometheus.URL, o.Prometheus.Queries = SourcePrometheus, "http://127.0.0.1:1", good
+	o.registerer = prometheus.NewRegistry()
 	o.Complete()
 	src, err := o.newSource(nil, nil, slog.New(slog.DiscardHandler))
 	if err != nil {
@@ -202,5 +205,13 @@ func checkValidate(t *testing.T, cases []validateCase, passed func(*testing.T, *
 				t.Fatalf("Validate = %v, want %q", err, tc.wantErr)
 			}
 		})
+	}
+}
+
+// TestMetricsRegistererIsServed: unless a test gives its own, the adapter's
+// metrics go to the legacy registry, the one its /metrics serves.
+func TestMetricsRegistererIsServed(t *testing.T) {
+	if got := NewOptions().metricsRegisterer(); got != legacyregistry.Registerer() {
+		t.Errorf("metrics registerer %T, want the API server's legacy registry", got)
 	}
 }

@@ -11,7 +11,6 @@ import (
 	"github.com/spf13/pflag"
 	"k8s.io/apiserver/pkg/server/healthz"
 	"k8s.io/client-go/tools/cache"
-	"k8s.io/component-base/metrics/legacyregistry"
 	basecmd "sigs.k8s.io/custom-metrics-apiserver/pkg/cmd"
 
 	"github.com/gpuscale/gpuscale/pkg/adapter/discovery"
@@ -81,10 +80,10 @@ func (a *Adapter) Run(ctx context.Context) error {
 		return err
 	}
 	requests := provider.NewRequestCounter()
-	legacyregistry.RawMustRegister(requests)
+	o.metricsRegisterer().MustRegister(requests)
 
 	capacityMetrics := capacity.NewMetrics()
-	legacyregistry.RawMustRegister(capacityMetrics.Collectors()...)
+	o.metricsRegisterer().MustRegister(capacityMetrics.Collectors()...)
 	p := provider.New(provider.Config{
 		Values: src.values, Pods: pods.Lister(), Nodes: nodes.Lister(), Deployments: deploys.Lister(), StatefulSets: sets.Lister(),
 		MaxStaleness: o.MaxStaleness, TTFTWindow: o.TTFTWindow, Observer: requests,
@@ -103,7 +102,7 @@ func (a *Adapter) Run(ctx context.Context) error {
 	}
 	// Federation (off by default): names gpuscale does not serve go to
 	// --forward-to.
-	served, runForward, err := o.Forward.wrap(p, log.With("component", "federation"))
+	served, runForward, err := o.Forward.wrap(p, o.metricsRegisterer(), log.With("component", "federation"))
 	if err != nil {
 		return err
 	}

@@ -18,7 +18,6 @@ import (
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 	componentbaseconfig "k8s.io/component-base/config"
 	componentbaseoptions "k8s.io/component-base/config/options"
-	"k8s.io/component-base/metrics/legacyregistry"
 
 	"github.com/gpuscale/gpuscale/pkg/scaledown"
 )
@@ -142,7 +141,7 @@ func (a *Adapter) scaleDownController(pods coreinformers.PodInformer, nodes core
 	if _, err := nodes.Informer().AddEventHandler(c.NodeHandler()); err != nil {
 		return nil, nil, fmt.Errorf("scale-down controller: node handler: %w", err)
 	}
-	legacyregistry.RawMustRegister(c.Collector())
+	a.Options.metricsRegisterer().MustRegister(c.Collector())
 	le := sd.LeaderElection
 	if !le.LeaderElect {
 		log.Info("leader election off: this replica runs the scale-down controller", "component", "scale-down")

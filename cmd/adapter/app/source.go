@@ -12,7 +12,6 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	coreinformers "k8s.io/client-go/informers/core/v1"
 	"k8s.io/client-go/tools/cache"
-	"k8s.io/component-base/metrics/legacyregistry"
 
 	"github.com/gpuscale/gpuscale/pkg/adapter/discovery"
 	"github.com/gpuscale/gpuscale/pkg/adapter/gather"
@@ -77,12 +76,12 @@ func (o *Options) newSource(pods coreinformers.PodInformer, namespaces discovery
 		Interval:   o.ScrapeInterval,
 		RetainFor:  o.retainFor(),
 		Logger:     log.With("component", "gather"),
-		Registerer: legacyregistry.Registerer(),
+		Registerer: o.metricsRegisterer(),
 	})
 	if err != nil {
 		return nil, err
 	}
-	legacyregistry.RawMustRegister(storesource.FreshnessCollector{Store: st, MaxStaleness: o.MaxStaleness, Now: time.Now})
+	o.metricsRegisterer().MustRegister(storesource.FreshnessCollector{Store: st, MaxStaleness: o.MaxStaleness, Now: time.Now})
 	return &source{
 		values: storesource.New(st, o.MaxStaleness, o.TTFTWindow, nil),
 		loop: func(ctx context.Context, ready func()) {
@@ -122,7 +121,7 @@ func (o *Options) prometheusSource(pods coreinformers.PodInformer, log *slog.Log
 		URL: o.Prometheus.URL, HTTP: httpCfg, Timeout: o.Prometheus.Timeout,
 		MaxStaleness: o.MaxStaleness, TTFTWindow: o.TTFTWindow, Queries: queries,
 		ReuseFor: o.Prometheus.ScrapeInterval / promsource.DefaultReuseFraction, PodsIn: podsIn,
-		NamesEvery: o.Prometheus.NamesEvery, Log: log.With("source", "prometheus"), Registerer: legacyregistry.Registerer(),
+		NamesEvery: o.Prometheus.NamesEvery, Log: log.With("source", "prometheus"), Registerer: o.metricsRegisterer(),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("--source=prometheus: %w", err)
