@@ -48,7 +48,7 @@ type DisaggOptions struct {
 func NewDisaggPolicy(name string, o DisaggOptions) (DisaggPolicy, [numPools]Behavior, error) {
 	var b [numPools]Behavior
 	for pl := range numPools {
-		b[pl] = Recommended(o.Startup, 1, o.MaxReplicas[pl])
+		b[pl] = Recommended(o.Startup, 0, 1, o.MaxReplicas[pl])
 	}
 	switch name {
 	case DisaggStatic:

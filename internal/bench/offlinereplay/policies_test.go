@@ -175,3 +175,19 @@ func TestPodsAverageCountsMissingPodsWhenScalingUp(t *testing.T) {
 		})
 	}
 }
+
+// TestRecommendedDownPeriodFollowsTheWindow: the recommended policy
+// removes a replica per signal window, as `adapter recommend` advises for
+// the adapter's --ttft-window.
+func TestRecommendedDownPeriodFollowsTheWindow(t *testing.T) {
+	for _, tc := range []struct{ window, want time.Duration }{{0, time.Minute}, {2 * time.Minute, 2 * time.Minute}} {
+		_, b, err := NewPolicy(PolicyRecommended, PolicyOptions{Window: tc.window, MaxReplicas: 20,
+			Targets: autoscalebench.Targets{TTFT: time.Second, ModelLoad: time.Minute}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(b.Down) != 1 || b.Down[0].Period != tc.want {
+			t.Errorf("window %v: scale-down rates %+v, want one per %v", tc.window, b.Down, tc.want)
+		}
+	}
+}
