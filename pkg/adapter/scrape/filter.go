@@ -166,11 +166,8 @@ func (f *familyFilter) keep(line []byte) bool {
 		}
 		return f.family(name)
 	}
-	name := line
-	if i := bytes.IndexAny(line, "{ \t\r\n"); i >= 0 {
-		name = line[:i]
-	}
-	if len(name) == 0 || !isMetricName(name) {
+	name, ok := leadingMetricName(line)
+	if !ok {
 		return true // blank, a quoted name, or garbage for the parser
 	}
 	if rest, ok := bytes.CutPrefix(name, f.current); ok && len(f.current) > 0 {
@@ -228,7 +225,7 @@ func (f *familyFilter) selected(name []byte) bool {
 
 // cutToken splits b at its first space, tab or line end.
 func cutToken(b []byte) (token, rest []byte, found bool) {
-	if i := bytes.IndexAny(b, " \t\r\n"); i >= 0 {
+	if i := blankOrEOL.index(b); i >= 0 {
 		return b[:i], b[i:], true
 	}
 	return b, nil, false

@@ -181,7 +181,7 @@ func (l *limiter) sample(b []byte) (int, error) {
 	if l.series > l.lim.MaxSeries {
 		return 0, l.fail("more than %d series", l.lim.MaxSeries)
 	}
-	i := bytes.IndexAny(b, "{ \t")
+	i := labelsOrBlank.index(b)
 	if i < 0 || b[i] != '{' {
 		return 0, nil
 	}
@@ -201,7 +201,7 @@ func (l *limiter) sample(b []byte) (int, error) {
 			name, pos = b[pos+1:end], end+1
 		} else {
 			start := pos
-			for pos < len(b) && bytes.IndexByte([]byte("=,} \t\""), b[pos]) < 0 {
+			for pos < len(b) && !labelNameEnd[b[pos]] {
 				pos++
 			}
 			name = b[start:pos]

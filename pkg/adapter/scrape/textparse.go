@@ -412,7 +412,7 @@ func isLabelName(b []byte) bool {
 
 // parseFloat parses a sample value or le bound as expfmt does.
 func parseFloat(b []byte) (float64, error) {
-	if bytes.ContainsAny(b, "pP_") {
+	if floatRejects.index(b) >= 0 {
 		return 0, strconv.ErrSyntax
 	}
 	return strconv.ParseFloat(string(b), 64)
