@@ -83,22 +83,26 @@ func (r *recorder) Fatalf(format string, args ...any) {
 }
 
 func TestWaitFor(t *testing.T) {
+	// A wait that succeeds has a timeout far beyond its checks, so that a
+	// loaded machine's late tick cannot end it first; the one that never
+	// succeeds waits 500ms and names what it waited for.
 	tests := []struct {
 		name     string
+		timeout  time.Duration
 		cond     func(calls int) (bool, error)
 		wantFail string // "" for success
 		minCalls int
 	}{
-		{"true at once", func(int) (bool, error) { return true, nil }, "", 1},
-		{"true at the third check", func(n int) (bool, error) { return n >= 3, nil }, "", 3},
-		{"never true", func(int) (bool, error) { return false, nil }, "waiting 500ms for the thing", 2},
-		{"an error ends the wait", func(int) (bool, error) { return false, errors.New("broken") }, "broken", 1},
+		{"true at once", time.Minute, func(int) (bool, error) { return true, nil }, "", 1},
+		{"true at the third check", time.Minute, func(n int) (bool, error) { return n >= 3, nil }, "", 3},
+		{"never true", 500 * time.Millisecond, func(int) (bool, error) { return false, nil }, "waiting 500ms for the thing", 1},
+		{"an error ends the wait", time.Minute, func(int) (bool, error) { return false, errors.New("broken") }, "broken", 1},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			var r recorder
 			calls := 0
-			testenv.WaitFor(&r, 500*time.Millisecond, "the thing", func(context.Context) (bool, error) {
+			testenv.WaitFor(&r, tt.timeout, "the thing", func(context.Context) (bool, error) {
 				calls++
 				return tt.cond(calls)
 			})
