@@ -1,7 +1,6 @@
 package app
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -26,7 +25,8 @@ type RecommendOptions struct {
 	GPUsPerNode int64
 	Autoscaler  recommend.Autoscaler
 	// TTFTWindow is the adapter's --ttft-window (recommend.Workload's
-	// SignalWindow; 0: the adapter's default).
+	// SignalWindow; 0: recommend.DefaultSignalWindow, the adapter's
+	// default).
 	TTFTWindow time.Duration
 	// read reads a pod's metrics; nil: through the API server's pod proxy.
 	read exposition
@@ -138,7 +138,7 @@ func gatherWorkloads(ctx context.Context, client kubernetes.Interface, o Recomme
 			return nil, fmt.Errorf("listing pods of %s/%s: %w", h.Namespace, h.Name, err)
 		}
 		w := measure(h, tmpl, pods.Items, nodes, o.GPUsPerNode)
-		w.SignalWindow = cmp.Or(o.TTFTWindow, NewOptions().TTFTWindow)
+		w.SignalWindow = o.TTFTWindow
 		read := o.read
 		if read == nil {
 			read = proxyExposition(client)

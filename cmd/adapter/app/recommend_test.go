@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/spf13/pflag"
 	appsv1 "k8s.io/api/apps/v1"
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	corev1 "k8s.io/api/core/v1"
@@ -79,8 +80,15 @@ func TestGatherWorkloads(t *testing.T) {
 		w.TerminationGracePeriod != 900*time.Second || len(w.Startup) != 2 || recommend.Percentile(w.Startup, 0.95) != 100*time.Second {
 		t.Errorf("workload = %+v", w)
 	}
-	if w.SignalWindow != recommend.DefaultSignalWindow {
-		t.Errorf("signal window %v at the adapter's defaults, want %v", w.SignalWindow, recommend.DefaultSignalWindow)
+	if w.SignalWindow != 0 {
+		t.Errorf("signal window %v without --ttft-window, want 0 (recommend's default)", w.SignalWindow)
+	}
+	var flags RecommendOptions
+	fs := pflag.NewFlagSet("recommend", pflag.ContinueOnError)
+	flags.AddFlags(fs)
+	if flags.TTFTWindow != NewOptions().TTFTWindow || NewOptions().TTFTWindow != recommend.DefaultSignalWindow {
+		t.Errorf("--ttft-window defaults to %v, the adapter's is %v, recommend's %v: want one value",
+			flags.TTFTWindow, NewOptions().TTFTWindow, recommend.DefaultSignalWindow)
 	}
 	ws, _ = gatherWorkloads(context.Background(), client, RecommendOptions{GPUsPerNode: 4, TTFTWindow: 2 * time.Minute})
 	if ws[0].GPUsPerNode != 4 {

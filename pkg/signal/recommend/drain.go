@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 	"time"
@@ -104,7 +105,9 @@ type Drain struct {
 	// SIGTERM and exits once it holds none.
 	Wait WaitDrain
 	// Reasons explain PreStop and Grace, keyed "preStop" and
-	// "terminationGracePeriodSeconds".
+	// "terminationGracePeriodSeconds", and, for a server that passes
+	// --shutdown-timeout, Wait's, keyed "wait.preStop" and
+	// "wait.terminationGracePeriodSeconds".
 	Reasons  map[string]string
 	Warnings []string
 }
@@ -145,7 +148,13 @@ func (d Drain) forServerTimeout(t time.Duration) Drain {
 	if d.Longest <= 0 || t <= 0 {
 		return d
 	}
-	d.Wait.Grace = d.Wait.PreStop + max(t, d.Wait.ShutdownTimeout) + exitAllowance
+	streams := max(t, d.Wait.ShutdownTimeout)
+	d.Wait.Grace = d.Wait.PreStop + streams + exitAllowance
+	d.Reasons = maps.Clone(d.Reasons)
+	d.Reasons["wait.preStop"] = fmt.Sprintf("load balancers stop sending to a pod that is no longer Ready within %v; "+
+		"SIGTERM then stops new requests, and the server finishes those it holds", d.Wait.PreStop)
+	d.Reasons["wait.terminationGracePeriodSeconds"] = fmt.Sprintf("the preStop sleep, %v of streams (the longer of --shutdown-timeout "+
+		"and the longest stream), and %v for the server to exit after them", streams, exitAllowance)
 	if t < d.Wait.ShutdownTimeout {
 		d.Warnings = append(slices.Clone(d.Warnings), fmt.Sprintf("the server's --shutdown-timeout=%d is shorter than the longest measured stream (%v): "+
 			"the server of a removed replica aborts the streams it still holds then; raise it to %d",

@@ -75,11 +75,9 @@ func (r *Recommendation) writeWaitDrain(w io.Writer) {
 	fmt.Fprintf(w, "# measured: %.0f streams, the longest within %v; the server exits once idle (--shutdown-timeout=%d)\n",
 		d.Streams, d.Longest, int64(wl.ShutdownTimeout.Seconds()))
 	fmt.Fprintln(w, "spec:")
-	fmt.Fprintf(w, "  # the preStop sleep, %v of streams (the longer of --shutdown-timeout and the longest stream), and %v for the server to exit after them\n",
-		d.Wait.Grace-d.Wait.PreStop-exitAllowance, exitAllowance)
+	fmt.Fprintf(w, "  # %s\n", d.Reasons["wait.terminationGracePeriodSeconds"])
 	fmt.Fprintf(w, "  terminationGracePeriodSeconds: %d\n", int64(d.Wait.Grace.Seconds()))
-	writePreStop(w, wl.Container, fmt.Sprintf("load balancers stop sending to a pod that is no longer Ready within %v; "+
-		"SIGTERM then stops new requests, and the server finishes those it holds", d.Wait.PreStop), d.Wait.PreStop)
+	writePreStop(w, wl.Container, d.Reasons["wait.preStop"], d.Wait.PreStop)
 	fmt.Fprintf(w, "# without --shutdown-timeout the server aborts its streams at SIGTERM, and the sleep must cover them:\n")
 	fmt.Fprintf(w, "#   terminationGracePeriodSeconds: %d, preStop sleep seconds: %d\n", int64(d.Grace.Seconds()), int64(d.PreStop.Seconds()))
 	fmt.Fprintln(w, "---")
