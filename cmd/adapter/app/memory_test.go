@@ -48,44 +48,74 @@ func heapInUse() (spans, live uint64) {
 // inter-token latency and prefill-time histograms, each parsed afresh as a
 // scrape parses it, its counts a few requests up at every scrape. Reported
 // as heap-MiB (the heap's spans in use) and live-MiB (its live objects).
+// The latency windows kept follow the reads (--latency-window-idle):
+//   - capacity-only: no quantile read, each pod's newest histograms alone,
+//     what an HPA on the capacity signal needs;
+//   - ttft-read: the TTFT quantiles read (an HPA on inference_ttft_seconds_p90);
+//   - all-kept: --latency-window-idle=0, both windows, as before windows
+//     followed reads.
 func BenchmarkMemory10kPods(b *testing.B) {
+	cases := []struct {
+		name  string
+		idle  time.Duration
+		reads []signal.Hist
+	}{
+		{"capacity-only", NewOptions().LatencyWindowIdle, nil},
+		{"ttft-read", NewOptions().LatencyWindowIdle, []signal.Hist{signal.HistTTFT}},
+		{"all-kept", 0, nil},
+	}
+	for _, tc := range cases {
+		b.Run(tc.name, func(b *testing.B) {
+			o := NewOptions()
+			o.LatencyWindowIdle = tc.idle
+			o.Complete()
+			for i := 0; i < b.N; i++ {
+				baseSpans, baseLive := heapInUse()
+				idx, st := fill10kPods(o, tc.reads)
+				spans, live := heapInUse()
+				b.ReportMetric(float64(spans-baseSpans)/(1<<20), "heap-MiB")
+				b.ReportMetric(float64(live-baseLive)/(1<<20), "live-MiB")
+				runtime.KeepAlive(idx)
+				runtime.KeepAlive(st)
+			}
+		})
+	}
+}
+
+// fill10kPods is BenchmarkMemory10kPods' informer cache and store, the
+// quantiles of kinds read once before the first sample.
+func fill10kPods(o *Options, reads []signal.Hist) (cache.Indexer, *store.Store) {
 	const pods = 10000
 	vllm, _ := dialect.Lookup(dialect.VLLM)
-	o := NewOptions()
-	o.Complete()
-	for i := 0; i < b.N; i++ {
-		baseSpans, baseLive := heapInUse()
-		idx := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
-		st := o.newStore()
-		t0 := time.Now()
-		slimPod := o.podTransform()
-		for p := 0; p < pods; p++ {
-			slim, _ := slimPod(realisticPod(p))
-			_ = idx.Add(slim)
-			k := store.Key{Namespace: "ml", Name: fmt.Sprintf("llm-%05d", p)}
-			for s := 0; s < o.samplesKept(); s++ {
-				at := t0.Add(time.Duration(s) * o.ScrapeInterval)
-				var g, inf store.Sample
-				g.Time, inf.Time, inf.Model = at, at, "meta-llama/Llama-3.1-8B-Instruct"
-				for sig := signal.GPUUtilization; sig <= signal.GPUPowerWatts; sig++ {
-					g.Set(sig, float64(s))
-				}
-				for sig := signal.QueueDepth; sig <= signal.KVCacheUtilization; sig++ {
-					inf.Set(sig, float64(s))
-				}
-				inf.TTFT = scraped(vllm.Reads[dialect.TTFT].Buckets, s)
-				inf.ITL = scraped(vllm.Reads[dialect.ITL].Buckets, 50*s)
-				inf.Prefill = scraped(vllm.Reads[dialect.Prefill].Buckets, s)
-				st.PutPod(k, signal.SourceGPU, g)
-				st.PutPod(k, signal.SourceInference, inf)
-			}
-		}
-		spans, live := heapInUse()
-		b.ReportMetric(float64(spans-baseSpans)/(1<<20), "heap-MiB")
-		b.ReportMetric(float64(live-baseLive)/(1<<20), "live-MiB")
-		runtime.KeepAlive(idx)
-		runtime.KeepAlive(st)
+	idx := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
+	st := o.newStore()
+	t0 := time.Now()
+	for _, h := range reads {
+		st.HistIncrease(store.Key{Namespace: "ml", Name: "llm-00000"}, h, t0, o.TTFTWindow, o.MaxStaleness)
 	}
+	slimPod := o.podTransform()
+	for p := 0; p < pods; p++ {
+		slim, _ := slimPod(realisticPod(p))
+		_ = idx.Add(slim)
+		k := store.Key{Namespace: "ml", Name: fmt.Sprintf("llm-%05d", p)}
+		for s := 0; s < o.samplesKept(); s++ {
+			at := t0.Add(time.Duration(s) * o.ScrapeInterval)
+			var g, inf store.Sample
+			g.Time, inf.Time, inf.Model = at, at, "meta-llama/Llama-3.1-8B-Instruct"
+			for sig := signal.GPUUtilization; sig <= signal.GPUPowerWatts; sig++ {
+				g.Set(sig, float64(s))
+			}
+			for sig := signal.QueueDepth; sig <= signal.KVCacheUtilization; sig++ {
+				inf.Set(sig, float64(s))
+			}
+			inf.TTFT = scraped(vllm.Reads[dialect.TTFT].Buckets, s)
+			inf.ITL = scraped(vllm.Reads[dialect.ITL].Buckets, 50*s)
+			inf.Prefill = scraped(vllm.Reads[dialect.Prefill].Buckets, s)
+			st.PutPod(k, signal.SourceGPU, g)
+			st.PutPod(k, signal.SourceInference, inf)
+		}
+	}
+	return idx, st
 }
 
 // realisticPod is a vLLM pod as the API server returns it: managed

@@ -38,6 +38,9 @@ type Options struct {
 	MaxInflightBytes int64
 	MaxStaleness     time.Duration
 	TTFTWindow       time.Duration
+	// LatencyWindowIdle is how long a namespace keeps a window of TTFT or
+	// ITL histograms after the last read of its quantiles (0: always).
+	LatencyWindowIdle time.Duration
 	// CapacityTTFTObjective is the TTFT the capacity signal's p90 is
 	// held within; its prefill term sizes from it.
 	CapacityTTFTObjective time.Duration
@@ -115,6 +118,7 @@ func NewOptions() *Options {
 		MaxScrapeBytes:                   scrape.DefaultMaxBytes,
 		MaxInflightBytes:                 scrape.DefaultMaxInflightBytes,
 		TTFTWindow:                       60 * time.Second,
+		LatencyWindowIdle:                10 * time.Minute,
 		CapacityTTFTObjective:            time.Second,
 		CapacityTimeScale:                1,
 		CapacityMaxWorkloadsPerNamespace: capacity.DefaultMaxTargetsPerNamespace,
@@ -156,6 +160,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.Int64Var(&o.MaxInflightBytes, "scrape-max-inflight-bytes", o.MaxInflightBytes, "Estimated memory all scrapes may hold parsed at once; half is split evenly among --scrape-workers, half shared. A scrape that needs more than it can get fails with reason limit (docs/performance.md).")
 	fs.DurationVar(&o.MaxStaleness, "max-staleness", o.MaxStaleness, "Age past which a pod's newest sample gives no value (default: three scrape intervals).")
 	fs.DurationVar(&o.TTFTWindow, "ttft-window", o.TTFTWindow, "Window of the time-to-first-token quantiles, and of the prefill times the capacity signal reads.")
+	fs.DurationVar(&o.LatencyWindowIdle, "latency-window-idle", o.LatencyWindowIdle, "How long a namespace keeps its pods' window of TTFT (or ITL) histograms after the last read of those quantiles. The window starts at the first read, which is answered once it spans --ttft-window; until then only each pod's newest histogram is kept, all the capacity signal reads (about 1 KiB a pod and kind less at the default window). 0: every window is kept from the start.")
 	fs.Float64Var(&o.CapacityTimeScale, "capacity-time-scale", o.CapacityTimeScale, "Seconds on the inference servers' clocks per second of the adapter's. For replays whose simulated servers run faster than real time; 1 on a cluster.")
 	_ = fs.MarkHidden("capacity-time-scale")
 	fs.DurationVar(&o.CapacityTTFTObjective, "capacity-ttft-objective", o.CapacityTTFTObjective, "TTFT objective the capacity signal (inference_capacity_utilization) holds the p90 within: how busy a replica's prefill may run follows from it.")
@@ -210,6 +215,9 @@ func (o *Options) Validate() error {
 		errs = append(errs, o.Prometheus.validate()...)
 	default:
 		errs = append(errs, fmt.Errorf("--source must be embedded or prometheus, got %q", o.Source))
+	}
+	if o.LatencyWindowIdle < 0 {
+		errs = append(errs, fmt.Errorf("--latency-window-idle must not be negative, got %v", o.LatencyWindowIdle))
 	}
 	if o.ScrapeInterval < 100*time.Millisecond {
 		errs = append(errs, fmt.Errorf("--scrape-interval must be at least 100ms, got %v", o.ScrapeInterval))

@@ -32,9 +32,10 @@ type source struct {
 
 // newStore returns the embedded source's store: samples, and their TTFT
 // histograms, for the TTFT window and a scrape more (for the time a scrape
-// takes), all the history any request reads.
+// takes), all the history any request reads; latency windows only where
+// their quantiles are read (--latency-window-idle).
 func (o *Options) newStore() *store.Store {
-	return store.New(o.samplesKept(), store.WithTTFTRetention(o.TTFTWindow+o.ScrapeInterval))
+	return store.New(o.samplesKept(), store.WithTTFTRetention(o.TTFTWindow+o.ScrapeInterval), store.WithLatencyWindowIdle(o.LatencyWindowIdle))
 }
 
 // newSource builds the source; namespaces is consulted only with a

@@ -50,6 +50,11 @@ func TestStoreHoldsTheTTFTWindow(t *testing.T) {
 		st := o.newStore()
 		k := store.Key{Namespace: "ml", Name: "a"}
 		t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+		// A read starts the pod's window (--latency-window-idle), and
+		// is not answered yet.
+		if _, ok := st.TTFTIncrease(k, t0, win, o.MaxStaleness); ok {
+			t.Fatalf("--ttft-window=%v: the read that starts the window was answered", win)
+		}
 		var at time.Time
 		// One request a second for twice the window; the counts are
 		// cumulative, so the increase over the window is its length in

@@ -107,7 +107,7 @@ func (m *QuantileMemo) Release() { m.mu.Unlock() }
 // observed, which fn drops; fn must not keep newest (the pod's newest
 // inference sample). memo, when not nil, must be acquired by the caller.
 func (s *Store) HistQuantileHits(l *Lookup, h signal.Hist, q float64, memo *QuantileMemo, now time.Time, win, maxAge time.Duration, fn func(i int, newest *Sample, v float64)) []int32 {
-	if h >= signal.NumHists {
+	if h >= signal.NumHists || !s.demand.read(l.namespace, h, now, win) {
 		return nil
 	}
 	slots := memo.slotsFor(l, h, q, win)
@@ -145,7 +145,7 @@ func (s *Store) HistQuantileHits(l *Lookup, h signal.Hist, q float64, memo *Quan
 // and its own fn; memo is then written by all of them, each in its own
 // names' slots only, under the one acquisition of the caller.
 func (s *Store) HistQuantileEachOf(l *Lookup, h signal.Hist, q float64, memo *QuantileMemo, names []int32, now time.Time, win, maxAge time.Duration, fn func(i int, newest *Sample, v float64)) {
-	if h >= signal.NumHists {
+	if h >= signal.NumHists || !s.demand.read(l.namespace, h, now, win) {
 		return
 	}
 	slots := memo.slotsFor(l, h, q, win)

@@ -174,13 +174,13 @@ func (o *objects) remove(i int) {
 	}
 }
 
-func (o *objects) put(name string, src signal.Source, smp Sample, keep retention, lay *layouts) {
+func (o *objects) put(name string, src signal.Source, smp Sample, keep retention, lay *layouts, kept [signal.NumHists]bool) {
 	i := o.slot(name)
 	last := &o.latest[src][i]
 	if !last.Time.IsZero() && smp.Time.UnixNano() <= last.Time.UnixNano() {
 		return
 	}
-	put(&o.entries[i].windows[src], smp, keep, lay)
+	put(&o.entries[i].windows[src], smp, keep, lay, kept)
 	if smp.Prefill != nil {
 		// Only the newest sample keeps one (the window does not).
 		smp.Prefill.Bounds = lay.share(smp.Prefill, last.Prefill)
@@ -243,7 +243,9 @@ func isFresh(smp *Sample, now time.Time, maxAge time.Duration) bool {
 // readers for one lookup, so API calls never wait on a scrape cycle.
 type Store struct {
 	keep retention
-	mu   sync.RWMutex
+	// demand says which namespaces' latency windows are kept.
+	demand demand
+	mu     sync.RWMutex
 	// layouts is guarded by mu, held for writing.
 	layouts layouts
 	// pods is indexed by namespace: a Pods-metric request walks one
@@ -266,10 +268,25 @@ type retention struct {
 	// latency histograms (TTFT, ITL) are kept; older samples keep their
 	// scalars only.
 	ttft time.Duration
+	// idle, when positive, keeps a namespace's latency windows only
+	// while their quantiles are read (demand).
+	idle time.Duration
 }
 
 // Option configures a Store.
 type Option func(*retention)
+
+// WithLatencyWindowIdle keeps a namespace's window of TTFT or ITL
+// histograms only from the first read of that kind's quantiles there
+// (HistQuantileHits, HistQuantileEachOf, HistIncrease) until d passes
+// without one; otherwise only each pod's newest histogram is kept, which
+// is all the capacity signal reads (Latest, LatestHistEach). A window
+// started by a read answers once it spans the read's window, and not
+// before: a shorter one is not the quantile asked for. 0, the default,
+// keeps every window and answers from its first two samples.
+func WithLatencyWindowIdle(d time.Duration) Option {
+	return func(r *retention) { r.idle = d }
+}
 
 // WithTTFTRetention drops the latency histograms (TTFT and ITL) of every
 // sample more than d older than its window's newest: no window of length d
@@ -287,7 +304,7 @@ func New(capacity int, opts ...Option) *Store {
 	for _, o := range opts {
 		o(&keep)
 	}
-	return &Store{keep: keep, pods: map[string]*objects{}, nodes: newObjects(), routers: map[string]map[string]RouterSample{}, heldModels: map[string]int{}}
+	return &Store{keep: keep, demand: demand{idle: keep.idle}, pods: map[string]*objects{}, nodes: newObjects(), routers: map[string]map[string]RouterSample{}, heldModels: map[string]int{}}
 }
 
 // PutPod appends a pod's sample. Samples must arrive in time order per
@@ -301,6 +318,7 @@ func New(capacity int, opts ...Option) *Store {
 // here, and the store holds nothing it could not serve.
 func (s *Store) PutPod(k Key, src signal.Source, smp Sample) {
 	smp.dropInvalid()
+	kept := s.demand.kept(k.Namespace, smp.Time)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	ns := s.pods[k.Namespace]
@@ -308,7 +326,7 @@ func (s *Store) PutPod(k Key, src signal.Source, smp Sample) {
 		ns = newObjects()
 		s.pods[k.Namespace] = ns
 	}
-	ns.put(k.Name, src, smp, s.keep, &s.layouts)
+	ns.put(k.Name, src, smp, s.keep, &s.layouts, kept)
 }
 
 // PutNode appends a node's GPU sample, dropping invalid values as PutPod
@@ -317,7 +335,7 @@ func (s *Store) PutNode(name string, smp Sample) {
 	smp.dropInvalid()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.nodes.put(name, signal.SourceGPU, smp, s.keep, &s.layouts)
+	s.nodes.put(name, signal.SourceGPU, smp, s.keep, &s.layouts, keepAll)
 }
 
 // Latest returns the newest sample of a pod from a source, if it is no
@@ -456,14 +474,15 @@ func (s *Store) entry(k Key) *entry {
 // window, which cancels in the quantile. It reports false when the newest sample is older than
 // maxAge (a dead server's last histograms are never served), when fewer
 // than two samples fall in the window, or when the bucket layout changed
-// inside it.
+// inside it, and while the pod's namespace has not kept the window for
+// win since its first read (WithLatencyWindowIdle).
 func (s *Store) TTFTIncrease(k Key, now time.Time, win, maxAge time.Duration) (*histogram.Histogram, bool) {
 	return s.HistIncrease(k, signal.HistTTFT, now, win, maxAge)
 }
 
 // HistIncrease is TTFTIncrease for the histogram of kind h.
 func (s *Store) HistIncrease(k Key, h signal.Hist, now time.Time, win, maxAge time.Duration) (*histogram.Histogram, bool) {
-	if h >= signal.NumHists {
+	if h >= signal.NumHists || !s.demand.read(k.Namespace, h, now, win) {
 		return nil, false
 	}
 	s.mu.RLock()

@@ -153,21 +153,58 @@ func (w *window) firstAfter(t int64) int {
 // window at all, which at 10,000 pods saves 7.5 MiB of sample times nothing
 // reads. Once started, a window takes every sample, so that its newest is
 // the object's.
-func put(w *window, smp Sample, keep retention, lay *layouts) {
+//
+// Of a kind whose window is not kept (kept, demand), only the newest
+// point keeps a histogram, and with neither kind kept the ring holds the
+// newest point alone.
+func put(w *window, smp Sample, keep retention, lay *layouts, kept [signal.NumHists]bool) {
 	p := point{time: smp.Time.UnixNano()}
-	hists := false
+	hists, anyKept := false, false
 	for k := range signal.NumHists {
 		if h := smp.Hist(k); h != nil {
 			w.place(&p, k, h, lay)
 			hists = true
 		}
+		anyKept = anyKept || kept[k]
 	}
 	if !hists && w.buf == nil {
 		return
 	}
-	w.push(p, keep.samples)
+	capacity := keep.samples
+	if !anyKept {
+		capacity = 1
+	}
+	w.resize(capacity)
+	w.push(p, capacity)
 	if keep.ttft > 0 {
 		w.dropTTFTBefore(p.time - int64(keep.ttft))
+	}
+	for k := range signal.NumHists {
+		if !kept[k] {
+			w.dropOlder(k)
+		}
+	}
+}
+
+// resize gives the ring room for capacity points, keeping the newest ones
+// in order, when it has another size.
+func (w *window) resize(capacity int) {
+	if w.buf == nil || len(w.buf) == capacity {
+		return
+	}
+	buf := make([]point, capacity)
+	n := min(w.n, capacity)
+	for i := range n {
+		buf[i] = *w.at(w.n - n + i)
+	}
+	w.buf, w.start, w.n = buf, 0, n
+}
+
+// dropOlder drops the histograms of kind k of every point but the newest.
+func (w *window) dropOlder(k signal.Hist) {
+	for i := 0; i < w.n-1; i++ {
+		hp := &w.at(i).hists[k]
+		hp.h, hp.place.resets = nil, nil
 	}
 }
 

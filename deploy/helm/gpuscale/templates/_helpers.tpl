@@ -178,7 +178,7 @@ two renders are the same bytes. */}}
 - --tls-cert-file=/etc/gpuscale/tls/tls.crt
 - --tls-private-key-file=/etc/gpuscale/tls/tls.key
 {{- end }}
-{{- range $flag, $key := dict "scrape-interval" "scrapeInterval" "scrape-timeout" "scrapeTimeout" "max-staleness" "maxStaleness" "ttft-window" "ttftWindow" "capacity-ttft-objective" "capacityTTFTObjective" "capacity-itl-objective" "capacityITLObjective" }}
+{{- range $flag, $key := dict "scrape-interval" "scrapeInterval" "scrape-timeout" "scrapeTimeout" "max-staleness" "maxStaleness" "ttft-window" "ttftWindow" "latency-window-idle" "latencyWindowIdle" "capacity-ttft-objective" "capacityTTFTObjective" "capacity-itl-objective" "capacityITLObjective" }}
 {{- with index $c $key }}
 - --{{ $flag }}={{ . }}
 {{- end }}
