@@ -41,7 +41,7 @@ type flags struct {
 	itl                                               time.Duration
 	phase, start, duration, slo                       time.Duration
 	objective, window, down, downPeriod, reactiveHold time.Duration
-	downPercent                                       int
+	downPercent, downPods                             int
 	seed                                              uint64
 	runningTarget, reactiveMargin, capacityTarget     float64
 }
@@ -66,6 +66,7 @@ func main() {
 	flag.Float64Var(&f.runningTarget, "running-requests-target", 16, "The running-requests policy's averageValue.")
 	flag.DurationVar(&f.down, "capacity-scale-down-window", 0, "The capacity policy's scale-down stabilization window (0: what `adapter recommend` gives).")
 	flag.IntVar(&f.downPercent, "capacity-scale-down-percent", 0, "Add to the capacity policy's scale-down policies `adapter recommend` gives one of this percent per their period (0: none).")
+	flag.IntVar(&f.downPods, "capacity-scale-down-pods", 0, "The replicas of every Pods scale-down policy of the capacity policy (0: what `adapter recommend` gives).")
 	flag.DurationVar(&f.downPeriod, "capacity-scale-down-period", 0, "The period of every scale-down policy of the capacity policy (0: what `adapter recommend` gives).")
 	flag.BoolVar(&f.disagg, "disaggregated", false, "Replay the disaggregated workload (a prefill and a decode pool) under static provisioning, the single-pool and the per-role capacity policies, and print the table of docs/autoscaling.md; --slo (0: 2s) and --itl-slo judge it.")
 	flag.DurationVar(&f.itl, "itl-slo", 150*time.Millisecond, "With --disaggregated: the ITL p90 objective.")
@@ -100,7 +101,7 @@ func run(f flags) error {
 	setup.MaxOfStatic = f.maxOfStatic
 	setup.Tweak = func(o *offlinereplay.PolicyOptions) {
 		o.Schedule, o.Objective, o.Window, o.DownWindow = f.schedule, f.objective, f.window, f.down
-		o.DownPercent, o.DownPeriod = f.downPercent, f.downPeriod
+		o.DownPercent, o.DownPods, o.DownPeriod = f.downPercent, f.downPods, f.downPeriod
 		o.ReactiveHold, o.ReactiveMargin = f.reactiveHold, f.reactiveMargin
 		o.CapacityTarget = f.capacityTarget
 		o.Targets.RequestsRunning = f.runningTarget

@@ -57,9 +57,10 @@ type PolicyOptions struct {
 	Objective, Window, DownWindow time.Duration
 	// DownPeriod, when not 0, replaces the period of every scale-down
 	// policy `adapter recommend` gives the capacity policy; DownPercent,
-	// when not 0, adds a policy of that percent per the same period.
-	DownPercent int
-	DownPeriod  time.Duration
+	// when not 0, adds a policy of that percent per the same period;
+	// DownPods, when not 0, replaces the replicas of every Pods policy.
+	DownPercent, DownPods int
+	DownPeriod            time.Duration
 	// TTFTWindow is the adapter's --ttft-window (0: a minute).
 	TTFTWindow time.Duration
 	// MaxReplicas bounds every autoscaled policy.
@@ -195,6 +196,13 @@ func (o PolicyOptions) downRates(rates []Rate) []Rate {
 	if o.DownPeriod > 0 {
 		for i := range out {
 			out[i].Period = o.DownPeriod
+		}
+	}
+	if o.DownPods > 0 {
+		for i := range out {
+			if !out[i].Percent {
+				out[i].Value = o.DownPods
+			}
 		}
 	}
 	if o.DownPercent > 0 {
