@@ -1,6 +1,7 @@
 package offlinereplay
 
 import (
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -189,5 +190,35 @@ func TestRecommendedDownPeriodFollowsTheWindow(t *testing.T) {
 		if len(b.Down) != 1 || b.Down[0].Period != tc.want {
 			t.Errorf("window %v: scale-down rates %+v, want one per %v", tc.window, b.Down, tc.want)
 		}
+	}
+}
+
+// TestDownRates: the replay's scale-down options replace the period of
+// every policy adapter recommend gives, the replicas of its Pods policies,
+// and add a percent policy of the same period.
+func TestDownRates(t *testing.T) {
+	given := []Rate{Pods(1, time.Minute)}
+	cases := []struct {
+		name string
+		o    PolicyOptions
+		want []Rate
+	}{
+		{"none", PolicyOptions{}, []Rate{Pods(1, time.Minute)}},
+		{"period", PolicyOptions{DownPeriod: 2 * time.Minute}, []Rate{Pods(1, 2*time.Minute)}},
+		{"pods", PolicyOptions{DownPods: 2}, []Rate{Pods(2, time.Minute)}},
+		{"pods and period", PolicyOptions{DownPods: 2, DownPeriod: 2 * time.Minute}, []Rate{Pods(2, 2*time.Minute)}},
+		{"percent", PolicyOptions{DownPercent: 10}, []Rate{Pods(1, time.Minute), Percent(10, time.Minute)}},
+		{"percent, pods and period", PolicyOptions{DownPercent: 10, DownPods: 3, DownPeriod: 90 * time.Second},
+			[]Rate{Pods(3, 90*time.Second), Percent(10, 90*time.Second)}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := tc.o.downRates(given); !slices.Equal(got, tc.want) {
+				t.Errorf("downRates = %+v, want %+v", got, tc.want)
+			}
+			if given[0] != Pods(1, time.Minute) {
+				t.Fatalf("downRates modified its input: %+v", given)
+			}
+		})
 	}
 }
