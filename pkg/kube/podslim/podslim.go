@@ -23,12 +23,14 @@ func Identity(p *corev1.Pod) *corev1.Pod {
 	return &corev1.Pod{TypeMeta: p.TypeMeta, ObjectMeta: metav1.ObjectMeta{Name: p.Name, Namespace: p.Namespace}}
 }
 
-// Slim returns p's identity plus what keeps copy.
+// Slim returns p's identity plus what keeps copy, its parts equal to a
+// recent pod's shared with that pod (intern.go).
 func Slim(p *corev1.Pod, keeps ...Keep) *corev1.Pod {
 	out := Identity(p)
 	for _, keep := range keeps {
 		keep(p, out)
 	}
+	share(out)
 	return out
 }
 
