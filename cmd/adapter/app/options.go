@@ -38,8 +38,9 @@ type Options struct {
 	MaxInflightBytes int64
 	MaxStaleness     time.Duration
 	TTFTWindow       time.Duration
-	// LatencyWindowIdle is how long a namespace keeps a window of TTFT or
-	// ITL histograms after the last read of its quantiles (0: always).
+	// LatencyWindowIdle is how long a namespace's pods keep parsing a
+	// histogram family, and keep a TTFT or ITL window, after the last read
+	// of it (0: always).
 	LatencyWindowIdle time.Duration
 	// CapacityTTFTObjective is the TTFT the capacity signal's p90 is
 	// held within; its prefill term sizes from it.
@@ -160,7 +161,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.Int64Var(&o.MaxInflightBytes, "scrape-max-inflight-bytes", o.MaxInflightBytes, "Estimated memory all scrapes may hold parsed at once; half is split evenly among --scrape-workers, half shared. A scrape that needs more than it can get fails with reason limit (docs/performance.md).")
 	fs.DurationVar(&o.MaxStaleness, "max-staleness", o.MaxStaleness, "Age past which a pod's newest sample gives no value (default: three scrape intervals).")
 	fs.DurationVar(&o.TTFTWindow, "ttft-window", o.TTFTWindow, "Window of the time-to-first-token quantiles, and of the prefill times the capacity signal reads.")
-	fs.DurationVar(&o.LatencyWindowIdle, "latency-window-idle", o.LatencyWindowIdle, "How long a namespace keeps its pods' window of TTFT (or ITL) histograms after the last read of those quantiles. The window starts at the first read, which is answered once it spans --ttft-window; until then only each pod's newest histogram is kept, all the capacity signal reads (about 1 KiB a pod and kind less at the default window). 0: every window is kept from the start.")
+	fs.DurationVar(&o.LatencyWindowIdle, "latency-window-idle", o.LatencyWindowIdle, "How long a namespace's pods keep what was read of their histograms after the last read: the TTFT, ITL and prefill-time families are parsed only once a reader there reads them (the capacity signal reads all three, a quantile its own), and a TTFT or ITL window is kept only from the first read of those quantiles, which is answered once the window spans --ttft-window; otherwise each pod's newest histogram alone, all the capacity signal reads. 0: every family is parsed and every window kept from the start.")
 	fs.Float64Var(&o.CapacityTimeScale, "capacity-time-scale", o.CapacityTimeScale, "Seconds on the inference servers' clocks per second of the adapter's. For replays whose simulated servers run faster than real time; 1 on a cluster.")
 	_ = fs.MarkHidden("capacity-time-scale")
 	fs.DurationVar(&o.CapacityTTFTObjective, "capacity-ttft-objective", o.CapacityTTFTObjective, "TTFT objective the capacity signal (inference_capacity_utilization) holds the p90 within: how busy a replica's prefill may run follows from it.")

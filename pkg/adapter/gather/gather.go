@@ -23,6 +23,7 @@ import (
 	"github.com/gpuscale/gpuscale/pkg/adapter/scrape"
 	"github.com/gpuscale/gpuscale/pkg/adapter/store"
 	"github.com/gpuscale/gpuscale/pkg/signal"
+	"github.com/gpuscale/gpuscale/pkg/signal/dialect"
 )
 
 // PodLister lists the pods the informer holds.
@@ -144,15 +145,49 @@ func (g *Gatherer) Run(ctx context.Context) {
 // dozens of histograms nobody here reads, is most of the scraping work.
 var readFamilies = map[discovery.Kind]*scrape.Families{
 	discovery.KindExporter:  scrape.NewFamilies(ingest.GPUFamilies(), nil),
-	discovery.KindInference: scrape.NewFamilies(inferenceAndRouterFamilies()),
+	discovery.KindInference: inferenceFamilies[store.AllHistograms],
 }
 
+// inferenceFamilies are the inference targets' families by the histograms
+// their namespace's readers read (store.HistogramsRead): a TTFT, ITL or
+// prefill-time histogram nobody there reads is not parsed.
+var inferenceFamilies = func() (out [store.AllHistograms + 1]*scrape.Families) {
+	for h := range out {
+		out[h] = scrape.NewFamilies(inferenceAndRouterFamilies(store.Histograms(h)))
+	}
+	return out
+}()
+
 // inferenceAndRouterFamilies are the families of every inference server
-// and router dialect: an annotated pod is either, told by what it serves.
-func inferenceAndRouterFamilies() (names, prefixes []string) {
-	names, prefixes = inference.Families()
+// and router dialect, with the histograms of read alone: an annotated pod
+// is either, told by what it serves.
+func inferenceAndRouterFamilies(read store.Histograms) (names, prefixes []string) {
+	var skip []dialect.Signal
+	for _, h := range []struct {
+		read store.Histograms
+		sig  dialect.Signal
+	}{{store.HistogramsTTFT, dialect.TTFT}, {store.HistogramsITL, dialect.ITL}, {store.HistogramsPrefill, dialect.Prefill}} {
+		if !read.Has(h.read) {
+			skip = append(skip, h.sig)
+		}
+	}
+	names, prefixes = inference.FamiliesWithout(skip...)
 	rn, rp := inference.RouterFamilies()
 	return append(names, rn...), append(prefixes, rp...)
+}
+
+// families returns what the scraper parses of t, with each namespace's
+// histograms read looked up once in read.
+func (g *Gatherer) families(t discovery.Target, now time.Time, read map[string]store.Histograms) *scrape.Families {
+	if t.Kind != discovery.KindInference {
+		return readFamilies[t.Kind]
+	}
+	h, ok := read[t.Namespace]
+	if !ok {
+		h = g.cfg.Store.HistogramsRead(t.Namespace, now)
+		read[t.Namespace] = h
+	}
+	return inferenceFamilies[h]
 }
 
 // Cycle runs one discovery and scrape round.
@@ -175,9 +210,10 @@ func (g *Gatherer) Cycle(ctx context.Context) {
 		}
 	}
 	st := make([]scrape.Target, len(targets))
+	read := map[string]store.Histograms{}
 	for i, t := range targets {
 		tt := byKey[t.Key()]
-		st[i] = scrape.Target{Key: t.Key(), URL: t.URL, Families: readFamilies[t.Kind],
+		st[i] = scrape.Target{Key: t.Key(), URL: t.URL, Families: g.families(t, start, read),
 			Health: tt.lane(), Timeout: g.patience(tt)}
 		if t.Kind == discovery.KindExporter {
 			st[i].Authorization = exporterAuth

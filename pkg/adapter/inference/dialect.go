@@ -1,6 +1,10 @@
 package inference
 
-import "github.com/gpuscale/gpuscale/pkg/signal/dialect"
+import (
+	"slices"
+
+	"github.com/gpuscale/gpuscale/pkg/signal/dialect"
+)
 
 // mapping is one engine's entry in the dialect table (pkg/signal/dialect): the
 // families of its signals, their units and its model labels, in detection
@@ -16,12 +20,19 @@ var mappings = dialect.Engines
 // dialect's signals, and the dialects' prefixes, of which
 // Detect needs one family to tell the dialect when none of the signals is
 // there. A scraper may skip everything else.
-func Families() (names, prefixes []string) {
+func Families() (names, prefixes []string) { return FamiliesWithout() }
+
+// FamiliesWithout is Families less the families of the signals skip: a
+// scrape whose histograms nobody reads need not parse them. Detect then
+// finds those signals absent.
+func FamiliesWithout(skip ...dialect.Signal) (names, prefixes []string) {
 	for i := range mappings {
 		m := &mappings[i]
 		prefixes = append(prefixes, m.Prefix)
 		for _, s := range dialect.Signals() {
-			names = append(names, m.Families(s)...)
+			if !slices.Contains(skip, s) {
+				names = append(names, m.Families(s)...)
+			}
 		}
 	}
 	return names, prefixes

@@ -179,3 +179,36 @@ func TestDemandNamespacesBounded(t *testing.T) {
 		t.Fatalf("after forgetting: %d namespaces, kept %v", len(d.ns), d.kept("later", later))
 	}
 }
+
+// TestHistogramsRead: which histogram families a namespace's scrapes parse,
+// from its readers' reads.
+func TestHistogramsRead(t *testing.T) {
+	const idle = time.Minute
+	if got := New(8).HistogramsRead("ns", t0); got != AllHistograms {
+		t.Fatalf("without an idle time: %b, want every family", got)
+	}
+	s := New(8, WithLatencyWindowIdle(idle))
+	steps := []struct {
+		name string
+		do   func(at time.Time)
+		at   time.Duration
+		ns   string
+		want Histograms
+	}{
+		{"unread", func(time.Time) {}, 0, "ns", 0},
+		{"capacity read", func(at time.Time) { s.ReadHistograms("ns", HistogramsPrefill|HistogramsTTFT, at) }, time.Second, "ns", HistogramsPrefill | HistogramsTTFT},
+		{"another namespace", func(time.Time) {}, time.Second, "other", 0},
+		{"an ITL quantile read", func(at time.Time) {
+			s.HistIncrease(Key{"ns", "p"}, signal.HistITL, at, 30*time.Second, time.Minute)
+		}, 30 * time.Second, "ns", AllHistograms},
+		{"prefill and TTFT idle, ITL not yet", func(time.Time) {}, time.Second + idle + time.Nanosecond, "ns", HistogramsITL},
+		{"all idle", func(time.Time) {}, 30*time.Second + idle + time.Nanosecond, "ns", 0},
+	}
+	for _, st := range steps {
+		at := t0.Add(st.at)
+		st.do(at)
+		if got := s.HistogramsRead(st.ns, at); got != st.want {
+			t.Errorf("%s: %b, want %b", st.name, got, st.want)
+		}
+	}
+}

@@ -21,18 +21,38 @@ var (
 // cumulative prefill-time histogram, nil where its newest inference sample
 // is stale, serves another model than sel names, or has none.
 func (s *Source) PodPrefill(_ context.Context, set *provider.PodSet, sel labels.Selector) ([]*histogram.Histogram, error) {
+	s.read(set, store.HistogramsPrefill)
 	return s.newest(set, sel, func(smp *store.Sample) *histogram.Histogram { return smp.Prefill }), nil
+}
+
+// read records that the newest histograms h of set's pods were read, so
+// that their scrapes parse them (store.ReadHistograms).
+func (s *Source) read(set *provider.PodSet, h store.Histograms) {
+	now := s.now()
+	if set.Namespace != "" {
+		s.st.ReadHistograms(set.Namespace, h, now)
+		return
+	}
+	seen := map[string]bool{}
+	for _, pod := range set.Pods {
+		if !seen[pod.Namespace] {
+			seen[pod.Namespace] = true
+			s.st.ReadHistograms(pod.Namespace, h, now)
+		}
+	}
 }
 
 // PodTTFT implements provider.TTFTHistograms as PodPrefill does, with the
 // cumulative time-to-first-token histograms.
 func (s *Source) PodTTFT(_ context.Context, set *provider.PodSet, sel labels.Selector) ([]*histogram.Histogram, error) {
+	s.read(set, store.HistogramsTTFT)
 	return s.newestHist(set, sel, signal.HistTTFT), nil
 }
 
 // PodITL implements provider.ITLHistograms as PodPrefill does, with the
 // cumulative inter-token latency histograms.
 func (s *Source) PodITL(_ context.Context, set *provider.PodSet, sel labels.Selector) ([]*histogram.Histogram, error) {
+	s.read(set, store.HistogramsITL)
 	return s.newestHist(set, sel, signal.HistITL), nil
 }
 

@@ -121,3 +121,48 @@ func TestConcurrentQuantileLists(t *testing.T) {
 		now.Add(int64(5 * time.Second))
 	}
 }
+
+// TestNewestHistogramReadsAreRecorded: the capacity signal's reads of the
+// newest histograms, of one namespace's pods or of several, tell the
+// store that those pods' scrapes must parse them.
+func TestNewestHistogramReadsAreRecorded(t *testing.T) {
+	now := time.Unix(1_800_000_000, 0)
+	pod := func(ns, name string) *corev1.Pod {
+		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
+	}
+	reads := []struct {
+		name string
+		read func(*Source, *provider.PodSet) error
+		want store.Histograms
+	}{
+		{"prefill", func(s *Source, set *provider.PodSet) error {
+			_, err := s.PodPrefill(context.Background(), set, labels.Everything())
+			return err
+		}, store.HistogramsPrefill},
+		{"TTFT", func(s *Source, set *provider.PodSet) error {
+			_, err := s.PodTTFT(context.Background(), set, labels.Everything())
+			return err
+		}, store.HistogramsTTFT},
+		{"ITL", func(s *Source, set *provider.PodSet) error {
+			_, err := s.PodITL(context.Background(), set, labels.Everything())
+			return err
+		}, store.HistogramsITL},
+	}
+	for _, r := range reads {
+		for _, set := range []*provider.PodSet{
+			provider.NewPodSet("a", []*corev1.Pod{pod("a", "p")}),
+			provider.NewPodSet("", []*corev1.Pod{pod("a", "p"), pod("b", "q")}),
+		} {
+			st := store.New(4, store.WithLatencyWindowIdle(time.Minute))
+			src := New(st, time.Minute, time.Minute, func() time.Time { return now })
+			if err := r.read(src, set); err != nil {
+				t.Fatal(err)
+			}
+			for _, p := range set.Pods {
+				if got := st.HistogramsRead(p.Namespace, now); got != r.want {
+					t.Errorf("%s of %q: namespace %s parses %b, want %b", r.name, set.Namespace, p.Namespace, got, r.want)
+				}
+			}
+		}
+	}
+}
