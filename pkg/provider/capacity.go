@@ -71,7 +71,8 @@ const maxCapacityUtilization = 1e6
 // values matching sel carry the demand. A decode pool's pods are read
 // without their prefill-time histograms (their "prefill" is the KV cache's
 // arrival, not work the pool does), a prefill pool's without their ITL
-// histograms.
+// histograms, and every pool's without them when its estimator has no use
+// for them (ITLReader).
 func (p *Provider) capacityPods(ctx context.Context, namespace string, pods []*corev1.Pod, sel labels.Selector, loading bool, role Role) ([]capacity.Pod, error) {
 	ready := readyPods(pods)
 	var (
@@ -98,7 +99,7 @@ func (p *Provider) capacityPods(ctx context.Context, namespace string, pods []*c
 				return nil, &sourceError{fmt.Errorf("%d TTFT histograms for %d pods", len(ttft), len(ready))}
 			}
 		}
-		if ih, ok := p.cfg.Values.(ITLHistograms); ok && role != RolePrefill {
+		if ih, ok := p.cfg.Values.(ITLHistograms); ok && role != RolePrefill && p.readsITL(role) {
 			var err error
 			if itl, err = ih.PodITL(ctx, set, sel); err != nil {
 				return nil, &sourceError{err}
@@ -264,6 +265,20 @@ func (p *Provider) podsWithRole(namespace string, role Role) ([]*corev1.Pod, err
 		}
 	}
 	return pods, nil
+}
+
+// ITLReader is a CapacityEstimator that says whether it reads the ITL
+// histograms: one without an ITL objective does not, and they are then
+// neither read for it nor, with nobody else reading them, parsed.
+type ITLReader interface {
+	ReadsITL() bool
+}
+
+// readsITL reports whether role's estimator reads ITL histograms (one that
+// does not say is taken to).
+func (p *Provider) readsITL(role Role) bool {
+	r, ok := p.estimator(role).(ITLReader)
+	return !ok || r.ReadsITL()
 }
 
 // PrefillPoolEstimator is a CapacityEstimator that holds a prefill pool's

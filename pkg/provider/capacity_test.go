@@ -171,3 +171,75 @@ func TestCapacityOnSlimPods(t *testing.T) {
 		}
 	}
 }
+
+// itlEstimator is a recordingEstimator that says whether it reads ITL.
+type itlEstimator struct {
+	recordingEstimator
+	reads bool
+}
+
+func (e *itlEstimator) ReadsITL() bool { return e.reads }
+
+// TestCapacityReadsITLOnlyForItsEstimator: the pods' ITL histograms go to
+// an estimator that reads them or does not say, and are not read for one
+// that does not (no ITL objective), so that nobody makes them be parsed.
+func TestCapacityReadsITLOnlyForItsEstimator(t *testing.T) {
+	sel := map[string]string{"app": "llm"}
+	for _, tc := range []struct {
+		name string
+		est  interface {
+			provider.CapacityEstimator
+			recorded() []capacity.Pod
+		}
+		want bool
+	}{
+		{"does not say", &recordingEstimator{}, true},
+		{"reads ITL", &itlEstimator{reads: true}, true},
+		{"no ITL objective", &itlEstimator{reads: false}, false},
+		{"the real estimator without an ITL objective", realEstimator(0), false},
+		{"the real estimator with one", realEstimator(100 * time.Millisecond), true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture()
+			f.p.SetCapacity(tc.est)
+			_ = f.deploys.Add(&appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Namespace: "ml", Name: "llm"},
+				Spec: appsv1.DeploymentSpec{Selector: &metav1.LabelSelector{MatchLabels: sel}}})
+			f.addPod("ml", "a", true, sel)
+			smp := store.Sample{Time: t0, Model: "m", ITL: hist(3, 1)}
+			smp.Set(signal.RequestsRunning, 4)
+			smp.Set(signal.QueueDepth, 1)
+			smp.Set(signal.KVCacheUtilization, 20)
+			f.store.PutPod(store.Key{Namespace: "ml", Name: "a"}, signal.SourceInference, smp)
+			info := cmprovider.CustomMetricInfo{GroupResource: schema.GroupResource{Group: "apps", Resource: "deployments"}, Namespaced: true, Metric: provider.CapacityUtilization}
+			_, _ = f.p.GetMetricByName(context.Background(), types.NamespacedName{Namespace: "ml", Name: "llm"}, info, labels.Everything())
+			pods := tc.est.recorded()
+			if len(pods) != 1 {
+				t.Fatalf("the estimator got %d pods", len(pods))
+			}
+			if got := pods[0].ITL != nil; got != tc.want {
+				t.Errorf("ITL handed over: %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+func (r *recordingEstimator) recorded() []capacity.Pod { return r.pods }
+
+// recordingReal is the real estimator, recording the pods it gets.
+type recordingReal struct {
+	*capacity.Estimator
+	pods []capacity.Pod
+}
+
+func (r *recordingReal) Estimate(k capacity.Key, now time.Time, pods []capacity.Pod) (capacity.Estimate, error) {
+	r.pods = append([]capacity.Pod(nil), pods...)
+	return r.Estimator.Estimate(k, now, pods)
+}
+
+func (r *recordingReal) recorded() []capacity.Pod { return r.pods }
+
+func realEstimator(itl time.Duration) *recordingReal {
+	cfg := capacity.DefaultConfig()
+	cfg.ITLObjective = itl
+	return &recordingReal{Estimator: capacity.New(cfg, nil)}
+}

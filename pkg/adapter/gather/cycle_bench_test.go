@@ -17,6 +17,7 @@ import (
 	"github.com/gpuscale/gpuscale/pkg/adapter/discovery"
 	"github.com/gpuscale/gpuscale/pkg/adapter/scrape"
 	"github.com/gpuscale/gpuscale/pkg/adapter/store"
+	"github.com/gpuscale/gpuscale/pkg/signal"
 )
 
 // BenchmarkCycleScrapes is the adapter's scraping as it runs, one gather
@@ -27,7 +28,14 @@ import (
 // selecting and parsing families), ingest and the store. cpu-us/target is
 // this process's CPU (user and system, garbage collection included, from
 // getrusage) per target scraped; at 10,000 pods every 5 s the adapter
-// spends 2,000 times that, in seconds, per second.
+// spends 2,000 times that, in seconds, per second. The histograms parsed
+// follow the namespace's reads (--latency-window-idle):
+//   - all: every family parsed and every window kept (idle 0, as before
+//     the reads decided);
+//   - ttft-read: a TTFT quantile read, its family parsed and window kept;
+//   - capacity-read: the capacity signal's reads at the default (no ITL
+//     objective), TTFT and prefill time parsed, no window kept;
+//   - unread: queue depth alone, no histogram parsed.
 func BenchmarkCycleScrapes(b *testing.B) {
 	const n, netB, port = 2000, 6, 8000
 	if err := raiseFileLimit(n + 1024); err != nil {
@@ -64,26 +72,46 @@ func BenchmarkCycleScrapes(b *testing.B) {
 		}
 	}
 	interval := 5 * time.Second
-	st := store.New(14, store.WithTTFTRetention(65*time.Second))
-	g, err := New(Config{Pods: pods, Discovery: discovery.Config{MaxTargetsPerNamespace: n}, Store: st, Interval: interval,
-		RetainFor: 4 * interval, Scraper: scrape.New(scrape.Config{CycleTimeout: interval})})
-	if err != nil {
-		b.Fatal(err)
+	for _, tc := range []struct {
+		name string
+		idle time.Duration
+		read func(*store.Store)
+	}{
+		{"all", 0, func(*store.Store) {}},
+		{"ttft-read", time.Hour, func(st *store.Store) {
+			st.HistIncrease(store.Key{Namespace: "bench", Name: pods[0].Name}, signal.HistTTFT, time.Now(), time.Minute, time.Minute)
+		}},
+		{"capacity-read", time.Hour, func(st *store.Store) {
+			st.ReadHistograms("bench", store.HistogramsTTFT|store.HistogramsPrefill, time.Now())
+		}},
+		{"unread", time.Hour, func(*store.Store) {}},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			st := store.New(14, store.WithTTFTRetention(65*time.Second), store.WithLatencyWindowIdle(tc.idle))
+			tc.read(st)
+			sc := scrape.New(scrape.Config{CycleTimeout: interval})
+			b.Cleanup(sc.CloseIdleConnections) // a socket per target
+			g, err := New(Config{Pods: pods, Discovery: discovery.Config{MaxTargetsPerNamespace: n}, Store: st, Interval: interval,
+				RetainFor: 4 * interval, Scraper: sc})
+			if err != nil {
+				b.Fatal(err)
+			}
+			ctx := context.Background()
+			for range 2 { // connections, the arenas and the store's windows grow
+				g.Cycle(ctx)
+			}
+			if got, _ := st.Len(); got != n {
+				b.Fatalf("%d pods stored, want %d", got, n)
+			}
+			b.ReportAllocs()
+			cpu0 := processCPU(b)
+			for b.Loop() {
+				g.Cycle(ctx)
+			}
+			cpu := processCPU(b) - cpu0
+			b.ReportMetric(float64(cpu.Microseconds())/float64(b.N*n), "cpu-us/target")
+		})
 	}
-	ctx := context.Background()
-	for range 2 { // connections, the arenas and the store's windows grow
-		g.Cycle(ctx)
-	}
-	if got, _ := st.Len(); got != n {
-		b.Fatalf("%d pods stored, want %d", got, n)
-	}
-	b.ReportAllocs()
-	cpu0 := processCPU(b)
-	for b.Loop() {
-		g.Cycle(ctx)
-	}
-	cpu := processCPU(b) - cpu0
-	b.ReportMetric(float64(cpu.Microseconds())/float64(b.N*n), "cpu-us/target")
 }
 
 // processCPU is this process's user and system CPU time so far.

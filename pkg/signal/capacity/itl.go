@@ -45,6 +45,10 @@ type ITLLimit struct {
 	Reachable bool
 }
 
+// ReadsITL reports whether the estimates read the pods' ITL histograms:
+// only with an ITL objective (provider.ITLReader).
+func (e *Estimator) ReadsITL() bool { return e.cfg.ITLObjective > 0 }
+
 // itlTerm fills est's ITL parts when the configuration has an ITL
 // objective: the replicas' decoding, grown as the demand is forecast to
 // grow (as the prefill term grows its work), over what one replica decodes
