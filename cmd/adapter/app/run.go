@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"os"
 	"sync/atomic"
 
 	"github.com/KimMachineGun/automemlimit/memlimit"
@@ -53,6 +54,7 @@ func (a *Adapter) Run(ctx context.Context) error {
 		log = slog.Default()
 	}
 	setMemoryLimit(ctx, o.MemoryLimitRatio, keptConnReserve(o), memlimit.FromCgroup, log)
+	setGCPercent(o.GCPercent, os.LookupEnv, log)
 
 	factory, err := a.Informers()
 	if err != nil {
