@@ -160,9 +160,9 @@ func (d *demand) histograms(namespace string, t time.Time) Histograms {
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	nd := d.ns[namespace]
+	nd, everything := d.known(namespace)
 	if nd == nil {
-		if len(d.ns) >= maxDemandNamespaces {
+		if everything {
 			return AllHistograms
 		}
 		return 0
@@ -174,6 +174,16 @@ func (d *demand) histograms(namespace string, t time.Time) Histograms {
 		}
 	}
 	return h
+}
+
+// known returns namespace's demand, nil when none was read there; then
+// everything reports whether the namespace is past the ones remembered,
+// whose pods keep and parse everything. The caller holds mu.
+func (d *demand) known(namespace string) (nd *nsDemand, everything bool) {
+	if nd = d.ns[namespace]; nd != nil {
+		return nd, false
+	}
+	return nil, len(d.ns) >= maxDemandNamespaces
 }
 
 // forget drops the namespaces not read for the idle time at t. The caller
@@ -201,9 +211,9 @@ func (d *demand) kept(namespace string, t time.Time) (keep [signal.NumHists]bool
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	nd := d.ns[namespace]
+	nd, everything := d.known(namespace)
 	if nd == nil {
-		if len(d.ns) >= maxDemandNamespaces {
+		if everything {
 			return keepAll
 		}
 		return keep
