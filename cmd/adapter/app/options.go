@@ -80,9 +80,12 @@ type Options struct {
 	MemoryLimitRatio float64
 	// GCPercent is the garbage collector's target (GOGC) unless the
 	// environment sets one.
-	GCPercent  int
-	ScaleDown  ScaleDownOptions
-	Prometheus PrometheusOptions
+	GCPercent int
+	// ResponseCompression gzips large answers for clients that ask
+	// (compression.go).
+	ResponseCompression bool
+	ScaleDown           ScaleDownOptions
+	Prometheus          PrometheusOptions
 
 	// Forward: federation with another metrics API server (forward.go).
 	Forward    ForwardOptions
@@ -190,6 +193,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.ExporterTokenFile, "exporter-token-file", o.ExporterTokenFile, "File holding the exporters' reserved-lane token (their --web.reserved-token-file), sent to exporter pods alone as a bearer token, so that a flood of other clients cannot make the adapter's scrapes fail. Re-read when it appears or changes (an optional Secret volume): none is sent while it holds no token of 16 characters or more. Empty: none.")
 	fs.StringVar(&o.ExporterTokenSecret, "exporter-token-secret", o.ExporterTokenSecret, "NAMESPACE/NAME of the Secret holding that token (key token), which the adapter creates with 32 random bytes (base64url) when it does not exist, and never changes when it does: mount it as --exporter-token-file, and in the exporters. Replicas share it without a leader; needs get on it and create on Secrets. Empty: the Secret is yours to make.")
 	fs.IntVar(&o.GCPercent, "gc-percent", o.GCPercent, "The garbage collector's target (GOGC): how far the heap grows past what is live before a collection, in percent. Most of the adapter's heap lives long, so Go's default of 100 holds about as much garbage as state; lower costs a little CPU for less memory (docs/performance.md). A GOGC environment variable wins.")
+	fs.BoolVar(&o.ResponseCompression, "response-compression", o.ResponseCompression, "Gzip answers over 128 KiB for clients that accept it (Kubernetes' APIResponseCompression). Off by default: the adapter's clients reach it through the aggregator inside the cluster, where gzip costs more CPU than the bytes it saves (docs/performance.md).")
 	fs.Float64Var(&o.MemoryLimitRatio, "memory-limit-ratio", o.MemoryLimitRatio, "Share of the container's memory limit (from its cgroup) given to the Go runtime as its soft limit (GOMEMLIMIT), so that garbage collection tightens before the OOM killer acts; 0 disables. An explicit GOMEMLIMIT wins.")
 	o.ScaleDown.AddFlags(fs)
 

@@ -55,6 +55,9 @@ func (a *Adapter) Run(ctx context.Context) error {
 	}
 	setMemoryLimit(ctx, o.MemoryLimitRatio, keptConnReserve(o), memlimit.FromCgroup, log)
 	setGCPercent(o.GCPercent, os.LookupEnv, log)
+	if err := setResponseCompression(defaultFeatureGate(), o.ResponseCompression, log); err != nil {
+		return err
+	}
 
 	factory, err := a.Informers()
 	if err != nil {
@@ -123,6 +126,9 @@ func (a *Adapter) Run(ctx context.Context) error {
 	}
 	certs, err := a.startCerts(ctx, log)
 	if err != nil {
+		return err
+	}
+	if err := a.coalesceWrites(); err != nil {
 		return err
 	}
 	server, err := a.Server()
