@@ -107,6 +107,9 @@ type result struct {
 	// AdapterRSSProfiledMiB and its file-backed part are the same after the
 	// bench's CPU and heap profiles of the adapter.
 	AdapterRSSProfiledMiB, AdapterRSSProfiledFileMiB float64
+	// ProfiledLists is how many lists the CPU profile covers: a
+	// function's seconds in it over this are its CPU per list.
+	ProfiledLists int
 	// AdapterHeapMiB is the Go heap in use, from the adapter's /metrics.
 	AdapterHeapMiB       float64
 	PodsReady, FirstFull time.Duration
@@ -117,10 +120,10 @@ func (r result) quantile(q float64) time.Duration {
 }
 
 func (r result) line() string {
-	return fmt.Sprintf("%d pods %s (%s): median %v p90 %v p99 %v max %v; %d bytes; adapter CPU %v per list (%.2f cores scraping: %.0f scrapes/s, %v CPU each), RSS %.0f MiB (%.0f MiB file; %.0f and %.0f after profiling), heap %.0f MiB; pods Ready after %v, full list after %v",
+	return fmt.Sprintf("%d pods %s (%s): median %v p90 %v p99 %v max %v; %d bytes; adapter CPU %v per list (%.2f cores scraping: %.0f scrapes/s, %v CPU each), RSS %.0f MiB (%.0f MiB file; %.0f and %.0f after profiling), heap %.0f MiB; %d lists in the CPU profile; pods Ready after %v, full list after %v",
 		r.Pods, r.Metric, encodingName(r.Accept), r.quantile(0.5).Round(time.Microsecond*100), r.quantile(0.9).Round(time.Microsecond*100),
 		r.quantile(0.99).Round(time.Microsecond*100), r.Latencies[len(r.Latencies)-1].Round(time.Microsecond*100),
-		r.AnswerBytes, r.AdapterCPUPerList.Round(time.Microsecond*100), r.AdapterIdleCPU, r.ScrapesPerSec, r.CPUPerScrape.Round(time.Microsecond), r.AdapterRSSMiB, r.AdapterRSSFileMiB, r.AdapterRSSProfiledMiB, r.AdapterRSSProfiledFileMiB, r.AdapterHeapMiB, r.PodsReady.Round(time.Second), r.FirstFull.Round(time.Second))
+		r.AnswerBytes, r.AdapterCPUPerList.Round(time.Microsecond*100), r.AdapterIdleCPU, r.ScrapesPerSec, r.CPUPerScrape.Round(time.Microsecond), r.AdapterRSSMiB, r.AdapterRSSFileMiB, r.AdapterRSSProfiledMiB, r.AdapterRSSProfiledFileMiB, r.AdapterHeapMiB, r.ProfiledLists, r.PodsReady.Round(time.Second), r.FirstFull.Round(time.Second))
 }
 
 // measure creates a namespace of n Ready pods, serves their metrics, and
@@ -262,7 +265,7 @@ func (b *bench) profileLists(ctx context.Context, ns string, r *result) error {
 	go func() {
 		profile <- b.saveProfile(ctx, fmt.Sprintf("cpu-lists-%d-%s.pb.gz", r.Pods, r.Metric), d)
 	}()
-	for end := time.Now().Add(d); time.Now().Before(end); {
+	for end := time.Now().Add(d); time.Now().Before(end); r.ProfiledLists++ {
 		if _, err := b.listAs(ctx, r.Accept, ns, r.Metric, "app="+appLabel); err != nil {
 			return errors.Join(err, <-profile)
 		}
