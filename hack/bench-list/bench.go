@@ -18,6 +18,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
@@ -89,8 +90,12 @@ type result struct {
 	Pods, Requests int
 	Metric         string
 	// Accept is the lists' encoding, as the client asked for it.
-	Accept            string
-	Latencies         []time.Duration // sorted
+	Accept    string
+	Latencies []time.Duration // sorted
+	// FloorLatencies time the same requests with a selector matching no
+	// pod, after the lists: the path's own latency on this machine, under
+	// the same scraping, with nothing to read or encode. Sorted.
+	FloorLatencies    []time.Duration
 	AnswerBytes       int
 	AdapterCPUPerList time.Duration
 	// AdapterIdleCPU is the adapter's CPU, in cores, while it only scrapes.
@@ -116,14 +121,23 @@ type result struct {
 }
 
 func (r result) quantile(q float64) time.Duration {
-	return r.Latencies[min(len(r.Latencies)-1, int(q*float64(len(r.Latencies))))]
+	return quantileOf(r.Latencies, q)
+}
+
+// quantileOf is the q-quantile of sorted latencies, 0 of none.
+func quantileOf(sorted []time.Duration, q float64) time.Duration {
+	if len(sorted) == 0 {
+		return 0
+	}
+	return sorted[min(len(sorted)-1, int(q*float64(len(sorted))))]
 }
 
 func (r result) line() string {
-	return fmt.Sprintf("%d pods %s (%s): median %v p90 %v p99 %v max %v; %d bytes; adapter CPU %v per list (%.2f cores scraping: %.0f scrapes/s, %v CPU each), RSS %.0f MiB (%.0f MiB file; %.0f and %.0f after profiling), heap %.0f MiB; %d lists in the CPU profile; pods Ready after %v, full list after %v",
+	return fmt.Sprintf("%d pods %s (%s): median %v p90 %v p99 %v max %v; %d bytes; adapter CPU %v per list (%.2f cores scraping: %.0f scrapes/s, %v CPU each), RSS %.0f MiB (%.0f MiB file; %.0f and %.0f after profiling), heap %.0f MiB; %d lists in the CPU profile; floor (no pod selected) median %v p99 %v; pods Ready after %v, full list after %v",
 		r.Pods, r.Metric, encodingName(r.Accept), r.quantile(0.5).Round(time.Microsecond*100), r.quantile(0.9).Round(time.Microsecond*100),
 		r.quantile(0.99).Round(time.Microsecond*100), r.Latencies[len(r.Latencies)-1].Round(time.Microsecond*100),
-		r.AnswerBytes, r.AdapterCPUPerList.Round(time.Microsecond*100), r.AdapterIdleCPU, r.ScrapesPerSec, r.CPUPerScrape.Round(time.Microsecond), r.AdapterRSSMiB, r.AdapterRSSFileMiB, r.AdapterRSSProfiledMiB, r.AdapterRSSProfiledFileMiB, r.AdapterHeapMiB, r.ProfiledLists, r.PodsReady.Round(time.Second), r.FirstFull.Round(time.Second))
+		r.AnswerBytes, r.AdapterCPUPerList.Round(time.Microsecond*100), r.AdapterIdleCPU, r.ScrapesPerSec, r.CPUPerScrape.Round(time.Microsecond), r.AdapterRSSMiB, r.AdapterRSSFileMiB, r.AdapterRSSProfiledMiB, r.AdapterRSSProfiledFileMiB, r.AdapterHeapMiB, r.ProfiledLists,
+		quantileOf(r.FloorLatencies, 0.5).Round(time.Microsecond*100), quantileOf(r.FloorLatencies, 0.99).Round(time.Microsecond*100), r.PodsReady.Round(time.Second), r.FirstFull.Round(time.Second))
 }
 
 // measure creates a namespace of n Ready pods, serves their metrics, and
@@ -230,6 +244,17 @@ func (b *bench) time(ctx context.Context, ns string, r *result) error {
 	}
 	scraping := time.Duration(idle * float64(time.Since(start)))
 	r.AdapterCPUPerList = max(0, cpu1-cpu0-scraping) / time.Duration(r.Requests)
+	// The floor: as many requests down the same path, through the
+	// aggregator and the adapter's filters, whose selector matches no pod
+	// (the adapter answers NotFound: no pod has the metric).
+	for range r.Requests {
+		t := time.Now()
+		if _, err := b.listAs(ctx, r.Accept, ns, r.Metric, "app="+appLabel+"-none"); err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("floor: %w", err)
+		}
+		r.FloorLatencies = append(r.FloorLatencies, time.Since(t))
+	}
+	slices.Sort(r.FloorLatencies)
 	// Resident memory is read before the bench profiles the adapter: writing
 	// a profile symbolizes every function it saw, which pages in much of the
 	// binary's line tables, as nothing in service does. The figure after the
@@ -584,12 +609,13 @@ func encodingName(accept string) string {
 func markdown(rs []result, interval time.Duration) string {
 	var sb strings.Builder
 	fmt.Fprintf(&sb, "# List latency through the aggregation layer\n\n`GET .../namespaces/NS/pods/*/METRIC?labelSelector=app=%s`, sequential, one kept-alive HTTP/2 connection to a real kube-apiserver; the adapter scrapes every pod itself every %v.\n\n", appLabel, interval)
-	sb.WriteString("| pods | metric | encoding | requests | median | p90 | p99 | max | answer | adapter CPU per list | adapter CPU scraping | scrapes/s, CPU each | adapter RSS (file-backed) | RSS after profiling (file-backed) | adapter heap in use | pods Ready after | full list after |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+	sb.WriteString("| pods | metric | encoding | requests | median | p90 | p99 | max | answer | adapter CPU per list | adapter CPU scraping | scrapes/s, CPU each | adapter RSS (file-backed) | RSS after profiling (file-backed) | adapter heap in use | floor: no pod selected, median / p99 | pods Ready after | full list after |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, r := range rs {
-		fmt.Fprintf(&sb, "| %d | %s | %s | %d | %v | %v | %v | %v | %.2f MB | %v | %.2f cores | %.0f, %v | %.0f MiB (%.0f) | %.0f MiB (%.0f) | %.0f MiB | %v | %v |\n", r.Pods, r.Metric, encodingName(r.Accept), r.Requests,
+		fmt.Fprintf(&sb, "| %d | %s | %s | %d | %v | %v | %v | %v | %.2f MB | %v | %.2f cores | %.0f, %v | %.0f MiB (%.0f) | %.0f MiB (%.0f) | %.0f MiB | %v / %v | %v | %v |\n", r.Pods, r.Metric, encodingName(r.Accept), r.Requests,
 			r.quantile(0.5).Round(100*time.Microsecond), r.quantile(0.9).Round(100*time.Microsecond), r.quantile(0.99).Round(100*time.Microsecond),
 			r.Latencies[len(r.Latencies)-1].Round(100*time.Microsecond), float64(r.AnswerBytes)/1e6, r.AdapterCPUPerList.Round(100*time.Microsecond), r.AdapterIdleCPU,
-			r.ScrapesPerSec, r.CPUPerScrape.Round(time.Microsecond), r.AdapterRSSMiB, r.AdapterRSSFileMiB, r.AdapterRSSProfiledMiB, r.AdapterRSSProfiledFileMiB, r.AdapterHeapMiB, r.PodsReady.Round(time.Second), r.FirstFull.Round(time.Second))
+			r.ScrapesPerSec, r.CPUPerScrape.Round(time.Microsecond), r.AdapterRSSMiB, r.AdapterRSSFileMiB, r.AdapterRSSProfiledMiB, r.AdapterRSSProfiledFileMiB, r.AdapterHeapMiB,
+			quantileOf(r.FloorLatencies, 0.5).Round(100*time.Microsecond), quantileOf(r.FloorLatencies, 0.99).Round(100*time.Microsecond), r.PodsReady.Round(time.Second), r.FirstFull.Round(time.Second))
 	}
 	return sb.String()
 }

@@ -21,7 +21,9 @@ import (
 	"github.com/felixge/httpsnoop"
 )
 
-// Size is the buffer: larger writes go through at once.
+// Size is the buffer: larger writes go through at once. A request holds
+// one while its handler runs, so the API server's bound on requests in
+// flight bounds them too (at its default of 400, 12.5 MiB).
 const Size = 32 << 10
 
 var pool = sync.Pool{New: func() any { return bufio.NewWriterSize(nil, Size) }}
