@@ -10,7 +10,6 @@ import (
 	"slices"
 	"sort"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -58,14 +57,9 @@ func (e *podEvents) AddEventHandler(h cache.ResourceEventHandler) (cache.Resourc
 	return nil, nil
 }
 
-type recorder struct {
-	mu    sync.Mutex
-	calls map[string]int
-}
+type recorder struct{ calls map[string]int }
 
 func (r *recorder) Observe(api, metric, resource, result string) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
 	r.calls[api+"/"+metric+"/"+resource+"/"+result]++
 }
 

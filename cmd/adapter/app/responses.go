@@ -6,7 +6,6 @@ import (
 	"net/http"
 
 	"github.com/gpuscale/gpuscale/pkg/adapter/writebuffer"
-	"github.com/gpuscale/gpuscale/pkg/provider"
 	"k8s.io/apiserver/pkg/features"
 	genericapiserver "k8s.io/apiserver/pkg/server"
 	utilfeature "k8s.io/apiserver/pkg/util/feature"
@@ -35,19 +34,17 @@ func defaultFeatureGate() featuregate.MutableFeatureGate {
 	return utilfeature.DefaultMutableFeatureGate
 }
 
-// wrapHandler puts, inside the generic API server's filter chain, a write
-// buffer under every filter's response-writer wrapper
-// (pkg/adapter/writebuffer), and under it the recycling of list items,
-// which the answer is encoded from before the handler returns
-// (provider.Recycle). Call it before Server().
-func (a *Adapter) wrapHandler() error {
+// coalesceWrites puts a write buffer inside the generic API server's filter
+// chain, under every filter's response-writer wrapper
+// (pkg/adapter/writebuffer). Call it before Server().
+func (a *Adapter) coalesceWrites() error {
 	cfg, err := a.Config()
 	if err != nil {
 		return fmt.Errorf("API server config: %w", err)
 	}
 	build := cfg.GenericConfig.BuildHandlerChainFunc
 	cfg.GenericConfig.BuildHandlerChainFunc = func(h http.Handler, c *genericapiserver.Config) http.Handler {
-		return build(writebuffer.Handler(provider.Recycle(h)), c)
+		return build(writebuffer.Handler(h), c)
 	}
 	return nil
 }

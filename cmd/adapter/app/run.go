@@ -128,7 +128,7 @@ func (a *Adapter) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := a.wrapHandler(); err != nil {
+	if err := a.coalesceWrites(); err != nil {
 		return err
 	}
 	server, err := a.Server()
