@@ -259,20 +259,14 @@ func (b *bench) time(ctx context.Context, ns string, r *result) error {
 	// a profile symbolizes every function it saw, which pages in much of the
 	// binary's line tables, as nothing in service does. The figure after the
 	// profiles is kept beside it.
-	if r.AdapterRSSMiB, err = statusMiB(pid, "VmRSS"); err != nil {
-		return err
-	}
-	if r.AdapterRSSFileMiB, err = statusMiB(pid, "RssFile"); err != nil {
+	if r.AdapterRSSMiB, r.AdapterRSSFileMiB, err = rssMiB(pid); err != nil {
 		return err
 	}
 	if err := b.profileLists(ctx, ns, r); err != nil {
 		return err
 	}
 	slices.Sort(r.Latencies)
-	if r.AdapterRSSProfiledMiB, err = statusMiB(pid, "VmRSS"); err != nil {
-		return err
-	}
-	if r.AdapterRSSProfiledFileMiB, err = statusMiB(pid, "RssFile"); err != nil {
+	if r.AdapterRSSProfiledMiB, r.AdapterRSSProfiledFileMiB, err = rssMiB(pid); err != nil {
 		return err
 	}
 	if r.AdapterHeapMiB, err = b.adapterHeapMiB(ctx); err != nil {
@@ -580,7 +574,16 @@ func cpuRate(ctx context.Context, pid int, d time.Duration) (float64, error) {
 	return float64(c1-c0) / float64(time.Since(t0)), err
 }
 
-// rssMiB is a process's resident memory.
+// rssMiB is a process's resident memory, and the part of it that is the
+// binary's pages.
+func rssMiB(pid int) (total, file float64, err error) {
+	if total, err = statusMiB(pid, "VmRSS"); err != nil {
+		return 0, 0, err
+	}
+	file, err = statusMiB(pid, "RssFile")
+	return total, file, err
+}
+
 // statusMiB reads a size field of /proc/PID/status: VmRSS, or its parts
 // RssAnon (what the Go runtime holds) and RssFile (the binary's pages).
 func statusMiB(pid int, field string) (float64, error) {

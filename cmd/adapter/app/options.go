@@ -82,7 +82,7 @@ type Options struct {
 	// environment sets one.
 	GCPercent int
 	// ResponseCompression gzips large answers for clients that ask
-	// (compression.go).
+	// (responses.go).
 	ResponseCompression bool
 	ScaleDown           ScaleDownOptions
 	Prometheus          PrometheusOptions

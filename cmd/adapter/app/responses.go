@@ -18,9 +18,10 @@ import (
 // clients across a WAN. The adapter's clients are the aggregator, in the
 // same cluster network: at 10,000 pods an answer is about 0.9 MB, gzip costs
 // about a quarter of a list's CPU, and the aggregator passes the compressed
-// bytes on for its client to inflate again (docs/performance.md, "Answers
-// sent as they are"). In-cluster Kubernetes clients drop it for the same
-// reason (client-go's DisableCompression, kubectl --disable-compression).
+// bytes on for its client to inflate again (docs/performance.md, "Writes
+// coalesced under the filters, and no gzip"). In-cluster Kubernetes
+// clients drop it for the same reason (client-go's DisableCompression,
+// kubectl --disable-compression).
 func setResponseCompression(gate featuregate.MutableFeatureGate, on bool, log *slog.Logger) error {
 	if err := gate.SetFromMap(map[string]bool{string(features.APIResponseCompression): on}); err != nil {
 		return fmt.Errorf("response compression: %w", err)

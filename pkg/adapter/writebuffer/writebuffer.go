@@ -7,8 +7,9 @@
 // filter's mutex, the write-latency tracker's clock reads, the tracing and
 // metrics wrappers. A 10,000-pod metrics list is 10,000 writes of about 90
 // bytes, and those wrappers cost more CPU than encoding the items
-// (docs/performance.md, "Writes coalesced before the filters"). Placed
-// inside the chain, this package hands the filters 32 KiB at a time.
+// (docs/performance.md, "Writes coalesced under the filters, and no
+// gzip"). Placed inside the chain, this package hands the filters 32 KiB
+// at a time.
 package writebuffer
 
 import (
