@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -17,6 +18,7 @@ import (
 	"sync"
 	"time"
 
+	dto "github.com/prometheus/client_model/go"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -28,6 +30,7 @@ import (
 	"github.com/gpuscale/gpuscale/internal/harness/devenv"
 	"github.com/gpuscale/gpuscale/internal/harness/localcluster"
 	"github.com/gpuscale/gpuscale/pkg/adapter/discovery"
+	"github.com/gpuscale/gpuscale/pkg/signal/histogram"
 )
 
 const (
@@ -116,8 +119,44 @@ type result struct {
 	// function's seconds in it over this are its CPU per list.
 	ProfiledLists int
 	// AdapterHeapMiB is the Go heap in use, from the adapter's /metrics.
-	AdapterHeapMiB       float64
-	PodsReady, FirstFull time.Duration
+	AdapterHeapMiB float64
+	// ClientSlow and AdapterSlow count the timed lists over each of
+	// slowBounds: the client's from Latencies, the adapter's from its own
+	// apiserver_request_duration_seconds, the time in its handler chain
+	// without the aggregator's relay or the client's read. A tail the
+	// client sees and the adapter does not is outside the adapter.
+	ClientSlow, AdapterSlow [len(slowBounds)]int
+	PodsReady, FirstFull    time.Duration
+}
+
+// slowBounds are bounds of the API server's request-duration buckets
+// (k8s.io/apiserver's apiserver_request_duration_seconds): lists over them
+// are counted on both sides.
+var slowBounds = [...]float64{0.025, 0.05, 0.1}
+
+// countOver is how many of latencies exceed each of slowBounds.
+func countOver(latencies []time.Duration) (n [len(slowBounds)]int) {
+	for _, l := range latencies {
+		for i, b := range slowBounds {
+			if l.Seconds() > b {
+				n[i]++
+			}
+		}
+	}
+	return n
+}
+
+// histogramOver is how many of h's observations exceed each of
+// slowBounds, each of which must be one of h's bounds.
+func histogramOver(h *histogram.Histogram) (n [len(slowBounds)]int, err error) {
+	for i, b := range slowBounds {
+		j := slices.Index(h.Bounds, b)
+		if j < 0 {
+			return n, fmt.Errorf("no bucket bound %v in %v", b, h.Bounds)
+		}
+		n[i] = int(math.Round(h.Count - h.Counts[j]))
+	}
+	return n, nil
 }
 
 func (r result) quantile(q float64) time.Duration {
@@ -224,6 +263,10 @@ func (b *bench) time(ctx context.Context, ns string, r *result) error {
 		r.ScrapesPerSec = scrapes / wall.Seconds()
 		r.CPUPerScrape = time.Duration(idle * float64(wall) / scrapes)
 	}
+	before, err := b.adapterMetrics(ctx)
+	if err != nil {
+		return err
+	}
 	cpu0, err := processCPU(pid)
 	if err != nil {
 		return err
@@ -244,6 +287,24 @@ func (b *bench) time(ctx context.Context, ns string, r *result) error {
 	}
 	scraping := time.Duration(idle * float64(time.Since(start)))
 	r.AdapterCPUPerList = max(0, cpu1-cpu0-scraping) / time.Duration(r.Requests)
+	after, err := b.adapterMetrics(ctx)
+	if err != nil {
+		return err
+	}
+	lists, err := windowOf(before, after, "apiserver_request_duration_seconds", map[string]string{"group": "custom.metrics.k8s.io", "component": "custom-metrics"})
+	if err != nil {
+		return fmt.Errorf("adapter /metrics: the lists' durations: %w", err)
+	}
+	if lists == nil {
+		return fmt.Errorf("adapter /metrics: no custom.metrics.k8s.io request in apiserver_request_duration_seconds: %s", labelSets(after["apiserver_request_duration_seconds"]))
+	}
+	if lists.Count != float64(r.Requests) {
+		return fmt.Errorf("adapter /metrics: %v lists timed, %d sent", lists.Count, r.Requests)
+	}
+	if r.AdapterSlow, err = histogramOver(lists); err != nil {
+		return fmt.Errorf("adapter /metrics: apiserver_request_duration_seconds: %w", err)
+	}
+	r.ClientSlow = countOver(r.Latencies)
 	// The floor: as many requests down the same path, through the
 	// aggregator and the adapter's filters, whose selector matches no pod
 	// (the adapter answers NotFound: no pod has the metric).
@@ -349,19 +410,41 @@ func (b *bench) saveProfile(ctx context.Context, name string, d time.Duration) e
 // adapterScrapes is how many scrapes the adapter has finished, from its
 // own /metrics.
 func (b *bench) adapterScrapes(ctx context.Context) (float64, error) {
-	raw, err := b.adapterGet(ctx, "/metrics")
+	fams, err := b.adapterMetrics(ctx)
 	if err != nil {
 		return 0, err
-	}
-	fams, err := parseMetrics(raw)
-	if err != nil {
-		return 0, fmt.Errorf("adapter /metrics: %w", err)
 	}
 	h, err := histogramOf(fams, "gpuscale_adapter_scrape_duration_seconds", nil)
 	if err != nil || h == nil {
 		return 0, fmt.Errorf("adapter /metrics: no gpuscale_adapter_scrape_duration_seconds: %w", err)
 	}
 	return h.Count, nil
+}
+
+// labelSets is f's label sets, for an error.
+func labelSets(f *dto.MetricFamily) string {
+	var sets []string
+	for _, m := range f.GetMetric() {
+		var ls []string
+		for _, l := range m.GetLabel() {
+			ls = append(ls, l.GetName()+"="+l.GetValue())
+		}
+		sets = append(sets, "{"+strings.Join(ls, ",")+"}")
+	}
+	return strings.Join(sets, " ")
+}
+
+// adapterMetrics is the adapter's own /metrics, parsed.
+func (b *bench) adapterMetrics(ctx context.Context) (map[string]*dto.MetricFamily, error) {
+	raw, err := b.adapterGet(ctx, "/metrics")
+	if err != nil {
+		return nil, err
+	}
+	fams, err := parseMetrics(raw)
+	if err != nil {
+		return nil, fmt.Errorf("adapter /metrics: %w", err)
+	}
+	return fams, nil
 }
 
 // adapterHeapMiB reads go_memstats_heap_inuse_bytes from the adapter's own
@@ -612,13 +695,32 @@ func encodingName(accept string) string {
 func markdown(rs []result, interval time.Duration) string {
 	var sb strings.Builder
 	fmt.Fprintf(&sb, "# List latency through the aggregation layer\n\n`GET .../namespaces/NS/pods/*/METRIC?labelSelector=app=%s`, sequential, one kept-alive HTTP/2 connection to a real kube-apiserver; the adapter scrapes every pod itself every %v.\n\n", appLabel, interval)
-	sb.WriteString("| pods | metric | encoding | requests | median | p90 | p99 | max | answer | adapter CPU per list | adapter CPU scraping | scrapes/s, CPU each | adapter RSS (file-backed) | RSS after profiling (file-backed) | adapter heap in use | floor: no pod selected, median / p99 | pods Ready after | full list after |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+	fmt.Fprintf(&sb, "| pods | metric | encoding | requests | median | p90 | p99 | max | answer | adapter CPU per list | adapter CPU scraping | scrapes/s, CPU each | adapter RSS (file-backed) | RSS after profiling (file-backed) | adapter heap in use | floor: no pod selected, median / p99 | lists over %s: client / adapter | pods Ready after | full list after |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n", boundsText())
 	for _, r := range rs {
-		fmt.Fprintf(&sb, "| %d | %s | %s | %d | %v | %v | %v | %v | %.2f MB | %v | %.2f cores | %.0f, %v | %.0f MiB (%.0f) | %.0f MiB (%.0f) | %.0f MiB | %v / %v | %v | %v |\n", r.Pods, r.Metric, encodingName(r.Accept), r.Requests,
+		fmt.Fprintf(&sb, "| %d | %s | %s | %d | %v | %v | %v | %v | %.2f MB | %v | %.2f cores | %.0f, %v | %.0f MiB (%.0f) | %.0f MiB (%.0f) | %.0f MiB | %v / %v | %s | %v | %v |\n", r.Pods, r.Metric, encodingName(r.Accept), r.Requests,
 			r.quantile(0.5).Round(100*time.Microsecond), r.quantile(0.9).Round(100*time.Microsecond), r.quantile(0.99).Round(100*time.Microsecond),
 			r.Latencies[len(r.Latencies)-1].Round(100*time.Microsecond), float64(r.AnswerBytes)/1e6, r.AdapterCPUPerList.Round(100*time.Microsecond), r.AdapterIdleCPU,
 			r.ScrapesPerSec, r.CPUPerScrape.Round(time.Microsecond), r.AdapterRSSMiB, r.AdapterRSSFileMiB, r.AdapterRSSProfiledMiB, r.AdapterRSSProfiledFileMiB, r.AdapterHeapMiB,
-			quantileOf(r.FloorLatencies, 0.5).Round(100*time.Microsecond), quantileOf(r.FloorLatencies, 0.99).Round(100*time.Microsecond), r.PodsReady.Round(time.Second), r.FirstFull.Round(time.Second))
+			quantileOf(r.FloorLatencies, 0.5).Round(100*time.Microsecond), quantileOf(r.FloorLatencies, 0.99).Round(100*time.Microsecond), slowText(r), r.PodsReady.Round(time.Second), r.FirstFull.Round(time.Second))
 	}
 	return sb.String()
+}
+
+// boundsText is slowBounds for a column's title: "25 / 50 / 100 ms".
+func boundsText() string {
+	parts := make([]string, len(slowBounds))
+	for i, b := range slowBounds {
+		parts[i] = strconv.FormatFloat(b*1000, 'f', -1, 64)
+	}
+	return strings.Join(parts, " / ") + " ms"
+}
+
+// slowText is r's counts over slowBounds, the client's then the adapter's
+// at each bound: "40/31, 12/3, 2/0".
+func slowText(r result) string {
+	parts := make([]string, len(slowBounds))
+	for i := range slowBounds {
+		parts[i] = fmt.Sprintf("%d/%d", r.ClientSlow[i], r.AdapterSlow[i])
+	}
+	return strings.Join(parts, ", ")
 }
