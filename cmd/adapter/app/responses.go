@@ -5,11 +5,14 @@ import (
 	"log/slog"
 	"net/http"
 
-	"github.com/gpuscale/gpuscale/pkg/adapter/writebuffer"
 	"k8s.io/apiserver/pkg/features"
 	genericapiserver "k8s.io/apiserver/pkg/server"
 	utilfeature "k8s.io/apiserver/pkg/util/feature"
 	"k8s.io/component-base/featuregate"
+	cmapiserver "sigs.k8s.io/custom-metrics-apiserver/pkg/apiserver"
+
+	"github.com/gpuscale/gpuscale/pkg/adapter/writebuffer"
+	"github.com/gpuscale/gpuscale/pkg/adapter/zerocopy"
 )
 
 // setResponseCompression turns the generic API server's response gzip on or
@@ -47,5 +50,18 @@ func (a *Adapter) coalesceWrites() error {
 	cfg.GenericConfig.BuildHandlerChainFunc = func(h http.Handler, c *genericapiserver.Config) http.Handler {
 		return build(writebuffer.Handler(h), c)
 	}
+	return nil
+}
+
+// shareListItems has the served v1beta2 lists share their items with the
+// lists the provider builds instead of copying them (pkg/adapter/zerocopy),
+// in the scheme custom-metrics-apiserver encodes with. Where a release of
+// k8s.io/metrics lays the two types out differently, the copy stays.
+func shareListItems(log *slog.Logger) error {
+	ok, err := zerocopy.Register(cmapiserver.Scheme)
+	if err != nil {
+		return err
+	}
+	log.Info("custom metrics lists converted to v1beta2 without a copy", "shared", ok)
 	return nil
 }

@@ -131,6 +131,9 @@ func (a *Adapter) Run(ctx context.Context) error {
 	if err := a.coalesceWrites(); err != nil {
 		return err
 	}
+	if err := shareListItems(log); err != nil {
+		return err
+	}
 	server, err := a.Server()
 	if err != nil {
 		return fmt.Errorf("build API server: %w", err)
