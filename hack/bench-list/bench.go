@@ -172,11 +172,11 @@ func quantileOf(sorted []time.Duration, q float64) time.Duration {
 }
 
 func (r result) line() string {
-	return fmt.Sprintf("%d pods %s (%s): median %v p90 %v p99 %v max %v; %d bytes; adapter CPU %v per list (%.2f cores scraping: %.0f scrapes/s, %v CPU each), RSS %.0f MiB (%.0f MiB file; %.0f and %.0f after profiling), heap %.0f MiB; %d lists in the CPU profile; floor (no pod selected) median %v p99 %v; pods Ready after %v, full list after %v",
+	return fmt.Sprintf("%d pods %s (%s): median %v p90 %v p99 %v max %v; %d bytes; adapter CPU %v per list (%.2f cores scraping: %.0f scrapes/s, %v CPU each), RSS %.0f MiB (%.0f MiB file; %.0f and %.0f after profiling), heap %.0f MiB; %d lists in the CPU profile; floor (no pod selected) median %v p99 %v; lists over %s, client/adapter: %s; pods Ready after %v, full list after %v",
 		r.Pods, r.Metric, encodingName(r.Accept), r.quantile(0.5).Round(time.Microsecond*100), r.quantile(0.9).Round(time.Microsecond*100),
 		r.quantile(0.99).Round(time.Microsecond*100), r.Latencies[len(r.Latencies)-1].Round(time.Microsecond*100),
 		r.AnswerBytes, r.AdapterCPUPerList.Round(time.Microsecond*100), r.AdapterIdleCPU, r.ScrapesPerSec, r.CPUPerScrape.Round(time.Microsecond), r.AdapterRSSMiB, r.AdapterRSSFileMiB, r.AdapterRSSProfiledMiB, r.AdapterRSSProfiledFileMiB, r.AdapterHeapMiB, r.ProfiledLists,
-		quantileOf(r.FloorLatencies, 0.5).Round(time.Microsecond*100), quantileOf(r.FloorLatencies, 0.99).Round(time.Microsecond*100), r.PodsReady.Round(time.Second), r.FirstFull.Round(time.Second))
+		quantileOf(r.FloorLatencies, 0.5).Round(time.Microsecond*100), quantileOf(r.FloorLatencies, 0.99).Round(time.Microsecond*100), boundsText(), slowText(r), r.PodsReady.Round(time.Second), r.FirstFull.Round(time.Second))
 }
 
 // measure creates a namespace of n Ready pods, serves their metrics, and
