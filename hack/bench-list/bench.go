@@ -101,6 +101,11 @@ type result struct {
 	FloorLatencies    []time.Duration
 	AnswerBytes       int
 	AdapterCPUPerList time.Duration
+	// APIServerCPUPerList is the kube-apiserver's CPU a list beyond its
+	// rate in the 10 s before (APIServerIdleCPU, cores): the aggregator's
+	// relay of the answer, its filters and its collector.
+	APIServerCPUPerList time.Duration
+	APIServerIdleCPU    float64
 	// AdapterIdleCPU is the adapter's CPU, in cores, while it only scrapes.
 	AdapterIdleCPU float64
 	// ScrapesPerSec is how many scrapes the adapter finished a second in
@@ -172,10 +177,10 @@ func quantileOf(sorted []time.Duration, q float64) time.Duration {
 }
 
 func (r result) line() string {
-	return fmt.Sprintf("%d pods %s (%s): median %v p90 %v p99 %v max %v; %d bytes; adapter CPU %v per list (%.2f cores scraping: %.0f scrapes/s, %v CPU each), RSS %.0f MiB (%.0f MiB file; %.0f and %.0f after profiling), heap %.0f MiB; %d lists in the CPU profile; floor (no pod selected) median %v p99 %v; lists over %s, client/adapter: %s; pods Ready after %v, full list after %v",
+	return fmt.Sprintf("%d pods %s (%s): median %v p90 %v p99 %v max %v; %d bytes; adapter CPU %v per list, kube-apiserver's %v (%.2f cores scraping: %.0f scrapes/s, %v CPU each), RSS %.0f MiB (%.0f MiB file; %.0f and %.0f after profiling), heap %.0f MiB; %d lists in the CPU profile; floor (no pod selected) median %v p99 %v; lists over %s, client/adapter: %s; pods Ready after %v, full list after %v",
 		r.Pods, r.Metric, encodingName(r.Accept), r.quantile(0.5).Round(time.Microsecond*100), r.quantile(0.9).Round(time.Microsecond*100),
 		r.quantile(0.99).Round(time.Microsecond*100), r.Latencies[len(r.Latencies)-1].Round(time.Microsecond*100),
-		r.AnswerBytes, r.AdapterCPUPerList.Round(time.Microsecond*100), r.AdapterIdleCPU, r.ScrapesPerSec, r.CPUPerScrape.Round(time.Microsecond), r.AdapterRSSMiB, r.AdapterRSSFileMiB, r.AdapterRSSProfiledMiB, r.AdapterRSSProfiledFileMiB, r.AdapterHeapMiB, r.ProfiledLists,
+		r.AnswerBytes, r.AdapterCPUPerList.Round(time.Microsecond*100), r.APIServerCPUPerList.Round(time.Microsecond*100), r.AdapterIdleCPU, r.ScrapesPerSec, r.CPUPerScrape.Round(time.Microsecond), r.AdapterRSSMiB, r.AdapterRSSFileMiB, r.AdapterRSSProfiledMiB, r.AdapterRSSProfiledFileMiB, r.AdapterHeapMiB, r.ProfiledLists,
 		quantileOf(r.FloorLatencies, 0.5).Round(time.Microsecond*100), quantileOf(r.FloorLatencies, 0.99).Round(time.Microsecond*100), boundsText(), slowText(r), r.PodsReady.Round(time.Second), r.FirstFull.Round(time.Second))
 }
 
@@ -248,9 +253,17 @@ func (b *bench) time(ctx context.Context, ns string, r *result) error {
 	if err != nil {
 		return err
 	}
+	// The kube-apiserver's too: it relays every answer.
+	apiPID := b.env.Cluster.PID("kube-apiserver")
+	apiIdle := make(chan error, 1)
+	go func() {
+		var err error
+		r.APIServerIdleCPU, err = cpuRate(ctx, apiPID, 10*time.Second)
+		apiIdle <- err
+	}()
 	t0 := time.Now()
 	idle, err := cpuRate(ctx, pid, 10*time.Second)
-	if err := errors.Join(err, <-profile); err != nil {
+	if err := errors.Join(err, <-profile, <-apiIdle); err != nil {
 		return err
 	}
 	scrapes1, err := b.adapterScrapes(ctx)
@@ -271,6 +284,10 @@ func (b *bench) time(ctx context.Context, ns string, r *result) error {
 	if err != nil {
 		return err
 	}
+	apiCPU0, err := processCPU(apiPID)
+	if err != nil {
+		return err
+	}
 	start := time.Now()
 	for range r.Requests {
 		t := time.Now()
@@ -285,8 +302,14 @@ func (b *bench) time(ctx context.Context, ns string, r *result) error {
 	if err != nil {
 		return err
 	}
-	scraping := time.Duration(idle * float64(time.Since(start)))
+	apiCPU1, err := processCPU(apiPID)
+	if err != nil {
+		return err
+	}
+	elapsed := time.Since(start)
+	scraping := time.Duration(idle * float64(elapsed))
 	r.AdapterCPUPerList = max(0, cpu1-cpu0-scraping) / time.Duration(r.Requests)
+	r.APIServerCPUPerList = max(0, apiCPU1-apiCPU0-time.Duration(r.APIServerIdleCPU*float64(elapsed))) / time.Duration(r.Requests)
 	after, err := b.adapterMetrics(ctx)
 	if err != nil {
 		return err
@@ -695,11 +718,11 @@ func encodingName(accept string) string {
 func markdown(rs []result, interval time.Duration) string {
 	var sb strings.Builder
 	fmt.Fprintf(&sb, "# List latency through the aggregation layer\n\n`GET .../namespaces/NS/pods/*/METRIC?labelSelector=app=%s`, sequential, one kept-alive HTTP/2 connection to a real kube-apiserver; the adapter scrapes every pod itself every %v.\n\n", appLabel, interval)
-	fmt.Fprintf(&sb, "| pods | metric | encoding | requests | median | p90 | p99 | max | answer | adapter CPU per list | adapter CPU scraping | scrapes/s, CPU each | adapter RSS (file-backed) | RSS after profiling (file-backed) | adapter heap in use | floor: no pod selected, median / p99 | lists over %s: client / adapter | pods Ready after | full list after |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n", boundsText())
+	fmt.Fprintf(&sb, "| pods | metric | encoding | requests | median | p90 | p99 | max | answer | adapter CPU per list | kube-apiserver CPU per list | adapter CPU scraping | scrapes/s, CPU each | adapter RSS (file-backed) | RSS after profiling (file-backed) | adapter heap in use | floor: no pod selected, median / p99 | lists over %s: client / adapter | pods Ready after | full list after |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n", boundsText())
 	for _, r := range rs {
-		fmt.Fprintf(&sb, "| %d | %s | %s | %d | %v | %v | %v | %v | %.2f MB | %v | %.2f cores | %.0f, %v | %.0f MiB (%.0f) | %.0f MiB (%.0f) | %.0f MiB | %v / %v | %s | %v | %v |\n", r.Pods, r.Metric, encodingName(r.Accept), r.Requests,
+		fmt.Fprintf(&sb, "| %d | %s | %s | %d | %v | %v | %v | %v | %.2f MB | %v | %v | %.2f cores | %.0f, %v | %.0f MiB (%.0f) | %.0f MiB (%.0f) | %.0f MiB | %v / %v | %s | %v | %v |\n", r.Pods, r.Metric, encodingName(r.Accept), r.Requests,
 			r.quantile(0.5).Round(100*time.Microsecond), r.quantile(0.9).Round(100*time.Microsecond), r.quantile(0.99).Round(100*time.Microsecond),
-			r.Latencies[len(r.Latencies)-1].Round(100*time.Microsecond), float64(r.AnswerBytes)/1e6, r.AdapterCPUPerList.Round(100*time.Microsecond), r.AdapterIdleCPU,
+			r.Latencies[len(r.Latencies)-1].Round(100*time.Microsecond), float64(r.AnswerBytes)/1e6, r.AdapterCPUPerList.Round(100*time.Microsecond), r.APIServerCPUPerList.Round(100*time.Microsecond), r.AdapterIdleCPU,
 			r.ScrapesPerSec, r.CPUPerScrape.Round(time.Microsecond), r.AdapterRSSMiB, r.AdapterRSSFileMiB, r.AdapterRSSProfiledMiB, r.AdapterRSSProfiledFileMiB, r.AdapterHeapMiB,
 			quantileOf(r.FloorLatencies, 0.5).Round(100*time.Microsecond), quantileOf(r.FloorLatencies, 0.99).Round(100*time.Microsecond), slowText(r), r.PodsReady.Round(time.Second), r.FirstFull.Round(time.Second))
 	}
