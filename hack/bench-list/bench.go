@@ -106,6 +106,12 @@ type result struct {
 	// relay of the answer, its filters and its collector.
 	APIServerCPUPerList time.Duration
 	APIServerIdleCPU    float64
+	// PodServersCPU is the pod servers' CPU, in cores, in the same 10 s.
+	PodServersCPU float64
+	// MachineBusy is the share of the machine's CPU time that was busy
+	// while the timed lists ran (/proc/stat): near 1, a list waits for a
+	// core.
+	MachineBusy float64
 	// AdapterIdleCPU is the adapter's CPU, in cores, while it only scrapes.
 	AdapterIdleCPU float64
 	// ScrapesPerSec is how many scrapes the adapter finished a second in
@@ -177,11 +183,11 @@ func quantileOf(sorted []time.Duration, q float64) time.Duration {
 }
 
 func (r result) line() string {
-	return fmt.Sprintf("%d pods %s (%s): median %v p90 %v p99 %v max %v; %d bytes; adapter CPU %v per list, kube-apiserver's %v (%.2f cores scraping: %.0f scrapes/s, %v CPU each), RSS %.0f MiB (%.0f MiB file; %.0f and %.0f after profiling), heap %.0f MiB; %d lists in the CPU profile; floor (no pod selected) median %v p99 %v; lists over %s, client/adapter: %s; pods Ready after %v, full list after %v",
+	return fmt.Sprintf("%d pods %s (%s): median %v p90 %v p99 %v max %v; %d bytes; adapter CPU %v per list, kube-apiserver's %v (%.2f cores scraping: %.0f scrapes/s, %v CPU each), RSS %.0f MiB (%.0f MiB file; %.0f and %.0f after profiling), heap %.0f MiB; %d lists in the CPU profile; floor (no pod selected) median %v p99 %v; lists over %s, client/adapter: %s; machine busy %.0f%% during the lists, pod servers %.2f cores; pods Ready after %v, full list after %v",
 		r.Pods, r.Metric, encodingName(r.Accept), r.quantile(0.5).Round(time.Microsecond*100), r.quantile(0.9).Round(time.Microsecond*100),
 		r.quantile(0.99).Round(time.Microsecond*100), r.Latencies[len(r.Latencies)-1].Round(time.Microsecond*100),
 		r.AnswerBytes, r.AdapterCPUPerList.Round(time.Microsecond*100), r.APIServerCPUPerList.Round(time.Microsecond*100), r.AdapterIdleCPU, r.ScrapesPerSec, r.CPUPerScrape.Round(time.Microsecond), r.AdapterRSSMiB, r.AdapterRSSFileMiB, r.AdapterRSSProfiledMiB, r.AdapterRSSProfiledFileMiB, r.AdapterHeapMiB, r.ProfiledLists,
-		quantileOf(r.FloorLatencies, 0.5).Round(time.Microsecond*100), quantileOf(r.FloorLatencies, 0.99).Round(time.Microsecond*100), boundsText(), slowText(r), r.PodsReady.Round(time.Second), r.FirstFull.Round(time.Second))
+		quantileOf(r.FloorLatencies, 0.5).Round(time.Microsecond*100), quantileOf(r.FloorLatencies, 0.99).Round(time.Microsecond*100), boundsText(), slowText(r), 100*r.MachineBusy, r.PodServersCPU, r.PodsReady.Round(time.Second), r.FirstFull.Round(time.Second))
 }
 
 // measure creates a namespace of n Ready pods, serves their metrics, and
@@ -261,9 +267,17 @@ func (b *bench) time(ctx context.Context, ns string, r *result) error {
 		r.APIServerIdleCPU, err = cpuRate(ctx, apiPID, 10*time.Second)
 		apiIdle <- err
 	}()
+	// And the pod servers': they stand for the targets, which a cluster
+	// runs on other machines, and share this one's cores with the lists.
+	serversIdle := make(chan error, 1)
+	go func() {
+		var err error
+		r.PodServersCPU, err = b.podServersCPU(ctx, 10*time.Second)
+		serversIdle <- err
+	}()
 	t0 := time.Now()
 	idle, err := cpuRate(ctx, pid, 10*time.Second)
-	if err := errors.Join(err, <-profile, <-apiIdle); err != nil {
+	if err := errors.Join(err, <-profile, <-apiIdle, <-serversIdle); err != nil {
 		return err
 	}
 	scrapes1, err := b.adapterScrapes(ctx)
@@ -288,6 +302,10 @@ func (b *bench) time(ctx context.Context, ns string, r *result) error {
 	if err != nil {
 		return err
 	}
+	busy0, err := machineBusy()
+	if err != nil {
+		return err
+	}
 	start := time.Now()
 	for range r.Requests {
 		t := time.Now()
@@ -306,7 +324,12 @@ func (b *bench) time(ctx context.Context, ns string, r *result) error {
 	if err != nil {
 		return err
 	}
+	busy1, err := machineBusy()
+	if err != nil {
+		return err
+	}
 	elapsed := time.Since(start)
+	r.MachineBusy = busy1.since(busy0)
 	scraping := time.Duration(idle * float64(elapsed))
 	r.AdapterCPUPerList = max(0, cpu1-cpu0-scraping) / time.Duration(r.Requests)
 	r.APIServerCPUPerList = max(0, apiCPU1-apiCPU0-time.Duration(r.APIServerIdleCPU*float64(elapsed))) / time.Duration(r.Requests)
@@ -680,6 +703,75 @@ func cpuRate(ctx context.Context, pid int, d time.Duration) (float64, error) {
 	return float64(c1-c0) / float64(time.Since(t0)), err
 }
 
+// podServersCPU is the pod servers' CPU together, in cores, over d.
+func (b *bench) podServersCPU(ctx context.Context, d time.Duration) (float64, error) {
+	total := func() (time.Duration, error) {
+		var sum time.Duration
+		for _, s := range b.servers {
+			c, err := processCPU(s.cmd.Process.Pid)
+			if err != nil {
+				return 0, err
+			}
+			sum += c
+		}
+		return sum, nil
+	}
+	c0, err := total()
+	if err != nil {
+		return 0, err
+	}
+	t0 := time.Now()
+	select {
+	case <-time.After(d):
+	case <-ctx.Done():
+		return 0, ctx.Err()
+	}
+	c1, err := total()
+	return float64(c1-c0) / float64(time.Since(t0)), err
+}
+
+// machineTicks are the machine's CPU times so far, in clock ticks, from the
+// first line of /proc/stat.
+type machineTicks struct{ busy, total uint64 }
+
+// since is the busy share of the CPU time between t0 and t.
+func (t machineTicks) since(t0 machineTicks) float64 {
+	if t.total <= t0.total {
+		return 0
+	}
+	return float64(t.busy-t0.busy) / float64(t.total-t0.total)
+}
+
+func machineBusy() (machineTicks, error) {
+	raw, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return machineTicks{}, err
+	}
+	return parseCPUTimes(raw)
+}
+
+// parseCPUTimes reads /proc/stat's "cpu" line: user nice system idle
+// iowait irq softirq steal ...; idle and iowait are not busy.
+func parseCPUTimes(raw []byte) (machineTicks, error) {
+	line, _, _ := bytes.Cut(raw, []byte("\n"))
+	fields := strings.Fields(string(line))
+	if len(fields) < 9 || fields[0] != "cpu" {
+		return machineTicks{}, fmt.Errorf("/proc/stat: unexpected first line %q", line)
+	}
+	var t machineTicks
+	for i, f := range fields[1:9] {
+		v, err := strconv.ParseUint(f, 10, 64)
+		if err != nil {
+			return machineTicks{}, fmt.Errorf("/proc/stat: %w", err)
+		}
+		t.total += v
+		if i != 3 && i != 4 {
+			t.busy += v
+		}
+	}
+	return t, nil
+}
+
 // rssMiB is a process's resident memory, and the part of it that is the
 // binary's pages.
 func rssMiB(pid int) (total, file float64, err error) {
@@ -718,13 +810,13 @@ func encodingName(accept string) string {
 func markdown(rs []result, interval time.Duration) string {
 	var sb strings.Builder
 	fmt.Fprintf(&sb, "# List latency through the aggregation layer\n\n`GET .../namespaces/NS/pods/*/METRIC?labelSelector=app=%s`, sequential, one kept-alive HTTP/2 connection to a real kube-apiserver; the adapter scrapes every pod itself every %v.\n\n", appLabel, interval)
-	fmt.Fprintf(&sb, "| pods | metric | encoding | requests | median | p90 | p99 | max | answer | adapter CPU per list | kube-apiserver CPU per list | adapter CPU scraping | scrapes/s, CPU each | adapter RSS (file-backed) | RSS after profiling (file-backed) | adapter heap in use | floor: no pod selected, median / p99 | lists over %s: client / adapter | pods Ready after | full list after |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n", boundsText())
+	fmt.Fprintf(&sb, "| pods | metric | encoding | requests | median | p90 | p99 | max | answer | adapter CPU per list | kube-apiserver CPU per list | adapter CPU scraping | scrapes/s, CPU each | adapter RSS (file-backed) | RSS after profiling (file-backed) | adapter heap in use | floor: no pod selected, median / p99 | lists over %s: client / adapter | machine busy during the lists | pod servers' CPU | pods Ready after | full list after |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n", boundsText())
 	for _, r := range rs {
-		fmt.Fprintf(&sb, "| %d | %s | %s | %d | %v | %v | %v | %v | %.2f MB | %v | %v | %.2f cores | %.0f, %v | %.0f MiB (%.0f) | %.0f MiB (%.0f) | %.0f MiB | %v / %v | %s | %v | %v |\n", r.Pods, r.Metric, encodingName(r.Accept), r.Requests,
+		fmt.Fprintf(&sb, "| %d | %s | %s | %d | %v | %v | %v | %v | %.2f MB | %v | %v | %.2f cores | %.0f, %v | %.0f MiB (%.0f) | %.0f MiB (%.0f) | %.0f MiB | %v / %v | %s | %.0f%% | %.2f cores | %v | %v |\n", r.Pods, r.Metric, encodingName(r.Accept), r.Requests,
 			r.quantile(0.5).Round(100*time.Microsecond), r.quantile(0.9).Round(100*time.Microsecond), r.quantile(0.99).Round(100*time.Microsecond),
 			r.Latencies[len(r.Latencies)-1].Round(100*time.Microsecond), float64(r.AnswerBytes)/1e6, r.AdapterCPUPerList.Round(100*time.Microsecond), r.APIServerCPUPerList.Round(100*time.Microsecond), r.AdapterIdleCPU,
 			r.ScrapesPerSec, r.CPUPerScrape.Round(time.Microsecond), r.AdapterRSSMiB, r.AdapterRSSFileMiB, r.AdapterRSSProfiledMiB, r.AdapterRSSProfiledFileMiB, r.AdapterHeapMiB,
-			quantileOf(r.FloorLatencies, 0.5).Round(100*time.Microsecond), quantileOf(r.FloorLatencies, 0.99).Round(100*time.Microsecond), slowText(r), r.PodsReady.Round(time.Second), r.FirstFull.Round(time.Second))
+			quantileOf(r.FloorLatencies, 0.5).Round(100*time.Microsecond), quantileOf(r.FloorLatencies, 0.99).Round(100*time.Microsecond), slowText(r), 100*r.MachineBusy, r.PodServersCPU, r.PodsReady.Round(time.Second), r.FirstFull.Round(time.Second))
 	}
 	return sb.String()
 }

@@ -67,3 +67,27 @@ func TestSlowText(t *testing.T) {
 		t.Errorf("boundsText = %q, want %q", got, want)
 	}
 }
+
+func TestParseCPUTimes(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		raw     string
+		want    machineTicks
+		wantErr bool
+	}{
+		{"a machine", "cpu  100 5 20 800 10 1 2 3 0 0\ncpu0 50 2 10 400 5 0 1 1 0 0\n", machineTicks{busy: 131, total: 941}, false},
+		{"too few fields", "cpu 1 2 3\n", machineTicks{}, true},
+		{"not the cpu line", "intr 1 2 3 4 5 6 7 8 9\n", machineTicks{}, true},
+		{"not a number", "cpu 1 2 x 4 5 6 7 8 9\n", machineTicks{}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := parseCPUTimes([]byte(tc.raw))
+			if (err != nil) != tc.wantErr || got != tc.want {
+				t.Errorf("parseCPUTimes = %+v, %v; want %+v, error %v", got, err, tc.want, tc.wantErr)
+			}
+		})
+	}
+	if got := (machineTicks{busy: 190, total: 1100}).since(machineTicks{busy: 100, total: 1000}); got != 0.9 {
+		t.Errorf("since = %v, want 0.9", got)
+	}
+}
