@@ -63,6 +63,8 @@ type bench struct {
 	memLimit int64
 	// accept is the timed lists' Accept header (--accept).
 	accept string
+	// gap is the time between two timed lists (--list-gap).
+	gap time.Duration
 	// unscraped creates pods without the scrape annotations: with
 	// --source=promql one exposition carries their series, and no one
 	// scrapes the pods.
@@ -93,7 +95,9 @@ type result struct {
 	Pods, Requests int
 	Metric         string
 	// Accept is the lists' encoding, as the client asked for it.
-	Accept    string
+	Accept string
+	// Gap is the time between two timed lists (0: back to back).
+	Gap       time.Duration
 	Latencies []time.Duration // sorted
 	// FloorLatencies time the same requests with a selector matching no
 	// pod, after the lists: the path's own latency on this machine, under
@@ -183,8 +187,8 @@ func quantileOf(sorted []time.Duration, q float64) time.Duration {
 }
 
 func (r result) line() string {
-	return fmt.Sprintf("%d pods %s (%s): median %v p90 %v p99 %v max %v; %d bytes; adapter CPU %v per list, kube-apiserver's %v (%.2f cores scraping: %.0f scrapes/s, %v CPU each), RSS %.0f MiB (%.0f MiB file; %.0f and %.0f after profiling), heap %.0f MiB; %d lists in the CPU profile; floor (no pod selected) median %v p99 %v; lists over %s, client/adapter: %s; machine busy %.0f%% during the lists, pod servers %.2f cores; pods Ready after %v, full list after %v",
-		r.Pods, r.Metric, encodingName(r.Accept), r.quantile(0.5).Round(time.Microsecond*100), r.quantile(0.9).Round(time.Microsecond*100),
+	return fmt.Sprintf("%d pods %s (%s, %s lists): median %v p90 %v p99 %v max %v; %d bytes; adapter CPU %v per list, kube-apiserver's %v (%.2f cores scraping: %.0f scrapes/s, %v CPU each), RSS %.0f MiB (%.0f MiB file; %.0f and %.0f after profiling), heap %.0f MiB; %d lists in the CPU profile; floor (no pod selected) median %v p99 %v; lists over %s, client/adapter: %s; machine busy %.0f%% during the lists, pod servers %.2f cores; pods Ready after %v, full list after %v",
+		r.Pods, r.Metric, encodingName(r.Accept), requestsText(r), r.quantile(0.5).Round(time.Microsecond*100), r.quantile(0.9).Round(time.Microsecond*100),
 		r.quantile(0.99).Round(time.Microsecond*100), r.Latencies[len(r.Latencies)-1].Round(time.Microsecond*100),
 		r.AnswerBytes, r.AdapterCPUPerList.Round(time.Microsecond*100), r.APIServerCPUPerList.Round(time.Microsecond*100), r.AdapterIdleCPU, r.ScrapesPerSec, r.CPUPerScrape.Round(time.Microsecond), r.AdapterRSSMiB, r.AdapterRSSFileMiB, r.AdapterRSSProfiledMiB, r.AdapterRSSProfiledFileMiB, r.AdapterHeapMiB, r.ProfiledLists,
 		quantileOf(r.FloorLatencies, 0.5).Round(time.Microsecond*100), quantileOf(r.FloorLatencies, 0.99).Round(time.Microsecond*100), boundsText(), slowText(r), 100*r.MachineBusy, r.PodServersCPU, r.PodsReady.Round(time.Second), r.FirstFull.Round(time.Second))
@@ -307,7 +311,12 @@ func (b *bench) time(ctx context.Context, ns string, r *result) error {
 		return err
 	}
 	start := time.Now()
-	for range r.Requests {
+	for i := range r.Requests {
+		if i > 0 {
+			if err := sleep(ctx, b.gap); err != nil {
+				return err
+			}
+		}
 		t := time.Now()
 		body, err := b.listAs(ctx, r.Accept, ns, r.Metric, "app="+appLabel)
 		r.Latencies = append(r.Latencies, time.Since(t))
@@ -316,6 +325,7 @@ func (b *bench) time(ctx context.Context, ns string, r *result) error {
 		}
 		r.AnswerBytes = len(body)
 	}
+	r.Gap = b.gap
 	cpu1, err := processCPU(pid)
 	if err != nil {
 		return err
@@ -812,13 +822,22 @@ func markdown(rs []result, interval time.Duration) string {
 	fmt.Fprintf(&sb, "# List latency through the aggregation layer\n\n`GET .../namespaces/NS/pods/*/METRIC?labelSelector=app=%s`, sequential, one kept-alive HTTP/2 connection to a real kube-apiserver; the adapter scrapes every pod itself every %v.\n\n", appLabel, interval)
 	fmt.Fprintf(&sb, "| pods | metric | encoding | requests | median | p90 | p99 | max | answer | adapter CPU per list | kube-apiserver CPU per list | adapter CPU scraping | scrapes/s, CPU each | adapter RSS (file-backed) | RSS after profiling (file-backed) | adapter heap in use | floor: no pod selected, median / p99 | lists over %s: client / adapter | machine busy during the lists | pod servers' CPU | pods Ready after | full list after |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n", boundsText())
 	for _, r := range rs {
-		fmt.Fprintf(&sb, "| %d | %s | %s | %d | %v | %v | %v | %v | %.2f MB | %v | %v | %.2f cores | %.0f, %v | %.0f MiB (%.0f) | %.0f MiB (%.0f) | %.0f MiB | %v / %v | %s | %.0f%% | %.2f cores | %v | %v |\n", r.Pods, r.Metric, encodingName(r.Accept), r.Requests,
+		fmt.Fprintf(&sb, "| %d | %s | %s | %s | %v | %v | %v | %v | %.2f MB | %v | %v | %.2f cores | %.0f, %v | %.0f MiB (%.0f) | %.0f MiB (%.0f) | %.0f MiB | %v / %v | %s | %.0f%% | %.2f cores | %v | %v |\n", r.Pods, r.Metric, encodingName(r.Accept), requestsText(r),
 			r.quantile(0.5).Round(100*time.Microsecond), r.quantile(0.9).Round(100*time.Microsecond), r.quantile(0.99).Round(100*time.Microsecond),
 			r.Latencies[len(r.Latencies)-1].Round(100*time.Microsecond), float64(r.AnswerBytes)/1e6, r.AdapterCPUPerList.Round(100*time.Microsecond), r.APIServerCPUPerList.Round(100*time.Microsecond), r.AdapterIdleCPU,
 			r.ScrapesPerSec, r.CPUPerScrape.Round(time.Microsecond), r.AdapterRSSMiB, r.AdapterRSSFileMiB, r.AdapterRSSProfiledMiB, r.AdapterRSSProfiledFileMiB, r.AdapterHeapMiB,
 			quantileOf(r.FloorLatencies, 0.5).Round(100*time.Microsecond), quantileOf(r.FloorLatencies, 0.99).Round(100*time.Microsecond), slowText(r), 100*r.MachineBusy, r.PodServersCPU, r.PodsReady.Round(time.Second), r.FirstFull.Round(time.Second))
 	}
 	return sb.String()
+}
+
+// requestsText is how many lists were timed, and how far apart if not
+// back to back.
+func requestsText(r result) string {
+	if r.Gap <= 0 {
+		return strconv.Itoa(r.Requests)
+	}
+	return fmt.Sprintf("%d, %v apart", r.Requests, r.Gap)
 }
 
 // boundsText is slowBounds for a column's title: "25 / 50 / 100 ms".

@@ -52,6 +52,7 @@ func run() error {
 	var (
 		sizes    = flag.String("pods", "1000,10000", "Comma-separated namespace sizes to measure, in Ready pods.")
 		requests = flag.Int("requests", 50, "Timed list requests per size, after 5 untimed ones.")
+		gap      = flag.Duration("list-gap", 0, "Time between the end of a timed list and the start of the next (0: back to back, which keeps the machine's cores busy with lists; an HPA lists a workload's pods once a sync period).")
 		metrics  = flag.String("metrics", "inference_queue_depth,inference_ttft_seconds_p90", "Comma-separated Pods metrics to list.")
 		interval = flag.Duration("scrape-interval", 30*time.Second, "The adapter's --scrape-interval: long, so that scrape cycles disturb the timed requests little.")
 		window   = flag.Duration("window", 2*time.Minute, "How long the timed requests wait for the adapter's history of every pod (its --ttft-window of samples) to fill.")
@@ -167,6 +168,10 @@ func run() error {
 	defer b.close()
 	b.memLimit = memLimit
 	b.accept = *accept
+	if *gap < 0 {
+		return fmt.Errorf("--list-gap must not be negative, got %v", *gap)
+	}
+	b.gap = *gap
 	if *soakFor > 0 {
 		rep, err := b.soak(ctx, slices.Max(ns), fleet, *interval, *soakFor, 10*time.Second)
 		if err != nil {

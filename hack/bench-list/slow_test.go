@@ -91,3 +91,17 @@ func TestParseCPUTimes(t *testing.T) {
 		t.Errorf("since = %v, want 0.9", got)
 	}
 }
+
+func TestRequestsText(t *testing.T) {
+	for _, tc := range []struct {
+		r    result
+		want string
+	}{
+		{result{Requests: 200}, "200"},
+		{result{Requests: 200, Gap: 250 * time.Millisecond}, "200, 250ms apart"},
+	} {
+		if got := requestsText(tc.r); got != tc.want {
+			t.Errorf("requestsText(%d, %v) = %q, want %q", tc.r.Requests, tc.r.Gap, got, tc.want)
+		}
+	}
+}
