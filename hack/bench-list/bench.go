@@ -699,23 +699,12 @@ func processCPU(pid int) (time.Duration, error) {
 
 // cpuRate is the CPU, in cores, a process uses over d.
 func cpuRate(ctx context.Context, pid int, d time.Duration) (float64, error) {
-	c0, err := processCPU(pid)
-	if err != nil {
-		return 0, err
-	}
-	t0 := time.Now()
-	select {
-	case <-time.After(d):
-	case <-ctx.Done():
-		return 0, ctx.Err()
-	}
-	c1, err := processCPU(pid)
-	return float64(c1-c0) / float64(time.Since(t0)), err
+	return rateOf(ctx, d, func() (time.Duration, error) { return processCPU(pid) })
 }
 
 // podServersCPU is the pod servers' CPU together, in cores, over d.
 func (b *bench) podServersCPU(ctx context.Context, d time.Duration) (float64, error) {
-	total := func() (time.Duration, error) {
+	return rateOf(ctx, d, func() (time.Duration, error) {
 		var sum time.Duration
 		for _, s := range b.servers {
 			c, err := processCPU(s.cmd.Process.Pid)
@@ -725,18 +714,20 @@ func (b *bench) podServersCPU(ctx context.Context, d time.Duration) (float64, er
 			sum += c
 		}
 		return sum, nil
-	}
-	c0, err := total()
+	})
+}
+
+// rateOf is how fast cpu, a CPU time so far, grows over d, in cores.
+func rateOf(ctx context.Context, d time.Duration, cpu func() (time.Duration, error)) (float64, error) {
+	c0, err := cpu()
 	if err != nil {
 		return 0, err
 	}
 	t0 := time.Now()
-	select {
-	case <-time.After(d):
-	case <-ctx.Done():
-		return 0, ctx.Err()
+	if err := sleep(ctx, d); err != nil {
+		return 0, err
 	}
-	c1, err := total()
+	c1, err := cpu()
 	return float64(c1-c0) / float64(time.Since(t0)), err
 }
 
