@@ -748,12 +748,12 @@ func machineBusy() (machineTicks, error) {
 	if err != nil {
 		return machineTicks{}, err
 	}
-	return parseCPUTimes(raw)
+	return parseMachineTicks(raw)
 }
 
-// parseCPUTimes reads /proc/stat's "cpu" line: user nice system idle
+// parseMachineTicks reads /proc/stat's "cpu" line: user nice system idle
 // iowait irq softirq steal ...; idle and iowait are not busy.
-func parseCPUTimes(raw []byte) (machineTicks, error) {
+func parseMachineTicks(raw []byte) (machineTicks, error) {
 	line, _, _ := bytes.Cut(raw, []byte("\n"))
 	fields := strings.Fields(string(line))
 	if len(fields) < 9 || fields[0] != "cpu" {

@@ -68,7 +68,7 @@ func TestSlowText(t *testing.T) {
 	}
 }
 
-func TestParseCPUTimes(t *testing.T) {
+func TestParseMachineTicks(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
 		raw     string
@@ -81,9 +81,9 @@ func TestParseCPUTimes(t *testing.T) {
 		{"not a number", "cpu 1 2 x 4 5 6 7 8 9\n", machineTicks{}, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got, err := parseCPUTimes([]byte(tc.raw))
+			got, err := parseMachineTicks([]byte(tc.raw))
 			if (err != nil) != tc.wantErr || got != tc.want {
-				t.Errorf("parseCPUTimes = %+v, %v; want %+v, error %v", got, err, tc.want, tc.wantErr)
+				t.Errorf("parseMachineTicks = %+v, %v; want %+v, error %v", got, err, tc.want, tc.wantErr)
 			}
 		})
 	}
