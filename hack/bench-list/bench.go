@@ -112,6 +112,11 @@ type result struct {
 	APIServerIdleCPU    float64
 	// PodServersCPU is the pod servers' CPU, in cores, in the same 10 s.
 	PodServersCPU float64
+	// DuringScrapes and BetweenScrapes are the timed lists' latencies,
+	// sorted, split by whether the pod servers used any CPU while the list
+	// ran (their /proc/PID/stat times, in 10 ms ticks): whether it met the
+	// scrape cycle's burst.
+	DuringScrapes, BetweenScrapes []time.Duration
 	// MachineBusy is the share of the machine's CPU time that was busy
 	// while the timed lists ran (/proc/stat): near 1, a list waits for a
 	// core.
@@ -187,11 +192,20 @@ func quantileOf(sorted []time.Duration, q float64) time.Duration {
 }
 
 func (r result) line() string {
-	return fmt.Sprintf("%d pods %s (%s, %s lists): median %v p90 %v p99 %v max %v; %d bytes; adapter CPU %v per list, kube-apiserver's %v (%.2f cores scraping: %.0f scrapes/s, %v CPU each), RSS %.0f MiB (%.0f MiB file; %.0f and %.0f after profiling), heap %.0f MiB; %d lists in the CPU profile; floor (no pod selected) median %v p99 %v; lists over %s, client/adapter: %s; machine busy %.0f%% during the lists, pod servers %.2f cores; pods Ready after %v, full list after %v",
+	return fmt.Sprintf("%d pods %s (%s, %s lists): median %v p90 %v p99 %v max %v; %d bytes; adapter CPU %v per list, kube-apiserver's %v (%.2f cores scraping: %.0f scrapes/s, %v CPU each), RSS %.0f MiB (%.0f MiB file; %.0f and %.0f after profiling), heap %.0f MiB; %d lists in the CPU profile; floor (no pod selected) median %v p99 %v; lists over %s, client/adapter: %s; machine busy %.0f%% during the lists, pod servers %.2f cores; %s; pods Ready after %v, full list after %v",
 		r.Pods, r.Metric, encodingName(r.Accept), requestsText(r), r.quantile(0.5).Round(time.Microsecond*100), r.quantile(0.9).Round(time.Microsecond*100),
 		r.quantile(0.99).Round(time.Microsecond*100), r.Latencies[len(r.Latencies)-1].Round(time.Microsecond*100),
 		r.AnswerBytes, r.AdapterCPUPerList.Round(time.Microsecond*100), r.APIServerCPUPerList.Round(time.Microsecond*100), r.AdapterIdleCPU, r.ScrapesPerSec, r.CPUPerScrape.Round(time.Microsecond), r.AdapterRSSMiB, r.AdapterRSSFileMiB, r.AdapterRSSProfiledMiB, r.AdapterRSSProfiledFileMiB, r.AdapterHeapMiB, r.ProfiledLists,
-		quantileOf(r.FloorLatencies, 0.5).Round(time.Microsecond*100), quantileOf(r.FloorLatencies, 0.99).Round(time.Microsecond*100), boundsText(), slowText(r), 100*r.MachineBusy, r.PodServersCPU, r.PodsReady.Round(time.Second), r.FirstFull.Round(time.Second))
+		quantileOf(r.FloorLatencies, 0.5).Round(time.Microsecond*100), quantileOf(r.FloorLatencies, 0.99).Round(time.Microsecond*100), boundsText(), slowText(r), 100*r.MachineBusy, r.PodServersCPU, burstText(r), r.PodsReady.Round(time.Second), r.FirstFull.Round(time.Second))
+}
+
+// burstText is the lists that met a scrape burst against those that did
+// not: how many, their median and p90.
+func burstText(r result) string {
+	group := func(l []time.Duration) string {
+		return fmt.Sprintf("%d, %v / %v", len(l), quantileOf(l, 0.5).Round(100*time.Microsecond), quantileOf(l, 0.9).Round(100*time.Microsecond))
+	}
+	return "during scrapes " + group(r.DuringScrapes) + ", between " + group(r.BetweenScrapes)
 }
 
 // measure creates a namespace of n Ready pods, serves their metrics, and
@@ -317,14 +331,32 @@ func (b *bench) time(ctx context.Context, ns string, r *result) error {
 				return err
 			}
 		}
+		served0, err := b.podServersTime()
+		if err != nil {
+			return err
+		}
 		t := time.Now()
 		body, err := b.listAs(ctx, r.Accept, ns, r.Metric, "app="+appLabel)
-		r.Latencies = append(r.Latencies, time.Since(t))
+		latency := time.Since(t)
+		r.Latencies = append(r.Latencies, latency)
 		if err != nil {
 			return err
 		}
 		r.AnswerBytes = len(body)
+		served1, err := b.podServersTime()
+		if err != nil {
+			return err
+		}
+		// The pod servers work only while they are scraped: CPU time they
+		// gained during a list puts it inside a scrape cycle's burst.
+		if served1 > served0 {
+			r.DuringScrapes = append(r.DuringScrapes, latency)
+		} else {
+			r.BetweenScrapes = append(r.BetweenScrapes, latency)
+		}
 	}
+	slices.Sort(r.DuringScrapes)
+	slices.Sort(r.BetweenScrapes)
 	r.Gap = b.gap
 	cpu1, err := processCPU(pid)
 	if err != nil {
@@ -704,17 +736,20 @@ func cpuRate(ctx context.Context, pid int, d time.Duration) (float64, error) {
 
 // podServersCPU is the pod servers' CPU together, in cores, over d.
 func (b *bench) podServersCPU(ctx context.Context, d time.Duration) (float64, error) {
-	return rateOf(ctx, d, func() (time.Duration, error) {
-		var sum time.Duration
-		for _, s := range b.servers {
-			c, err := processCPU(s.cmd.Process.Pid)
-			if err != nil {
-				return 0, err
-			}
-			sum += c
+	return rateOf(ctx, d, b.podServersTime)
+}
+
+// podServersTime is the pod servers' CPU time together so far.
+func (b *bench) podServersTime() (time.Duration, error) {
+	var sum time.Duration
+	for _, s := range b.servers {
+		c, err := processCPU(s.cmd.Process.Pid)
+		if err != nil {
+			return 0, err
 		}
-		return sum, nil
-	})
+		sum += c
+	}
+	return sum, nil
 }
 
 // rateOf is how fast cpu, a CPU time so far, grows over d, in cores.
@@ -811,13 +846,13 @@ func encodingName(accept string) string {
 func markdown(rs []result, interval time.Duration) string {
 	var sb strings.Builder
 	fmt.Fprintf(&sb, "# List latency through the aggregation layer\n\n`GET .../namespaces/NS/pods/*/METRIC?labelSelector=app=%s`, sequential, one kept-alive HTTP/2 connection to a real kube-apiserver; the adapter scrapes every pod itself every %v.\n\n", appLabel, interval)
-	fmt.Fprintf(&sb, "| pods | metric | encoding | requests | median | p90 | p99 | max | answer | adapter CPU per list | kube-apiserver CPU per list | adapter CPU scraping | scrapes/s, CPU each | adapter RSS (file-backed) | RSS after profiling (file-backed) | adapter heap in use | floor: no pod selected, median / p99 | lists over %s: client / adapter | machine busy during the lists | pod servers' CPU | pods Ready after | full list after |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n", boundsText())
+	fmt.Fprintf(&sb, "| pods | metric | encoding | requests | median | p90 | p99 | max | answer | adapter CPU per list | kube-apiserver CPU per list | adapter CPU scraping | scrapes/s, CPU each | adapter RSS (file-backed) | RSS after profiling (file-backed) | adapter heap in use | floor: no pod selected, median / p99 | lists over %s: client / adapter | machine busy during the lists | pod servers' CPU | lists during scrapes / between: how many, median / p90 | pods Ready after | full list after |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n", boundsText())
 	for _, r := range rs {
-		fmt.Fprintf(&sb, "| %d | %s | %s | %s | %v | %v | %v | %v | %.2f MB | %v | %v | %.2f cores | %.0f, %v | %.0f MiB (%.0f) | %.0f MiB (%.0f) | %.0f MiB | %v / %v | %s | %.0f%% | %.2f cores | %v | %v |\n", r.Pods, r.Metric, encodingName(r.Accept), requestsText(r),
+		fmt.Fprintf(&sb, "| %d | %s | %s | %s | %v | %v | %v | %v | %.2f MB | %v | %v | %.2f cores | %.0f, %v | %.0f MiB (%.0f) | %.0f MiB (%.0f) | %.0f MiB | %v / %v | %s | %.0f%% | %.2f cores | %s | %v | %v |\n", r.Pods, r.Metric, encodingName(r.Accept), requestsText(r),
 			r.quantile(0.5).Round(100*time.Microsecond), r.quantile(0.9).Round(100*time.Microsecond), r.quantile(0.99).Round(100*time.Microsecond),
 			r.Latencies[len(r.Latencies)-1].Round(100*time.Microsecond), float64(r.AnswerBytes)/1e6, r.AdapterCPUPerList.Round(100*time.Microsecond), r.APIServerCPUPerList.Round(100*time.Microsecond), r.AdapterIdleCPU,
 			r.ScrapesPerSec, r.CPUPerScrape.Round(time.Microsecond), r.AdapterRSSMiB, r.AdapterRSSFileMiB, r.AdapterRSSProfiledMiB, r.AdapterRSSProfiledFileMiB, r.AdapterHeapMiB,
-			quantileOf(r.FloorLatencies, 0.5).Round(100*time.Microsecond), quantileOf(r.FloorLatencies, 0.99).Round(100*time.Microsecond), slowText(r), 100*r.MachineBusy, r.PodServersCPU, r.PodsReady.Round(time.Second), r.FirstFull.Round(time.Second))
+			quantileOf(r.FloorLatencies, 0.5).Round(100*time.Microsecond), quantileOf(r.FloorLatencies, 0.99).Round(100*time.Microsecond), slowText(r), 100*r.MachineBusy, r.PodServersCPU, burstText(r), r.PodsReady.Round(time.Second), r.FirstFull.Round(time.Second))
 	}
 	return sb.String()
 }

@@ -105,3 +105,11 @@ func TestRequestsText(t *testing.T) {
 		}
 	}
 }
+
+func TestBurstText(t *testing.T) {
+	ms := time.Millisecond
+	r := result{DuringScrapes: []time.Duration{20 * ms, 40 * ms, 90 * ms}, BetweenScrapes: []time.Duration{10 * ms, 12 * ms}}
+	if got, want := burstText(r), "during scrapes 3, 40ms / 90ms, between 2, 12ms / 12ms"; got != want {
+		t.Errorf("burstText = %q, want %q", got, want)
+	}
+}
