@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"sync"
 
 	"k8s.io/apiserver/pkg/features"
 	genericapiserver "k8s.io/apiserver/pkg/server"
@@ -56,12 +57,20 @@ func (a *Adapter) coalesceWrites() error {
 // shareListItems has the served v1beta2 lists share their items with the
 // lists the provider builds instead of copying them (pkg/adapter/zerocopy),
 // in the scheme custom-metrics-apiserver encodes with. Where a release of
-// k8s.io/metrics lays the two types out differently, the copy stays.
+// k8s.io/metrics lays the two types out differently, the copy stays. The
+// scheme is the library's, one per process, and API servers read it while
+// they serve: it is changed once, before the first is built.
 func shareListItems(log *slog.Logger) error {
-	ok, err := zerocopy.Register(cmapiserver.Scheme)
-	if err != nil {
-		return err
+	shareOnce.Do(func() { shared, shareErr = zerocopy.Register(cmapiserver.Scheme) })
+	if shareErr != nil {
+		return shareErr
 	}
-	log.Info("custom metrics lists converted to v1beta2 without a copy", "shared", ok)
+	log.Info("custom metrics lists converted to v1beta2 without a copy", "shared", shared)
 	return nil
 }
+
+var (
+	shareOnce sync.Once
+	shared    bool
+	shareErr  error
+)

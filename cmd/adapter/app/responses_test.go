@@ -6,10 +6,17 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
+	"unsafe"
 
+	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apiserver/pkg/endpoints/handlers/responsewriters"
+	"k8s.io/metrics/pkg/apis/custom_metrics"
+	cmv1beta2 "k8s.io/metrics/pkg/apis/custom_metrics/v1beta2"
+	cmapiserver "sigs.k8s.io/custom-metrics-apiserver/pkg/apiserver"
 )
 
 // TestResponseCompression serializes an answer larger than the generic API
@@ -49,5 +56,39 @@ func TestResponseCompression(t *testing.T) {
 		if plain := strings.Contains(string(body), strings.Repeat("x", 1024)); plain == tc.on {
 			t.Errorf("compression %v: body plain %v (%d bytes)", tc.on, plain, len(body))
 		}
+	}
+}
+
+// TestShareListItems checks that the adapter's API server scheme, once
+// shareListItems has run (from several goroutines, as tests that start
+// adapters may), converts a list to v1beta2 sharing its items.
+func TestShareListItems(t *testing.T) {
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Go(func() {
+			if err := shareListItems(slog.New(slog.DiscardHandler)); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	wg.Wait()
+	in := &custom_metrics.MetricValueList{Items: []custom_metrics.MetricValue{{
+		DescribedObject: custom_metrics.ObjectReference{Kind: "Pod", Namespace: "ns", Name: "llm-0", APIVersion: "v1"},
+		Metric:          custom_metrics.MetricIdentifier{Name: "inference_queue_depth"},
+		Value:           resource.MustParse("3"),
+	}}}
+	out, err := runtime.UnsafeObjectConvertor(cmapiserver.Scheme).ConvertToVersion(in, cmv1beta2.SchemeGroupVersion)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, ok := out.(*cmv1beta2.MetricValueList)
+	if !ok || len(l.Items) != 1 {
+		t.Fatalf("converted to %#v", out)
+	}
+	if l.Items[0].DescribedObject.Name != "llm-0" || l.Items[0].Value.String() != "3" {
+		t.Errorf("converted item %+v", l.Items[0])
+	}
+	if unsafe.Pointer(&l.Items[0]) != unsafe.Pointer(&in.Items[0]) {
+		t.Error("the adapter's scheme copies list items")
 	}
 }
