@@ -264,43 +264,101 @@ func (b *bench) time(ctx context.Context, ns string, r *result) error {
 			return err
 		}
 	}
-	pid := b.env.AdapterPID()
-	// The adapter's CPU while it only scrapes, to subtract from its CPU
-	// while it also answers: at a short scrape interval the scraping is
-	// most of it.
-	// A CPU profile of the same 10 s says where the scraping goes.
+	pid, apiPID := b.env.AdapterPID(), b.env.Cluster.PID("kube-apiserver")
+	idle, err := b.measureIdle(ctx, r, pid, apiPID)
+	if err != nil {
+		return err
+	}
+	// The adapter's /metrics are read outside the CPU window, so that
+	// serving them is not counted as the lists'.
+	beforeMetrics, err := b.adapterMetrics(ctx)
+	if err != nil {
+		return err
+	}
+	before, err := readCounters(pid, apiPID)
+	if err != nil {
+		return err
+	}
+	start := time.Now()
+	if err := b.timeLists(ctx, ns, r); err != nil {
+		return err
+	}
+	after, err := readCounters(pid, apiPID)
+	if err != nil {
+		return err
+	}
+	elapsed := time.Since(start)
+	afterMetrics, err := b.adapterMetrics(ctx)
+	if err != nil {
+		return err
+	}
+	r.MachineBusy = after.machine.since(before.machine)
+	scraping := time.Duration(idle * float64(elapsed))
+	r.AdapterCPUPerList = max(0, after.adapterCPU-before.adapterCPU-scraping) / time.Duration(r.Requests)
+	r.APIServerCPUPerList = max(0, after.apiCPU-before.apiCPU-time.Duration(r.APIServerIdleCPU*float64(elapsed))) / time.Duration(r.Requests)
+	if err := countSlow(beforeMetrics, afterMetrics, r); err != nil {
+		return err
+	}
+	if err := b.timeFloor(ctx, ns, r); err != nil {
+		return err
+	}
+	// Resident memory is read before the bench profiles the adapter: writing
+	// a profile symbolizes every function it saw, which pages in much of the
+	// binary's line tables, as nothing in service does. The figure after the
+	// profiles is kept beside it.
+	if r.AdapterRSSMiB, r.AdapterRSSFileMiB, err = rssMiB(pid); err != nil {
+		return err
+	}
+	if err := b.profileLists(ctx, ns, r); err != nil {
+		return err
+	}
+	slices.Sort(r.Latencies)
+	if r.AdapterRSSProfiledMiB, r.AdapterRSSProfiledFileMiB, err = rssMiB(pid); err != nil {
+		return err
+	}
+	if r.AdapterHeapMiB, err = b.adapterHeapMiB(ctx); err != nil {
+		return err
+	}
+	return b.saveHeapProfile(ctx, fmt.Sprintf("heap-%d-%s.pb.gz", r.Pods, r.Metric))
+}
+
+// measureIdle measures, over 10 s while the adapter only scrapes, the
+// rates to subtract from the timed lists' CPU: the adapter's (returned; at
+// a short scrape interval the scraping is most of its CPU) and the
+// kube-apiserver's, which relays every answer. It also measures the pod
+// servers' CPU (they stand for the targets, which a cluster runs on other
+// machines, and share this one's cores with the lists) and the scrapes
+// finished, and saves a CPU profile of the same 10 s: where the scraping
+// goes.
+func (b *bench) measureIdle(ctx context.Context, r *result, pid, apiPID int) (float64, error) {
+	const d = 10 * time.Second
 	profile := make(chan error, 1)
 	go func() {
-		profile <- b.saveProfile(ctx, fmt.Sprintf("cpu-scraping-%d-%s.pb.gz", r.Pods, r.Metric), 10*time.Second)
+		profile <- b.saveProfile(ctx, fmt.Sprintf("cpu-scraping-%d-%s.pb.gz", r.Pods, r.Metric), d)
 	}()
 	scrapes0, err := b.adapterScrapes(ctx)
 	if err != nil {
-		return err
+		return 0, errors.Join(err, <-profile)
 	}
-	// The kube-apiserver's too: it relays every answer.
-	apiPID := b.env.Cluster.PID("kube-apiserver")
-	apiIdle := make(chan error, 1)
+	apiIdle, serversIdle := make(chan error, 1), make(chan error, 1)
 	go func() {
 		var err error
-		r.APIServerIdleCPU, err = cpuRate(ctx, apiPID, 10*time.Second)
+		r.APIServerIdleCPU, err = cpuRate(ctx, apiPID, d)
 		apiIdle <- err
 	}()
-	// And the pod servers': they stand for the targets, which a cluster
-	// runs on other machines, and share this one's cores with the lists.
-	serversIdle := make(chan error, 1)
 	go func() {
 		var err error
-		r.PodServersCPU, err = b.podServersCPU(ctx, 10*time.Second)
+		r.PodServersCPU, err = b.podServersCPU(ctx, d)
 		serversIdle <- err
 	}()
 	t0 := time.Now()
-	idle, err := cpuRate(ctx, pid, 10*time.Second)
+	idle, err := cpuRate(ctx, pid, d)
 	if err := errors.Join(err, <-profile, <-apiIdle, <-serversIdle); err != nil {
-		return err
+		return 0, err
 	}
 	scrapes1, err := b.adapterScrapes(ctx)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	r.AdapterIdleCPU = idle
 	if scrapes := scrapes1 - scrapes0; scrapes > 0 {
@@ -308,23 +366,30 @@ func (b *bench) time(ctx context.Context, ns string, r *result) error {
 		r.ScrapesPerSec = scrapes / wall.Seconds()
 		r.CPUPerScrape = time.Duration(idle * float64(wall) / scrapes)
 	}
-	before, err := b.adapterMetrics(ctx)
-	if err != nil {
-		return err
+	return idle, nil
+}
+
+// counters are the CPU times the bench reads just before and just after
+// the timed lists.
+type counters struct {
+	adapterCPU, apiCPU time.Duration
+	machine            machineTicks
+}
+
+func readCounters(pid, apiPID int) (c counters, err error) {
+	if c.adapterCPU, err = processCPU(pid); err != nil {
+		return c, err
 	}
-	cpu0, err := processCPU(pid)
-	if err != nil {
-		return err
+	if c.apiCPU, err = processCPU(apiPID); err != nil {
+		return c, err
 	}
-	apiCPU0, err := processCPU(apiPID)
-	if err != nil {
-		return err
-	}
-	busy0, err := machineBusy()
-	if err != nil {
-		return err
-	}
-	start := time.Now()
+	c.machine, err = machineBusy()
+	return c, err
+}
+
+// timeLists runs the timed lists, b.gap apart, recording each one's
+// latency, and whether it met a scrape cycle's burst.
+func (b *bench) timeLists(ctx context.Context, ns string, r *result) error {
 	for i := range r.Requests {
 		if i > 0 {
 			if err := sleep(ctx, b.gap); err != nil {
@@ -358,27 +423,12 @@ func (b *bench) time(ctx context.Context, ns string, r *result) error {
 	slices.Sort(r.DuringScrapes)
 	slices.Sort(r.BetweenScrapes)
 	r.Gap = b.gap
-	cpu1, err := processCPU(pid)
-	if err != nil {
-		return err
-	}
-	apiCPU1, err := processCPU(apiPID)
-	if err != nil {
-		return err
-	}
-	busy1, err := machineBusy()
-	if err != nil {
-		return err
-	}
-	elapsed := time.Since(start)
-	r.MachineBusy = busy1.since(busy0)
-	scraping := time.Duration(idle * float64(elapsed))
-	r.AdapterCPUPerList = max(0, cpu1-cpu0-scraping) / time.Duration(r.Requests)
-	r.APIServerCPUPerList = max(0, apiCPU1-apiCPU0-time.Duration(r.APIServerIdleCPU*float64(elapsed))) / time.Duration(r.Requests)
-	after, err := b.adapterMetrics(ctx)
-	if err != nil {
-		return err
-	}
+	return nil
+}
+
+// countSlow counts the timed lists over slowBounds at the client and in
+// the adapter's own request durations between two of its /metrics.
+func countSlow(before, after map[string]*dto.MetricFamily, r *result) error {
 	lists, err := windowOf(before, after, "apiserver_request_duration_seconds", map[string]string{"group": "custom.metrics.k8s.io", "component": "custom-metrics"})
 	if err != nil {
 		return fmt.Errorf("adapter /metrics: the lists' durations: %w", err)
@@ -393,9 +443,13 @@ func (b *bench) time(ctx context.Context, ns string, r *result) error {
 		return fmt.Errorf("adapter /metrics: apiserver_request_duration_seconds: %w", err)
 	}
 	r.ClientSlow = countOver(r.Latencies)
-	// The floor: as many requests down the same path, through the
-	// aggregator and the adapter's filters, whose selector matches no pod
-	// (the adapter answers NotFound: no pod has the metric).
+	return nil
+}
+
+// timeFloor times as many requests down the same path, through the
+// aggregator and the adapter's filters, whose selector matches no pod (the
+// adapter answers NotFound: no pod has the metric).
+func (b *bench) timeFloor(ctx context.Context, ns string, r *result) error {
 	for range r.Requests {
 		t := time.Now()
 		if _, err := b.listAs(ctx, r.Accept, ns, r.Metric, "app="+appLabel+"-none"); err != nil && !apierrors.IsNotFound(err) {
@@ -404,24 +458,7 @@ func (b *bench) time(ctx context.Context, ns string, r *result) error {
 		r.FloorLatencies = append(r.FloorLatencies, time.Since(t))
 	}
 	slices.Sort(r.FloorLatencies)
-	// Resident memory is read before the bench profiles the adapter: writing
-	// a profile symbolizes every function it saw, which pages in much of the
-	// binary's line tables, as nothing in service does. The figure after the
-	// profiles is kept beside it.
-	if r.AdapterRSSMiB, r.AdapterRSSFileMiB, err = rssMiB(pid); err != nil {
-		return err
-	}
-	if err := b.profileLists(ctx, ns, r); err != nil {
-		return err
-	}
-	slices.Sort(r.Latencies)
-	if r.AdapterRSSProfiledMiB, r.AdapterRSSProfiledFileMiB, err = rssMiB(pid); err != nil {
-		return err
-	}
-	if r.AdapterHeapMiB, err = b.adapterHeapMiB(ctx); err != nil {
-		return err
-	}
-	return b.saveHeapProfile(ctx, fmt.Sprintf("heap-%d-%s.pb.gz", r.Pods, r.Metric))
+	return nil
 }
 
 // profileLists saves a CPU profile of the adapter over 10 s of back-to-back
