@@ -66,6 +66,7 @@ func run() error {
 		hpas     = flag.Int("hpas", 0, "Instead of timing lists, create this many Deployments of one scraped pod, each with an HPA on inference_capacity_utilization (Object) and inference_queue_depth (Pods), and report the adapter's CPU beyond scraping, the metrics API's p99 and the HPA controller's queue lag (make bench-hpa).")
 		hpaSync  = flag.Duration("hpa-sync", 15*time.Second, "With --hpas, the HPA controller's --horizontal-pod-autoscaler-sync-period.")
 		measure  = flag.Duration("hpa-measure", 2*time.Minute, "With --hpas, how long the adapter's scraping, then the HPAs, are measured.")
+		adArgs   = flag.String("adapter-args", "", "Comma-separated extra adapter flags, e.g. --scrape-spread=0 for the scrape cycle as one burst.")
 		kcmArgs  = flag.String("controller-manager-args", "", "Comma-separated extra kube-controller-manager flags, e.g. --kube-api-qps=200,--kube-api-burst=300.")
 		source   = flag.String("source", "embedded", "What is timed: embedded (the adapter scrapes every pod itself) or promql (gpuscale's --source=prometheus beside prometheus-adapter v0.12.0, on one Prometheus scraping one exposition of every pod's series; make bench-promql). With promql, --scrape-interval is Prometheus's (default 5s) and --metrics defaults to "+strings.Join(promqlMetricNames(), ",")+".")
 		reuse    = flag.Bool("promql-reuse", false, "With --source=promql, let gpuscale reuse an answer for a quarter of the scrape interval, as identical reads share one in a cluster; off, every list is a query.")
@@ -137,10 +138,7 @@ func run() error {
 	if *soakFor > 0 {
 		staleness = 3 * *interval
 	}
-	var cmArgs []string
-	if *kcmArgs != "" {
-		cmArgs = strings.Split(*kcmArgs, ",")
-	}
+	cmArgs := splitArgs(*kcmArgs)
 	memLimit, err := adapterMemoryLimit(*adMem)
 	if err != nil {
 		return err
@@ -148,14 +146,14 @@ func run() error {
 	env, err := devenv.Up(ctx, devenv.Options{Dir: filepath.Join(dir, "env"), Nodes: 1, Logger: log, AdapterEnv: adapterEnv, AdapterBinary: *adBin,
 		AdapterMemoryLimit: memLimit,
 		HPASyncPeriod:      *hpaSync, ControllerManagerArgs: cmArgs,
-		AdapterArgs: []string{"--scrape-interval=" + interval.String(), "--max-staleness=" + staleness.String(),
+		AdapterArgs: append([]string{"--scrape-interval=" + interval.String(), "--max-staleness=" + staleness.String(),
 			"--ttft-window=" + ttft.String(),
 			// Each size is one namespace, past the default per-namespace cap.
 			"--max-targets-per-namespace=" + strconv.Itoa(max(slices.Max(ns), fleet.TenantPods, fleet.HangAfterAnswer, *hpas)),
 			// Every HPA's Deployment is in one namespace, past the
 			// capacity signal's default bound on a namespace's workloads.
 			"--capacity-max-workloads-per-namespace=" + strconv.Itoa(max(capacity.DefaultMaxTargetsPerNamespace, *hpas)),
-			"--capacity-max-workloads=" + strconv.Itoa(max(capacity.DefaultMaxTargets, *hpas))}})
+			"--capacity-max-workloads=" + strconv.Itoa(max(capacity.DefaultMaxTargets, *hpas))}, splitArgs(*adArgs)...)})
 	if err != nil {
 		return err
 	}
@@ -315,4 +313,12 @@ func raiseFileLimit(n int) error {
 		return fmt.Errorf("raise the open files limit from %d to %d (a listener and a kept connection per pod; raise the hard limit first, or measure fewer pods): %w", old, n, err)
 	}
 	return nil
+}
+
+// splitArgs splits a comma-separated list of flags; none from "".
+func splitArgs(list string) []string {
+	if list == "" {
+		return nil
+	}
+	return strings.Split(list, ",")
 }
