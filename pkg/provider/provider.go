@@ -292,7 +292,7 @@ func (p *Provider) podsBySelector(ctx context.Context, namespace string, selecto
 	// One backing array, filled in place: at 10,000 pods the items are
 	// most of the call's memory, and copying each 256-byte item through a
 	// temporary showed in profiles.
-	items := make([]custom_metrics.MetricValue, n)
+	items := newItems(ctx, n)
 	fill := p.itemFiller(def)
 	names := set.Names()
 	n = 0

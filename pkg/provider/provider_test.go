@@ -10,6 +10,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -57,9 +58,14 @@ func (e *podEvents) AddEventHandler(h cache.ResourceEventHandler) (cache.Resourc
 	return nil, nil
 }
 
-type recorder struct{ calls map[string]int }
+type recorder struct {
+	mu    sync.Mutex
+	calls map[string]int
+}
 
 func (r *recorder) Observe(api, metric, resource, result string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
 	r.calls[api+"/"+metric+"/"+resource+"/"+result]++
 }
 

@@ -14,6 +14,7 @@ import (
 
 	"github.com/gpuscale/gpuscale/pkg/adapter/writebuffer"
 	"github.com/gpuscale/gpuscale/pkg/adapter/zerocopy"
+	"github.com/gpuscale/gpuscale/pkg/provider"
 )
 
 // setResponseCompression turns the generic API server's response gzip on or
@@ -39,17 +40,19 @@ func defaultFeatureGate() featuregate.MutableFeatureGate {
 	return utilfeature.DefaultMutableFeatureGate
 }
 
-// coalesceWrites puts a write buffer inside the generic API server's filter
-// chain, under every filter's response-writer wrapper
-// (pkg/adapter/writebuffer). Call it before Server().
-func (a *Adapter) coalesceWrites() error {
+// wrapHandler puts, inside the generic API server's filter chain, a write
+// buffer under every filter's response-writer wrapper
+// (pkg/adapter/writebuffer), and under it the recycling of list items,
+// which the answer is encoded from before the handler returns
+// (provider.Recycle). Call it before Server().
+func (a *Adapter) wrapHandler() error {
 	cfg, err := a.Config()
 	if err != nil {
 		return fmt.Errorf("API server config: %w", err)
 	}
 	build := cfg.GenericConfig.BuildHandlerChainFunc
 	cfg.GenericConfig.BuildHandlerChainFunc = func(h http.Handler, c *genericapiserver.Config) http.Handler {
-		return build(writebuffer.Handler(h), c)
+		return build(writebuffer.Handler(provider.Recycle(h)), c)
 	}
 	return nil
 }

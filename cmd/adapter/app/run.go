@@ -128,7 +128,7 @@ func (a *Adapter) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := a.coalesceWrites(); err != nil {
+	if err := a.wrapHandler(); err != nil {
 		return err
 	}
 	if err := shareListItems(log); err != nil {
