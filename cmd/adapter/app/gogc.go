@@ -7,7 +7,7 @@ import (
 
 // defaultGCPercent is --gc-percent's default, measured at 10,000 pods
 // (docs/performance.md, "The collector's target").
-const defaultGCPercent = 50
+const defaultGCPercent = 25
 
 // setGCPercent sets the garbage collector's target percentage (GOGC) to
 // percent, unless the environment sets GOGC, which wins: the runtime has
