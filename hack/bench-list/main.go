@@ -66,7 +66,7 @@ func run() error {
 		hpas     = flag.Int("hpas", 0, "Instead of timing lists, create this many Deployments of one scraped pod, each with an HPA on inference_capacity_utilization (Object) and inference_queue_depth (Pods), and report the adapter's CPU beyond scraping, the metrics API's p99 and the HPA controller's queue lag (make bench-hpa).")
 		hpaSync  = flag.Duration("hpa-sync", 15*time.Second, "With --hpas, the HPA controller's --horizontal-pod-autoscaler-sync-period.")
 		measure  = flag.Duration("hpa-measure", 2*time.Minute, "With --hpas, how long the adapter's scraping, then the HPAs, are measured.")
-		adArgs   = flag.String("adapter-args", "", "Comma-separated extra adapter flags, e.g. --scrape-spread=0 for the scrape cycle as one burst.")
+		adArgs   = flag.String("adapter-args", "", "Comma-separated extra adapter flags, e.g. --gc-percent=50 for an A/B of one flag on one tree.")
 		kcmArgs  = flag.String("controller-manager-args", "", "Comma-separated extra kube-controller-manager flags, e.g. --kube-api-qps=200,--kube-api-burst=300.")
 		source   = flag.String("source", "embedded", "What is timed: embedded (the adapter scrapes every pod itself) or promql (gpuscale's --source=prometheus beside prometheus-adapter v0.12.0, on one Prometheus scraping one exposition of every pod's series; make bench-promql). With promql, --scrape-interval is Prometheus's (default 5s) and --metrics defaults to "+strings.Join(promqlMetricNames(), ",")+".")
 		reuse    = flag.Bool("promql-reuse", false, "With --source=promql, let gpuscale reuse an answer for a quarter of the scrape interval, as identical reads share one in a cluster; off, every list is a query.")
