@@ -156,7 +156,7 @@ func createWorkload(ctx context.Context, c kubernetes.Interface) (*autoscalingv2
 	}
 	h := readmeHPA()
 	rec := recommend.Recommend(recommend.Workload{HPA: ns + "/" + h.Name, Target: "Deployment/" + workload,
-		Startup: startups, GPUsPerPod: 1, GPUsPerNode: gpusPerNode}, recommend.DefaultAutoscaler())
+		Startup: startups, ClosedLoop: true, GPUsPerPod: 1, GPUsPerNode: gpusPerNode}, recommend.DefaultAutoscaler())
 	h.Spec.Behavior = &rec.Behavior
 	_, err = c.AutoscalingV2().HorizontalPodAutoscalers(ns).Create(ctx, h, metav1.CreateOptions{})
 	return &rec.Behavior, err

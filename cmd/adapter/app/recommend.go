@@ -14,6 +14,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/gpuscale/gpuscale/pkg/provider"
 	"github.com/gpuscale/gpuscale/pkg/scaledown"
 	"github.com/gpuscale/gpuscale/pkg/signal/recommend"
 )
@@ -198,6 +199,7 @@ func measure(h *autoscalingv2.HorizontalPodAutoscaler, tmpl *corev1.PodTemplateS
 		Target:     h.Spec.ScaleTargetRef.Kind + "/" + h.Spec.ScaleTargetRef.Name,
 		GPUsPerPod: scaledown.PodGPUs(&corev1.Pod{Spec: tmpl.Spec}, scaledown.DefaultGPUResource),
 		Current:    h.Spec.Behavior,
+		ClosedLoop: closedLoop(h, tmpl),
 	}
 	if g := tmpl.Spec.TerminationGracePeriodSeconds; g != nil {
 		w.TerminationGracePeriod = time.Duration(*g) * time.Second
@@ -227,4 +229,41 @@ func measure(h *autoscalingv2.HorizontalPodAutoscaler, tmpl *corev1.PodTemplateS
 		}
 	}
 	return w
+}
+
+// closedLoop says whether h reads the capacity signal of a pool that serves
+// whole requests, the one signal whose closed loop corrects its model by
+// the TTFT the servers measure: the adapter holds a prefill or decode
+// pool's loop open (provider.RoleCapacityConfig), whether the HPA reads the
+// role's Deployment (its pods' role label) or the model's role (an External
+// selector's role).
+func closedLoop(h *autoscalingv2.HorizontalPodAutoscaler, tmpl *corev1.PodTemplateSpec) bool {
+	if provider.RoleOf(tmpl.Labels) != provider.RoleNone {
+		return false
+	}
+	for _, m := range h.Spec.Metrics {
+		switch {
+		case m.Object != nil && m.Object.Metric.Name == provider.CapacityUtilization,
+			m.Pods != nil && m.Pods.Metric.Name == provider.CapacityUtilization:
+			return true
+		case m.External != nil && m.External.Metric.Name == provider.CapacityUtilization:
+			return !selectsRole(m.External.Metric.Selector)
+		}
+	}
+	return false
+}
+
+func selectsRole(sel *metav1.LabelSelector) bool {
+	if sel == nil {
+		return false
+	}
+	if _, ok := sel.MatchLabels[provider.RoleLabel]; ok {
+		return true
+	}
+	for _, e := range sel.MatchExpressions {
+		if e.Key == provider.RoleLabel {
+			return true
+		}
+	}
+	return false
 }

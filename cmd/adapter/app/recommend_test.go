@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/fake"
 
+	"github.com/gpuscale/gpuscale/pkg/provider"
 	"github.com/gpuscale/gpuscale/pkg/scaledown"
 	"github.com/gpuscale/gpuscale/pkg/signal/recommend"
 )
@@ -42,7 +43,10 @@ func recommendFixture() []runtime.Object {
 	}
 	hpa := func(name, kind string) *autoscalingv2.HorizontalPodAutoscaler {
 		return &autoscalingv2.HorizontalPodAutoscaler{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "demo"},
-			Spec: autoscalingv2.HorizontalPodAutoscalerSpec{ScaleTargetRef: autoscalingv2.CrossVersionObjectReference{Kind: kind, Name: name}}}
+			Spec: autoscalingv2.HorizontalPodAutoscalerSpec{ScaleTargetRef: autoscalingv2.CrossVersionObjectReference{Kind: kind, Name: name},
+				Metrics: []autoscalingv2.MetricSpec{{Type: autoscalingv2.ObjectMetricSourceType, Object: &autoscalingv2.ObjectMetricSource{
+					DescribedObject: autoscalingv2.CrossVersionObjectReference{APIVersion: "apps/v1", Kind: kind, Name: name},
+					Metric:          autoscalingv2.MetricIdentifier{Name: provider.CapacityUtilization}}}}}}
 	}
 	pod := func(name, app, node string, ready time.Duration) *corev1.Pod {
 		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "demo", Labels: map[string]string{"app": app},
@@ -97,6 +101,52 @@ func TestGatherWorkloads(t *testing.T) {
 	if ws[0].SignalWindow != 2*time.Minute {
 		t.Errorf("signal window %v with --ttft-window=2m", ws[0].SignalWindow)
 	}
+	if !w.ClosedLoop {
+		t.Error("an HPA on the capacity signal of a pool without a role reads as open-loop; the adapter closes its loop")
+	}
+}
+
+// TestClosedLoop: recommend paces removals by the capacity signal's closed
+// loop only where the adapter closes it: the signal of a pool without a
+// role, read as an Object, Pods or External metric.
+func TestClosedLoop(t *testing.T) {
+	metric := func(name string) autoscalingv2.MetricIdentifier { return autoscalingv2.MetricIdentifier{Name: name} }
+	object := autoscalingv2.MetricSpec{Type: autoscalingv2.ObjectMetricSourceType, Object: &autoscalingv2.ObjectMetricSource{Metric: metric(provider.CapacityUtilization)}}
+	pods := autoscalingv2.MetricSpec{Type: autoscalingv2.PodsMetricSourceType, Pods: &autoscalingv2.PodsMetricSource{Metric: metric(provider.CapacityUtilization)}}
+	external := func(sel *metav1.LabelSelector) autoscalingv2.MetricSpec {
+		id := metric(provider.CapacityUtilization)
+		id.Selector = sel
+		return autoscalingv2.MetricSpec{Type: autoscalingv2.ExternalMetricSourceType, External: &autoscalingv2.ExternalMetricSource{Metric: id}}
+	}
+	queue := autoscalingv2.MetricSpec{Type: autoscalingv2.PodsMetricSourceType, Pods: &autoscalingv2.PodsMetricSource{Metric: metric("inference_queue_depth")}}
+	model := map[string]string{provider.ModelLabel: "llama"}
+	for _, tc := range []struct {
+		name    string
+		metrics []autoscalingv2.MetricSpec
+		labels  map[string]string
+		want    bool
+	}{
+		{"Object, no role", []autoscalingv2.MetricSpec{object}, nil, true},
+		{"Pods, no role", []autoscalingv2.MetricSpec{pods}, nil, true},
+		{"External per model", []autoscalingv2.MetricSpec{external(&metav1.LabelSelector{MatchLabels: model})}, nil, true},
+		{"queue depth, then capacity", []autoscalingv2.MetricSpec{queue, object}, nil, true},
+		{"queue depth alone: no loop", []autoscalingv2.MetricSpec{queue}, nil, false},
+		{"no metrics", nil, nil, false},
+		{"a prefill pool (gpuscale.io/role)", []autoscalingv2.MetricSpec{object}, map[string]string{provider.RolePodLabel: "prefill"}, false},
+		{"a decode pool (llm-d's label)", []autoscalingv2.MetricSpec{object}, map[string]string{"llm-d.ai/role": "decode"}, false},
+		{"a role label that names no role", []autoscalingv2.MetricSpec{object}, map[string]string{provider.RolePodLabel: "both"}, true},
+		{"External per model and role", []autoscalingv2.MetricSpec{external(&metav1.LabelSelector{MatchLabels: map[string]string{provider.ModelLabel: "llama", provider.RoleLabel: "decode"}})}, nil, false},
+		{"External, role as an expression", []autoscalingv2.MetricSpec{external(&metav1.LabelSelector{MatchLabels: model,
+			MatchExpressions: []metav1.LabelSelectorRequirement{{Key: provider.RoleLabel, Operator: metav1.LabelSelectorOpIn, Values: []string{"prefill"}}}})}, nil, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := &autoscalingv2.HorizontalPodAutoscaler{Spec: autoscalingv2.HorizontalPodAutoscalerSpec{Metrics: tc.metrics}}
+			tmpl := &corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: tc.labels}}
+			if got := closedLoop(h, tmpl); got != tc.want {
+				t.Errorf("closedLoop = %v, want %v", got, tc.want)
+			}
+		})
+	}
 }
 
 func TestWriteRecommendations(t *testing.T) {
@@ -105,7 +155,7 @@ func TestWriteRecommendations(t *testing.T) {
 	if err := writeRecommendations(context.Background(), fake.NewClientset(recommendFixture()...), o, &out); err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"# HPA demo/llm -> Deployment/llm", "stabilizationWindowSeconds: 105", "periodSeconds: 60", "# WARNING: terminationGracePeriodSeconds 900"} {
+	for _, want := range []string{"# HPA demo/llm -> Deployment/llm", "stabilizationWindowSeconds: 105", "periodSeconds: 165", "# WARNING: terminationGracePeriodSeconds 900"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("output lacks %q:\n%s", want, out.String())
 		}

@@ -159,9 +159,12 @@ func NewDisaggPlan(cfg DisaggConfig) (*DisaggPlan, error) {
 
 // behavior is `adapter recommend`'s advice for the pools' start-up, the
 // model load after Scheduling, which both pools' HPAs run and whose
-// scale-down window the start's hold lasts (releaseStart).
-func (p *DisaggPlan) behavior() *autoscalingv2.HorizontalPodAutoscalerBehavior {
-	return recommendedBehavior(p.ModelLoad+Scheduling, p.Speedup)
+// scale-down window the start's hold lasts (releaseStart). A role's pool
+// reads a signal whose loop the adapter holds open
+// (provider.RoleCapacityConfig); single-pool's HPAs read the model's, whose
+// loop is closed.
+func (p *DisaggPlan) behavior(policy string) *autoscalingv2.HorizontalPodAutoscalerBehavior {
+	return recommendedBehavior(p.ModelLoad+Scheduling, policy == DisaggSinglePool, p.Speedup)
 }
 
 func (p *DisaggPlan) wall(d time.Duration) time.Duration {
@@ -239,7 +242,7 @@ func (p *DisaggPlan) disaggAutoscaler(policy, namespace string, pool int) (*auto
 			MinReplicas:    &minR,
 			MaxReplicas:    maxR,
 			Metrics:        []autoscalingv2.MetricSpec{metric},
-			Behavior:       p.behavior(),
+			Behavior:       p.behavior(policy),
 		},
 	}, nil
 }

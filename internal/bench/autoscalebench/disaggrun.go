@@ -329,7 +329,8 @@ func (p *DisaggPlan) handOver(ctx context.Context, env *devenv.Env, r *disaggRun
 // offline replay's HPA starts with that memory (offlinereplay.newHPA).
 func (p *DisaggPlan) releaseStart(ctx context.Context, env *devenv.Env, runs []*disaggRun) {
 	var window time.Duration
-	if down := p.behavior().ScaleDown; down != nil && down.StabilizationWindowSeconds != nil {
+	// Every policy's HPAs have the same window (the start-up's).
+	if down := p.behavior(DisaggPerRole).ScaleDown; down != nil && down.StabilizationWindowSeconds != nil {
 		window = time.Duration(*down.StabilizationWindowSeconds) * time.Second
 	}
 	select {

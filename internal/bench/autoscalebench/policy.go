@@ -172,7 +172,7 @@ func autoscaler(policy, namespace string, t Targets, minR, maxR int32, speedup f
 	behavior := defaultBehavior()
 	compress(behavior, speedup)
 	if policy == PolicyQueueDepthRecommended || policy == PolicyCapacity {
-		behavior = recommendedBehavior(t.RecommendStartup(), speedup)
+		behavior = recommendedBehavior(t.RecommendStartup(), policy == PolicyCapacity, speedup)
 	}
 	return &autoscalingv2.HorizontalPodAutoscaler{
 		ObjectMeta: metav1.ObjectMeta{Name: workloadName, Namespace: namespace},
@@ -187,10 +187,11 @@ func autoscaler(policy, namespace string, t Targets, minR, maxR int32, speedup f
 }
 
 // recommendedBehavior is `adapter recommend`'s behavior for replicas that
-// take startup to start, compressed by speedup.
-func recommendedBehavior(startup time.Duration, speedup float64) *autoscalingv2.HorizontalPodAutoscalerBehavior {
+// take startup to start, for an HPA on the capacity signal with its closed
+// loop or not (recommend.Workload's ClosedLoop), compressed by speedup.
+func recommendedBehavior(startup time.Duration, closedLoop bool, speedup float64) *autoscalingv2.HorizontalPodAutoscalerBehavior {
 	rec := recommend.Recommend(recommend.Workload{
-		Startup: []time.Duration{startup}, GPUsPerPod: 1, GPUsPerNode: 8,
+		Startup: []time.Duration{startup}, ClosedLoop: closedLoop, GPUsPerPod: 1, GPUsPerNode: 8,
 	}, recommend.DefaultAutoscaler())
 	compress(&rec.Behavior, speedup)
 	return &rec.Behavior

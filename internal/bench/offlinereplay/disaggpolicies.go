@@ -43,25 +43,29 @@ type DisaggOptions struct {
 }
 
 // NewDisaggPolicy returns the named policy and each pool's HPA behavior:
-// `adapter recommend`'s for the start-up time, as for the single-pool
-// workload's recommended policy.
+// `adapter recommend`'s for the start-up time and the signal each pool's
+// HPA reads, as for the single-pool workload's recommended policy.
 func NewDisaggPolicy(name string, o DisaggOptions) (DisaggPolicy, [numPools]Behavior, error) {
-	var b [numPools]Behavior
-	for pl := range numPools {
-		b[pl] = Recommended(o.Startup, 0, 1, o.MaxReplicas[pl])
+	behaviors := func(cfg [numPools]capacity.Config) (b [numPools]Behavior) {
+		for pl := range numPools {
+			b[pl] = Recommended(o.Startup, 0, cfg[pl].ClosedLoop(), 1, o.MaxReplicas[pl])
+		}
+		return b
 	}
 	switch name {
 	case DisaggStatic:
 		return nil, [numPools]Behavior{}, nil
 	case DisaggPerRole:
+		cfg := [numPools]capacity.Config{provider.RoleCapacityConfig(o.Capacity, provider.RolePrefill), provider.RoleCapacityConfig(o.Capacity, provider.RoleDecode)}
 		p := &perRole{parts: o.Parts}
-		p.est[Prefill] = capacity.New(provider.RoleCapacityConfig(o.Capacity, provider.RolePrefill), nil)
-		p.est[Decode] = capacity.New(provider.RoleCapacityConfig(o.Capacity, provider.RoleDecode), nil)
-		return p, b, nil
+		for pl := range numPools {
+			p.est[pl] = capacity.New(cfg[pl], nil)
+		}
+		return p, behaviors(cfg), nil
 	case DisaggSinglePool:
-		return &singlePool{est: capacity.New(o.Capacity, nil), parts: o.Parts}, b, nil
+		return &singlePool{est: capacity.New(o.Capacity, nil), parts: o.Parts}, behaviors([numPools]capacity.Config{o.Capacity, o.Capacity}), nil
 	}
-	return nil, b, fmt.Errorf("unknown disaggregated policy %q (known: %s)", name, strings.Join(DisaggPolicies, ", "))
+	return nil, [numPools]Behavior{}, fmt.Errorf("unknown disaggregated policy %q (known: %s)", name, strings.Join(DisaggPolicies, ", "))
 }
 
 // capacityPods is what the adapter hands the estimator of a pool's pods:

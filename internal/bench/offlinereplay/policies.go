@@ -107,7 +107,7 @@ func NewPolicy(name string, o PolicyOptions) (Policy, Behavior, error) {
 	case autoscalebench.PolicyQueueDepth:
 		return podsAverage{target: t.QueueDepth, value: waiting}, DefaultBehavior(1, maxR), nil
 	case autoscalebench.PolicyQueueDepthRecommended:
-		return podsAverage{target: t.QueueDepth, value: waiting}, Recommended(t.RecommendStartup(), 0, 1, maxR), nil
+		return podsAverage{target: t.QueueDepth, value: waiting}, Recommended(t.RecommendStartup(), 0, false, 1, maxR), nil
 	case autoscalebench.PolicyRunningRequests:
 		return podsAverage{target: t.RequestsRunning, value: running}, DefaultBehavior(1, maxR), nil
 	case autoscalebench.PolicyTTFT:
@@ -128,7 +128,7 @@ func NewPolicy(name string, o PolicyOptions) (Policy, Behavior, error) {
 		if o.Capacity != nil {
 			o.Capacity(&cfg)
 		}
-		b := Recommended(t.RecommendStartup(), cfg.Window, 1, maxR)
+		b := Recommended(t.RecommendStartup(), cfg.Window, cfg.ClosedLoop(), 1, maxR)
 		if o.DownWindow > 0 {
 			b.DownWindow = o.DownWindow
 		}
@@ -177,10 +177,12 @@ func Unlimited(minR, maxR int) Behavior {
 }
 
 // Recommended is the behavior `adapter recommend` gives for a start-up
-// time and the signal's window (0: the adapter's default), as the bench's
-// recommended policies use it.
-func Recommended(startup, window time.Duration, minR, maxR int) Behavior {
-	rec := recommend.Recommend(recommend.Workload{Startup: []time.Duration{startup}, SignalWindow: window, GPUsPerPod: 1, GPUsPerNode: 8}, recommend.DefaultAutoscaler())
+// time, the signal's window (0: the adapter's default) and an HPA on the
+// capacity signal with its loop closed or not (recommend.Workload's
+// ClosedLoop), as the bench's recommended policies use it.
+func Recommended(startup, window time.Duration, closedLoop bool, minR, maxR int) Behavior {
+	rec := recommend.Recommend(recommend.Workload{Startup: []time.Duration{startup}, SignalWindow: window, ClosedLoop: closedLoop,
+		GPUsPerPod: 1, GPUsPerNode: 8}, recommend.DefaultAutoscaler())
 	b := Behavior{MinReplicas: minR, MaxReplicas: maxR}
 	up, down := rec.Behavior.ScaleUp, rec.Behavior.ScaleDown
 	b.UpWindow = time.Duration(*up.StabilizationWindowSeconds) * time.Second

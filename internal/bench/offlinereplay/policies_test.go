@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/gpuscale/gpuscale/internal/bench/autoscalebench"
+	"github.com/gpuscale/gpuscale/pkg/signal/capacity"
 	"github.com/gpuscale/gpuscale/pkg/signal/recommend"
 )
 
@@ -179,16 +180,33 @@ func TestPodsAverageCountsMissingPodsWhenScalingUp(t *testing.T) {
 
 // TestRecommendedDownPeriodFollowsTheWindow: the recommended policy
 // removes a replica per signal window, as `adapter recommend` advises for
-// the adapter's --ttft-window.
+// the adapter's --ttft-window, and with its loop closed waits the
+// stabilization window after it.
 func TestRecommendedDownPeriodFollowsTheWindow(t *testing.T) {
-	for _, tc := range []struct{ window, want time.Duration }{{0, time.Minute}, {2 * time.Minute, 2 * time.Minute}} {
-		_, b, err := NewPolicy(PolicyRecommended, PolicyOptions{Window: tc.window, MaxReplicas: 20,
+	open := func(c *capacity.Config) { c.MinCorrection, c.MaxCorrection = 1, 1 }
+	for _, tc := range []struct {
+		name        string
+		window      time.Duration
+		capacityCfg func(*capacity.Config)
+		want        time.Duration // before the stabilization window
+		closed      bool
+	}{
+		{"default window, loop closed", 0, nil, time.Minute, true},
+		{"two-minute window, loop closed", 2 * time.Minute, nil, 2 * time.Minute, true},
+		{"default window, loop open", 0, open, time.Minute, false},
+		{"two-minute window, loop open", 2 * time.Minute, open, 2 * time.Minute, false},
+	} {
+		_, b, err := NewPolicy(PolicyRecommended, PolicyOptions{Window: tc.window, MaxReplicas: 20, Capacity: tc.capacityCfg,
 			Targets: autoscalebench.Targets{TTFT: time.Second, ModelLoad: time.Minute}})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(b.Down) != 1 || b.Down[0].Period != tc.want {
-			t.Errorf("window %v: scale-down rates %+v, want one per %v", tc.window, b.Down, tc.want)
+		want := tc.want
+		if tc.closed {
+			want += b.DownWindow
+		}
+		if b.DownWindow <= 0 || len(b.Down) != 1 || b.Down[0].Period != want {
+			t.Errorf("%s: scale-down rates %+v after a %v window, want one per %v", tc.name, b.Down, b.DownWindow, want)
 		}
 	}
 }

@@ -107,6 +107,13 @@ func (e *Estimator) closeLoop(st *workloadState, now time.Time, pods []Pod, mode
 	est.Correction = st.loop.factor()
 }
 
+// ClosedLoop says whether the loop may correct the model at all: false
+// when its bounds are both 1 (a role's pool, provider.RoleCapacityConfig).
+func (c Config) ClosedLoop() bool {
+	lo, hi := c.correctionBounds()
+	return lo < 1 || hi > 1
+}
+
 // correctionBounds are the loop's bounds, within [1/MaxCorrection,
 // MaxCorrection]; unset (0) they are the widest.
 func (c Config) correctionBounds() (lo, hi float64) {

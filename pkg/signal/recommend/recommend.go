@@ -79,6 +79,12 @@ type Workload struct {
 	// SignalWindow is the adapter's --ttft-window, the window the capacity
 	// signal measures TTFT and prefill times over (0: DefaultSignalWindow).
 	SignalWindow time.Duration
+	// ClosedLoop says the HPA reads the capacity signal of a pool that
+	// serves whole requests, whose closed loop corrects the model by the
+	// TTFT its servers measure. A prefill or decode pool's signal holds
+	// its loop open (provider.RoleCapacityConfig), and other metrics have
+	// none.
+	ClosedLoop bool
 }
 
 // DefaultSignalWindow is the adapter's default --ttft-window.
@@ -160,10 +166,8 @@ func (r *Recommendation) scaleDown(ca Autoscaler) *autoscalingv2.HPAScalingRules
 	r.Reasons["scaleDown.stabilizationWindowSeconds"] = why
 	r.Reasons["scaleDown.policies[0].value"] = "one replica at a time: each removal takes the replica with the lowest deletion cost " +
 		"(gpuscale's scale-down controller puts the emptiest GPU node's first), so nodes empty one by one"
-	period := r.scaleDownPeriod()
-	r.Reasons["scaleDown.policies[0].periodSeconds"] = fmt.Sprintf("%v: the signal's window (the adapter's --ttft-window, %v, rounded up to "+
-		"the HPA's %v sync). The capacity counts a removed replica gone at the next sync, but the TTFT its closed loop corrects by is "+
-		"measured over the window: a removal waits until the last one shows in it", period, r.signalWindow(), hpaSyncPeriod)
+	period := r.scaleDownPeriod(window)
+	r.Reasons["scaleDown.policies[0].periodSeconds"] = r.scaleDownPeriodReason(period, window)
 	if perNode := r.replicasPerNode(); perNode > 0 {
 		empty := window + time.Duration(perNode-1)*period
 		r.Reasons["scaleDown"] = fmt.Sprintf("a node of %d replicas empties about %v after the load drops; the cluster autoscaler "+
@@ -185,13 +189,39 @@ func (r *Recommendation) signalWindow() time.Duration {
 	return DefaultSignalWindow
 }
 
-// scaleDownPeriod is the time between two removals: the signal's window,
-// in whole syncs. A slower rate (the window plus the stabilization
-// window) met the family's scale-event goal on three draws, and cost the
-// disaggregated per-role HPAs 2-5 points of static's GPU-hours
-// (docs/autoscaling.md, "Round seven").
-func (r *Recommendation) scaleDownPeriod() time.Duration {
-	return roundUp(r.signalWindow(), hpaSyncPeriod)
+// scaleDownPeriod is the time between two removals, given the scale-down
+// stabilization window: the signal's window in whole syncs, and for the
+// capacity signal with its loop closed the stabilization window after it.
+//
+// The capacity a removed replica took counts as gone at the next sync, and
+// the measurements a signal without a closed loop rests on (for a role's
+// capacity signal the prefill work, the KV in use, their spread across
+// replicas over the window) show the smaller fleet within a window. A closed loop also corrects the model by the TTFT
+// the fleet gives, measured over the window, and it integrates: a miss it
+// reads while the fleet is one replica too small raises its correction
+// for a start-up horizon or more. So before it removes another replica
+// the removal must show in the window's TTFT, and then the HPA, which
+// scales down only to the most it was asked for over its stabilization
+// window, must have been asked with the removal shown for a whole window.
+// Measured on the workload family at the adapter's defaults (a 60 s
+// window, a 75 s stabilization window), this halves the removals' share of
+// the scale events (docs/autoscaling.md, "Round eight").
+func (r *Recommendation) scaleDownPeriod(stabilization time.Duration) time.Duration {
+	period := roundUp(r.signalWindow(), hpaSyncPeriod)
+	if r.Workload.ClosedLoop {
+		period += stabilization
+	}
+	return period
+}
+
+func (r *Recommendation) scaleDownPeriodReason(period, stabilization time.Duration) string {
+	window := fmt.Sprintf("the signal's window (the adapter's --ttft-window, %v, rounded up to the HPA's %v sync)", r.signalWindow(), hpaSyncPeriod)
+	if !r.Workload.ClosedLoop {
+		return fmt.Sprintf("%v: %s. The capacity a removed replica took counts as gone at the next sync, and what a signal without a "+
+			"closed loop rests on shows the removal within its window", period, window)
+	}
+	return fmt.Sprintf("%v: %s, then the %v stabilization window. The signal's closed loop corrects by the TTFT measured over the window, "+
+		"so a removal waits until the last one shows there and the HPA's window holds no recommendation made before it did", period, window, stabilization)
 }
 
 func (r *Recommendation) replicasPerNode() int64 {

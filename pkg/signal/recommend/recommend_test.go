@@ -87,27 +87,38 @@ func TestRecommend(t *testing.T) {
 	}
 }
 
-// TestScaleDownPeriod: one removal per signal window, in whole HPA syncs.
+// TestScaleDownPeriod: one removal per signal window, in whole HPA syncs,
+// and for the capacity signal's closed loop the stabilization window after
+// it (75 s for a 63 s start-up; the HPA's default 300 s without one
+// measured).
 func TestScaleDownPeriod(t *testing.T) {
 	cases := []struct {
-		name   string
-		window time.Duration
-		want   int32
+		name    string
+		window  time.Duration
+		startup []time.Duration
+		closed  bool
+		want    int32
+		reason  string
 	}{
-		{"the adapter's default window", 0, 60},
-		{"a two-minute window", 2 * time.Minute, 120},
-		{"a window just past a sync", 61 * time.Second, 75},
-		{"a short window: one sync", 10 * time.Second, 15},
+		{"the adapter's default window", 0, secs(63), true, 135, "stabilization window"},
+		{"a two-minute window", 2 * time.Minute, secs(63), true, 195, "stabilization window"},
+		{"a window just past a sync", 61 * time.Second, secs(63), true, 150, "stabilization window"},
+		{"a short window: one sync", 10 * time.Second, secs(63), true, 90, "stabilization window"},
+		{"a longer start-up: a longer stabilization window", 0, secs(100), true, 165, "stabilization window"},
+		{"no start-up measured: the HPA's default window", 0, nil, true, 360, "stabilization window"},
+		{"no closed loop (a role's pool, another metric): the signal's window", 0, secs(63), false, 60, "without a closed loop"},
+		{"no closed loop, a two-minute window", 2 * time.Minute, secs(63), false, 120, "without a closed loop"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			w := Workload{HPA: "demo/llm", Startup: secs(63), SignalWindow: tc.window, GPUsPerPod: 1, GPUsPerNode: 8}
+			w := Workload{HPA: "demo/llm", Startup: tc.startup, SignalWindow: tc.window, ClosedLoop: tc.closed, GPUsPerPod: 1, GPUsPerNode: 8}
 			r := Recommend(w, DefaultAutoscaler())
 			if got := r.Behavior.ScaleDown.Policies[0].PeriodSeconds; got != tc.want {
 				t.Errorf("scale-down period %d s, want %d", got, tc.want)
 			}
-			if why := r.Reasons["scaleDown.policies[0].periodSeconds"]; !strings.Contains(why, "--ttft-window") {
-				t.Errorf("reason %q does not say why", why)
+			why := r.Reasons["scaleDown.policies[0].periodSeconds"]
+			if !strings.Contains(why, "--ttft-window") || !strings.Contains(why, tc.reason) {
+				t.Errorf("reason %q does not say why (want it to name --ttft-window and %q)", why, tc.reason)
 			}
 		})
 	}
