@@ -32,7 +32,9 @@ func TestDemoRunsTheREADMEsHPA(t *testing.T) {
 	if *demo.Spec.MinReplicas != *readme.Spec.MinReplicas || demo.Spec.MaxReplicas != readme.Spec.MaxReplicas || demo.Spec.ScaleTargetRef != readme.Spec.ScaleTargetRef {
 		t.Errorf("demo bounds or target differ from the README's")
 	}
-	rec := recommend.Recommend(recommend.Workload{Startup: []time.Duration{63 * time.Second}, GPUsPerPod: 1, GPUsPerNode: 8}, recommend.DefaultAutoscaler())
+	// The README's HPA reads the capacity signal of a pool without a role:
+	// its loop is closed.
+	rec := recommend.Recommend(recommend.Workload{Startup: []time.Duration{63 * time.Second}, ClosedLoop: true, GPUsPerPod: 1, GPUsPerNode: 8}, recommend.DefaultAutoscaler())
 	if !equality.Semantic.DeepEqual(rec.Behavior, *readme.Spec.Behavior) {
 		t.Errorf("adapter recommend for a 63 s start-up gives %+v, the README shows %+v", rec.Behavior, *readme.Spec.Behavior)
 	}

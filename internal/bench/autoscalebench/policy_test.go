@@ -26,6 +26,9 @@ func TestAutoscalerPutsBehaviorOnTheTraceClock(t *testing.T) {
 		// `adapter recommend` for a 60 s load: a 60 s window and one
 		// replica per 60 s, at 6x: 10 s.
 		{PolicyQueueDepthRecommended, "inference_queue_depth", autoscalingv2.PodsMetricSourceType, 10, 1, 100, 10},
+		// The capacity signal's closed loop: the window, then the 60 s
+		// stabilization window, 120 s, at 6x: 20 s.
+		{PolicyCapacity, "inference_capacity_utilization", autoscalingv2.ObjectMetricSourceType, 10, 1, 100, 20},
 		{PolicyRunningRequests, "inference_requests_running", autoscalingv2.PodsMetricSourceType, 50, 100, 100, 3},
 	} {
 		h, err := autoscaler(tc.policy, "ns", targets, 1, 18, 6)

@@ -187,3 +187,30 @@ func TestDisaggLost(t *testing.T) {
 		t.Errorf("Lost:\n%q\nwant\n%q", got, want)
 	}
 }
+
+// TestDisaggBehaviors: each pool's HPA gets `adapter recommend`'s advice
+// for the signal it reads: a role's pool, its loop held open, one removal
+// per signal window; single-pool's HPAs, on the model's signal with its
+// loop closed, the stabilization window after it.
+func TestDisaggBehaviors(t *testing.T) {
+	o := offlinereplay.DisaggOptions{Capacity: capacity.DefaultConfig(), Startup: 63 * time.Second, MaxReplicas: [2]int{12, 16}}
+	for _, tc := range []struct {
+		policy string
+		closed bool
+	}{{offlinereplay.DisaggPerRole, false}, {offlinereplay.DisaggSinglePool, true}} {
+		_, b, err := offlinereplay.NewDisaggPolicy(tc.policy, o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for pl := range len(b) {
+			want := time.Minute
+			if tc.closed {
+				want += b[pl].DownWindow
+			}
+			if b[pl].DownWindow != 75*time.Second || len(b[pl].Down) != 1 || b[pl].Down[0].Period != want || b[pl].MaxReplicas != o.MaxReplicas[pl] {
+				t.Errorf("%s, %s pool: window %v, rates %+v, max %d; want 75s, one replica per %v, max %d",
+					tc.policy, offlinereplay.Pool(pl), b[pl].DownWindow, b[pl].Down, b[pl].MaxReplicas, want, o.MaxReplicas[pl])
+			}
+		}
+	}
+}
