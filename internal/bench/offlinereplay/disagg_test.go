@@ -2,6 +2,7 @@ package offlinereplay_test
 
 import (
 	"math"
+	"slices"
 	"testing"
 	"time"
 
@@ -207,8 +208,9 @@ func TestDisaggBehaviors(t *testing.T) {
 			if tc.closed {
 				want += b[pl].DownWindow
 			}
-			if b[pl].DownWindow != 75*time.Second || len(b[pl].Down) != 1 || b[pl].Down[0].Period != want || b[pl].MaxReplicas != o.MaxReplicas[pl] {
-				t.Errorf("%s, %s pool: window %v, rates %+v, max %d; want 75s, one replica per %v, max %d",
+			rates := []offlinereplay.Rate{offlinereplay.Pods(1, want), offlinereplay.Percent(10, want)}
+			if b[pl].DownWindow != 75*time.Second || !slices.Equal(b[pl].Down, rates) || b[pl].MaxReplicas != o.MaxReplicas[pl] {
+				t.Errorf("%s, %s pool: window %v, rates %+v, max %d; want 75s, one replica or 10%% per %v, max %d",
 					tc.policy, offlinereplay.Pool(pl), b[pl].DownWindow, b[pl].Down, b[pl].MaxReplicas, want, o.MaxReplicas[pl])
 			}
 		}

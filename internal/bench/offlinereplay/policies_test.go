@@ -205,8 +205,8 @@ func TestRecommendedDownPeriodFollowsTheWindow(t *testing.T) {
 		if tc.closed {
 			want += b.DownWindow
 		}
-		if b.DownWindow <= 0 || len(b.Down) != 1 || b.Down[0].Period != want {
-			t.Errorf("%s: scale-down rates %+v after a %v window, want one per %v", tc.name, b.Down, b.DownWindow, want)
+		if b.DownWindow <= 0 || !slices.Equal(b.Down, []Rate{Pods(1, want), Percent(10, want)}) {
+			t.Errorf("%s: scale-down rates %+v after a %v window, want one replica or 10%% per %v", tc.name, b.Down, b.DownWindow, want)
 		}
 	}
 }

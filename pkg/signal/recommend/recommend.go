@@ -112,6 +112,7 @@ const (
 	hpaDefaultStabilize    = 300 * time.Second // the HPA's default scale-down stabilization window
 	minScaleDownStabilize  = 60 * time.Second
 	scaleUpPods            = 4
+	scaleDownPercent       = 10 // the HPA controller's default --horizontal-pod-autoscaler-tolerance
 	defaultTerminationWait = 30 * time.Second
 )
 
@@ -164,13 +165,17 @@ func (r *Recommendation) scaleDown(ca Autoscaler) *autoscalingv2.HPAScalingRules
 			r.StartupP95, len(r.Workload.Startup), hpaSyncPeriod, minScaleDownStabilize)
 	}
 	r.Reasons["scaleDown.stabilizationWindowSeconds"] = why
-	r.Reasons["scaleDown.policies[0].value"] = "one replica at a time: each removal takes the replica with the lowest deletion cost " +
+	r.Reasons["scaleDown.policies[0].value"] = "one replica at a time in a small fleet: each removal takes the replica with the lowest deletion cost " +
 		"(gpuscale's scale-down controller puts the emptiest GPU node's first), so nodes empty one by one"
 	period := r.scaleDownPeriod(window)
 	r.Reasons["scaleDown.policies[0].periodSeconds"] = r.scaleDownPeriodReason(period, window)
+	r.Reasons["scaleDown.policies[1].value"] = fmt.Sprintf("or a tenth of the fleet when that is more (the HPA takes the larger): %d%%, the HPA's "+
+		"tolerance, a step that moves the signal about as much as the HPA treats as no change. One replica a period alone would "+
+		"make a fleet's drain grow with its size", scaleDownPercent)
+	r.Reasons["scaleDown.policies[1].periodSeconds"] = "the same period"
 	if perNode := r.replicasPerNode(); perNode > 0 {
 		empty := window + time.Duration(perNode-1)*period
-		r.Reasons["scaleDown"] = fmt.Sprintf("a node of %d replicas empties about %v after the load drops; the cluster autoscaler "+
+		r.Reasons["scaleDown"] = fmt.Sprintf("a node of %d replicas empties about %v after the load drops, one replica a step (a larger fleet takes a tenth); the cluster autoscaler "+
 			"removes it %v later (--scale-down-unneeded-time), and not within %v of its last scale-up (--scale-down-delay-after-add)",
 			perNode, empty, ca.UnneededTime, ca.DelayAfterAdd)
 	}
@@ -178,6 +183,7 @@ func (r *Recommendation) scaleDown(ca Autoscaler) *autoscalingv2.HPAScalingRules
 		StabilizationWindowSeconds: ptr(int32(window.Seconds())),
 		Policies: []autoscalingv2.HPAScalingPolicy{
 			{Type: autoscalingv2.PodsScalingPolicy, Value: 1, PeriodSeconds: int32(period.Seconds())},
+			{Type: autoscalingv2.PercentScalingPolicy, Value: scaleDownPercent, PeriodSeconds: int32(period.Seconds())},
 		},
 	}
 }

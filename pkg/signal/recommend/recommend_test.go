@@ -2,6 +2,7 @@ package recommend
 
 import (
 	"bytes"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -69,8 +70,9 @@ func TestRecommend(t *testing.T) {
 			if got := *down.StabilizationWindowSeconds; got != tc.wantStabilize {
 				t.Errorf("scale-down stabilization = %d, want %d", got, tc.wantStabilize)
 			}
-			if len(down.Policies) != 1 || down.Policies[0].Type != autoscalingv2.PodsScalingPolicy || down.Policies[0].Value != 1 {
-				t.Errorf("scale-down policies = %+v, want 1 pod per period", down.Policies)
+			if len(down.Policies) != 2 || down.Policies[0].Type != autoscalingv2.PodsScalingPolicy || down.Policies[0].Value != 1 ||
+				down.Policies[1].Type != autoscalingv2.PercentScalingPolicy || down.Policies[1].Value != 10 || down.SelectPolicy != nil {
+				t.Errorf("scale-down policies = %+v, want 1 pod or 10%% per period, the larger", down.Policies)
 			}
 			if *up.StabilizationWindowSeconds != 0 || *up.SelectPolicy != autoscalingv2.MaxChangePolicySelect || len(up.Policies) != 2 {
 				t.Errorf("scale-up = %+v, want immediate, max of two policies", up)
@@ -113,8 +115,13 @@ func TestScaleDownPeriod(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			w := Workload{HPA: "demo/llm", Startup: tc.startup, SignalWindow: tc.window, ClosedLoop: tc.closed, GPUsPerPod: 1, GPUsPerNode: 8}
 			r := Recommend(w, DefaultAutoscaler())
-			if got := r.Behavior.ScaleDown.Policies[0].PeriodSeconds; got != tc.want {
-				t.Errorf("scale-down period %d s, want %d", got, tc.want)
+			down := r.Behavior.ScaleDown.Policies
+			want := []autoscalingv2.HPAScalingPolicy{
+				{Type: autoscalingv2.PodsScalingPolicy, Value: 1, PeriodSeconds: tc.want},
+				{Type: autoscalingv2.PercentScalingPolicy, Value: 10, PeriodSeconds: tc.want},
+			}
+			if !slices.Equal(down, want) || r.Behavior.ScaleDown.SelectPolicy != nil {
+				t.Errorf("scale-down policies %+v (select %v), want %+v, the larger taken", down, r.Behavior.ScaleDown.SelectPolicy, want)
 			}
 			why := r.Reasons["scaleDown.policies[0].periodSeconds"]
 			if !strings.Contains(why, "--ttft-window") || !strings.Contains(why, tc.reason) {
