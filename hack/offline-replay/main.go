@@ -44,6 +44,8 @@ type flags struct {
 	downPercent, downPods                             int
 	seed                                              uint64
 	runningTarget, reactiveMargin, capacityTarget     float64
+	reactiveLookback                                  int
+	reactiveQuantile                                  float64
 }
 
 func main() {
@@ -79,6 +81,8 @@ func main() {
 	flag.Float64Var(&f.maxCorrection, "capacity-max-correction", 0, "The closed loop's upper bound (0: the default's).")
 	flag.DurationVar(&f.reactiveHold, "reactive-hold", 0, "The reactive reference's scale-down window (0: one start-up, as `adapter recommend` gives).")
 	flag.Float64Var(&f.reactiveMargin, "reactive-margin", 0, "The share the reactive reference asks for above each minute's need.")
+	flag.IntVar(&f.reactiveLookback, "reactive-lookback", 0, "The reactive reference asks for --reactive-quantile of the needs of the current minute and this many before it (0: the current minute's).")
+	flag.Float64Var(&f.reactiveQuantile, "reactive-quantile", 1, "With --reactive-lookback: the quantile of the needs seen, in (0, 1].")
 	flag.Float64Var(&f.capacityTarget, "capacity-target", recommend.CapacityTarget, "The capacity policy's HPA target value (the README's).")
 	flag.Uint64Var(&f.seed, "seed", robustness.Seed, "The seed the family's shapes are drawn with (another one: traffic no default was chosen on).")
 	flag.Parse()
@@ -94,6 +98,9 @@ func run(f flags) error {
 	if !(f.capacityTarget > 0) {
 		return fmt.Errorf("--capacity-target=%v: want a value above 0", f.capacityTarget)
 	}
+	if f.reactiveLookback < 0 || !(f.reactiveQuantile > 0 && f.reactiveQuantile <= 1) {
+		return fmt.Errorf("--reactive-lookback=%d --reactive-quantile=%v: want minutes of 0 or more and a quantile in (0, 1]", f.reactiveLookback, f.reactiveQuantile)
+	}
 	if !(f.reactiveMargin >= 0) {
 		return fmt.Errorf("--reactive-margin=%v: want a share of 0 or more", f.reactiveMargin)
 	}
@@ -103,6 +110,7 @@ func run(f flags) error {
 		o.Schedule, o.Objective, o.Window, o.DownWindow = f.schedule, f.objective, f.window, f.down
 		o.DownPercent, o.DownPods, o.DownPeriod = f.downPercent, f.downPods, f.downPeriod
 		o.ReactiveHold, o.ReactiveMargin = f.reactiveHold, f.reactiveMargin
+		o.ReactiveLookback, o.ReactiveQuantile = f.reactiveLookback, f.reactiveQuantile
 		o.CapacityTarget = f.capacityTarget
 		o.Targets.RequestsRunning = f.runningTarget
 		o.Parts = partsPrinter(f.parts, "")

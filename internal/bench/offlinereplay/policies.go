@@ -77,6 +77,14 @@ type PolicyOptions struct {
 	// ReactiveMargin is the share the reactive reference asks for above
 	// each minute's need (0.25: a quarter more replicas, rounded up).
 	ReactiveMargin float64
+	// ReactiveLookback, when above 0, makes the reactive reference ask
+	// for ReactiveQuantile of the needs of the current minute and the
+	// ReactiveLookback minutes before it, instead of the current
+	// minute's: a causal policy with a perfect model of every minute it
+	// has seen, that may learn how the load varies but not when it will.
+	ReactiveLookback int
+	// ReactiveQuantile is that quantile, in (0, 1] (nearest rank).
+	ReactiveQuantile float64
 	// CapacityTarget is the capacity policy's HPA target value (0:
 	// recommend.CapacityTarget, the README's).
 	CapacityTarget float64
@@ -152,7 +160,7 @@ func NewPolicy(name string, o PolicyOptions) (Policy, Behavior, error) {
 		if b.DownWindow <= 0 {
 			b.DownWindow = t.ModelLoad
 		}
-		return needOracle{need: o.Need, margin: o.ReactiveMargin}, b, nil
+		return needOracle{need: o.Need, margin: o.ReactiveMargin, lookback: o.ReactiveLookback, quantile: o.ReactiveQuantile}, b, nil
 	case PolicySchedule:
 		steps, err := parseSchedule(o.Schedule)
 		if err != nil {
@@ -405,16 +413,39 @@ type needOracle struct {
 	need   []int
 	ahead  time.Duration
 	margin float64
+	// lookback and quantile: PolicyOptions.ReactiveLookback and
+	// ReactiveQuantile.
+	lookback int
+	quantile float64
 }
 
 func (c needOracle) Recommend(v View) (int, bool) {
 	now := v.Now.Sub(origin)
 	from, to := int(now/time.Minute), int((now+c.ahead)/time.Minute)
+	if c.lookback > 0 {
+		return c.pastQuantile(from), true
+	}
 	want := 1
 	for m := from; m <= to && m < len(c.need); m++ {
 		want = max(want, int(math.Ceil(float64(c.need[m])*(1+c.margin))))
 	}
 	return want, true
+}
+
+// pastQuantile is the quantile of the needs of minute m and the lookback
+// minutes before it, margin above it.
+func (c needOracle) pastQuantile(m int) int {
+	var seen []int
+	for k := max(m-c.lookback, 0); k <= m && k < len(c.need); k++ {
+		seen = append(seen, c.need[k])
+	}
+	if len(seen) == 0 {
+		return 1
+	}
+	slices.Sort(seen)
+	q := min(max(c.quantile, 0), 1)
+	i := max(int(math.Ceil(q*float64(len(seen))))-1, 0)
+	return max(1, int(math.Ceil(float64(seen[i])*(1+c.margin))))
 }
 
 // scheduled asks for each step's count from its time on, the last step

@@ -135,6 +135,39 @@ func TestReactiveAsksForTheCurrentMinute(t *testing.T) {
 	}
 }
 
+// TestReactiveLookbackAsksForAQuantileOfThePast: with a lookback the
+// reactive reference asks for the quantile (nearest rank) of the needs of
+// the current minute and the lookback minutes before it, never of a minute
+// ahead.
+func TestReactiveLookbackAsksForAQuantileOfThePast(t *testing.T) {
+	need := []int{2, 9, 4, 6, 1, 3}
+	for _, tc := range []struct {
+		lookback         int
+		quantile, margin float64
+		minute           int
+		want             int
+	}{
+		{3, 0.75, 0, 0, 2},   // only minute 0 seen; minute 1's 9 is ahead
+		{3, 0.75, 0, 4, 6},   // 1 4 6 9
+		{3, 0.75, 0, 5, 4},   // 1 3 4 6
+		{3, 1, 0, 5, 6},      // the most of 4 6 1 3
+		{3, 0.25, 0, 4, 1},   // 1 4 6 9
+		{3, 0.75, 0.5, 4, 9}, // 6 and half again
+		{10, 1, 0, 5, 9},     // every minute so far
+		{3, 0.75, 0, 20, 1},  // past the trace: nothing needed
+	} {
+		p, _, err := NewPolicy(PolicyReactive, PolicyOptions{Need: need, ReactiveLookback: tc.lookback, ReactiveQuantile: tc.quantile,
+			ReactiveMargin: tc.margin, MaxReplicas: 20, Targets: autoscalebench.Targets{ModelLoad: time.Minute}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		at := origin.Add(time.Duration(tc.minute)*time.Minute + 30*time.Second)
+		if got, ok := p.Recommend(View{Now: at}); !ok || got != tc.want {
+			t.Errorf("lookback %d quantile %v margin %v at minute %d: %d, want %d", tc.lookback, tc.quantile, tc.margin, tc.minute, got, tc.want)
+		}
+	}
+}
+
 // TestCapacityTarget: the capacity policy asks for the replicas that bring
 // its signal to the target it is given, the README's by default.
 func TestCapacityTarget(t *testing.T) {
