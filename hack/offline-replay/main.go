@@ -21,6 +21,7 @@ import (
 	"fmt"
 	"log"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -35,6 +36,7 @@ import (
 
 type flags struct {
 	tracePath, shape, policies, schedule, updateDocs  string
+	goalPolicy                                        string
 	family, asJSON, need, parts, disagg, counts       bool
 	spreadKV, measuredArrivals, settledSpread         bool
 	minCorrection, maxCorrection, maxOfStatic         float64
@@ -73,7 +75,8 @@ func main() {
 	flag.BoolVar(&f.disagg, "disaggregated", false, "Replay the disaggregated workload (a prefill and a decode pool) under static provisioning, the single-pool and the per-role capacity policies, and print the table of docs/autoscaling.md; --slo (0: 2s) and --itl-slo judge it.")
 	flag.DurationVar(&f.itl, "itl-slo", 150*time.Millisecond, "With --disaggregated: the ITL p90 objective.")
 	flag.Float64Var(&f.maxOfStatic, "max-of-static", 1, "Every autoscaled policy's maxReplicas as a multiple of static provisioning's replicas, rounded up (1, the README's: the fleet static would provision).")
-	flag.BoolVar(&f.counts, "goal-counts", false, "With --family: print only the row of goal counts of the recommended policy (workloads missing each goal, scale events), as hack/robustness-sweep.sh records it.")
+	flag.BoolVar(&f.counts, "goal-counts", false, "With --family: print only the row of goal counts of --goal-policy (workloads missing each goal, scale events), as hack/robustness-sweep.sh records it, and on stderr each workload's outcome and the goals it misses.")
+	flag.StringVar(&f.goalPolicy, "goal-policy", offlinereplay.PolicyRecommended, "With --goal-counts: the policy judged against the goals (one of --policies).")
 	flag.BoolVar(&f.spreadKV, "capacity-spread-kv", false, "The capacity policy's KV term on the measured spread of KV in use (capacity.Config.SpreadKV).")
 	flag.BoolVar(&f.measuredArrivals, "capacity-measured-arrivals", false, "The capacity policy's prefill term credits a router more even than random (capacity.Config.MeasuredArrivals).")
 	flag.BoolVar(&f.settledSpread, "capacity-settled-spread", false, "The capacity policy's measured spreads leave out replicas Ready for less than a window (capacity.Config.SettledSpread).")
@@ -196,12 +199,19 @@ func runFamily(f flags, setup robustness.Setup, policies []string) error {
 		return err
 	}
 	if f.counts {
-		for _, r := range reports {
-			o, _ := r.Outcome(offlinereplay.PolicyRecommended)
-			fmt.Fprintf(os.Stderr, "%-18s %2d/%2d min  %5.1f%%  ups/downs %3d/%3d  unserved %d\n",
-				r.Workload.Name, o.MinutesMet, r.Reachable, 100*o.StaticFraction, o.Ups, o.Downs, o.Unserved)
+		if !slices.Contains(policies, f.goalPolicy) || !slices.Contains(policies, autoscalebench.PolicyStatic) {
+			return fmt.Errorf("--goal-policy=%s: --policies must name it and %s", f.goalPolicy, autoscalebench.PolicyStatic)
 		}
-		fmt.Println(robustness.CountGoals(reports, offlinereplay.PolicyRecommended))
+		for _, r := range reports {
+			o, _ := r.Outcome(f.goalPolicy)
+			verdict := "meets every goal"
+			if missed, _ := robustness.Missed(r, f.goalPolicy); len(missed) > 0 {
+				verdict = "misses: " + strings.Join(missed, "; ")
+			}
+			fmt.Fprintf(os.Stderr, "%-18s %2d/%2d min  %5.1f%%  ups/downs %3d/%3d  unserved %d  %s\n",
+				r.Workload.Name, o.MinutesMet, r.Reachable, 100*o.StaticFraction, o.Ups, o.Downs, o.Unserved, verdict)
+		}
+		fmt.Println(robustness.CountGoals(reports, f.goalPolicy))
 		return nil
 	}
 	if f.asJSON {

@@ -75,6 +75,24 @@ func Goals(reports []Report, policy string) []Check {
 	return checks
 }
 
+// Missed is the goals of one workload that policy misses on r (the
+// per-workload goals of Goals), none when it meets them all; ok is false
+// when r has no outcome of policy or of static provisioning to judge it
+// by.
+func Missed(r Report, policy string) (missed []string, ok bool) {
+	_, ok = r.Outcome(policy)
+	_, ok2 := r.Outcome(autoscalebench.PolicyStatic)
+	if !ok || !ok2 {
+		return nil, false
+	}
+	for _, c := range Goals([]Report{r}, policy) {
+		if c.Workload == r.Workload.Name && !c.Met {
+			missed = append(missed, c.Goal)
+		}
+	}
+	return missed, true
+}
+
 func isFamily(r Report) bool { return r.Workload.SLO == 0 }
 
 func median(xs []float64) float64 {

@@ -86,6 +86,34 @@ func TestUpdateDocs(t *testing.T) {
 	}
 }
 
+// TestMissed: a workload's missed goals are its own, whatever the other
+// workloads or the family's median do, and a report without the policy's
+// outcome cannot be judged.
+func TestMissed(t *testing.T) {
+	rep := func(bursty bool, rec ...Outcome) Report {
+		return Report{Workload: Workload{Name: "w", Bursty: bursty},
+			Outcomes: append([]Outcome{outcome(autoscalebench.PolicyStatic, 40, 40, 1, 2, 0, 0)}, rec...)}
+	}
+	for _, tc := range []struct {
+		name   string
+		r      Report
+		want   []string
+		wantOK bool
+	}{
+		{"meets all", rep(false, outcome("rec", 36, 40, 1, 1, 0, 100)), nil, true},
+		{"one minute short", rep(false, outcome("rec", 35, 40, 0.5, 1, 0, 0)), []string{"SLO minutes >= 90% of static's"}, true},
+		{"bursty at 81%", rep(true, outcome("rec", 40, 40, 0.81, 1, 0, 0)), []string{"GPU-hours <= 80% of static's (bursty)"}, true},
+		{"not bursty at 81%", rep(false, outcome("rec", 40, 40, 0.81, 1, 0, 0)), nil, true},
+		{"unserved and dear", rep(false, outcome("rec", 40, 40, 1.01, 1, 1, 0)), []string{"nothing unserved", "GPU-hours <= static's"}, true},
+		{"no outcome", rep(false), nil, false},
+	} {
+		got, ok := Missed(tc.r, "rec")
+		if ok != tc.wantOK || strings.Join(got, "; ") != strings.Join(tc.want, "; ") {
+			t.Errorf("%s: Missed = %q, %v; want %q, %v", tc.name, got, ok, tc.want, tc.wantOK)
+		}
+	}
+}
+
 func TestCountGoals(t *testing.T) {
 	rep := func(name string, bursty bool, rec Outcome) Report {
 		return Report{Workload: Workload{Name: name, Bursty: bursty}, Outcomes: []Outcome{
