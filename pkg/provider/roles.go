@@ -79,6 +79,16 @@ func modelAndRole(sel labels.Selector) (model string, role Role, ok bool) {
 	return model, role, model != ""
 }
 
+// ExternalRole is the role an external metric's selector names, as the
+// provider reads it when it serves the metric: RoleNone for a selector of a
+// model alone, and for one it would not serve.
+func ExternalRole(sel labels.Selector) Role {
+	if _, role, ok := modelAndRole(sel); ok {
+		return role
+	}
+	return RoleNone
+}
+
 // oneValue is the value an equality requirement pins.
 func oneValue(r labels.Requirement) (string, bool) {
 	switch r.Operator() {

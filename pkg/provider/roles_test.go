@@ -21,6 +21,32 @@ import (
 	"github.com/gpuscale/gpuscale/pkg/signal/capacity"
 )
 
+func TestExternalRole(t *testing.T) {
+	for _, tc := range []struct {
+		selector string
+		want     provider.Role
+	}{
+		{"model_name=llama", provider.RoleNone},
+		{"model_name=llama,role=prefill", provider.RolePrefill},
+		{"model_name=llama,role in (decode)", provider.RoleDecode},
+		// Selectors the provider does not serve name no role.
+		{"role=decode", provider.RoleNone},
+		{"model_name=llama,role in (prefill,decode)", provider.RoleNone},
+		{"model_name=llama,role=both", provider.RoleNone},
+	} {
+		sel, err := labels.Parse(tc.selector)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := provider.ExternalRole(sel); got != tc.want {
+			t.Errorf("ExternalRole(%q) = %q, want %q", tc.selector, got, tc.want)
+		}
+	}
+	if got := provider.ExternalRole(nil); got != provider.RoleNone {
+		t.Errorf("ExternalRole(nil) = %q", got)
+	}
+}
+
 func TestRoleOf(t *testing.T) {
 	for _, tc := range []struct {
 		labels map[string]string

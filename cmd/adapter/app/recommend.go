@@ -16,6 +16,7 @@ import (
 
 	"github.com/gpuscale/gpuscale/pkg/provider"
 	"github.com/gpuscale/gpuscale/pkg/scaledown"
+	"github.com/gpuscale/gpuscale/pkg/signal/capacity"
 	"github.com/gpuscale/gpuscale/pkg/signal/recommend"
 )
 
@@ -231,39 +232,38 @@ func measure(h *autoscalingv2.HorizontalPodAutoscaler, tmpl *corev1.PodTemplateS
 	return w
 }
 
-// closedLoop says whether h reads the capacity signal of a pool that serves
-// whole requests, the one signal whose closed loop corrects its model by
-// the TTFT the servers measure: the adapter holds a prefill or decode
-// pool's loop open (provider.RoleCapacityConfig), whether the HPA reads the
-// role's Deployment (its pods' role label) or the model's role (an External
-// selector's role).
+// closedLoop says whether h reads the capacity signal with its closed
+// loop, which corrects the model by the TTFT the servers measure: the
+// capacity configuration the adapter serves the HPA's pool (its role, from
+// its pods' labels or an External selector's role) says so
+// (provider.RoleCapacityConfig holds a prefill or decode pool's loop open).
+// It is the adapter's default configuration: one that set the loop's
+// bounds to 1 would hold every loop open, which `adapter recommend` does
+// not see.
 func closedLoop(h *autoscalingv2.HorizontalPodAutoscaler, tmpl *corev1.PodTemplateSpec) bool {
-	if provider.RoleOf(tmpl.Labels) != provider.RoleNone {
-		return false
-	}
 	for _, m := range h.Spec.Metrics {
+		role := provider.RoleOf(tmpl.Labels)
 		switch {
 		case m.Object != nil && m.Object.Metric.Name == provider.CapacityUtilization,
 			m.Pods != nil && m.Pods.Metric.Name == provider.CapacityUtilization:
-			return true
 		case m.External != nil && m.External.Metric.Name == provider.CapacityUtilization:
-			return !selectsRole(m.External.Metric.Selector)
+			if role == provider.RoleNone {
+				role = externalRole(m.External.Metric.Selector)
+			}
+		default:
+			continue
 		}
+		return provider.RoleCapacityConfig(capacity.DefaultConfig(), role).ClosedLoop()
 	}
 	return false
 }
 
-func selectsRole(sel *metav1.LabelSelector) bool {
-	if sel == nil {
-		return false
+// externalRole is the role an External metric's selector names, as the
+// provider reads it.
+func externalRole(sel *metav1.LabelSelector) provider.Role {
+	s, err := metav1.LabelSelectorAsSelector(sel)
+	if err != nil {
+		return provider.RoleNone
 	}
-	if _, ok := sel.MatchLabels[provider.RoleLabel]; ok {
-		return true
-	}
-	for _, e := range sel.MatchExpressions {
-		if e.Key == provider.RoleLabel {
-			return true
-		}
-	}
-	return false
+	return provider.ExternalRole(s)
 }
