@@ -36,6 +36,12 @@ fail() { # phase
   # adapter on its port), which would otherwise outlive the run.
   for name in "${!bgpid[@]}"; do kill -- "-${bgpid[$name]}" 2>/dev/null; done
   summary
+  # A background phase's output is in its log, whose tail above may be
+  # another package's: name what failed last, where a CI log's tail shows it.
+  if [[ -f "$root/_output/phase-$1.log" ]]; then
+    echo "make test: what failed in phase $1 (hack/test-failures.sh _output/phase-$1.log):"
+    "$root/hack/test-failures.sh" "$root/_output/phase-$1.log"
+  fi
   exit 1
 }
 wait_background() {

@@ -28,10 +28,49 @@ func namespace(t *testing.T, name string) string {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
+		if t.Failed() {
+			logNamespaceState(t, name)
+		}
 		env.World.SetRate(name, labels.Everything(), 0)
 		_ = env.Cluster.Client().CoreV1().Namespaces().Delete(context.Background(), name, metav1.DeleteOptions{})
 	})
 	return name
+}
+
+// logNamespaceState logs what a failed test's HPAs, Deployments and pods
+// were at its end: the wait that timed out says what it wanted, this says
+// what the cluster had instead.
+func logNamespaceState(t *testing.T, ns string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	c := env.Cluster.Client()
+	if hpas, err := c.AutoscalingV2().HorizontalPodAutoscalers(ns).List(ctx, metav1.ListOptions{}); err == nil {
+		for _, h := range hpas.Items {
+			metrics, _ := json.Marshal(h.Status.CurrentMetrics)
+			t.Logf("at the end: HPA %s/%s current %d desired %d, metrics %s", ns, h.Name, h.Status.CurrentReplicas, h.Status.DesiredReplicas, metrics)
+			for _, cond := range h.Status.Conditions {
+				t.Logf("at the end: HPA %s/%s %s=%s %s: %s", ns, h.Name, cond.Type, cond.Status, cond.Reason, cond.Message)
+			}
+		}
+	}
+	if deps, err := c.AppsV1().Deployments(ns).List(ctx, metav1.ListOptions{}); err == nil {
+		for _, d := range deps.Items {
+			t.Logf("at the end: Deployment %s/%s spec %d, ready %d", ns, d.Name, ptrValue(d.Spec.Replicas), d.Status.ReadyReplicas)
+		}
+	}
+	if pods, err := c.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{}); err == nil {
+		for _, p := range pods.Items {
+			t.Logf("at the end: pod %s/%s on %q %s, deleting %v", ns, p.Name, p.Spec.NodeName, p.Status.Phase, p.DeletionTimestamp != nil)
+		}
+	}
+}
+
+func ptrValue(p *int32) int32 {
+	if p == nil {
+		return 0
+	}
+	return *p
 }
 
 // deployment creates a Deployment of simulated vLLM servers, one GPU each,
