@@ -1,8 +1,10 @@
 package app
 
 import (
+	"context"
 	"io"
 	"log/slog"
+	"strings"
 
 	"github.com/go-logr/logr"
 	"github.com/spf13/pflag"
@@ -53,9 +55,84 @@ func ApplyLogging(c *logsapi.LoggingConfiguration, w io.Writer) (*slog.Logger, e
 	if err != nil {
 		return nil, err
 	}
-	log := slog.New(h)
+	log := slog.New(quietAbandonedDiscovery{h})
 	logging.Route(log)
 	return log, nil
+}
+
+// quietAbandonedDiscovery logs at debug, not error, the generic API
+// server's two lines for a discovery request whose client went away
+// before the answer was written out: "Timeout or abort while handling"
+// and "Post-timeout activity". The aggregator's availability check of
+// each APIService sends its discovery GET several times at once and drops
+// the attempts that lose, every 30 s or so: with --v=3 they show as
+// answered in milliseconds, 200, by the aggregator's Go-http-client. Left
+// at error they are a few error lines a minute on a healthy adapter, which
+// users of every custom metrics adapter ask about (prometheus-adapter
+// #473, k8s-stackdriver #545). A discovery answer is a static list, so no
+// real timeout hides among them; the same lines for a metric request
+// (a longer path) stay errors, and every abort is still counted in
+// apiserver_request_aborts_total on /metrics.
+type quietAbandonedDiscovery struct{ slog.Handler }
+
+func (h quietAbandonedDiscovery) Handle(ctx context.Context, r slog.Record) error {
+	if r.Level >= slog.LevelError && abandonedDiscovery(r) {
+		r.Level = slog.LevelDebug
+		if !h.Handler.Enabled(ctx, r.Level) {
+			return nil
+		}
+	}
+	return h.Handler.Handle(ctx, r)
+}
+
+func (h quietAbandonedDiscovery) WithAttrs(attrs []slog.Attr) slog.Handler {
+	return quietAbandonedDiscovery{h.Handler.WithAttrs(attrs)}
+}
+
+func (h quietAbandonedDiscovery) WithGroup(name string) slog.Handler {
+	return quietAbandonedDiscovery{h.Handler.WithGroup(name)}
+}
+
+// abandonedDiscovery says whether r is one of the generic API server's
+// lines for an aborted request (k8s.io/apiserver's server/filters) on a
+// discovery path.
+func abandonedDiscovery(r slog.Record) bool {
+	var key string
+	switch r.Message {
+	case "Timeout or abort while handling":
+		key = "URI"
+	case "Post-timeout activity":
+		key = "path"
+	default:
+		return false
+	}
+	discovery := false
+	r.Attrs(func(a slog.Attr) bool {
+		if a.Key == key {
+			discovery = discoveryPath(a.Value.String())
+			return false
+		}
+		return true
+	})
+	return discovery
+}
+
+// discoveryPath says whether uri names an API server's discovery: /api or
+// /apis and up to a group and version under them, /openapi/..., /version.
+func discoveryPath(uri string) bool {
+	path, _, _ := strings.Cut(uri, "?")
+	parts := strings.Split(strings.Trim(path, "/"), "/")
+	switch parts[0] {
+	case "apis":
+		return len(parts) <= 3
+	case "api":
+		return len(parts) <= 2
+	case "openapi":
+		return true
+	case "version":
+		return len(parts) == 1
+	}
+	return false
 }
 
 // verbosityLevel lets klog.V(n) lines through when -v is n or more: klog
