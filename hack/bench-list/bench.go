@@ -3,34 +3,27 @@ package main
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
-	"math"
 	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	dto "github.com/prometheus/client_model/go"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/util/flowcontrol"
 
 	"github.com/gpuscale/gpuscale/internal/harness/devenv"
-	"github.com/gpuscale/gpuscale/internal/harness/localcluster"
-	"github.com/gpuscale/gpuscale/pkg/adapter/discovery"
-	"github.com/gpuscale/gpuscale/pkg/signal/histogram"
 )
 
 const (
@@ -88,124 +81,6 @@ func (b *bench) close() {
 		s.stop()
 	}
 	b.servers = nil
-}
-
-// result is what one namespace size measured.
-type result struct {
-	Pods, Requests int
-	Metric         string
-	// Accept is the lists' encoding, as the client asked for it.
-	Accept string
-	// Gap is the time between two timed lists (0: back to back).
-	Gap       time.Duration
-	Latencies []time.Duration // sorted
-	// FloorLatencies time the same requests with a selector matching no
-	// pod, after the lists: the path's own latency on this machine, under
-	// the same scraping, with nothing to read or encode. Sorted.
-	FloorLatencies    []time.Duration
-	AnswerBytes       int
-	AdapterCPUPerList time.Duration
-	// APIServerCPUPerList is the kube-apiserver's CPU a list beyond its
-	// rate in the 10 s before (APIServerIdleCPU, cores): the aggregator's
-	// relay of the answer, its filters and its collector.
-	APIServerCPUPerList time.Duration
-	APIServerIdleCPU    float64
-	// PodServersCPU is the pod servers' CPU, in cores, in the same 10 s.
-	PodServersCPU float64
-	// DuringScrapes and BetweenScrapes are the timed lists' latencies,
-	// sorted, split by whether the pod servers used any CPU while the list
-	// ran (their /proc/PID/stat times, in 10 ms ticks): whether it met the
-	// scrape cycle's burst.
-	DuringScrapes, BetweenScrapes []time.Duration
-	// MachineBusy is the share of the machine's CPU time that was busy
-	// while the timed lists ran (/proc/stat): near 1, a list waits for a
-	// core.
-	MachineBusy float64
-	// AdapterIdleCPU is the adapter's CPU, in cores, while it only scrapes.
-	AdapterIdleCPU float64
-	// ScrapesPerSec is how many scrapes the adapter finished a second in
-	// the same 10 s, and CPUPerScrape its CPU over them: a starved adapter
-	// scrapes less often than asked, and its cores then understate what
-	// the interval costs.
-	ScrapesPerSec float64
-	CPUPerScrape  time.Duration
-	AdapterRSSMiB float64
-	// AdapterRSSFileMiB is the part of RSS that is the binary's pages.
-	AdapterRSSFileMiB float64
-	// AdapterRSSProfiledMiB and its file-backed part are the same after the
-	// bench's CPU and heap profiles of the adapter.
-	AdapterRSSProfiledMiB, AdapterRSSProfiledFileMiB float64
-	// ProfiledLists is how many lists the CPU profile covers: a
-	// function's seconds in it over this are its CPU per list.
-	ProfiledLists int
-	// AdapterHeapMiB is the Go heap in use, from the adapter's /metrics.
-	AdapterHeapMiB float64
-	// ClientSlow and AdapterSlow count the timed lists over each of
-	// slowBounds: the client's from Latencies, the adapter's from its own
-	// apiserver_request_duration_seconds, the time in its handler chain
-	// without the aggregator's relay or the client's read. A tail the
-	// client sees and the adapter does not is outside the adapter.
-	ClientSlow, AdapterSlow [len(slowBounds)]int
-	PodsReady, FirstFull    time.Duration
-}
-
-// slowBounds are bounds of the API server's request-duration buckets
-// (k8s.io/apiserver's apiserver_request_duration_seconds): lists over them
-// are counted on both sides.
-var slowBounds = [...]float64{0.025, 0.05, 0.1}
-
-// countOver is how many of latencies exceed each of slowBounds.
-func countOver(latencies []time.Duration) (n [len(slowBounds)]int) {
-	for _, l := range latencies {
-		for i, b := range slowBounds {
-			if l.Seconds() > b {
-				n[i]++
-			}
-		}
-	}
-	return n
-}
-
-// histogramOver is how many of h's observations exceed each of
-// slowBounds, each of which must be one of h's bounds.
-func histogramOver(h *histogram.Histogram) (n [len(slowBounds)]int, err error) {
-	for i, b := range slowBounds {
-		j := slices.Index(h.Bounds, b)
-		if j < 0 {
-			return n, fmt.Errorf("no bucket bound %v in %v", b, h.Bounds)
-		}
-		n[i] = int(math.Round(h.Count - h.Counts[j]))
-	}
-	return n, nil
-}
-
-func (r result) quantile(q float64) time.Duration {
-	return quantileOf(r.Latencies, q)
-}
-
-// quantileOf is the q-quantile of sorted latencies, 0 of none.
-func quantileOf(sorted []time.Duration, q float64) time.Duration {
-	if len(sorted) == 0 {
-		return 0
-	}
-	return sorted[min(len(sorted)-1, int(q*float64(len(sorted))))]
-}
-
-func (r result) line() string {
-	return fmt.Sprintf("%d pods %s (%s, %s lists): median %v p90 %v p99 %v max %v; %d bytes; adapter CPU %v per list, kube-apiserver's %v (%.2f cores scraping: %.0f scrapes/s, %v CPU each), RSS %.0f MiB (%.0f MiB file; %.0f and %.0f after profiling), heap %.0f MiB; %d lists in the CPU profile; floor (no pod selected) median %v p99 %v; lists over %s, client/adapter: %s; machine busy %.0f%% during the lists, pod servers %.2f cores; %s; pods Ready after %v, full list after %v",
-		r.Pods, r.Metric, encodingName(r.Accept), requestsText(r), r.quantile(0.5).Round(time.Microsecond*100), r.quantile(0.9).Round(time.Microsecond*100),
-		r.quantile(0.99).Round(time.Microsecond*100), r.Latencies[len(r.Latencies)-1].Round(time.Microsecond*100),
-		r.AnswerBytes, r.AdapterCPUPerList.Round(time.Microsecond*100), r.APIServerCPUPerList.Round(time.Microsecond*100), r.AdapterIdleCPU, r.ScrapesPerSec, r.CPUPerScrape.Round(time.Microsecond), r.AdapterRSSMiB, r.AdapterRSSFileMiB, r.AdapterRSSProfiledMiB, r.AdapterRSSProfiledFileMiB, r.AdapterHeapMiB, r.ProfiledLists,
-		quantileOf(r.FloorLatencies, 0.5).Round(time.Microsecond*100), quantileOf(r.FloorLatencies, 0.99).Round(time.Microsecond*100), boundsText(), slowText(r), 100*r.MachineBusy, r.PodServersCPU, burstText(r), r.PodsReady.Round(time.Second), r.FirstFull.Round(time.Second))
-}
-
-// burstText is the lists that met a scrape burst against those that did
-// not: how many, their median and p90.
-func burstText(r result) string {
-	group := func(l []time.Duration) string {
-		return fmt.Sprintf("%d, %v / %v", len(l), quantileOf(l, 0.5).Round(100*time.Microsecond), quantileOf(l, 0.9).Round(100*time.Microsecond))
-	}
-	return "during scrapes " + group(r.DuringScrapes) + ", between " + group(r.BetweenScrapes)
 }
 
 // measure creates a namespace of n Ready pods, serves their metrics, and
@@ -588,123 +463,6 @@ func (b *bench) adapterHeapMiB(ctx context.Context) (float64, error) {
 	return 0, errors.New("adapter /metrics: no go_memstats_heap_inuse_bytes")
 }
 
-func (b *bench) createPods(ctx context.Context, ns string, n int) error {
-	names := make(chan int)
-	errs := make(chan error, 32)
-	var wg sync.WaitGroup
-	for range 32 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := range names {
-				pod := benchPod(ns, i)
-				if b.unscraped {
-					pod.Annotations = nil
-				}
-				if _, err := b.client.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
-					errs <- err
-					return
-				}
-			}
-		}()
-	}
-	var err error
-	for i := 0; i < n && err == nil; i++ {
-		select {
-		case names <- i:
-		case err = <-errs:
-		}
-	}
-	close(names)
-	wg.Wait()
-	close(errs)
-	return errors.Join(err, <-errs)
-}
-
-func benchPod(ns string, i int) *corev1.Pod {
-	return &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{
-			Name: fmt.Sprintf("llm-%05d", i), Namespace: ns,
-			Labels: map[string]string{"app": appLabel},
-			Annotations: map[string]string{discovery.AnnotationScrape: "true",
-				discovery.AnnotationPort: strconv.Itoa(metricsPort)},
-		},
-		Spec: corev1.PodSpec{
-			// Placed directly, as the scheduler would: kwok does not limit
-			// a node's pods.
-			NodeName:    node,
-			Tolerations: []corev1.Toleration{localcluster.GPUToleration()},
-			Containers:  []corev1.Container{{Name: "server", Image: image}},
-		},
-	}
-}
-
-// waitReady waits until n pods of ns are Ready with an IP and returns them.
-func (b *bench) waitReady(ctx context.Context, ns string, n int) ([]corev1.Pod, error) {
-	var ready []corev1.Pod
-	err := wait.PollUntilContextTimeout(ctx, 2*time.Second, 10*time.Minute, true, func(ctx context.Context) (bool, error) {
-		list, err := b.client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
-		if err != nil {
-			return false, nil
-		}
-		ready = ready[:0]
-		for _, p := range list.Items {
-			if p.Status.PodIP != "" && isReady(&p) {
-				ready = append(ready, p)
-			}
-		}
-		return len(ready) == n, nil
-	})
-	if err != nil {
-		return nil, fmt.Errorf("%d of %d pods Ready: %w", len(ready), n, err)
-	}
-	return ready, nil
-}
-
-func isReady(p *corev1.Pod) bool {
-	for _, c := range p.Status.Conditions {
-		if c.Type == corev1.PodReady {
-			return c.Status == corev1.ConditionTrue
-		}
-	}
-	return false
-}
-
-// serve answers every pod's scrapes with a vLLM exposition: gauges fixed
-// per pod, a TTFT histogram whose counts grow with time, so that TTFT
-// quantiles have an increase to work on, and the rest of a real vLLM's
-// families (inferencesim.BenchPodHandler), from pod servers.
-func (b *bench) serve(ctx context.Context, pods []corev1.Pod) error {
-	served := make([]servedPod, len(pods))
-	for i := range pods {
-		served[i] = servedPod{Addr: podAddr(pods[i].Status.PodIP), Index: i}
-	}
-	return b.servePods(ctx, served)
-}
-
-// waitFull waits until the list of the pods sel selects names all n.
-func (b *bench) waitFull(ctx context.Context, ns, metric, sel string, n int) error {
-	got := 0
-	err := wait.PollUntilContextTimeout(ctx, 2*time.Second, 10*time.Minute, true, func(ctx context.Context) (bool, error) {
-		body, err := b.list(ctx, ns, metric, sel)
-		if err != nil {
-			return false, nil // NotFound until the first scrape lands
-		}
-		var l struct {
-			Items []json.RawMessage `json:"items"`
-		}
-		if err := json.Unmarshal(body, &l); err != nil {
-			return false, err
-		}
-		got = len(l.Items)
-		return got == n, nil
-	})
-	if err != nil {
-		return fmt.Errorf("list of %s names %d of %d pods: %w", metric, got, n, err)
-	}
-	return nil
-}
-
 // list is the HPA's request for a Pods metric of the pods sel selects.
 func (b *bench) list(ctx context.Context, ns, metric, sel string) ([]byte, error) {
 	return b.listAs(ctx, acceptJSON, ns, metric, sel)
@@ -746,31 +504,6 @@ func (b *bench) listAt(ctx context.Context, version, accept, ns, metric, sel str
 	return body, nil
 }
 
-// processCPU is a process's user and system CPU time so far.
-func processCPU(pid int) (time.Duration, error) {
-	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0, err
-	}
-	// Fields after the parenthesised command name; utime and stime are
-	// the 14th and 15th fields of the whole line, in clock ticks (100/s).
-	f := strings.Fields(string(raw[strings.LastIndexByte(string(raw), ')')+2:]))
-	if len(f) < 13 {
-		return 0, fmt.Errorf("/proc/%d/stat: %d fields", pid, len(f))
-	}
-	u, err1 := strconv.ParseInt(f[11], 10, 64)
-	s, err2 := strconv.ParseInt(f[12], 10, 64)
-	if err := errors.Join(err1, err2); err != nil {
-		return 0, fmt.Errorf("/proc/%d/stat: %w", pid, err)
-	}
-	return time.Duration(u+s) * 10 * time.Millisecond, nil
-}
-
-// cpuRate is the CPU, in cores, a process uses over d.
-func cpuRate(ctx context.Context, pid int, d time.Duration) (float64, error) {
-	return rateOf(ctx, d, func() (time.Duration, error) { return processCPU(pid) })
-}
-
 // podServersCPU is the pod servers' CPU together, in cores, over d.
 func (b *bench) podServersCPU(ctx context.Context, d time.Duration) (float64, error) {
 	return rateOf(ctx, d, b.podServersTime)
@@ -787,137 +520,4 @@ func (b *bench) podServersTime() (time.Duration, error) {
 		sum += c
 	}
 	return sum, nil
-}
-
-// rateOf is how fast cpu, a CPU time so far, grows over d, in cores.
-func rateOf(ctx context.Context, d time.Duration, cpu func() (time.Duration, error)) (float64, error) {
-	c0, err := cpu()
-	if err != nil {
-		return 0, err
-	}
-	t0 := time.Now()
-	if err := sleep(ctx, d); err != nil {
-		return 0, err
-	}
-	c1, err := cpu()
-	return float64(c1-c0) / float64(time.Since(t0)), err
-}
-
-// machineTicks are the machine's CPU times so far, in clock ticks, from the
-// first line of /proc/stat.
-type machineTicks struct{ busy, total uint64 }
-
-// since is the busy share of the CPU time between t0 and t.
-func (t machineTicks) since(t0 machineTicks) float64 {
-	if t.total <= t0.total {
-		return 0
-	}
-	return float64(t.busy-t0.busy) / float64(t.total-t0.total)
-}
-
-func machineBusy() (machineTicks, error) {
-	raw, err := os.ReadFile("/proc/stat")
-	if err != nil {
-		return machineTicks{}, err
-	}
-	return parseMachineTicks(raw)
-}
-
-// parseMachineTicks reads /proc/stat's "cpu" line: user nice system idle
-// iowait irq softirq steal ...; idle and iowait are not busy.
-func parseMachineTicks(raw []byte) (machineTicks, error) {
-	line, _, _ := bytes.Cut(raw, []byte("\n"))
-	fields := strings.Fields(string(line))
-	if len(fields) < 9 || fields[0] != "cpu" {
-		return machineTicks{}, fmt.Errorf("/proc/stat: unexpected first line %q", line)
-	}
-	var t machineTicks
-	for i, f := range fields[1:9] {
-		v, err := strconv.ParseUint(f, 10, 64)
-		if err != nil {
-			return machineTicks{}, fmt.Errorf("/proc/stat: %w", err)
-		}
-		t.total += v
-		if i != 3 && i != 4 {
-			t.busy += v
-		}
-	}
-	return t, nil
-}
-
-// rssMiB is a process's resident memory, and the part of it that is the
-// binary's pages.
-func rssMiB(pid int) (total, file float64, err error) {
-	if total, err = statusMiB(pid, "VmRSS"); err != nil {
-		return 0, 0, err
-	}
-	file, err = statusMiB(pid, "RssFile")
-	return total, file, err
-}
-
-// statusMiB reads a size field of /proc/PID/status: VmRSS, or its parts
-// RssAnon (what the Go runtime holds) and RssFile (the binary's pages).
-func statusMiB(pid int, field string) (float64, error) {
-	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		return 0, err
-	}
-	for _, line := range strings.Split(string(raw), "\n") {
-		if rest, ok := strings.CutPrefix(line, field+":"); ok {
-			kb, err := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 64)
-			return kb / 1024, err
-		}
-	}
-	return 0, fmt.Errorf("/proc/%d/status: no %s", pid, field)
-}
-
-// encodingName is an Accept header's short name in the report.
-func encodingName(accept string) string {
-	if accept == acceptProtobuf {
-		return "protobuf"
-	}
-	return "JSON"
-}
-
-// markdown is the report: one row per size.
-func markdown(rs []result, interval time.Duration) string {
-	var sb strings.Builder
-	fmt.Fprintf(&sb, "# List latency through the aggregation layer\n\n`GET .../namespaces/NS/pods/*/METRIC?labelSelector=app=%s`, sequential, one kept-alive HTTP/2 connection to a real kube-apiserver; the adapter scrapes every pod itself every %v.\n\n", appLabel, interval)
-	fmt.Fprintf(&sb, "| pods | metric | encoding | requests | median | p90 | p99 | max | answer | adapter CPU per list | kube-apiserver CPU per list | adapter CPU scraping | scrapes/s, CPU each | adapter RSS (file-backed) | RSS after profiling (file-backed) | adapter heap in use | floor: no pod selected, median / p99 | lists over %s: client / adapter | machine busy during the lists | pod servers' CPU | lists during scrapes / between: how many, median / p90 | pods Ready after | full list after |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n", boundsText())
-	for _, r := range rs {
-		fmt.Fprintf(&sb, "| %d | %s | %s | %s | %v | %v | %v | %v | %.2f MB | %v | %v | %.2f cores | %.0f, %v | %.0f MiB (%.0f) | %.0f MiB (%.0f) | %.0f MiB | %v / %v | %s | %.0f%% | %.2f cores | %s | %v | %v |\n", r.Pods, r.Metric, encodingName(r.Accept), requestsText(r),
-			r.quantile(0.5).Round(100*time.Microsecond), r.quantile(0.9).Round(100*time.Microsecond), r.quantile(0.99).Round(100*time.Microsecond),
-			r.Latencies[len(r.Latencies)-1].Round(100*time.Microsecond), float64(r.AnswerBytes)/1e6, r.AdapterCPUPerList.Round(100*time.Microsecond), r.APIServerCPUPerList.Round(100*time.Microsecond), r.AdapterIdleCPU,
-			r.ScrapesPerSec, r.CPUPerScrape.Round(time.Microsecond), r.AdapterRSSMiB, r.AdapterRSSFileMiB, r.AdapterRSSProfiledMiB, r.AdapterRSSProfiledFileMiB, r.AdapterHeapMiB,
-			quantileOf(r.FloorLatencies, 0.5).Round(100*time.Microsecond), quantileOf(r.FloorLatencies, 0.99).Round(100*time.Microsecond), slowText(r), 100*r.MachineBusy, r.PodServersCPU, burstText(r), r.PodsReady.Round(time.Second), r.FirstFull.Round(time.Second))
-	}
-	return sb.String()
-}
-
-// requestsText is how many lists were timed, and how far apart if not
-// back to back.
-func requestsText(r result) string {
-	if r.Gap <= 0 {
-		return strconv.Itoa(r.Requests)
-	}
-	return fmt.Sprintf("%d, %v apart", r.Requests, r.Gap)
-}
-
-// boundsText is slowBounds for a column's title: "25 / 50 / 100 ms".
-func boundsText() string {
-	parts := make([]string, len(slowBounds))
-	for i, b := range slowBounds {
-		parts[i] = strconv.FormatFloat(b*1000, 'f', -1, 64)
-	}
-	return strings.Join(parts, " / ") + " ms"
-}
-
-// slowText is r's counts over slowBounds, the client's then the adapter's
-// at each bound: "40/31, 12/3, 2/0".
-func slowText(r result) string {
-	parts := make([]string, len(slowBounds))
-	for i := range slowBounds {
-		parts[i] = fmt.Sprintf("%d/%d", r.ClientSlow[i], r.AdapterSlow[i])
-	}
-	return strings.Join(parts, ", ")
 }
