@@ -11,9 +11,14 @@ import (
 	"github.com/KimMachineGun/automemlimit/memlimit"
 	"github.com/spf13/pflag"
 	"k8s.io/apiserver/pkg/server/healthz"
+	"k8s.io/client-go/informers"
+	appsinformers "k8s.io/client-go/informers/apps/v1"
+	coreinformers "k8s.io/client-go/informers/core/v1"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/leaderelection"
 	basecmd "sigs.k8s.io/custom-metrics-apiserver/pkg/cmd"
 
+	"github.com/gpuscale/gpuscale/pkg/adapter/certrotation"
 	"github.com/gpuscale/gpuscale/pkg/adapter/discovery"
 	"github.com/gpuscale/gpuscale/pkg/provider"
 	"github.com/gpuscale/gpuscale/pkg/signal/capacity"
@@ -59,49 +64,19 @@ func (a *Adapter) Run(ctx context.Context) error {
 		return err
 	}
 
-	factory, err := a.Informers()
-	if err != nil {
-		return fmt.Errorf("informers: %w", err)
-	}
-	pods := factory.Core().V1().Pods()
-	if err := pods.Informer().SetTransform(o.podTransform()); err != nil {
-		return fmt.Errorf("pod informer transform: %w", err)
-	}
-	nodes := factory.Core().V1().Nodes()
-	deploys := factory.Apps().V1().Deployments()
-	sets := factory.Apps().V1().StatefulSets()
-	synced := []cache.InformerSynced{pods.Informer().HasSynced, nodes.Informer().HasSynced,
-		deploys.Informer().HasSynced, sets.Informer().HasSynced}
-
-	// Namespace labels are watched only when they decide what is scraped.
-	var namespaces discovery.NamespaceGetter
-	if o.needsNamespaces() {
-		ns := factory.Core().V1().Namespaces()
-		namespaces = ns.Lister()
-		synced = append(synced, ns.Informer().HasSynced)
-	}
-	src, err := o.newSource(pods, namespaces, log)
+	w, err := a.watch()
 	if err != nil {
 		return err
 	}
-	requests := provider.NewRequestCounter()
-	o.metricsRegisterer().MustRegister(requests)
-
-	capacityMetrics := capacity.NewMetrics()
-	o.metricsRegisterer().MustRegister(capacityMetrics.Collectors()...)
-	p := provider.New(provider.Config{
-		Values: src.values, Pods: pods.Lister(), Nodes: nodes.Lister(), Deployments: deploys.Lister(), StatefulSets: sets.Lister(),
-		MaxStaleness: o.MaxStaleness, TTFTWindow: o.TTFTWindow, Observer: requests,
-		Capacity: capacity.New(o.capacityConfig(), capacityMetrics),
-		CapacityByRole: map[provider.Role]provider.CapacityEstimator{
-			provider.RolePrefill: capacity.New(provider.RoleCapacityConfig(o.capacityConfig(), provider.RolePrefill), capacityMetrics),
-			provider.RoleDecode:  capacity.New(provider.RoleCapacityConfig(o.capacityConfig(), provider.RoleDecode), capacityMetrics),
-		},
-	})
-	if err := p.TrackPods(pods.Informer()); err != nil {
+	src, err := o.newSource(w.pods, w.namespaces, log)
+	if err != nil {
 		return err
 	}
-	runScaleDown, leaderHealthz, err := a.scaleDownController(pods, nodes, src.values, log)
+	p, err := o.newProvider(src, w)
+	if err != nil {
+		return err
+	}
+	runScaleDown, leaderHealthz, err := a.scaleDownController(w.pods, w.nodes, src.values, log)
 	if err != nil {
 		return err
 	}
@@ -128,6 +103,96 @@ func (a *Adapter) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	if err := a.buildServer(certs, &firstCycle, leaderHealthz, log); err != nil {
+		return err
+	}
+	// After Server(): the serving certificate's files are settled.
+	if err := a.startKEDAScaler(ctx, cancel, p, log, certs); err != nil {
+		return fmt.Errorf("KEDA scaler: %w", err)
+	}
+
+	go func() {
+		w.factory.Start(ctx.Done())
+		if !cache.WaitForCacheSync(ctx.Done(), w.synced...) {
+			return
+		}
+		log.Info("informer caches synced", "source", o.Source)
+		if runScaleDown != nil {
+			go runScaleDown(ctx)
+		}
+		src.loop(ctx, func() { firstCycle.Store(true) })
+	}()
+	if err := a.AdapterBase.Run(ctx); err != nil {
+		return err
+	}
+	// A failed KEDA scaler stopped the adapter; a signal is no error.
+	if cause := context.Cause(ctx); cause != ctx.Err() {
+		return fmt.Errorf("KEDA scaler: %w", cause)
+	}
+	return nil
+}
+
+// watched is what the adapter watches, and what must have synced before
+// it serves.
+type watched struct {
+	factory    informers.SharedInformerFactory
+	pods       coreinformers.PodInformer
+	nodes      coreinformers.NodeInformer
+	deploys    appsinformers.DeploymentInformer
+	sets       appsinformers.StatefulSetInformer
+	namespaces discovery.NamespaceGetter // nil unless namespace labels decide what is scraped
+	synced     []cache.InformerSynced
+}
+
+// watch sets the informers up, the pod informer's cache holding only the
+// fields the pipeline reads.
+func (a *Adapter) watch() (*watched, error) {
+	factory, err := a.Informers()
+	if err != nil {
+		return nil, fmt.Errorf("informers: %w", err)
+	}
+	w := &watched{factory: factory, pods: factory.Core().V1().Pods(), nodes: factory.Core().V1().Nodes(),
+		deploys: factory.Apps().V1().Deployments(), sets: factory.Apps().V1().StatefulSets()}
+	if err := w.pods.Informer().SetTransform(a.Options.podTransform()); err != nil {
+		return nil, fmt.Errorf("pod informer transform: %w", err)
+	}
+	w.synced = []cache.InformerSynced{w.pods.Informer().HasSynced, w.nodes.Informer().HasSynced,
+		w.deploys.Informer().HasSynced, w.sets.Informer().HasSynced}
+	if a.Options.needsNamespaces() {
+		ns := factory.Core().V1().Namespaces()
+		w.namespaces = ns.Lister()
+		w.synced = append(w.synced, ns.Informer().HasSynced)
+	}
+	return w, nil
+}
+
+// newProvider is the metrics provider over the source's values and the
+// informers' listers, with its request counter and the capacity signal's
+// parts registered, tracking the pods it serves.
+func (o *Options) newProvider(src *source, w *watched) (*provider.Provider, error) {
+	requests := provider.NewRequestCounter()
+	o.metricsRegisterer().MustRegister(requests)
+	capacityMetrics := capacity.NewMetrics()
+	o.metricsRegisterer().MustRegister(capacityMetrics.Collectors()...)
+	p := provider.New(provider.Config{
+		Values: src.values, Pods: w.pods.Lister(), Nodes: w.nodes.Lister(), Deployments: w.deploys.Lister(), StatefulSets: w.sets.Lister(),
+		MaxStaleness: o.MaxStaleness, TTFTWindow: o.TTFTWindow, Observer: requests,
+		Capacity: capacity.New(o.capacityConfig(), capacityMetrics),
+		CapacityByRole: map[provider.Role]provider.CapacityEstimator{
+			provider.RolePrefill: capacity.New(provider.RoleCapacityConfig(o.capacityConfig(), provider.RolePrefill), capacityMetrics),
+			provider.RoleDecode:  capacity.New(provider.RoleCapacityConfig(o.capacityConfig(), provider.RoleDecode), capacityMetrics),
+		},
+	})
+	if err := p.TrackPods(w.pods.Informer()); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// buildServer builds the API server with its handler chain, its readiness
+// on the first scrape cycle, its liveness on the scale-down lease (when a
+// controller runs) and its certificates.
+func (a *Adapter) buildServer(certs *certrotation.Manager, firstCycle *atomic.Bool, leaderHealthz *leaderelection.HealthzAdaptor, log *slog.Logger) error {
 	if err := a.wrapHandler(); err != nil {
 		return err
 	}
@@ -156,29 +221,6 @@ func (a *Adapter) Run(ctx context.Context) error {
 	}
 	if err := serveCerts(certs, server.GenericAPIServer, func() { server.GenericAPIServer.SecureServingInfo.Cert = certs.Serving() }); err != nil {
 		return fmt.Errorf("certificates: %w", err)
-	}
-	// After Server(): the serving certificate's files are settled.
-	if err := a.startKEDAScaler(ctx, cancel, p, log, certs); err != nil {
-		return fmt.Errorf("KEDA scaler: %w", err)
-	}
-
-	go func() {
-		factory.Start(ctx.Done())
-		if !cache.WaitForCacheSync(ctx.Done(), synced...) {
-			return
-		}
-		log.Info("informer caches synced", "source", o.Source)
-		if runScaleDown != nil {
-			go runScaleDown(ctx)
-		}
-		src.loop(ctx, func() { firstCycle.Store(true) })
-	}()
-	if err := a.AdapterBase.Run(ctx); err != nil {
-		return err
-	}
-	// A failed KEDA scaler stopped the adapter; a signal is no error.
-	if cause := context.Cause(ctx); cause != ctx.Err() {
-		return fmt.Errorf("KEDA scaler: %w", cause)
 	}
 	return nil
 }
