@@ -38,6 +38,7 @@ type flags struct {
 	tracePath, shape, policies, schedule, updateDocs  string
 	goalPolicy                                        string
 	family, asJSON, need, parts, disagg, counts       bool
+	sequentialNeed                                    bool
 	spreadKV, measuredArrivals, settledSpread         bool
 	minCorrection, maxCorrection, maxOfStatic         float64
 	itl                                               time.Duration
@@ -66,6 +67,7 @@ func main() {
 	flag.DurationVar(&f.objective, "capacity-ttft-objective", 0, "The capacity policy's TTFT objective (0: the SLO).")
 	flag.DurationVar(&f.window, "capacity-window", time.Minute, "The capacity policy's prefill-time window (the adapter's --ttft-window).")
 	flag.BoolVar(&f.need, "per-minute-need", false, "Print each minute's arrivals and the fewest static replicas that meet it, and exit.")
+	flag.BoolVar(&f.sequentialNeed, "sequential-need", false, "The clairvoyant and reactive references (and --per-minute-need) take each minute's need given the needs chosen for the minutes before it (offlinereplay.SequentialNeed), not a static fleet's over the whole trace (MinuteNeed), which carries a burst's backlog into the minutes after it.")
 	flag.BoolVar(&f.parts, "capacity-parts", false, "Print the capacity estimate's parts at each minute's first sync (with --disaggregated: each policy's and pool's).")
 	flag.Float64Var(&f.runningTarget, "running-requests-target", 16, "The running-requests policy's averageValue.")
 	flag.DurationVar(&f.down, "capacity-scale-down-window", 0, "The capacity policy's scale-down stabilization window (0: what `adapter recommend` gives).")
@@ -109,6 +111,7 @@ func run(f flags) error {
 	}
 	setup := robustness.DefaultSetup()
 	setup.MaxOfStatic = f.maxOfStatic
+	setup.SequentialNeed = f.sequentialNeed
 	setup.Tweak = func(o *offlinereplay.PolicyOptions) {
 		o.Schedule, o.Objective, o.Window, o.DownWindow = f.schedule, f.objective, f.window, f.down
 		o.DownPercent, o.DownPods, o.DownPeriod = f.downPercent, f.downPods, f.downPeriod
@@ -321,7 +324,11 @@ func printNeed(w robustness.Workload, setup robustness.Setup) error {
 	if err != nil {
 		return err
 	}
-	need, err := offlinereplay.MinuteNeed(w.Requests, setup.Profile, slo, static)
+	needOf := offlinereplay.MinuteNeed
+	if setup.SequentialNeed {
+		needOf = offlinereplay.SequentialNeed
+	}
+	need, err := needOf(w.Requests, setup.Profile, slo, static)
 	if err != nil {
 		return err
 	}

@@ -96,6 +96,9 @@ type Setup struct {
 	MaxOfStatic float64
 	// Tweak, when set, changes the policies' options (sweeps).
 	Tweak func(*offlinereplay.PolicyOptions)
+	// SequentialNeed gives the clairvoyant and reactive references
+	// offlinereplay.SequentialNeed's needs instead of MinuteNeed's.
+	SequentialNeed bool
 }
 
 // DefaultSetup is the bench's: L4 replicas that load for a minute, a 5 s
@@ -204,7 +207,11 @@ func runOne(w Workload, policies []string, s Setup) (Report, error) {
 		s.Tweak(&opts)
 	}
 	if slices.Contains(policies, offlinereplay.PolicyClairvoyant) || slices.Contains(policies, offlinereplay.PolicyReactive) {
-		if opts.Need, err = offlinereplay.MinuteNeed(w.Requests, s.Profile, slo, static); err != nil {
+		need := offlinereplay.MinuteNeed
+		if s.SequentialNeed {
+			need = offlinereplay.SequentialNeed
+		}
+		if opts.Need, err = need(w.Requests, s.Profile, slo, static); err != nil {
 			return Report{}, err
 		}
 	}
