@@ -324,11 +324,7 @@ func printNeed(w robustness.Workload, setup robustness.Setup) error {
 	if err != nil {
 		return err
 	}
-	needOf := offlinereplay.MinuteNeed
-	if setup.SequentialNeed {
-		needOf = offlinereplay.SequentialNeed
-	}
-	need, err := needOf(w.Requests, setup.Profile, slo, static)
+	need, err := setup.Needs(w.Requests, slo, static)
 	if err != nil {
 		return err
 	}

@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	cmv1beta2 "k8s.io/metrics/pkg/apis/custom_metrics/v1beta2"
 	emv1beta1 "k8s.io/metrics/pkg/apis/external_metrics/v1beta1"
+	"k8s.io/utils/ptr"
 
 	"github.com/gpuscale/gpuscale/internal/harness/devenv"
 	"github.com/gpuscale/gpuscale/internal/harness/testenv"
@@ -56,7 +57,7 @@ func logNamespaceState(t *testing.T, ns string) {
 	}
 	if deps, err := c.AppsV1().Deployments(ns).List(ctx, metav1.ListOptions{}); err == nil {
 		for _, d := range deps.Items {
-			t.Logf("at the end: Deployment %s/%s spec %d, ready %d", ns, d.Name, ptrValue(d.Spec.Replicas), d.Status.ReadyReplicas)
+			t.Logf("at the end: Deployment %s/%s spec %d, ready %d", ns, d.Name, ptr.Deref(d.Spec.Replicas, 0), d.Status.ReadyReplicas)
 		}
 	}
 	if pods, err := c.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{}); err == nil {
@@ -64,13 +65,6 @@ func logNamespaceState(t *testing.T, ns string) {
 			t.Logf("at the end: pod %s/%s on %q %s, deleting %v", ns, p.Name, p.Spec.NodeName, p.Status.Phase, p.DeletionTimestamp != nil)
 		}
 	}
-}
-
-func ptrValue(p *int32) int32 {
-	if p == nil {
-		return 0
-	}
-	return *p
 }
 
 // deployment creates a Deployment of simulated vLLM servers, one GPU each,

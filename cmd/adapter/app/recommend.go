@@ -241,8 +241,9 @@ func measure(h *autoscalingv2.HorizontalPodAutoscaler, tmpl *corev1.PodTemplateS
 // bounds to 1 would hold every loop open, which `adapter recommend` does
 // not see.
 func closedLoop(h *autoscalingv2.HorizontalPodAutoscaler, tmpl *corev1.PodTemplateSpec) bool {
+	podsRole := provider.RoleOf(tmpl.Labels)
 	for _, m := range h.Spec.Metrics {
-		role := provider.RoleOf(tmpl.Labels)
+		role := podsRole
 		switch {
 		case m.Object != nil && m.Object.Metric.Name == provider.CapacityUtilization,
 			m.Pods != nil && m.Pods.Metric.Name == provider.CapacityUtilization:

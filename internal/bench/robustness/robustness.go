@@ -101,6 +101,16 @@ type Setup struct {
 	SequentialNeed bool
 }
 
+// Needs is each minute's need (up to limit replicas) that the clairvoyant
+// and reactive references ask for: offlinereplay.SequentialNeed's when
+// SequentialNeed is set, MinuteNeed's otherwise.
+func (s Setup) Needs(reqs []trace.Request, slo time.Duration, limit int) ([]int, error) {
+	if s.SequentialNeed {
+		return offlinereplay.SequentialNeed(reqs, s.Profile, slo, limit)
+	}
+	return offlinereplay.MinuteNeed(reqs, s.Profile, slo, limit)
+}
+
 // DefaultSetup is the bench's: L4 replicas that load for a minute, a 5 s
 // scrape, a 15 s HPA sync, and its HPA targets.
 func DefaultSetup() Setup {
@@ -207,11 +217,7 @@ func runOne(w Workload, policies []string, s Setup) (Report, error) {
 		s.Tweak(&opts)
 	}
 	if slices.Contains(policies, offlinereplay.PolicyClairvoyant) || slices.Contains(policies, offlinereplay.PolicyReactive) {
-		need := offlinereplay.MinuteNeed
-		if s.SequentialNeed {
-			need = offlinereplay.SequentialNeed
-		}
-		if opts.Need, err = need(w.Requests, s.Profile, slo, static); err != nil {
+		if opts.Need, err = s.Needs(w.Requests, slo, static); err != nil {
 			return Report{}, err
 		}
 	}
