@@ -9,13 +9,17 @@
 #   hack/learner-grid.sh                 # 36 cells on seeds 2026, 7 and 99: about 45 minutes of CPU
 #   SEEDS=2026 LOOKBACKS=5 QUANTILES=0.75 MARGINS=0.4 hack/learner-grid.sh   # one cell
 #
-# Set GRID_LOG to a folder to keep each cell's per-workload lines.
+# Set GRID_LOG to a folder to keep each cell's per-workload lines. NEED is
+# the needs the learner reads (hack/offline-replay --need): whole-trace by
+# default, as Round nine ran it; best or sequential take about 4 more minutes
+# of CPU a cell.
 set -euo pipefail
 # shellcheck disable=SC2206 # each list is words
 seeds=(${SEEDS:-2026 7 99})
 lookbacks=(${LOOKBACKS:-5 15 30})
 quantiles=(${QUANTILES:-0.5 0.75 0.9 1})
 margins=(${MARGINS:-0 0.2 0.4})
+need=${NEED:-whole-trace}
 cd "$(dirname "$0")/.."
 source hack/lib/goenv.sh
 work=$(mktemp -d)
@@ -30,7 +34,7 @@ for seed in "${seeds[@]}"; do
 			for m in "${margins[@]}"; do
 				cell="seed $seed, K $k, Q $q, M $m"
 				lines=$work/lines-$seed-$k-$q-$m
-				row=$("$bin" --family --goal-counts --seed="$seed" --goal-policy=reactive --policies=static-peak,reactive \
+				row=$("$bin" --family --goal-counts --seed="$seed" --goal-policy=reactive --policies=static-peak,reactive --need="$need" \
 					--reactive-lookback="$k" --reactive-quantile="$q" --reactive-margin="$m" 2>"$lines")
 				rows+=("| $cell $row")
 				awk -v seed="$seed" '/meets every goal$/ {print seed, $1}' "$lines" >>"$work/met"

@@ -36,7 +36,7 @@ import (
 
 type flags struct {
 	tracePath, shape, policies, schedule, updateDocs  string
-	goalPolicy                                        string
+	goalPolicy, needReading                           string
 	family, asJSON, need, parts, disagg, counts       bool
 	sequentialNeed                                    bool
 	spreadKV, measuredArrivals, settledSpread         bool
@@ -67,7 +67,8 @@ func main() {
 	flag.DurationVar(&f.objective, "capacity-ttft-objective", 0, "The capacity policy's TTFT objective (0: the SLO).")
 	flag.DurationVar(&f.window, "capacity-window", time.Minute, "The capacity policy's prefill-time window (the adapter's --ttft-window).")
 	flag.BoolVar(&f.need, "per-minute-need", false, "Print each minute's arrivals and the fewest static replicas that meet it, and exit.")
-	flag.BoolVar(&f.sequentialNeed, "sequential-need", false, "The clairvoyant and reactive references (and --per-minute-need) take each minute's need given the needs chosen for the minutes before it (offlinereplay.SequentialNeed), not a static fleet's over the whole trace (MinuteNeed), which carries a burst's backlog into the minutes after it.")
+	flag.StringVar(&f.needReading, "need", robustness.ReadingBest, "How the clairvoyant and reactive references (and --per-minute-need) read each minute's need: whole-trace (offlinereplay.MinuteNeed: the fewest static replicas that meet it serving the whole trace, which carries a burst's backlog into the minutes after it), sequential (offlinereplay.SequentialNeed: given the needs chosen for the minutes before it; several times slower), or best (both, each reference's better run kept).")
+	flag.BoolVar(&f.sequentialNeed, "sequential-need", false, "Shorthand for --need=sequential.")
 	flag.BoolVar(&f.parts, "capacity-parts", false, "Print the capacity estimate's parts at each minute's first sync (with --disaggregated: each policy's and pool's).")
 	flag.Float64Var(&f.runningTarget, "running-requests-target", 16, "The running-requests policy's averageValue.")
 	flag.DurationVar(&f.down, "capacity-scale-down-window", 0, "The capacity policy's scale-down stabilization window (0: what `adapter recommend` gives).")
@@ -111,7 +112,14 @@ func run(f flags) error {
 	}
 	setup := robustness.DefaultSetup()
 	setup.MaxOfStatic = f.maxOfStatic
-	setup.SequentialNeed = f.sequentialNeed
+	if f.sequentialNeed {
+		f.needReading = robustness.ReadingSequential
+	}
+	reading, err := robustness.ParseNeedReading(f.needReading)
+	if err != nil {
+		return fmt.Errorf("--need: %w", err)
+	}
+	setup.Need = reading
 	setup.Tweak = func(o *offlinereplay.PolicyOptions) {
 		o.Schedule, o.Objective, o.Window, o.DownWindow = f.schedule, f.objective, f.window, f.down
 		o.DownPercent, o.DownPods, o.DownPeriod = f.downPercent, f.downPods, f.downPeriod
@@ -248,6 +256,8 @@ type jsonOutcome struct {
 	ScaleUps         int     `json:"scaleUps"`
 	ScaleDowns       int     `json:"scaleDowns"`
 	ReachableMinutes int     `json:"reachableMinutes"`
+	// NeedReading is the needs a reference's run asked for.
+	NeedReading string `json:"needReading,omitempty"`
 }
 
 func printJSON(r robustness.Report) error {
@@ -255,18 +265,21 @@ func printJSON(r robustness.Report) error {
 	for _, o := range r.Outcomes {
 		if err := enc.Encode(jsonOutcome{Workload: r.Workload.Name, SLOSeconds: r.SLO.Seconds(), Policy: o.Policy,
 			MinutesMet: o.MinutesMet, Minutes: o.Minutes, GPUHours: o.GPUHours, StaticFraction: o.StaticFraction,
-			Unserved: o.Unserved, Rejected: o.Rejected, ScaleUps: o.Ups, ScaleDowns: o.Downs, ReachableMinutes: r.Reachable}); err != nil {
+			Unserved: o.Unserved, Rejected: o.Rejected, ScaleUps: o.Ups, ScaleDowns: o.Downs, ReachableMinutes: r.Reachable,
+			NeedReading: o.NeedReading}); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
+// minutes is how many of r's minutes had arrivals, which every policy
+// replayed counts alike.
 func minutes(r robustness.Report) int {
-	if o, ok := r.Outcome(autoscalebench.PolicyStatic); ok {
-		return o.Minutes
+	if len(r.Outcomes) == 0 {
+		return 0
 	}
-	return 0
+	return r.Outcomes[0].Minutes
 }
 
 // partsPrinter prints the first estimate of each minute, if on.
@@ -310,30 +323,38 @@ func report(o robustness.Outcome, r robustness.Report) {
 			lost = append(lost, fmt.Sprintf("%d (%.2fs)", m, o.P90[m]))
 		}
 	}
-	fmt.Printf("%-24s SLO minutes %3d/%d  of static %6.1f%%  ups/downs %3d/%3d  peak %3d  unserved %d  rejected %d\n",
-		o.Policy, o.MinutesMet, o.Minutes, 100*o.StaticFraction, o.Ups, o.Downs, o.Peak, o.Unserved, o.Rejected)
+	reading := ""
+	if o.NeedReading != "" {
+		reading = "  on " + o.NeedReading + " needs"
+	}
+	fmt.Printf("%-24s SLO minutes %3d/%d  of static %6.1f%%  ups/downs %3d/%3d  peak %3d  unserved %d  rejected %d%s\n",
+		o.Policy, o.MinutesMet, o.Minutes, 100*o.StaticFraction, o.Ups, o.Downs, o.Peak, o.Unserved, o.Rejected, reading)
 	if len(lost) > 0 && len(lost) <= 12 {
 		fmt.Printf("%24s minutes static meets, lost: %s\n", "", strings.Join(lost, ", "))
 	}
 }
 
-// printNeed prints, per minute, the arrivals and the fewest replicas that,
-// serving the whole trace from the start, meet that minute's SLO.
+// printNeed prints, per minute, the arrivals and the fewest replicas that
+// meet that minute's SLO, in each reading setup.Need asks for.
 func printNeed(w robustness.Workload, setup robustness.Setup) error {
 	slo, static, _, err := robustness.ChooseSLO(w, setup.Profile)
 	if err != nil {
 		return err
 	}
-	need, err := setup.Needs(w.Requests, slo, static)
+	readings, err := setup.Readings(w.Requests, slo, static)
 	if err != nil {
 		return err
 	}
-	arrivals := make([]int, len(need))
+	arrivals := make([]int, len(readings[0].Need))
 	for _, r := range w.Requests {
 		arrivals[int(r.At/time.Minute)]++
 	}
-	for m := range need {
-		fmt.Printf("minute %2d: %3d requests, need %d\n", m, arrivals[m], need[m])
+	for m := range arrivals {
+		fmt.Printf("minute %2d: %3d requests, need", m, arrivals[m])
+		for _, r := range readings {
+			fmt.Printf(" %d (%s)", r.Need[m], r.Name)
+		}
+		fmt.Println()
 	}
 	return nil
 }

@@ -113,6 +113,7 @@ func median(xs []float64) float64 {
 // as a share of static's; then the goals.
 func Markdown(reports []Report, policies []string, recommended string) string {
 	var b strings.Builder
+	sequential := false
 	b.WriteString("| workload | SLO | static | " + strings.Join(policies, " | ") + " |\n|---|---:|---:|")
 	b.WriteString(strings.Repeat("---:|", len(policies)) + "\n")
 	for _, r := range reports {
@@ -131,6 +132,10 @@ func Markdown(reports []Report, policies []string, recommended string) string {
 			if o.Unserved > 0 {
 				cell += fmt.Sprintf(", %d unserved", o.Unserved)
 			}
+			if o.NeedReading == ReadingSequential {
+				cell += "†"
+				sequential = true
+			}
 			if p == recommended {
 				cell = "**" + cell + "**"
 			}
@@ -138,7 +143,11 @@ func Markdown(reports []Report, policies []string, recommended string) string {
 		}
 		b.WriteString("\n")
 	}
-	b.WriteString("\nEach cell: SLO minutes met, and GPU-hours as a share of static provisioning's. Requests larger than a replica's KV cache are rejected, as vLLM rejects them, and counted in no minute.\n\n")
+	b.WriteString("\nEach cell: SLO minutes met, and GPU-hours as a share of static provisioning's. Requests larger than a replica's KV cache are rejected, as vLLM rejects them, and counted in no minute.")
+	if sequential {
+		b.WriteString(" The references ran on both readings of each minute's need and kept the run with more SLO minutes, then fewer GPU-hours; † marks a run on the sequential needs (`offlinereplay.SequentialNeed`), the others ran on the whole trace's (`offlinereplay.MinuteNeed`).")
+	}
+	b.WriteString("\n\n")
 	b.WriteString("| goal (" + recommended + ") | workload | measured | met |\n|---|---|---|---|\n")
 	for _, c := range Goals(reports, recommended) {
 		met := "yes"

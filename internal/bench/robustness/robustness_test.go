@@ -257,3 +257,96 @@ func TestFractionWithoutStatic(t *testing.T) {
 		t.Errorf("fraction of static's bill %v alone, %v beside static", got.StaticFraction, want.StaticFraction)
 	}
 }
+
+// burstThenQuiet is two minutes of a burst, then three quiet ones: evenly
+// spaced requests of one size, on which the two readings of a minute's
+// need differ after the burst.
+func burstThenQuiet() []trace.Request {
+	var reqs []trace.Request
+	add := func(from, to time.Duration, perMinute int) {
+		gap := time.Minute / time.Duration(perMinute)
+		for at := from; at < to; at += gap {
+			reqs = append(reqs, trace.Request{At: at, ContextTokens: 1500, GeneratedTokens: 100})
+		}
+	}
+	add(0, 2*time.Minute, 600)
+	add(2*time.Minute, 5*time.Minute, 30)
+	return reqs
+}
+
+// TestReferencesKeepTheBetterReading: by default each reference runs on
+// both readings of the needs and reports the better run (more minutes,
+// then fewer GPU-hours), named by its reading; a reading asked for alone is
+// what runs.
+func TestReferencesKeepTheBetterReading(t *testing.T) {
+	w := Workload{Name: "burst then quiet", Requests: burstThenQuiet(), SLO: time.Second}
+	policies := []string{offlinereplay.PolicyClairvoyant, offlinereplay.PolicyReactive}
+	runWith := func(reading NeedReading) Report {
+		t.Helper()
+		setup := DefaultSetup()
+		setup.Need = reading
+		reps, err := Run([]Workload{w}, policies, setup)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return reps[0]
+	}
+	whole, seq, best := runWith(NeedWholeTrace), runWith(NeedSequential), runWith(NeedBest)
+	for _, p := range policies {
+		ow, _ := whole.Outcome(p)
+		oseq, _ := seq.Outcome(p)
+		ob, ok := best.Outcome(p)
+		if !ok {
+			t.Fatalf("%s: no outcome", p)
+		}
+		if ow.NeedReading != ReadingWholeTrace || oseq.NeedReading != ReadingSequential {
+			t.Errorf("%s: readings %q and %q, want %q and %q", p, ow.NeedReading, oseq.NeedReading, ReadingWholeTrace, ReadingSequential)
+		}
+		want := ow
+		if oseq.MinutesMet > ow.MinutesMet || (oseq.MinutesMet == ow.MinutesMet && oseq.ReplicaSeconds < ow.ReplicaSeconds) {
+			want = oseq
+		}
+		t.Logf("%s: whole-trace %d min %.0f s, sequential %d min %.0f s, best on %s", p, ow.MinutesMet, ow.ReplicaSeconds, oseq.MinutesMet, oseq.ReplicaSeconds, ob.NeedReading)
+		if ob.NeedReading != want.NeedReading || ob.MinutesMet != want.MinutesMet || ob.ReplicaSeconds != want.ReplicaSeconds {
+			t.Errorf("%s: best is %d minutes at %.0f s on %s, want %d at %.0f s on %s", p,
+				ob.MinutesMet, ob.ReplicaSeconds, ob.NeedReading, want.MinutesMet, want.ReplicaSeconds, want.NeedReading)
+		}
+	}
+	if c, _ := seq.Outcome(offlinereplay.PolicyClairvoyant); c.ReplicaSeconds >= mustOutcome(t, whole, offlinereplay.PolicyClairvoyant).ReplicaSeconds {
+		t.Errorf("the clairvoyant reference costs %.0f replica-seconds on sequential needs, want less than on the whole trace's (the burst's backlog read as the quiet minutes' need)", c.ReplicaSeconds)
+	}
+	if !strings.Contains(Markdown([]Report{seq}, policies, offlinereplay.PolicyClairvoyant), "†") {
+		t.Error("a run on sequential needs is not marked in the table")
+	}
+	if strings.Contains(Markdown([]Report{whole}, policies, offlinereplay.PolicyClairvoyant), "†") {
+		t.Error("a table with no run on sequential needs marks one")
+	}
+}
+
+func mustOutcome(t *testing.T, r Report, policy string) Outcome {
+	t.Helper()
+	o, ok := r.Outcome(policy)
+	if !ok {
+		t.Fatalf("%s: no outcome", policy)
+	}
+	return o
+}
+
+func TestParseNeedReading(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		want NeedReading
+		err  bool
+	}{
+		{name: ReadingBest, want: NeedBest},
+		{name: ReadingWholeTrace, want: NeedWholeTrace},
+		{name: ReadingSequential, want: NeedSequential},
+		{name: "", err: true},
+		{name: "Sequential", err: true},
+	} {
+		got, err := ParseNeedReading(tc.name)
+		if (err != nil) != tc.err || (!tc.err && got != tc.want) {
+			t.Errorf("ParseNeedReading(%q) = %v, %v; want %v, error %v", tc.name, got, err, tc.want, tc.err)
+		}
+	}
+}
