@@ -282,29 +282,7 @@ func runOne(w Workload, policies []string, s Setup) (Report, error) {
 			return Report{}, err
 		}
 	}
-	replay := func(name string, opts offlinereplay.PolicyOptions) (Outcome, error) {
-		p, b, err := offlinereplay.NewPolicy(name, opts)
-		if err != nil {
-			return Outcome{}, err
-		}
-		cfg := offlinereplay.Config{Requests: w.Requests, Profile: s.Profile, SLO: slo, ModelLoad: s.ModelLoad,
-			StartDelay: s.StartDelay, Grace: s.Grace, Initial: initial, Scrape: s.Scrape, Sync: s.Sync, SyncPhase: s.Phase,
-			Behavior: b, Policy: p}
-		if p == nil {
-			cfg.Initial = static
-		}
-		res, err := offlinereplay.Run(cfg)
-		if err != nil {
-			return Outcome{}, fmt.Errorf("%s: %w", name, err)
-		}
-		o := Outcome{Policy: name, Result: res, GPUHours: res.ReplicaSeconds / 3600, ScaleEvents: res.Ups + res.Downs}
-		for m := range res.P90 {
-			if !math.IsNaN(res.P90[m]) {
-				o.Minutes++
-			}
-		}
-		return o, nil
-	}
+	one := workloadReplay{w: w, s: s, slo: slo, static: static, initial: initial}
 	var staticSec, clairSec float64
 	// Every fraction is of static's bill: static is replayed even when
 	// not asked for, and then left out of the outcomes.
@@ -319,10 +297,10 @@ func runOne(w Workload, policies []string, s Setup) (Report, error) {
 			o, err = bestReading(readings, func(r Reading) (Outcome, error) {
 				ropts := opts
 				ropts.Need = r.Need
-				return replay(name, ropts)
+				return one.replay(name, ropts)
 			})
 		} else {
-			o, err = replay(name, opts)
+			o, err = one.replay(name, opts)
 		}
 		if err != nil {
 			return Report{}, err
@@ -344,6 +322,41 @@ func runOne(w Workload, policies []string, s Setup) (Report, error) {
 		o.ClairvoyantFraction = ratio(o.ReplicaSeconds, clairSec)
 	}
 	return rep, nil
+}
+
+// workloadReplay replays one workload under one policy at a time, at the
+// workload's SLO, from its first minute's static size (static's own fleet
+// for a policy that never scales).
+type workloadReplay struct {
+	w               Workload
+	s               Setup
+	slo             time.Duration
+	static, initial int
+}
+
+func (r workloadReplay) replay(name string, opts offlinereplay.PolicyOptions) (Outcome, error) {
+	p, b, err := offlinereplay.NewPolicy(name, opts)
+	if err != nil {
+		return Outcome{}, err
+	}
+	s := r.s
+	cfg := offlinereplay.Config{Requests: r.w.Requests, Profile: s.Profile, SLO: r.slo, ModelLoad: s.ModelLoad,
+		StartDelay: s.StartDelay, Grace: s.Grace, Initial: r.initial, Scrape: s.Scrape, Sync: s.Sync, SyncPhase: s.Phase,
+		Behavior: b, Policy: p}
+	if p == nil {
+		cfg.Initial = r.static
+	}
+	res, err := offlinereplay.Run(cfg)
+	if err != nil {
+		return Outcome{}, fmt.Errorf("%s: %w", name, err)
+	}
+	o := Outcome{Policy: name, Result: res, GPUHours: res.ReplicaSeconds / 3600, ScaleEvents: res.Ups + res.Downs}
+	for m := range res.P90 {
+		if !math.IsNaN(res.P90[m]) {
+			o.Minutes++
+		}
+	}
+	return o, nil
 }
 
 // bestReading replays a reference on each reading and keeps the better
