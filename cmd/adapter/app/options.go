@@ -226,6 +226,21 @@ func (o *Options) Validate() error {
 	default:
 		errs = append(errs, fmt.Errorf("--source must be embedded or prometheus, got %q", o.Source))
 	}
+	errs = append(errs, o.validateScrape()...)
+	errs = append(errs, o.validateCapacity()...)
+	errs = append(errs, o.validateDiscovery()...)
+	errs = append(errs, o.ScaleDown.validate()...)
+	errs = append(errs, o.Forward.validate()...)
+	errs = append(errs, o.KEDAScaler.validate(o.Certs.KEDAClientSecret != "")...)
+	errs = append(errs, o.Certs.validate(&o.KEDAScaler)...)
+	errs = append(errs, o.validateExporterToken()...)
+	return errors.Join(errs...)
+}
+
+// validateScrape checks the scrape loop's timing and its bounds on
+// memory, connections and bytes.
+func (o *Options) validateScrape() []error {
+	var errs []error
 	if o.LatencyWindowIdle < 0 {
 		errs = append(errs, fmt.Errorf("--latency-window-idle must not be negative, got %v", o.LatencyWindowIdle))
 	}
@@ -259,6 +274,15 @@ func (o *Options) Validate() error {
 	if o.MaxStaleness < o.ScrapeInterval {
 		errs = append(errs, fmt.Errorf("--max-staleness (%v) must be at least --scrape-interval", o.MaxStaleness))
 	}
+	if o.TTFTWindow < 2*o.ScrapeInterval {
+		errs = append(errs, fmt.Errorf("--ttft-window (%v) needs at least two scrapes", o.TTFTWindow))
+	}
+	return errs
+}
+
+// validateCapacity checks the capacity signal's objectives and bounds.
+func (o *Options) validateCapacity() []error {
+	var errs []error
 	if !(o.CapacityTimeScale > 0) || math.IsInf(o.CapacityTimeScale, 0) {
 		errs = append(errs, fmt.Errorf("--capacity-time-scale must be positive and finite, got %v", o.CapacityTimeScale))
 	}
@@ -271,9 +295,12 @@ func (o *Options) Validate() error {
 	if o.CapacityITLObjective < 0 {
 		errs = append(errs, fmt.Errorf("--capacity-itl-objective must not be negative, got %v", o.CapacityITLObjective))
 	}
-	if o.TTFTWindow < 2*o.ScrapeInterval {
-		errs = append(errs, fmt.Errorf("--ttft-window (%v) needs at least two scrapes", o.TTFTWindow))
-	}
+	return errs
+}
+
+// validateDiscovery checks how exporters and annotated pods are found.
+func (o *Options) validateDiscovery() []error {
+	var errs []error
 	if _, err := labels.Parse(o.ExporterSelector); err != nil {
 		errs = append(errs, fmt.Errorf("--exporter-selector: %w", err))
 	}
@@ -299,13 +326,7 @@ func (o *Options) Validate() error {
 	if o.MaxTargetsPerNamespace < 0 {
 		errs = append(errs, fmt.Errorf("--max-targets-per-namespace must be 0 (no cap) or more, got %d", o.MaxTargetsPerNamespace))
 	}
-	errs = append(errs, o.ScaleDown.validate()...)
-
-	errs = append(errs, o.Forward.validate()...)
-	errs = append(errs, o.KEDAScaler.validate(o.Certs.KEDAClientSecret != "")...)
-	errs = append(errs, o.Certs.validate(&o.KEDAScaler)...)
-	errs = append(errs, o.validateExporterToken()...)
-	return errors.Join(errs...)
+	return errs
 }
 
 func (o *PrometheusOptions) validate() []error {
