@@ -152,7 +152,24 @@ func GPUFamilies() []string {
 // with ErrDuplicateSeries when one holds a series twice. Rejected lists the
 // readings and sums not stored.
 func GPU(families map[string]*dto.MetricFamily) (pods map[store.Key]store.Sample, node store.Sample, rejected []Rejection, err error) {
+	devs, rejected, err := readDevices(families)
+	if err != nil {
+		return nil, store.Sample{}, nil, err
+	}
+	if len(devs) == 0 {
+		return nil, store.Sample{}, nil, ErrNoGPUSeries
+	}
+	rejected = markShared(families, devs, rejected)
+	pods, node, rejected = aggregateDevices(devs, rejected)
+	return pods, node, rejected, nil
+}
+
+// readDevices reads every GPU field's series into the devices they are of,
+// keyed by UUID and MIG instance, with the pods each is attributed to. A
+// reading out of range is rejected and marks its field bad on the device.
+func readDevices(families map[string]*dto.MetricFamily) (map[string]*device, []Rejection, error) {
 	devs := map[string]*device{}
+	var rejected []Rejection
 	seen := newSeriesSet()
 	for i := range gpuFields {
 		f := &gpuFields[i]
@@ -162,7 +179,7 @@ func GPU(families map[string]*dto.MetricFamily) (pods map[store.Key]store.Sample
 		}
 		for _, m := range mf.GetMetric() {
 			if err := seen.add(name, m); err != nil {
-				return nil, store.Sample{}, nil, err
+				return nil, nil, err
 			}
 			lbl := labelMap(m)
 			key := lbl[dcgm.LabelUUID] + "/" + lbl[dcgm.LabelGPUIID]
@@ -200,26 +217,38 @@ func GPU(families map[string]*dto.MetricFamily) (pods map[store.Key]store.Sample
 			}
 		}
 	}
-	if len(devs) == 0 {
-		return nil, store.Sample{}, nil, ErrNoGPUSeries
+	return devs, rejected, nil
+}
+
+// markShared marks the devices the exporter reports as shared (time-sliced
+// or MPS), whose series are the pods' shares: their sum is the device's,
+// and shares that add up past the device are all rejected.
+func markShared(families map[string]*dto.MetricFamily, devs map[string]*device, rejected []Rejection) []Rejection {
+	mf := families[dcgm.GPUShared]
+	if mf == nil {
+		return rejected
 	}
-	if mf := families[dcgm.GPUShared]; mf != nil {
-		for _, m := range mf.GetMetric() {
-			lbl := labelMap(m)
-			key := lbl[dcgm.LabelUUID] + "/" + lbl[dcgm.LabelGPUIID]
-			d := devs[key]
-			if d == nil || d.shared {
-				continue
-			}
-			d.shared = true
-			// Shares in range each can add up past the device: none of
-			// them is then believed.
-			if err := signal.GPUUtilization.DeviceRange().Check(d.utilSum); err != nil && d.bad&bit(utilField) == 0 {
-				d.bad |= bit(utilField)
-				rejected = append(rejected, rejection("the pods' shares of GPU "+key, err))
-			}
+	for _, m := range mf.GetMetric() {
+		lbl := labelMap(m)
+		key := lbl[dcgm.LabelUUID] + "/" + lbl[dcgm.LabelGPUIID]
+		d := devs[key]
+		if d == nil || d.shared {
+			continue
+		}
+		d.shared = true
+		// Shares in range each can add up past the device: none of
+		// them is then believed.
+		if err := signal.GPUUtilization.DeviceRange().Check(d.utilSum); err != nil && d.bad&bit(utilField) == 0 {
+			d.bad |= bit(utilField)
+			rejected = append(rejected, rejection("the pods' shares of GPU "+key, err))
 		}
 	}
+	return rejected
+}
+
+// aggregateDevices sums and averages the devices' readings per pod and for
+// the node; a MIG instance counts for its pods only.
+func aggregateDevices(devs map[string]*device, rejected []Rejection) (pods map[store.Key]store.Sample, node store.Sample, _ []Rejection) {
 	var nodeAgg aggregate
 	byPod := map[store.Key]*aggregate{}
 	for _, d := range devs {
@@ -240,7 +269,7 @@ func GPU(families map[string]*dto.MetricFamily) (pods map[store.Key]store.Sample
 	for k, a := range byPod {
 		pods[k] = a.sample(&rejected, &k)
 	}
-	return pods, nodeAgg.sample(&rejected, nil), rejected, nil
+	return pods, nodeAgg.sample(&rejected, nil), rejected
 }
 
 // deviceUtil is the device's utilization: the sum of the pods' shares on a
