@@ -89,6 +89,13 @@ func run() error {
 	if err != nil {
 		return err
 	}
+	return replayPlan(plan, *out, log)
+}
+
+// replayPlan starts the local control plane on the plan's compressed
+// clock, replays the plan's requests under every policy at once, and
+// writes the report, the plots and the recording into out.
+func replayPlan(plan *autoscalebench.Plan, out string, log *slog.Logger) error {
 	fmt.Printf("replaying %d requests (%v of trace from %v) at %vx: about %v of wall time\n",
 		len(plan.Requests), plan.Duration.Round(time.Second), plan.Start, plan.Speedup, time.Duration(float64(plan.Duration)/plan.Speedup).Round(time.Second))
 	fmt.Printf("static peak need %d replicas (meets the SLO in %d of %d minutes; no count does better); start at %d; HPAs 1-%d\n",
@@ -96,11 +103,11 @@ func run() error {
 
 	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer cancel()
-	envDir := filepath.Join(*out, "env")
+	envDir := filepath.Join(out, "env")
 	if err := os.MkdirAll(envDir, 0o755); err != nil {
 		return err
 	}
-	clock := autoscalebench.NewClock(cfg.Speedup)
+	clock := autoscalebench.NewClock(plan.Speedup)
 	began := time.Now()
 	env, err := devenv.Up(ctx, plan.EnvOptions(envDir, clock, log))
 	if err != nil {
@@ -116,23 +123,29 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	if err := autoscalebench.WriteReport(*out, *rec); err != nil {
-		return err
-	}
-	raw, err := json.Marshal(rec)
-	if err != nil {
-		return err
-	}
-	if err := os.WriteFile(filepath.Join(*out, "recording.json"), raw, 0o644); err != nil {
-		return err
-	}
-	report, err := os.ReadFile(filepath.Join(*out, "report.md"))
+	report, err := writeRecording(out, rec)
 	if err != nil {
 		return err
 	}
 	fmt.Printf("%s\ndispatch lag p99 %v, max %v; requests with no ready replica: %d\nreport and plots in %s (wall %v)\n",
-		report, stats.DispatchLagP99.Round(time.Millisecond), stats.DispatchLagMax.Round(time.Millisecond), stats.NoBackend, *out, time.Since(began).Round(time.Second))
+		report, stats.DispatchLagP99.Round(time.Millisecond), stats.DispatchLagMax.Round(time.Millisecond), stats.NoBackend, out, time.Since(began).Round(time.Second))
 	return nil
+}
+
+// writeRecording writes the report, the plots and recording.json of rec
+// into out, and returns report.md.
+func writeRecording(out string, rec *autoscalebench.Recording) ([]byte, error) {
+	if err := autoscalebench.WriteReport(out, *rec); err != nil {
+		return nil, err
+	}
+	raw, err := json.Marshal(rec)
+	if err != nil {
+		return nil, err
+	}
+	if err := os.WriteFile(filepath.Join(out, "recording.json"), raw, 0o644); err != nil {
+		return nil, err
+	}
+	return os.ReadFile(filepath.Join(out, "report.md"))
 }
 
 // rereport renders the report and plots of a saved recording.
