@@ -361,49 +361,22 @@ func hasData(pods []Pod) bool {
 const maxSlots = 1 << 30
 
 func (e *Estimator) estimate(st *workloadState, now time.Time, pods []Pod, objective time.Duration) (Estimate, error) {
-	var (
-		est        Estimate
-		kv, run    float64
-		startups   []time.Duration
-		haveLoaded bool
-		perKV      []float64
-	)
-	est.PrefillObjective = objective.Seconds()
-	for _, p := range pods {
-		if p.Startup > 0 {
-			startups = append(startups, p.Startup)
-		}
-		if p.Loading {
-			est.Loading++
-		}
-		if p.Ready {
-			est.Replicas++
-		}
-		if !p.Ready || !p.Data {
-			continue
-		}
-		haveLoaded = true
-		est.Reporting++
-		est.Demand += p.Running + p.Waiting
-		run += p.Running
-		kv += p.KVPercent / 100
-		if !e.cfg.SettledSpread || p.ReadyAt.IsZero() || now.Sub(p.ReadyAt) >= e.cfg.Window {
-			perKV = append(perKV, p.KVPercent/100)
-		}
-	}
-	if !haveLoaded {
+	c := e.census(now, pods)
+	if c.reporting == 0 {
 		return Estimate{}, ErrNoData
 	}
+	est := Estimate{Replicas: c.ready, Reporting: c.reporting, Loading: c.loading, Demand: c.demand,
+		PrefillObjective: objective.Seconds()}
 	est.Demand *= float64(est.Replicas) / float64(est.Reporting)
-	est.Horizon = median(startups)
+	est.Horizon = median(c.startups)
 	// A replica's KV cache holds 1/(KV used per running request)
 	// requests of the current mix. Measured when at least one request
 	// runs; otherwise the last measurement stands.
-	if run >= 1 && kv > 0 {
-		st.slots = min(run/kv, maxSlots)
+	if c.running >= 1 && c.kv > 0 {
+		st.slots = min(c.running/c.kv, maxSlots)
 	}
 	est.Slots = st.slots
-	st.spread.observe(now, perKV, e.cfg.Window)
+	st.spread.observe(now, c.perKV, e.cfg.Window)
 
 	if st.holt.Len() == 0 || now.Sub(st.observed) >= observeGap(est.Horizon) {
 		st.holt.Observe(now, est.Demand, ForecastSmoothing(est.Horizon))
@@ -414,7 +387,7 @@ func (e *Estimator) estimate(st *workloadState, now time.Time, pods []Pod, objec
 	// once. So the replicas must carry the peak expected until then:
 	// for a damped trend, its end or now.
 	est.Forecast = max(est.Demand, st.forecast(now, est.Horizon), 0)
-	e.prefillTerm(st, now, pods, run*float64(est.Replicas)/float64(est.Reporting), &est, objective)
+	e.prefillTerm(st, now, pods, c.running*float64(est.Replicas)/float64(est.Reporting), &est, objective)
 	e.itlTerm(st, now, pods, &est)
 	if est.Slots > 0 {
 		e.kvPerReplica(st, &est)
@@ -444,6 +417,47 @@ func (e *Estimator) estimate(st *workloadState, now time.Time, pods []Pod, objec
 	est.Needed = est.Correction * model
 	est.Utilization = est.Needed / float64(est.Replicas)
 	return est, nil
+}
+
+// podCensus is what a workload's pods report at one estimate: the
+// replicas Ready, those reporting data among them and those loading, and
+// the reporting ones' requests and KV cache in use.
+type podCensus struct {
+	ready, reporting, loading int
+	// demand is the requests running and waiting; running those running.
+	demand, running float64
+	// kv is the KV cache in use, in caches' worth; perKV each replica's
+	// share, for the spread (without replicas Ready for less than a
+	// window with SettledSpread).
+	kv       float64
+	perKV    []float64
+	startups []time.Duration
+}
+
+func (e *Estimator) census(now time.Time, pods []Pod) podCensus {
+	var c podCensus
+	for _, p := range pods {
+		if p.Startup > 0 {
+			c.startups = append(c.startups, p.Startup)
+		}
+		if p.Loading {
+			c.loading++
+		}
+		if p.Ready {
+			c.ready++
+		}
+		if !p.Ready || !p.Data {
+			continue
+		}
+		c.reporting++
+		c.demand += p.Running + p.Waiting
+		c.running += p.Running
+		c.kv += p.KVPercent / 100
+		if !e.cfg.SettledSpread || p.ReadyAt.IsZero() || now.Sub(p.ReadyAt) >= e.cfg.Window {
+			c.perKV = append(c.perKV, p.KVPercent/100)
+		}
+	}
+	return c
 }
 
 // kvPerReplica fills the KV term's capacity: the requests of the current
