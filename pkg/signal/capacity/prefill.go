@@ -63,29 +63,7 @@ func MaxPrefillBusy(inc *histogram.Histogram, objective, q, dispersion float64) 
 	if inc == nil || inc.Validate() != nil || !(objective > 0) || !(q > 0 && q < 1) {
 		return lim
 	}
-	type mass struct{ s, n float64 }
-	var (
-		masses       []mass
-		total, below float64
-		lo, prev     float64
-	)
-	for i, b := range inc.Bounds {
-		n := max(inc.Counts[i]-prev, 0)
-		prev = max(prev, inc.Counts[i])
-		mid := (lo + b) / 2
-		if math.IsInf(b, 1) {
-			mid = lo
-		}
-		switch {
-		case b <= objective:
-			below += n
-		case lo < objective:
-			below += n * (objective - lo) / (b - lo) // 0 for the +Inf bucket
-		}
-		masses = append(masses, mass{mid, n})
-		total += n
-		lo = b
-	}
+	masses, total, below := prefillMasses(inc, objective)
 	lim.Requests = total
 	if total < 1/(1-q) {
 		return lim
@@ -139,6 +117,37 @@ func MaxPrefillBusy(inc *histogram.Histogram, objective, q, dispersion float64) 
 	}
 	lim.MaxBusy = lo
 	return lim
+}
+
+// prefillMass is a histogram bucket's requests (n), taken at one prefill
+// time (s).
+type prefillMass struct{ s, n float64 }
+
+// prefillMasses reads inc's buckets as masses at their middles (the first
+// bucket's from 0, the +Inf bucket's at the last finite bound), with the
+// requests in all and those whose prefill alone fits the objective,
+// interpolated linearly inside the objective's bucket as
+// histogram_quantile does.
+func prefillMasses(inc *histogram.Histogram, objective float64) (masses []prefillMass, total, below float64) {
+	var lo, prev float64
+	for i, b := range inc.Bounds {
+		n := max(inc.Counts[i]-prev, 0)
+		prev = max(prev, inc.Counts[i])
+		mid := (lo + b) / 2
+		if math.IsInf(b, 1) {
+			mid = lo
+		}
+		switch {
+		case b <= objective:
+			below += n
+		case lo < objective:
+			below += n * (objective - lo) / (b - lo) // 0 for the +Inf bucket
+		}
+		masses = append(masses, prefillMass{mid, n})
+		total += n
+		lo = b
+	}
+	return masses, total, below
 }
 
 // prefillPoolLimit is MaxPrefillBusy for a pool that does nothing but
