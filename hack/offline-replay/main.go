@@ -38,7 +38,7 @@ type flags struct {
 	tracePath, shape, policies, schedule, updateDocs  string
 	goalPolicy, needReading                           string
 	family, asJSON, need, parts, disagg, counts       bool
-	sequentialNeed                                    bool
+	sequentialNeed, reactivePeriodic                  bool
 	spreadKV, measuredArrivals, settledSpread         bool
 	minCorrection, maxCorrection, maxOfStatic         float64
 	itl                                               time.Duration
@@ -89,6 +89,7 @@ func main() {
 	flag.Float64Var(&f.reactiveMargin, "reactive-margin", 0, "The share the reactive reference asks for above each minute's need.")
 	flag.IntVar(&f.reactiveLookback, "reactive-lookback", 0, "The reactive reference asks for --reactive-quantile of the needs of the current minute and this many before it (0: the current minute's).")
 	flag.Float64Var(&f.reactiveQuantile, "reactive-quantile", 1, "With --reactive-lookback: the quantile of the needs seen, in (0, 1].")
+	flag.BoolVar(&f.reactivePeriodic, "reactive-periodic", false, "The reactive reference also asks, a start-up ahead, for the needs one period before the minutes coming, once the needs it has seen repeat with a period (a seasonal-naive prediction that errs less than the minute before's).")
 	flag.Float64Var(&f.capacityTarget, "capacity-target", recommend.CapacityTarget, "The capacity policy's HPA target value (the README's).")
 	flag.Uint64Var(&f.seed, "seed", robustness.Seed, "The seed the family's shapes are drawn with (another one: traffic no default was chosen on).")
 	flag.Parse()
@@ -124,7 +125,7 @@ func run(f flags) error {
 		o.Schedule, o.Objective, o.Window, o.DownWindow = f.schedule, f.objective, f.window, f.down
 		o.DownPercent, o.DownPods, o.DownPeriod = f.downPercent, f.downPods, f.downPeriod
 		o.ReactiveHold, o.ReactiveMargin = f.reactiveHold, f.reactiveMargin
-		o.ReactiveLookback, o.ReactiveQuantile = f.reactiveLookback, f.reactiveQuantile
+		o.ReactiveLookback, o.ReactiveQuantile, o.ReactivePeriodic = f.reactiveLookback, f.reactiveQuantile, f.reactivePeriodic
 		o.CapacityTarget = f.capacityTarget
 		o.Targets.RequestsRunning = f.runningTarget
 		o.Parts = partsPrinter(f.parts, "")

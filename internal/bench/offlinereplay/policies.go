@@ -85,6 +85,11 @@ type PolicyOptions struct {
 	ReactiveLookback int
 	// ReactiveQuantile is that quantile, in (0, 1] (nearest rank).
 	ReactiveQuantile float64
+	// ReactivePeriodic makes the reactive reference also ask, a start-up
+	// ahead, for the needs one period before the minutes coming, once the
+	// needs it has seen repeat with a period (seasonalPeriod): what a
+	// policy that learns a period, with a perfect model of the past, gets.
+	ReactivePeriodic bool
 	// CapacityTarget is the capacity policy's HPA target value (0:
 	// recommend.CapacityTarget, the README's).
 	CapacityTarget float64
@@ -160,7 +165,11 @@ func NewPolicy(name string, o PolicyOptions) (Policy, Behavior, error) {
 		if b.DownWindow <= 0 {
 			b.DownWindow = t.ModelLoad
 		}
-		return needOracle{need: o.Need, margin: o.ReactiveMargin, lookback: o.ReactiveLookback, quantile: o.ReactiveQuantile}, b, nil
+		c := needOracle{need: o.Need, margin: o.ReactiveMargin, lookback: o.ReactiveLookback, quantile: o.ReactiveQuantile}
+		if o.ReactivePeriodic {
+			c.seasonalAhead = t.ModelLoad + clairvoyantReach
+		}
+		return c, b, nil
 	case PolicySchedule:
 		steps, err := parseSchedule(o.Schedule)
 		if err != nil {
@@ -417,19 +426,59 @@ type needOracle struct {
 	// ReactiveQuantile.
 	lookback int
 	quantile float64
+	// seasonalAhead, when above 0, adds the needs one period before the
+	// minutes up to seasonalAhead from now, once a period is seen.
+	seasonalAhead time.Duration
 }
 
 func (c needOracle) Recommend(v View) (int, bool) {
 	now := v.Now.Sub(origin)
 	from, to := int(now/time.Minute), int((now+c.ahead)/time.Minute)
-	if c.lookback > 0 {
-		return c.pastQuantile(from), true
-	}
 	want := 1
-	for m := from; m <= to && m < len(c.need); m++ {
-		want = max(want, int(math.Ceil(float64(c.need[m])*(1+c.margin))))
+	if c.lookback > 0 {
+		want = c.pastQuantile(from)
+	} else {
+		for m := from; m <= to && m < len(c.need); m++ {
+			want = max(want, int(math.Ceil(float64(c.need[m])*(1+c.margin))))
+		}
+	}
+	if c.seasonalAhead > 0 && from < len(c.need) {
+		if p := seasonalPeriod(c.need[:from+1]); p > 0 {
+			for m := from + 1; m <= int((now+c.seasonalAhead)/time.Minute); m++ {
+				if k := m - p; k >= 0 && k <= from {
+					want = max(want, int(math.Ceil(float64(c.need[k])*(1+c.margin))))
+				}
+			}
+		}
 	}
 	return want, true
+}
+
+// seasonalPeriod is the period, in minutes, with which the needs seen
+// repeat: the lag P (at least 2, and at most half of what was seen, so
+// that a whole period is compared at least once) whose seasonal-naive
+// prediction, each minute's need from the need P minutes before, errs
+// least in mean absolute terms, provided it errs less than the naive
+// prediction from the minute before. 0 when no lag does: then the last
+// minute predicts the next as well as any period would.
+func seasonalPeriod(seen []int) int {
+	errAt := func(p int) float64 {
+		var sum float64
+		for i := p; i < len(seen); i++ {
+			sum += math.Abs(float64(seen[i] - seen[i-p]))
+		}
+		return sum / float64(len(seen)-p)
+	}
+	if len(seen) < 4 {
+		return 0
+	}
+	best, bestErr := 0, errAt(1)
+	for p := 2; p <= len(seen)/2; p++ {
+		if e := errAt(p); e < bestErr {
+			best, bestErr = p, e
+		}
+	}
+	return best
 }
 
 // pastQuantile is the quantile of the needs of minute m and the lookback

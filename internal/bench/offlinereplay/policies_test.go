@@ -168,6 +168,71 @@ func TestReactiveLookbackAsksForAQuantileOfThePast(t *testing.T) {
 	}
 }
 
+// TestSeasonalPeriod: a period is found once a whole one has been seen
+// twice, and only where it predicts the next minute better than the
+// minute before does.
+func TestSeasonalPeriod(t *testing.T) {
+	onOff := func(on, off, n int) []int { // n minutes of on at 9, off at 1
+		var s []int
+		for i := range n {
+			if i%(on+off) < on {
+				s = append(s, 9)
+			} else {
+				s = append(s, 1)
+			}
+		}
+		return s
+	}
+	for _, tc := range []struct {
+		name string
+		seen []int
+		want int
+	}{
+		{"too few minutes", []int{1, 9, 1}, 0},
+		{"on-off, two periods seen", onOff(3, 2, 10), 5},
+		{"on-off, one period and a half", onOff(3, 2, 7), 0},
+		{"steady", []int{4, 4, 4, 4, 4, 4, 4, 4}, 0},
+		{"a ramp: the minute before predicts best", []int{1, 2, 3, 4, 5, 6, 7, 8, 9, 10}, 0},
+		{"alternating", []int{1, 5, 1, 5, 1, 5, 1, 5}, 2},
+	} {
+		if got := seasonalPeriod(tc.seen); got != tc.want {
+			t.Errorf("%s: period %d, want %d", tc.name, got, tc.want)
+		}
+	}
+}
+
+// TestReactivePeriodicAsksAhead: with a period seen, the reactive reference
+// asks a start-up ahead for what the minutes coming needed a period before,
+// and without one it asks for the current minute's need alone.
+func TestReactivePeriodicAsksAhead(t *testing.T) {
+	// On at 9 for 3 minutes, off at 1 for 2, period 5; minute 10 starts
+	// the third on-period.
+	need := []int{9, 9, 9, 1, 1, 9, 9, 9, 1, 1, 9, 9, 9, 1, 1}
+	for _, tc := range []struct {
+		periodic bool
+		minute   int
+		want     int
+	}{
+		{false, 9, 1},  // the off-minute's own need
+		{true, 9, 9},   // minute 10 needed 9 a period before (minute 5)
+		{true, 8, 1},   // nine minutes seen: no whole period twice yet
+		{true, 3, 1},   // too little seen for a period
+		{true, 12, 9},  // on: its own need
+		{true, 13, 9},  // 90 s from 13m30s reach minute 15, which needed 9 a period before
+		{false, 20, 1}, // past the trace
+	} {
+		p, _, err := NewPolicy(PolicyReactive, PolicyOptions{Need: need, ReactivePeriodic: tc.periodic, MaxReplicas: 20,
+			Targets: autoscalebench.Targets{ModelLoad: time.Minute}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		at := origin.Add(time.Duration(tc.minute)*time.Minute + 30*time.Second)
+		if got, ok := p.Recommend(View{Now: at}); !ok || got != tc.want {
+			t.Errorf("periodic %v at minute %d: %d, want %d", tc.periodic, tc.minute, got, tc.want)
+		}
+	}
+}
+
 // TestCapacityTarget: the capacity policy asks for the replicas that bring
 // its signal to the target it is given, the README's by default.
 func TestCapacityTarget(t *testing.T) {
