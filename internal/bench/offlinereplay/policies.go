@@ -88,7 +88,8 @@ type PolicyOptions struct {
 	// ReactivePeriodic makes the reactive reference also ask, a start-up
 	// ahead, for the needs one period before the minutes coming, once the
 	// needs it has seen repeat with a period (seasonalPeriod): what a
-	// policy that learns a period, with a perfect model of the past, gets.
+	// policy that learns a period gets, with the reactive reference's
+	// knowledge (every need up to the current minute's, as it starts).
 	ReactivePeriodic bool
 	// CapacityTarget is the capacity policy's HPA target value (0:
 	// recommend.CapacityTarget, the README's).
@@ -439,14 +440,14 @@ func (c needOracle) Recommend(v View) (int, bool) {
 		want = c.pastQuantile(from)
 	} else {
 		for m := from; m <= to && m < len(c.need); m++ {
-			want = max(want, int(math.Ceil(float64(c.need[m])*(1+c.margin))))
+			want = max(want, c.withMargin(c.need[m]))
 		}
 	}
 	if c.seasonalAhead > 0 && from < len(c.need) {
 		if p := seasonalPeriod(c.need[:from+1]); p > 0 {
 			for m := from + 1; m <= int((now+c.seasonalAhead)/time.Minute); m++ {
 				if k := m - p; k >= 0 && k <= from {
-					want = max(want, int(math.Ceil(float64(c.need[k])*(1+c.margin))))
+					want = max(want, c.withMargin(c.need[k]))
 				}
 			}
 		}
@@ -494,7 +495,12 @@ func (c needOracle) pastQuantile(m int) int {
 	slices.Sort(seen)
 	q := min(max(c.quantile, 0), 1)
 	i := max(int(math.Ceil(q*float64(len(seen))))-1, 0)
-	return max(1, int(math.Ceil(float64(seen[i])*(1+c.margin))))
+	return max(1, c.withMargin(seen[i]))
+}
+
+// withMargin is n replicas and the margin above them, rounded up.
+func (c needOracle) withMargin(n int) int {
+	return int(math.Ceil(float64(n) * (1 + c.margin)))
 }
 
 // scheduled asks for each step's count from its time on, the last step
