@@ -11,7 +11,6 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/gpuscale/gpuscale/internal/bench/trace"
@@ -44,11 +43,6 @@ var DisaggPolicies = []string{DisaggStatic, DisaggSinglePool, DisaggPerRole}
 // Pools of a disaggregated model, each a Deployment in the policy's
 // namespace whose pods carry the role (per-role) or none.
 var disaggPools = [2]provider.Role{provider.RolePrefill, provider.RoleDecode}
-
-// disaggTarget is the HPAs' value of inference_capacity_utilization: 1, as
-// the offline replay's disaggregated policies hold it (docs/autoscaling.md,
-// "Prefill/decode disaggregation").
-const disaggTarget = 1
 
 // poolName is the Deployment (and app label) of a role's pool.
 func poolName(role provider.Role) string { return workloadName + "-" + string(role) }
@@ -215,7 +209,7 @@ var disaggModel = provider.ModelLabelValue(inferencesim.DefaultModel)
 // behavior for the model load, compressed by the speedup.
 func (p *DisaggPlan) disaggAutoscaler(policy, namespace string, pool int) (*autoscalingv2.HorizontalPodAutoscaler, error) {
 	name := poolName(disaggPools[pool])
-	target := autoscalingv2.MetricTarget{Type: autoscalingv2.ValueMetricType, Value: resource.NewQuantity(disaggTarget, resource.DecimalSI)}
+	target := autoscalingv2.MetricTarget{Type: autoscalingv2.ValueMetricType, Value: recommend.CapacityTargetValue()}
 	var metric autoscalingv2.MetricSpec
 	switch policy {
 	case DisaggPerRole:

@@ -8,8 +8,11 @@ import (
 	"testing"
 	"time"
 
+	autoscalingv2 "k8s.io/api/autoscaling/v2"
+
 	"github.com/gpuscale/gpuscale/internal/bench/trace"
 	"github.com/gpuscale/gpuscale/pkg/provider"
+	"github.com/gpuscale/gpuscale/pkg/signal/recommend"
 )
 
 func disaggTestConfig(reqs []trace.Request) DisaggConfig {
@@ -80,6 +83,47 @@ func TestNewDisaggPlanRejects(t *testing.T) {
 		tc.edit(&cfg)
 		if _, err := NewDisaggPlan(cfg); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: err = %v, want one naming %q", name, err, tc.want)
+		}
+	}
+}
+
+// TestDisaggAutoscalerIsTheREADMEs: every autoscaled pool's HPA is the one
+// the README advises (deploy/examples/hpa-capacity.yaml): the capacity
+// signal at recommend.CapacityTarget, the pool's maximum, `adapter
+// recommend`'s behavior; per-role on the Deployment's Object metric,
+// single-pool on the model's External one.
+func TestDisaggAutoscalerIsTheREADMEs(t *testing.T) {
+	reqs := []trace.Request{{At: 0, ContextTokens: 100, GeneratedTokens: 10}}
+	p, err := NewDisaggPlan(disaggTestConfig(reqs))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, policy := range []string{DisaggPerRole, DisaggSinglePool} {
+		for pool := range disaggPools {
+			h, err := p.disaggAutoscaler(policy, "ns", pool)
+			if err != nil {
+				t.Fatal(err)
+			}
+			m := h.Spec.Metrics[0]
+			var target autoscalingv2.MetricTarget
+			switch policy {
+			case DisaggPerRole:
+				if m.Object == nil || m.Object.DescribedObject.Name != poolName(disaggPools[pool]) {
+					t.Fatalf("%s pool %d: metric %+v, want its Deployment's Object metric", policy, pool, m)
+				}
+				target = m.Object.Target
+			case DisaggSinglePool:
+				if m.External == nil {
+					t.Fatalf("%s pool %d: metric %+v, want the model's External metric", policy, pool, m)
+				}
+				target = m.External.Target
+			}
+			if target.Value == nil || target.Value.Cmp(*recommend.CapacityTargetValue()) != 0 {
+				t.Errorf("%s pool %d: target %v, want the README's %v", policy, pool, target.Value, recommend.CapacityTargetValue())
+			}
+			if h.Spec.MaxReplicas != int32(p.MaxReplicas[pool]) || h.Spec.Behavior == nil {
+				t.Errorf("%s pool %d: maxReplicas %d (want %d), behavior %v", policy, pool, h.Spec.MaxReplicas, p.MaxReplicas[pool], h.Spec.Behavior)
+			}
 		}
 	}
 }

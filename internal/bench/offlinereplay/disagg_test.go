@@ -159,7 +159,7 @@ func TestLiveMatchesOffline(t *testing.T) {
 	if got, want := live.Transfer(1100), b.Config.Transfer.Time(1100); got != want || got <= 0 {
 		t.Errorf("transfer of 1,100 tokens: live %v, offline %v", got, want)
 	}
-	if live.Initial != b.InitialPools || live.MaxReplicas != [2]int{6, 8} || live.Static != [2]int{3, 4} {
+	if live.Initial != b.InitialPools || live.MaxReplicas != [2]int{3, 4} || live.Static != [2]int{3, 4} {
 		t.Errorf("pools: initial %v, max %v, static %v", live.Initial, live.MaxReplicas, live.Static)
 	}
 	if _, err := autoscalebench.NewDisaggPlan(live); err != nil {

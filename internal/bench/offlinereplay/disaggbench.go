@@ -20,8 +20,9 @@ type DisaggBench struct {
 	// Config is the replay's setup; its Initial, Behavior and Policy are
 	// set per policy.
 	Config DisaggConfig
-	// Limit bounds static's pools; every autoscaled pool may reach twice
-	// static's.
+	// Limit bounds static's pools; every autoscaled pool may reach
+	// static's, as the README's HPA's maxReplicas is static provisioning's
+	// fleet.
 	Limit int
 	// InitialPools are the autoscaled policies' replicas at the start.
 	InitialPools [numPools]int
@@ -42,6 +43,16 @@ func NewDisaggBench(reqs []trace.Request, slo, itl time.Duration) DisaggBench {
 			Scrape: 5 * time.Second, Sync: 15 * time.Second, SyncPhase: 7 * time.Second},
 		Limit: 20, InitialPools: [numPools]int{2, 3}, Policies: DisaggPolicies,
 	}
+}
+
+// maxReplicas is each autoscaled pool's HPA's maximum: static's pool, as
+// the README's HPA holds a model to the fleet static provisioning would
+// run, and never under the pool's start.
+func (b DisaggBench) maxReplicas(static [numPools]int) (m [numPools]int) {
+	for pl := range numPools {
+		m[pl] = max(static[pl], b.InitialPools[pl])
+	}
+	return m
 }
 
 // DisaggOutcome is one policy's run.
@@ -68,7 +79,7 @@ func (b DisaggBench) Run() (static [numPools]int, out []DisaggOutcome, err error
 		}
 		// The behavior is `adapter recommend`'s for the model's load
 		// time, as the robustness replay gives the recommended policy.
-		o := DisaggOptions{Capacity: cc, Startup: b.Config.ModelLoad + b.Config.StartDelay, MaxReplicas: [numPools]int{2 * static[Prefill], 2 * static[Decode]}}
+		o := DisaggOptions{Capacity: cc, Startup: b.Config.ModelLoad + b.Config.StartDelay, MaxReplicas: b.maxReplicas(static)}
 		if b.Parts != nil {
 			o.Parts = func(now time.Time, pool string, e capacity.Estimate) { b.Parts(name, now, pool, e) }
 		}
@@ -178,7 +189,7 @@ const liveProfile = "l4-llama-3.1-8b"
 // (autoscalebench.RunDisagg, `make bench-autoscale BENCH_FLAGS=--disaggregated`):
 // the same requests, objectives, profile, model load, KV transfer and
 // starting pools, static's pools as StaticDisagg sized them, every
-// autoscaled pool up to twice static's, played speedup times faster than
+// autoscaled pool up to static's, played speedup times faster than
 // real time. A decode replica's link carries its caches at once there, not
 // one after another; at 25 Gb/s a cache takes 40-60 ms, and a replica is
 // handed a few a second.
@@ -189,7 +200,7 @@ func (b DisaggBench) Live(workload string, static [numPools]int, speedup float64
 		Transfer:    b.Config.Transfer.Time,
 		Static:      static,
 		Initial:     b.InitialPools,
-		MaxReplicas: [numPools]int{2 * static[Prefill], 2 * static[Decode]},
+		MaxReplicas: b.maxReplicas(static),
 		Policies:    autoscalebench.DisaggPolicies,
 		SampleEvery: 5 * time.Second,
 		Grace:       time.Minute,

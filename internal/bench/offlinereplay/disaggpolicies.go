@@ -7,6 +7,7 @@ import (
 
 	"github.com/gpuscale/gpuscale/pkg/provider"
 	"github.com/gpuscale/gpuscale/pkg/signal/capacity"
+	"github.com/gpuscale/gpuscale/pkg/signal/recommend"
 )
 
 // The disaggregated workload's policies (DisaggPolicies).
@@ -109,7 +110,7 @@ func decodeTTFT(v View) []capacity.Pod {
 }
 
 // perRole estimates each pool on its role's signal, an Object metric at
-// value 1 on each pool's HPA.
+// the README's value (recommend.CapacityTarget) on each pool's HPA.
 type perRole struct {
 	est   [numPools]*capacity.Estimator
 	parts func(time.Time, string, capacity.Estimate)
@@ -138,7 +139,7 @@ func (p *perRole) Recommend(v DisaggView) (want [numPools]int, ok [numPools]bool
 		if p.parts != nil {
 			p.parts(v.Now, Pool(pl).String(), est)
 		}
-		want[pl], ok[pl] = objectValue(v.Pools[pl], est.Utilization, 1), true
+		want[pl], ok[pl] = objectValue(v.Pools[pl], est.Utilization, recommend.CapacityTarget), true
 	}
 	return want, ok
 }
@@ -161,7 +162,7 @@ func (p *singlePool) Recommend(v DisaggView) (want [numPools]int, ok [numPools]b
 		p.parts(v.Now, "model", est)
 	}
 	for pl := range numPools {
-		want[pl], ok[pl] = objectValue(v.Pools[pl], est.Utilization, 1), true
+		want[pl], ok[pl] = objectValue(v.Pools[pl], est.Utilization, recommend.CapacityTarget), true
 	}
 	return want, ok
 }

@@ -193,7 +193,13 @@ type Config struct {
 	// pool of a disaggregated model): its prefill term never gives up,
 	// since no other term carries its work. Where the objective is out
 	// of reach for the quantile (prefillPoolLimit), the pool is held to
-	// what its longest prompts' own prefill allows instead.
+	// what its longest prompts' own prefill allows instead. It has no
+	// KV term: a prefill replica holds a request's cache for its prefill
+	// and transfer, a second or two, so KV room bounds its throughput,
+	// which the prefill term measures as busy time, and never a slot
+	// held for a stream. Read as slots, one long prompt caught at a
+	// scrape made a replica's cache "hold" half a request, and three
+	// requests in flight asked for six replicas.
 	PrefillPool bool
 	// ITLObjective, when positive, is the inter-token latency the
 	// Quantile must stay within: the ITL term, for decode-bound models,
@@ -400,7 +406,7 @@ func (e *Estimator) estimate(st *workloadState, now time.Time, pods []Pod, objec
 		est.LoadingCredit = float64(est.Loading) * est.PerReplica
 		return est, nil
 	}
-	if est.Forecast > 0 {
+	if est.Forecast > 0 && !e.cfg.PrefillPool {
 		if est.Slots <= 0 {
 			return Estimate{}, ErrNoCapacity
 		}

@@ -170,3 +170,62 @@ func TestPrefillPoolFoundEmptyHostile(t *testing.T) {
 		})
 	}
 }
+
+// TestPrefillPoolHasNoKVTerm: a prefill replica holds a request's KV cache
+// only for its prefill and transfer, so the pool has no KV term. Caught by
+// a scrape in the middle of one long prompt each (a request running, 90%
+// of the cache in use), a pool of whole requests reads a replica's cache
+// as holding about one request and asks for KV room for its demand; a
+// prefill pool asks for what its window's prefill work needs, as when it
+// is found with short prompts.
+func TestPrefillPoolHasNoKVTerm(t *testing.T) {
+	estimate := func(t *testing.T, pool bool, running, kvPercent float64) Estimate {
+		t.Helper()
+		cfg := DefaultConfig()
+		cfg.PrefillPool = pool
+		e := New(cfg, nil)
+		k := Key{Namespace: "ns", Target: "deployment/llm-prefill"}
+		t0 := time.Unix(1000, 0)
+		// Two replicas, each taking 40 prefills of 0.3-0.5 s in 15 s.
+		pod := func(uid string, n float64) Pod {
+			return Pod{Ready: true, Data: true, Running: running, Waiting: 2, KVPercent: kvPercent, UID: uid, Prefill: prefillHist(10, n)}
+		}
+		if _, err := e.Estimate(k, t0, []Pod{pod("a", 100), pod("b", 100)}); err != nil {
+			t.Fatal(err)
+		}
+		est, err := e.Estimate(k, t0.Add(15*time.Second), []Pod{pod("a", 140), pod("b", 140)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return est
+	}
+	short := estimate(t, true, 2, 10)
+	for _, tc := range []struct {
+		name string
+		pool bool
+		// kv: whether the estimate should carry a KV term.
+		kv bool
+	}{
+		{"prefill pool", true, false},
+		{"whole requests", false, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			est := estimate(t, tc.pool, 1, 90)
+			if est.Forecast <= 0 || est.Slots <= 0 {
+				t.Fatalf("forecast %v, slots %v: want a loaded pool measured", est.Forecast, est.Slots)
+			}
+			if got := est.KVNeeded > 0; got != tc.kv {
+				t.Fatalf("KV term %v (slots %v, per replica %v): want one: %v", est.KVNeeded, est.Slots, est.PerReplica, tc.kv)
+			}
+			if tc.kv {
+				if est.Needed < est.KVNeeded || est.KVNeeded <= est.PrefillNeeded {
+					t.Errorf("Needed %v, KV term %v, prefill term %v: want the KV term to lead", est.Needed, est.KVNeeded, est.PrefillNeeded)
+				}
+				return
+			}
+			if est.Needed != est.PrefillNeeded || math.Abs(est.Needed-short.Needed) > 1e-9 {
+				t.Errorf("Needed %v, prefill term %v: want the prefill term, as with short prompts (%v)", est.Needed, est.PrefillNeeded, short.Needed)
+			}
+		})
+	}
+}
