@@ -91,7 +91,7 @@ func main() {
 	flag.Float64Var(&f.reactiveQuantile, "reactive-quantile", 1, "With --reactive-lookback: the quantile of the needs seen, in (0, 1].")
 	flag.BoolVar(&f.reactivePeriodic, "reactive-periodic", false, "The reactive reference also asks, a start-up ahead, for the needs one period before the minutes coming, once the needs it has seen repeat with a period (a seasonal-naive prediction that errs less than the minute before's).")
 	flag.Float64Var(&f.capacityTarget, "capacity-target", recommend.CapacityTarget, "The capacity policy's HPA target value (the README's).")
-	flag.Uint64Var(&f.seed, "seed", robustness.Seed, "The seed the family's shapes are drawn with (another one: traffic no default was chosen on).")
+	flag.Uint64Var(&f.seed, "seed", robustness.Seed, "The seed the family's shapes, and with --disaggregated its workload, are drawn with (another one: traffic no default was chosen on).")
 	flag.Parse()
 	if err := run(f); err != nil {
 		log.Fatal(err)
@@ -368,7 +368,7 @@ func runDisagg(f flags) error {
 		slo = 2 * time.Second
 	}
 	w := workload.Disaggregated()
-	b := offlinereplay.NewDisaggBench(slice(w.Generate(robustness.Seed), f.start, f.duration), slo, f.itl)
+	b := offlinereplay.NewDisaggBench(slice(w.Generate(f.seed), f.start, f.duration), slo, f.itl)
 	b.Config.SyncPhase = f.phase
 	if f.parts {
 		b.Parts = disaggPartsPrinter()
