@@ -27,7 +27,9 @@ import (
 // CapacityUtilization is the demand expected over a workload's start-up
 // horizon over what its Ready replicas serve within the objective
 // (pkg/signal/capacity). Served for Deployments and StatefulSets, and per model
-// as an external metric; an HPA targets it with value 1.
+// as an external metric; an HPA targets it with a value, the README's
+// recommend.CapacityTarget (800m), which leaves headroom for growth within
+// a start-up.
 const CapacityUtilization = "inference_capacity_utilization"
 
 // CapacityEstimator turns a workload's pods into the capacity signal.

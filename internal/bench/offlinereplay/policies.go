@@ -377,8 +377,10 @@ func (p *llmd) Recommend(v View) (int, bool) {
 	return p.law.Step(at, q/p.slo, v.Spec, v.Ready(), 1, p.maxR), true
 }
 
-// capacityPolicy is an Object metric at value 1 on the adapter's capacity
-// estimator, fed what the adapter reads of each pod.
+// capacityPolicy is an Object metric at its target value (the README's,
+// recommend.CapacityTarget, unless PolicyOptions.CapacityTarget says
+// otherwise) on the adapter's capacity estimator, fed what the adapter
+// reads of each pod.
 type capacityPolicy struct {
 	est *capacity.Estimator
 	// parts, when set, is called with every estimate.
