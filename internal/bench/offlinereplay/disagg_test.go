@@ -15,38 +15,55 @@ import (
 )
 
 // TestDisaggregatedGoal is issue #29's goal on the whole disaggregated
-// workload (workload.Disaggregated, 45 minutes, in virtual time): the
+// workload (workload.Disaggregated, 45 minutes, in virtual time), at three
+// HPA sync phases, since the real controller's falls anywhere: the
 // per-role policy meets the TTFT and the ITL objectives in at least 90% of
 // the minutes static provisioning meets, at no more than 80% of static's
-// GPU-hours, and beats the single-pool policy on the bill while meeting
-// at least as many minutes.
+// GPU-hours, and meets at least as many minutes as the single-pool policy
+// for fewer GPU-hours: outright at the replay's default phase, and at the
+// others wherever single-pool meets the goal's minutes (where it does not,
+// it can cost less by serving less).
 func TestDisaggregatedGoal(t *testing.T) {
-	b := offlinereplay.NewDisaggBench(workload.Disaggregated().Generate(2026), 2*time.Second, 150*time.Millisecond)
-	static, out, err := b.Run()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("\n%s", offlinereplay.DisaggTable(static, out))
-	by := map[string]offlinereplay.DisaggOutcome{}
-	for _, o := range out {
-		by[o.Policy] = o
-	}
-	st, role, single := by[offlinereplay.DisaggStatic], by[offlinereplay.DisaggPerRole], by[offlinereplay.DisaggSinglePool]
-	if st.Result.MinutesMet == 0 || role.Policy == "" || single.Policy == "" {
-		t.Fatalf("outcomes: %+v", out)
-	}
-	if 10*role.Result.MinutesMet < 9*st.Result.MinutesMet {
-		t.Errorf("per-role met both objectives in %d minutes, under 90%% of static's %d", role.Result.MinutesMet, st.Result.MinutesMet)
-	}
-	if role.Share > 0.8 {
-		t.Errorf("per-role billed %.2f GPU-hours, %.0f%% of static's %.2f (want <= 80%%)", role.GPUHours, 100*role.Share, st.GPUHours)
-	}
-	if role.GPUHours >= single.GPUHours || role.Result.MinutesMet < single.Result.MinutesMet {
-		t.Errorf("per-role: %d minutes for %.2f GPU-hours; single-pool: %d for %.2f (want fewer GPU-hours and no fewer minutes)",
-			role.Result.MinutesMet, role.GPUHours, single.Result.MinutesMet, single.GPUHours)
-	}
-	if role.Result.ITLMet < role.Result.TTFTMet || role.Result.Unserved != 0 {
-		t.Errorf("per-role: ITL met in %d minutes, TTFT in %d, %d unserved", role.Result.ITLMet, role.Result.TTFTMet, role.Result.Unserved)
+	reqs := workload.Disaggregated().Generate(2026)
+	for _, tc := range []struct {
+		phase    time.Duration
+		outright bool
+	}{
+		{2 * time.Second, false},
+		{7 * time.Second, true},
+		{12 * time.Second, false},
+	} {
+		t.Run(tc.phase.String(), func(t *testing.T) {
+			b := offlinereplay.NewDisaggBench(reqs, 2*time.Second, 150*time.Millisecond)
+			b.Config.SyncPhase = tc.phase
+			static, out, err := b.Run()
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Logf("\n%s", offlinereplay.DisaggTable(static, out))
+			by := map[string]offlinereplay.DisaggOutcome{}
+			for _, o := range out {
+				by[o.Policy] = o
+			}
+			st, role, single := by[offlinereplay.DisaggStatic], by[offlinereplay.DisaggPerRole], by[offlinereplay.DisaggSinglePool]
+			if st.Result.MinutesMet == 0 || role.Policy == "" || single.Policy == "" {
+				t.Fatalf("outcomes: %+v", out)
+			}
+			meets := func(o offlinereplay.DisaggOutcome) bool { return 10*o.Result.MinutesMet >= 9*st.Result.MinutesMet }
+			if !meets(role) {
+				t.Errorf("per-role met both objectives in %d minutes, under 90%% of static's %d", role.Result.MinutesMet, st.Result.MinutesMet)
+			}
+			if role.Share > 0.8 {
+				t.Errorf("per-role billed %.2f GPU-hours, %.1f%% of static's %.2f (want <= 80%%)", role.GPUHours, 100*role.Share, st.GPUHours)
+			}
+			if role.Result.MinutesMet < single.Result.MinutesMet || ((tc.outright || meets(single)) && role.GPUHours >= single.GPUHours) {
+				t.Errorf("per-role: %d minutes for %.2f GPU-hours; single-pool: %d for %.2f (want no fewer minutes, and fewer GPU-hours where single-pool meets the goal's minutes or outright: %v)",
+					role.Result.MinutesMet, role.GPUHours, single.Result.MinutesMet, single.GPUHours, tc.outright)
+			}
+			if role.Result.ITLMet < role.Result.TTFTMet || role.Result.Unserved != 0 {
+				t.Errorf("per-role: ITL met in %d minutes, TTFT in %d, %d unserved", role.Result.ITLMet, role.Result.TTFTMet, role.Result.Unserved)
+			}
+		})
 	}
 }
 
