@@ -8,30 +8,42 @@ import (
 	"github.com/gpuscale/gpuscale/pkg/signal/histogram"
 )
 
+// twoPrefillReplicas is the estimate, through estimate (Estimate or
+// EstimateWithin), of two replicas "a" and "b" that each take 40 prefills
+// of 0.3-0.5 s in 15 s, as pod reports each replica given its prefill
+// histogram's count: the second of two estimates 15 s apart, on a pool
+// configured with PrefillPool set to pool.
+func twoPrefillReplicas(t *testing.T, pool bool, pod func(uid string, n float64) Pod,
+	estimate func(e *Estimator, k Key, now time.Time, pods []Pod) (Estimate, error)) Estimate {
+	t.Helper()
+	cfg := DefaultConfig()
+	cfg.PrefillPool = pool
+	e := New(cfg, nil)
+	k := Key{Namespace: "ns", Target: "deployment/llm-prefill"}
+	t0 := time.Unix(1000, 0)
+	if _, err := estimate(e, k, t0, []Pod{pod("a", 100), pod("b", 100)}); err != nil {
+		t.Fatal(err)
+	}
+	est, err := estimate(e, k, t0.Add(15*time.Second), []Pod{pod("a", 140), pod("b", 140)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return est
+}
+
 // TestPrefillPoolAndObjective: the prefill term at the objective a call
 // gives (EstimateWithin, a prefill pool's share of the TTFT objective), and
 // a prefill pool's term, which holds where a pool of whole requests gives
 // up on an objective its prompts' prefill times alone rule out.
 func TestPrefillPoolAndObjective(t *testing.T) {
-	// Two replicas, each taking 40 prefills of 0.3-0.5 s in 15 s.
 	estimate := func(t *testing.T, pool bool, objective time.Duration) Estimate {
 		t.Helper()
-		cfg := DefaultConfig()
-		cfg.PrefillPool = pool
-		e := New(cfg, nil)
-		k := Key{Namespace: "ns", Target: "deployment/llm-prefill"}
-		t0 := time.Unix(1000, 0)
 		pod := func(uid string, n float64) Pod {
 			return Pod{Ready: true, Data: true, Running: 2, KVPercent: 10, UID: uid, Prefill: prefillHist(10, n)}
 		}
-		if _, err := e.EstimateWithin(k, t0, []Pod{pod("a", 100), pod("b", 100)}, objective); err != nil {
-			t.Fatal(err)
-		}
-		est, err := e.EstimateWithin(k, t0.Add(15*time.Second), []Pod{pod("a", 140), pod("b", 140)}, objective)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return est
+		return twoPrefillReplicas(t, pool, pod, func(e *Estimator, k Key, now time.Time, pods []Pod) (Estimate, error) {
+			return e.EstimateWithin(k, now, pods, objective)
+		})
 	}
 	whole := estimate(t, false, time.Second)
 	for _, tc := range []struct {
@@ -87,23 +99,11 @@ func TestPrefillPoolFoundEmpty(t *testing.T) {
 		{"whole requests", false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			cfg := DefaultConfig()
-			cfg.PrefillPool = tc.pool
-			e := New(cfg, nil)
-			k := Key{Namespace: "ns", Target: "deployment/llm-prefill"}
-			t0 := time.Unix(1000, 0)
-			// Two replicas, each taking 40 prefills of 0.3-0.5 s in
-			// 15 s, found empty at both scrapes.
+			// Found empty at both scrapes.
 			empty := func(uid string, n float64) Pod {
 				return Pod{Ready: true, Data: true, UID: uid, Prefill: prefillHist(10, n)}
 			}
-			if _, err := e.Estimate(k, t0, []Pod{empty("a", 100), empty("b", 100)}); err != nil {
-				t.Fatal(err)
-			}
-			est, err := e.Estimate(k, t0.Add(15*time.Second), []Pod{empty("a", 140), empty("b", 140)})
-			if err != nil {
-				t.Fatal(err)
-			}
+			est := twoPrefillReplicas(t, tc.pool, empty, (*Estimator).Estimate)
 			if est.Demand != 0 || est.Forecast != 0 || est.KVNeeded != 0 {
 				t.Fatalf("demand %v, forecast %v, KV term %v: want an empty pool's zeros", est.Demand, est.Forecast, est.KVNeeded)
 			}
@@ -181,23 +181,10 @@ func TestPrefillPoolFoundEmptyHostile(t *testing.T) {
 func TestPrefillPoolHasNoKVTerm(t *testing.T) {
 	estimate := func(t *testing.T, pool bool, running, kvPercent float64) Estimate {
 		t.Helper()
-		cfg := DefaultConfig()
-		cfg.PrefillPool = pool
-		e := New(cfg, nil)
-		k := Key{Namespace: "ns", Target: "deployment/llm-prefill"}
-		t0 := time.Unix(1000, 0)
-		// Two replicas, each taking 40 prefills of 0.3-0.5 s in 15 s.
 		pod := func(uid string, n float64) Pod {
 			return Pod{Ready: true, Data: true, Running: running, Waiting: 2, KVPercent: kvPercent, UID: uid, Prefill: prefillHist(10, n)}
 		}
-		if _, err := e.Estimate(k, t0, []Pod{pod("a", 100), pod("b", 100)}); err != nil {
-			t.Fatal(err)
-		}
-		est, err := e.Estimate(k, t0.Add(15*time.Second), []Pod{pod("a", 140), pod("b", 140)})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return est
+		return twoPrefillReplicas(t, pool, pod, (*Estimator).Estimate)
 	}
 	short := estimate(t, true, 2, 10)
 	for _, tc := range []struct {
