@@ -5,31 +5,16 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gpuscale/gpuscale/internal/bench/trace"
+	"github.com/gpuscale/gpuscale/internal/bench/trace/tracetest"
 	"github.com/gpuscale/gpuscale/pkg/inferencesim"
 )
-
-// burstThenQuiet is two minutes of a burst, then three quiet ones: evenly
-// spaced requests of one size.
-func burstThenQuiet() []trace.Request {
-	var reqs []trace.Request
-	add := func(from, to time.Duration, perMinute int) {
-		gap := time.Minute / time.Duration(perMinute)
-		for at := from; at < to; at += gap {
-			reqs = append(reqs, trace.Request{At: at, ContextTokens: 1500, GeneratedTokens: 100})
-		}
-	}
-	add(0, 2*time.Minute, 600)
-	add(2*time.Minute, 5*time.Minute, 30)
-	return reqs
-}
 
 // TestSequentialNeedFollowsItsOwnFleet: the minutes after a burst need what
 // the burst's own fleet leaves them, not the backlog a smaller fleet held
 // through the burst would (MinuteNeed's reading), and the schedule of
 // needs, replayed, meets every minute.
 func TestSequentialNeedFollowsItsOwnFleet(t *testing.T) {
-	reqs, prof, slo, limit := burstThenQuiet(), inferencesim.L4Profile(), time.Second, 20
+	reqs, prof, slo, limit := tracetest.BurstThenQuiet(), inferencesim.L4Profile(), time.Second, 20
 	seq, err := SequentialNeed(reqs, prof, slo, limit)
 	if err != nil {
 		t.Fatal(err)

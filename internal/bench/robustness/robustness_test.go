@@ -11,6 +11,7 @@ import (
 	"github.com/gpuscale/gpuscale/internal/bench/autoscalebench"
 	"github.com/gpuscale/gpuscale/internal/bench/offlinereplay"
 	"github.com/gpuscale/gpuscale/internal/bench/trace"
+	"github.com/gpuscale/gpuscale/internal/bench/trace/tracetest"
 	"github.com/gpuscale/gpuscale/pkg/inferencesim"
 	"github.com/gpuscale/gpuscale/pkg/signal/recommend"
 )
@@ -258,28 +259,12 @@ func TestFractionWithoutStatic(t *testing.T) {
 	}
 }
 
-// burstThenQuiet is two minutes of a burst, then three quiet ones: evenly
-// spaced requests of one size, on which the two readings of a minute's
-// need differ after the burst.
-func burstThenQuiet() []trace.Request {
-	var reqs []trace.Request
-	add := func(from, to time.Duration, perMinute int) {
-		gap := time.Minute / time.Duration(perMinute)
-		for at := from; at < to; at += gap {
-			reqs = append(reqs, trace.Request{At: at, ContextTokens: 1500, GeneratedTokens: 100})
-		}
-	}
-	add(0, 2*time.Minute, 600)
-	add(2*time.Minute, 5*time.Minute, 30)
-	return reqs
-}
-
 // TestReferencesKeepTheBetterReading: by default each reference runs on
 // both readings of the needs and reports the better run (more minutes,
 // then fewer GPU-hours), named by its reading; a reading asked for alone is
 // what runs.
 func TestReferencesKeepTheBetterReading(t *testing.T) {
-	w := Workload{Name: "burst then quiet", Requests: burstThenQuiet(), SLO: time.Second}
+	w := Workload{Name: "burst then quiet", Requests: tracetest.BurstThenQuiet(), SLO: time.Second}
 	policies := []string{offlinereplay.PolicyClairvoyant, offlinereplay.PolicyReactive}
 	runWith := func(reading NeedReading) Report {
 		t.Helper()
