@@ -18,6 +18,7 @@ import (
 	"github.com/gpuscale/gpuscale/internal/bench/trace"
 	"github.com/gpuscale/gpuscale/internal/harness/devenv"
 	"github.com/gpuscale/gpuscale/pkg/inferencesim"
+	"github.com/gpuscale/gpuscale/pkg/provider"
 	"github.com/gpuscale/gpuscale/pkg/signal/recommend"
 )
 
@@ -150,10 +151,10 @@ func (p *DisaggPlan) describeDisagg(policy string) string {
 		return fmt.Sprintf("no autoscaler: %d prefill and %d decode replicas, sized offline in hindsight", p.Static[0], p.Static[1])
 	case DisaggSinglePool:
 		return fmt.Sprintf("both pools' HPAs on the model's External %s value %s, pods without a role; `adapter recommend` behavior; 1-%d prefill, 1-%d decode",
-			"inference_capacity_utilization", recommend.CapacityTargetValue(), p.MaxReplicas[0], p.MaxReplicas[1])
+			provider.CapacityUtilization, recommend.CapacityTargetValue(), p.MaxReplicas[0], p.MaxReplicas[1])
 	case DisaggPerRole:
 		return fmt.Sprintf("each pool's HPA on its Deployment's %s value %s, pods labelled with their role; `adapter recommend` behavior; 1-%d prefill, 1-%d decode",
-			"inference_capacity_utilization", recommend.CapacityTargetValue(), p.MaxReplicas[0], p.MaxReplicas[1])
+			provider.CapacityUtilization, recommend.CapacityTargetValue(), p.MaxReplicas[0], p.MaxReplicas[1])
 	}
 	return policy
 }
